@@ -1,0 +1,103 @@
+"""The kqlite exception hierarchy.
+
+Every error kqlite raises on purpose derives from :class:`KqliteError`, so an
+application can catch the whole family with one ``except``. Names follow
+Kafka's exceptions where one exists (``CorruptRecordException`` becomes
+:class:`CorruptRecordError`), with short aliases (``CorruptRecord``,
+``OffsetOutOfRange``, ...) for the names DESIGN.md uses.
+
+This module imports nothing from kqlite: every layer may use it.
+"""
+
+__all__ = [
+    "KqliteError", "CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError",
+    "LogLockedError", "LogClosedError", "StorageError", "LogFailedError", "UnsupportedCodecError",
+    "ConfigError", "InvalidRecordError",
+    "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
+]
+
+
+class KqliteError(Exception):
+    """Base class of every error kqlite raises on purpose."""
+
+
+class CorruptRecordError(KqliteError):
+    """Stored or received bytes failed validation (CRC mismatch, bad framing).
+
+    ``path`` and ``position`` say where, when the bytes came from a file.
+    """
+
+    def __init__(self, reason, path=None, position=None):
+        self.reason = reason
+        self.path = path
+        self.position = position
+        where = ""
+        if path is not None:
+            where = f" in {path}" + (f" at byte {position}" if position is not None else "")
+        elif position is not None:
+            where = f" at byte {position}"
+        super().__init__(f"corrupt record batch{where}: {reason}")
+
+
+class InvalidRecordError(KqliteError, ValueError):
+    """A record or batch handed to kqlite is not acceptable (bad type, bad field)."""
+
+
+class OffsetOutOfRangeError(KqliteError, IndexError):
+    """The requested offset is below the log start offset or above the log end offset."""
+
+    def __init__(self, offset, start_offset, end_offset):
+        self.offset = offset
+        self.start_offset = start_offset
+        self.end_offset = end_offset
+        super().__init__(
+            f"offset {offset} is out of range: the log holds [{start_offset}, {end_offset})")
+
+
+class RecordTooLargeError(KqliteError, ValueError):
+    """A batch is larger than ``max.message.bytes`` (or a segment can hold)."""
+
+    def __init__(self, size, limit):
+        self.size = size
+        self.limit = limit
+        super().__init__(f"record batch of {size} bytes exceeds max.message.bytes={limit}")
+
+
+class LogLockedError(KqliteError, TimeoutError):
+    """The append lock could not be taken within the timeout."""
+
+
+class LogClosedError(KqliteError):
+    """The log was used after ``close()``."""
+
+
+class StorageError(KqliteError, OSError):
+    """An operating-system call on the log's files failed (EIO, ENOSPC, ...).
+
+    The append that raised it is not in the log; the log stays usable unless
+    the error is a :class:`LogFailedError`.
+    """
+
+
+class LogFailedError(StorageError):
+    """A write or fsync failed; the log refuses further writes until it is reopened.
+
+    After a failed fsync the kernel may have dropped the dirty pages, so a retry
+    could falsely succeed (PostgreSQL's "fsyncgate"); reopening runs recovery
+    from the last durable state instead.
+    """
+
+
+class UnsupportedCodecError(KqliteError):
+    """A batch uses a compression codec that is unknown or not installed."""
+
+
+class ConfigError(KqliteError, ValueError):
+    """A configuration key or value is not valid."""
+
+
+# Short names used in DESIGN.md and the brief.
+CorruptRecord = CorruptRecordError
+OffsetOutOfRange = OffsetOutOfRangeError
+RecordTooLarge = RecordTooLargeError
+LogLocked = LogLockedError

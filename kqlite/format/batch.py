@@ -1,0 +1,233 @@
+"""RecordBatch v2: build, parse and validate Kafka's on-disk/on-wire batch.
+
+Layout and field meanings are in docs/format.md and ``constants.py``. A batch is
+bytes from end to end; this module never holds a file or a socket. Building a
+batch (:func:`build_batch`) and decoding one (:func:`decode_batch`) go through
+the ``_native`` helpers so the C and pure-Python paths give identical bytes.
+
+The CRC covers attributes..end, so ``baseOffset`` and ``partitionLeaderEpoch``
+can be rewritten in place (:func:`set_base_offset`, :func:`set_leader_epoch`)
+without recomputing it: this is what lets an appender assign offsets to bytes
+it never decodes.
+"""
+
+import struct
+import time
+
+from .. import _native
+from ..errors import CorruptRecordError, InvalidRecordError
+from . import compression
+from .constants import (
+    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, CONTROL_MASK, CRC_OFFSET,
+    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID, NO_SEQUENCE, PARTITION_LEADER_EPOCH_OFFSET, TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+from .record import Record
+
+__all__ = ["BatchHeader", "build_batch", "parse_header", "decode_batch", "decode_records",
+           "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms"]
+
+# baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == BATCH_OVERHEAD
+_BASE_OFFSET = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+
+_make_record = Record._make
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+class BatchHeader(tuple):
+    """The 61-byte v2 header as named fields (a tuple, cheap to build)."""
+
+    __slots__ = ()
+    _fields = ("base_offset", "length", "partition_leader_epoch", "magic", "crc", "attributes",
+               "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
+               "producer_epoch", "base_sequence", "record_count")
+
+    base_offset = property(lambda s: s[0])
+    length = property(lambda s: s[1])
+    partition_leader_epoch = property(lambda s: s[2])
+    magic = property(lambda s: s[3])
+    crc = property(lambda s: s[4])
+    attributes = property(lambda s: s[5])
+    last_offset_delta = property(lambda s: s[6])
+    base_timestamp = property(lambda s: s[7])
+    max_timestamp = property(lambda s: s[8])
+    producer_id = property(lambda s: s[9])
+    producer_epoch = property(lambda s: s[10])
+    base_sequence = property(lambda s: s[11])
+    record_count = property(lambda s: s[12])
+
+    @property
+    def size(self):
+        """Total bytes of the batch including the 12-byte offset+length prefix."""
+        return self[1] + LOG_OVERHEAD
+
+    @property
+    def last_offset(self):
+        return self[0] + self[6]
+
+    @property
+    def codec(self):
+        return self[5] & CODEC_MASK
+
+    @property
+    def timestamp_type(self):
+        return 1 if self[5] & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self):
+        return bool(self[5] & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self):
+        return bool(self[5] & CONTROL_MASK)
+
+    def __repr__(self):
+        return "BatchHeader(%s)" % ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+
+
+def parse_header(buf, pos=0):
+    """Parse the v2 header at ``buf[pos:]`` (no CRC check)."""
+    if len(buf) - pos < BATCH_OVERHEAD:
+        raise CorruptRecordError(f"{len(buf) - pos} bytes is shorter than a batch header",
+                                 position=pos)
+    fields = _HEADER.unpack_from(buf, pos)
+    if fields[3] != MAGIC_V2:
+        raise CorruptRecordError(f"magic {fields[3]} is not a v2 record batch", position=pos)
+    return tuple.__new__(BatchHeader, fields)
+
+
+def verify_crc(buf, pos=0, header=None):
+    """Raise CorruptRecordError unless the batch at ``pos`` has a correct CRC-32C."""
+    header = header or parse_header(buf, pos)
+    end = pos + header[1] + LOG_OVERHEAD
+    if end > len(buf):
+        raise CorruptRecordError(f"batch of {header[1] + LOG_OVERHEAD} bytes runs past the "
+                                 f"end of the buffer", position=pos)
+    actual = _native.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end])
+    if actual != header[4]:
+        raise CorruptRecordError(f"CRC-32C mismatch: stored 0x{header[4]:08x}, "
+                                 f"computed 0x{actual:08x}", position=pos)
+    return header
+
+
+def _split_records(records):
+    """Turn the append() argument list into parallel columns for encode_records."""
+    values, keys, stamps, headers = [], None, None, None
+    for i, rec in enumerate(records):
+        if isinstance(rec, Record):
+            if keys is None:
+                keys, stamps, headers = [None] * i, [None] * i, [()] * i
+            values.append(rec[3])
+            keys.append(rec[2])
+            stamps.append(rec[1])
+            headers.append(rec[4])
+        elif rec is None or isinstance(rec, (bytes, bytearray, memoryview)):
+            values.append(rec)
+            if keys is not None:
+                keys.append(None)
+                stamps.append(None)
+                headers.append(())
+        else:
+            raise InvalidRecordError(
+                f"record {i} is a {type(rec).__name__}; append bytes, None or kqlite.Record "
+                f"(encode str values first)")
+    return values, keys, stamps, headers
+
+
+def build_batch(records, base_offset=0, timestamp=None, codec=CODEC_NONE,
+                producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
+                base_sequence=NO_SEQUENCE, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+                transactional=False, control=False, timestamp_type=0):
+    """Encode ``records`` (bytes values, None tombstones or Record objects) as one batch.
+
+    Records without a timestamp get ``timestamp`` (default: now). Returns bytes.
+    """
+    if not records:
+        raise InvalidRecordError("a record batch needs at least one record")
+    values, keys, stamps, headers = _split_records(records)
+    default_ts = now_ms() if timestamp is None else int(timestamp)
+    if stamps is None:
+        base_ts = max_ts = default_ts
+        deltas = None
+    else:
+        stamps = [default_ts if t is None else int(t) for t in stamps]
+        base_ts = stamps[0]
+        max_ts = max(stamps)
+        deltas = [t - base_ts for t in stamps]
+        if not any(deltas):
+            deltas = None
+        if not any(headers):
+            headers = None
+    try:
+        body = _native.encode_records(values, keys, deltas, headers)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, InvalidRecordError):
+            raise
+        raise InvalidRecordError(f"cannot encode records: {exc}") from None
+    if timestamp_type:
+        max_ts = default_ts  # LogAppendTime: readers take every record's time from here
+    codec = compression.codec_id(codec)
+    if codec != CODEC_NONE:
+        body = compression.compress(codec, body)
+    attributes = codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0) \
+        | (TRANSACTIONAL_MASK if transactional else 0) | (CONTROL_MASK if control else 0)
+    count = len(values)
+    head = bytearray(_HEADER.pack(base_offset, BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
+                                  partition_leader_epoch, MAGIC_V2, 0, attributes, count - 1,
+                                  base_ts, max_ts, producer_id, producer_epoch, base_sequence,
+                                  count))
+    crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", head, CRC_OFFSET, crc)
+    head += body
+    return bytes(head)
+
+
+def decode_records(buf, pos=0, header=None, verify=True, max_output=None):
+    """Decode the batch at ``buf[pos:]`` into a list of Record (CRC checked unless verify=False)."""
+    header = header or parse_header(buf, pos)
+    if verify:
+        verify_crc(buf, pos, header)
+    end = pos + header[1] + LOG_OVERHEAD
+    body = memoryview(buf)[pos + BATCH_OVERHEAD:end]
+    codec = header[5] & CODEC_MASK
+    if codec != CODEC_NONE:
+        kwargs = {} if max_output is None else {"max_output": max_output}
+        body = compression.decompress(codec, body, **kwargs)
+    try:
+        rows = _native.decode_records(body, header[12], header[0], header[7])
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, position=pos) from None
+    if header[5] & TIMESTAMP_TYPE_MASK:
+        # LogAppendTime: every record carries the batch's max timestamp.
+        ts = header[8]
+        return [_make_record((r[0], ts, r[2], r[3], r[4])) for r in rows]
+    return list(map(_make_record, rows))
+
+
+def decode_batch(buf, pos=0, verify=True):
+    """Return ``(BatchHeader, [Record, ...])`` for the v2 batch at ``pos``."""
+    header = parse_header(buf, pos)
+    return header, decode_records(buf, pos, header, verify)
+
+
+def set_base_offset(buf, pos, base_offset):
+    """Rewrite baseOffset in a mutable buffer (outside the CRC, so the CRC stays valid)."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_leader_epoch(buf, pos, epoch):
+    """Rewrite partitionLeaderEpoch in a mutable buffer (outside the CRC)."""
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def magic_of(buf, pos=0):
+    """The magic byte of the log entry at ``pos`` (0, 1 or 2)."""
+    return buf[pos + MAGIC_OFFSET]

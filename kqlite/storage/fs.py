@@ -1,0 +1,103 @@
+"""The file-system seam: every byte kqlite/storage reads or writes goes through here.
+
+Like SQLite's VFS and LevelDB's Env, this is the single place tests replace to
+inject faults (failed writes, failed fsyncs, full disks, power loss that drops
+unsynced data). Production code receives an :class:`OsFileSystem` and never
+checks whether it is being tested.
+
+Contract of a file system object:
+  open(path, create=False) -> File   read/write, never truncating; create makes it if missing
+  exists(path), listdir(path), makedirs(path), remove(path), rename(src, dst),
+  fsync_dir(path), file_size(path)
+and of a File:
+  pread(size, pos) -> bytes, pwrite(data, pos), size(), truncate(size), sync(), close(),
+  fileno() (for advisory locks only), path
+``rename`` replaces ``dst`` atomically; callers that need the rename to survive a
+power loss call ``fsync_dir`` on the parent afterwards.
+"""
+
+import os
+
+__all__ = ["OsFileSystem", "OsFile", "DEFAULT_FS"]
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+class OsFile:
+    """A file opened read/write with positional I/O (no shared file position)."""
+
+    __slots__ = ("path", "_fd")
+
+    def __init__(self, path, fd):
+        self.path = path
+        self._fd = fd
+
+    def pread(self, size, pos):
+        return os.pread(self._fd, size, pos)
+
+    def pwrite(self, data, pos):
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, pos)
+            view = view[written:]
+            pos += written
+
+    def size(self):
+        return os.fstat(self._fd).st_size
+
+    def truncate(self, size):
+        os.ftruncate(self._fd, size)
+
+    def sync(self):
+        _fdatasync(self._fd)
+
+    def fileno(self):
+        return self._fd
+
+    def close(self):
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    @property
+    def closed(self):
+        return self._fd < 0
+
+    def __repr__(self):
+        return f"OsFile({self.path!r})"
+
+
+class OsFileSystem:
+    """The real operating system."""
+
+    def open(self, path, create=False):
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | (os.O_CREAT if create else 0)
+        return OsFile(path, os.open(path, flags, 0o644))
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def listdir(self, path):
+        return os.listdir(path)
+
+    def makedirs(self, path):
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path):
+        os.remove(path)
+
+    def rename(self, src, dst):
+        os.replace(src, dst)
+
+    def file_size(self, path):
+        return os.stat(path).st_size
+
+    def fsync_dir(self, path):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+DEFAULT_FS = OsFileSystem()

@@ -1,0 +1,71 @@
+"""The leader-epoch cache (KIP-101): which leader epoch began at which offset.
+
+Replication truncates a follower by asking the leader where an epoch ends, never
+by trusting its own high watermark; this cache answers that question. It is
+persisted as Kafka's ``leader-epoch-checkpoint`` in the partition directory
+(``epoch startOffset`` entries, see checkpoint.py).
+"""
+
+import os
+
+from .checkpoint import read_checkpoint, write_checkpoint
+
+__all__ = ["LeaderEpochCache", "LEADER_EPOCH_FILE"]
+
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"  # ON-DISK: Kafka's name
+
+
+class LeaderEpochCache:
+    def __init__(self, fs, directory):
+        self.fs = fs
+        self.path = os.path.join(directory, LEADER_EPOCH_FILE)
+        self.entries = []  # [(epoch, start_offset)], both strictly increasing
+        self.reload()
+
+    def reload(self):
+        self.entries = [(int(e), int(o)) for e, o in read_checkpoint(self.fs, self.path, 2)]
+
+    def _save(self):
+        write_checkpoint(self.fs, self.path, self.entries)
+
+    @property
+    def latest_epoch(self):
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch, start_offset):
+        """Record that ``epoch`` starts at ``start_offset``; returns True if it changed."""
+        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
+            return False
+        # An epoch starting at or before an older one's start supersedes it (Kafka's rule).
+        while self.entries and self.entries[-1][1] >= start_offset:
+            self.entries.pop()
+        self.entries.append((epoch, start_offset))
+        self._save()
+        return True
+
+    def end_offset_for(self, epoch, log_end_offset):
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers it: the largest known epoch
+        <= ``epoch`` and the offset where the next epoch starts (or the log end)."""
+        if not self.entries or epoch < self.entries[0][0]:
+            return -1, -1
+        for i, (e, _start) in enumerate(self.entries):
+            if e > epoch:
+                return self.entries[i - 1][0], self.entries[i][1]
+        return self.entries[-1][0], log_end_offset
+
+    def truncate_from_end(self, end_offset):
+        """Forget epochs that start at or after ``end_offset`` (the log was cut there)."""
+        keep = [(e, o) for e, o in self.entries if o < end_offset]
+        if keep != self.entries:
+            self.entries = keep
+            self._save()
+
+    def truncate_from_start(self, start_offset):
+        """Drop epochs wholly below the new log start; the earliest kept starts there."""
+        keep = [(e, o) for e, o in self.entries if o > start_offset]
+        below = [(e, o) for e, o in self.entries if o <= start_offset]
+        if below:
+            keep.insert(0, (below[-1][0], start_offset))
+        if keep != self.entries:
+            self.entries = keep
+            self._save()

@@ -1,0 +1,65 @@
+"""Advisory file locks that make one log safe for many threads and processes.
+
+Two lock files live in each partition directory (kqlite's own; Kafka ignores them):
+
+``.kqlite-state``  exclusive lock held for the duration of one write (append, roll,
+                   retention, truncation). The file's bytes are the shared state
+                   (see state.py) so that a process learns what others wrote.
+``.kqlite-users``  shared lock held by every open Log for its whole life, so that an
+                   opener can tell whether it is alone (and may run crash recovery)
+                   and a closer whether it is last (and may mark a clean shutdown).
+
+Locks are ``flock`` locks through portalocker: the kernel drops them when a
+process dies, so a writer killed while holding one never wedges the log.
+"""
+
+import time
+
+import portalocker
+
+from ..errors import LogLockedError
+
+__all__ = ["FileLock"]
+
+_EX = portalocker.LOCK_EX
+_SH = portalocker.LOCK_SH
+_NB = portalocker.LOCK_NB
+
+
+class FileLock:
+    """flock on an already-open File (anything with ``fileno()``)."""
+
+    __slots__ = ("file", "held")
+
+    def __init__(self, file):
+        self.file = file
+        self.held = None
+
+    def try_lock(self, exclusive=True):
+        try:
+            portalocker.lock(self.file.fileno(), (_EX if exclusive else _SH) | _NB)
+        except (portalocker.AlreadyLocked, portalocker.LockException, BlockingIOError):
+            return False
+        self.held = "ex" if exclusive else "sh"
+        return True
+
+    def lock(self, exclusive=True, timeout=None, what="log"):
+        """Take the lock, polling until ``timeout`` seconds (None waits forever)."""
+        if self.try_lock(exclusive):
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.00005
+        while True:
+            time.sleep(delay)
+            if self.try_lock(exclusive):
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise LogLockedError(
+                    f"{what} is locked by another writer; gave up after {timeout:.3g} s "
+                    f"({self.file.path})")
+            delay = min(delay * 2, 0.005)
+
+    def unlock(self):
+        if self.held is not None:
+            portalocker.unlock(self.file.fileno())
+            self.held = None
