@@ -5,7 +5,8 @@ General layout (each layer imports only the ones before it; see DESIGN.md):
 ``kqlite._native``   C helpers (cffi) and their pure-Python twins
 ``kqlite.format``    Kafka record formats: RecordBatch v2, legacy v0/v1, codecs
 ``kqlite.storage``   segments, indexes, recovery, retention: the ``Log``
-``kqlite``           the embedded API re-exported here
+``kqlite``           the embedded API: Database (``kqlite.open``), Producer, Consumer,
+                     consumer groups and offsets, re-exported here
 
     import kqlite
     with kqlite.Log.open("data/clicks-0") as log:
@@ -27,5 +28,9 @@ from .errors import (
 from .format.record import Record as Record
 from .storage.config import LogConfig as LogConfig
 from .storage.log import Log as Log
+from .database import Database as Database, UnknownTopicError as UnknownTopicError
+from .database import TopicExistsError as TopicExistsError, open_database as open
+from .producer import Producer as Producer, RecordMetadata as RecordMetadata
+from .consumer import Consumer as Consumer, ConsumerRecord as ConsumerRecord
 
 __version__ = "0.1.0"

@@ -1,0 +1,273 @@
+"""In-process Consumer with Kafka's consumer-group semantics over a local Database.
+
+A consumer either subscribes to topics as a member of a ``group`` (partitions
+are split among the group's live members, in this and other processes; see
+groups.py), subscribes without a group (it reads every partition), or is given
+explicit partitions with ``assign``. Positions start at the group's committed
+offset, else at ``auto_offset_reset`` ("latest" by default, as in Kafka, or
+"earliest"). Delivery is at-least-once: records are committed with
+``commit()`` or, with ``enable_auto_commit`` (the default), inside ``poll()``
+every ``auto_commit_interval_ms``, when partitions are revoked and on close. A
+consumer that dies before committing leaves its records to be read again.
+"""
+
+import time
+import uuid
+from collections import namedtuple
+
+from .errors import ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError
+from .groups import GroupMembership, assign_range, assign_roundrobin
+
+__all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+
+ConsumerRecord = namedtuple("ConsumerRecord", "topic partition offset timestamp key value headers")
+OffsetAndTimestamp = namedtuple("OffsetAndTimestamp", "offset timestamp")
+
+_ASSIGNORS = {"range": assign_range, "roundrobin": assign_roundrobin}
+
+
+class Consumer:
+    def __init__(self, db, topics=None, *, group=None, assign=None, auto_offset_reset="latest",
+                 enable_auto_commit=True, auto_commit_interval_ms=5000, max_poll_records=500,
+                 consumer_timeout_ms=None, client_id="kqlite", key_deserializer=None,
+                 value_deserializer=None, partition_assignment_strategy="range",
+                 rebalance_check_interval_ms=100, on_assign=None, on_revoke=None):
+        if isinstance(topics, str):
+            topics = [topics]
+        if (topics is None) == (assign is None):
+            raise ConfigError("give either topics (subscribe) or assign (explicit partitions)")
+        if group is not None and assign is not None:
+            raise ConfigError("a group member subscribes to topics; assign is for group-less use")
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ConfigError("auto_offset_reset must be earliest, latest or none")
+        if partition_assignment_strategy not in _ASSIGNORS:
+            raise ConfigError(f"partition_assignment_strategy must be one of {sorted(_ASSIGNORS)}")
+        self.db = db
+        self.group = group
+        self.topics = sorted(set(topics)) if topics is not None else None
+        self.reset = auto_offset_reset
+        self.auto_commit = enable_auto_commit and group is not None
+        self.commit_interval = auto_commit_interval_ms / 1000.0
+        self.max_poll_records = max_poll_records
+        self.timeout = None if consumer_timeout_ms is None else consumer_timeout_ms / 1000.0
+        self._key_de = key_deserializer
+        self._value_de = value_deserializer
+        self._assignor = _ASSIGNORS[partition_assignment_strategy]
+        self._check_every = rebalance_check_interval_ms / 1000.0
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._positions = {}       # (topic, partition) -> next offset to read
+        self._committed_pos = {}   # what we last committed, to skip no-op commits
+        self._last_commit = time.monotonic()
+        self._last_check = 0.0
+        self._rotate = 0
+        self._closed = False
+        self._membership = None
+        for t in self.topics or ():
+            db.partitions_for(t)  # unknown topics fail here, not at the first poll
+        if assign is not None:
+            for tp in assign:
+                self._take(tuple(tp))
+        elif group is not None:
+            self.member_id = f"{client_id}-{uuid.uuid4().hex[:12]}"
+            self._membership = GroupMembership(db.path, group, self.member_id, self.topics,
+                                               client_id, db.fs)
+            self._membership.join()
+            self._rebalance()
+        else:
+            for t in self.topics:
+                for p in range(db.partitions_for(t)):
+                    self._take((t, p))
+
+    # -- Assignment ---------------------------------------------------------------------------
+
+    def _take(self, tp, committed=None):
+        log = self.db.log(*tp)
+        if committed is None and self.group is not None:
+            committed = self.db.offsets.committed(self.group).get(tp)
+        if committed is not None:
+            self._positions[tp] = committed
+            self._committed_pos[tp] = committed
+        elif self.reset == "earliest":
+            self._positions[tp] = log.start_offset
+        elif self.reset == "latest":
+            self._positions[tp] = log.end_offset
+        else:
+            raise KqliteError(f"no committed offset for {tp} and auto_offset_reset=none")
+
+    def _rebalance(self):
+        """Hand back partitions no longer ours; take newly assigned ones that are free."""
+        self._last_check = time.monotonic()
+        members = self._membership.members()
+        counts = {t: self._refresh_partition_count(t)
+                  for t in sorted({t for ts in members.values() for t in ts})}
+        mine = set(self._assignor(members, counts).get(self.member_id, []))
+        revoked = [tp for tp in self._positions if tp not in mine]
+        if revoked:
+            if self._on_revoke:
+                self._on_revoke(revoked)
+            if self.auto_commit:
+                self.commit({tp: self._positions[tp] for tp in revoked})
+            for tp in revoked:
+                del self._positions[tp]
+                self._committed_pos.pop(tp, None)
+                self._membership.release(tp)
+        wanted = [tp for tp in sorted(mine) if tp not in self._positions]
+        if wanted:
+            committed = self.db.offsets.committed(self.group)
+            gained = []
+            for tp in wanted:
+                if self._membership.try_own(tp):
+                    self._take(tp, committed.get(tp))
+                    gained.append(tp)
+            if gained and self._on_assign:
+                self._on_assign(gained)
+
+    def _refresh_partition_count(self, topic):
+        self.db._topics.pop(topic, None)  # another process may have added partitions
+        try:
+            return self.db.partitions_for(topic)
+        except KqliteError:
+            return 0
+
+    def assignment(self):
+        """The partitions this consumer reads now."""
+        return set(self._positions)
+
+    # -- Poll ---------------------------------------------------------------------------------
+
+    def _check_open(self):
+        if self._closed:
+            raise LogClosedError("consumer is closed")
+
+    def poll(self, timeout_ms=0, max_records=None):
+        """Records from the assigned partitions (a list; empty when none arrived within
+        ``timeout_ms``). Positions advance past what is returned."""
+        self._check_open()
+        limit = max_records or self.max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        delay = 0.001
+        while True:
+            if self._membership is not None and \
+                    time.monotonic() - self._last_check >= self._check_every:
+                self._rebalance()
+            if self.auto_commit and time.monotonic() - self._last_commit >= self.commit_interval:
+                self.commit()
+            records = self._fetch(limit)
+            now = time.monotonic()
+            if records or now >= deadline:
+                return records
+            time.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, 0.05)
+
+    def _fetch(self, limit):
+        out = []
+        tps = sorted(self._positions)
+        if not tps:
+            return out
+        self._rotate = (self._rotate + 1) % len(tps)
+        for tp in tps[self._rotate:] + tps[:self._rotate]:
+            if len(out) >= limit:
+                break
+            log = self.db.log(*tp)
+            pos = self._positions[tp]
+            try:
+                records = list(log.read(pos, limit - len(out)))
+            except OffsetOutOfRangeError as exc:
+                if self.reset == "none":
+                    raise
+                self._positions[tp] = exc.start_offset if self.reset == "earliest" \
+                    or pos < exc.start_offset else exc.end_offset
+                continue
+            for r in records:
+                key, value = r.key, r.value
+                if self._key_de is not None and key is not None:
+                    key = self._key_de(key)
+                if self._value_de is not None and value is not None:
+                    value = self._value_de(value)
+                out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, key, value,
+                                          r.headers))
+            if records:
+                self._positions[tp] = records[-1].offset + 1
+        return out
+
+    def __iter__(self):
+        idle_since = time.monotonic()
+        while not self._closed:
+            batch = self.poll(timeout_ms=100)
+            if batch:
+                idle_since = time.monotonic()
+                yield from batch
+            elif self.timeout is not None and time.monotonic() - idle_since >= self.timeout:
+                return
+
+    # -- Offsets ------------------------------------------------------------------------------
+
+    def commit(self, offsets=None):
+        """Commit ``{(topic, partition): next offset}``, by default the current positions."""
+        self._check_open()
+        if self.group is None:
+            raise KqliteError("commit() needs a consumer group")
+        if offsets is None:
+            offsets = {tp: pos for tp, pos in self._positions.items()
+                       if self._committed_pos.get(tp) != pos}
+        self._last_commit = time.monotonic()
+        if offsets:
+            self.db.offsets.commit(self.group, offsets)
+            self._committed_pos.update(offsets)
+
+    def committed(self, tp):
+        if self.group is None:
+            return None
+        return self.db.offsets.committed(self.group).get(tuple(tp))
+
+    def position(self, tp):
+        return self._positions[tuple(tp)]
+
+    def seek(self, tp, offset):
+        tp = tuple(tp)
+        if tp not in self._positions:
+            raise KqliteError(f"{tp} is not assigned to this consumer")
+        self._positions[tp] = offset
+
+    def seek_to_beginning(self, *tps):
+        for tp in tps or list(self._positions):
+            self.seek(tp, self.db.log(*tp).start_offset)
+
+    def seek_to_end(self, *tps):
+        for tp in tps or list(self._positions):
+            self.seek(tp, self.db.log(*tp).end_offset)
+
+    def offsets_for_times(self, timestamps):
+        """``{tp: OffsetAndTimestamp or None}``: the earliest offset at or after each time."""
+        result = {}
+        for tp, ts in timestamps.items():
+            log = self.db.log(*tp)
+            offset = log.offset_for_time(ts)
+            if offset is None:
+                result[tuple(tp)] = None
+            else:
+                rec = next(iter(log.read(offset, 1)))
+                result[tuple(tp)] = OffsetAndTimestamp(offset, rec.timestamp)
+        return result
+
+    def lag(self):
+        """``{tp: log end offset - position}`` for the assigned partitions."""
+        return {tp: self.db.log(*tp).end_offset - pos for tp, pos in self._positions.items()}
+
+    def close(self, commit=True):
+        if self._closed:
+            return
+        try:
+            if commit and self.auto_commit:
+                self.commit()
+        finally:
+            self._closed = True
+            if self._membership is not None:
+                self._membership.leave()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
