@@ -9,6 +9,7 @@ atomically, and each process re-reads them when it meets an unknown topic.
 """
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from .offsets import OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC, OffsetSt
 from .storage.config import LogConfig
 from .storage.data_dir import write_meta_properties
 from .storage.fs import DEFAULT_FS
+from .storage.locking import FileLock
 from .storage.log import Log
 
 __all__ = ["Database", "open_database", "TopicDescription", "PartitionInfo",
@@ -67,6 +69,9 @@ class Database:
         write_meta_properties(self.fs, self.path)
         self.fs.makedirs(self._topics_dir())
         self._lock = threading.RLock()
+        # Topic files are changed under this flock so processes never race on them.
+        self._topics_lock = FileLock(self.fs.open(os.path.join(self.path, _META_DIR,
+                                                               "topics.lock"), create=True))
         self._logs = {}
         self._topics = {}
         self._closed = False
@@ -105,9 +110,17 @@ class Database:
                 raise UnknownTopicError(f"unknown topic {name!r} in {self.path}")
             return meta
 
+    @contextlib.contextmanager
+    def _locked_topics(self):
+        self._topics_lock.lock(timeout=30, what=f"topic definitions of {self.path}")
+        try:
+            yield
+        finally:
+            self._topics_lock.unlock()
+
     def _write_topic(self, meta):
         path = self._topic_file(meta["name"])
-        tmp = path + ".tmp"
+        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
             f.flush()
@@ -121,8 +134,8 @@ class Database:
         if not isinstance(partitions, int) or partitions < 1:
             raise ConfigError(f"partitions must be a positive integer, not {partitions!r}")
         overrides = LogConfig(config).overrides()
-        with self._lock:
-            existing = self._topics.get(name) or self._load_topic(name)
+        with self._lock, self._locked_topics():
+            existing = self._load_topic(name)
             if existing is not None:
                 if exist_ok:
                     return existing
@@ -147,7 +160,8 @@ class Database:
 
     def create_partitions(self, name, total):
         """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions)."""
-        with self._lock:
+        with self._lock, self._locked_topics():
+            self._load_topic(name)
             meta = dict(self._topic(name))
             if total <= meta["partitions"]:
                 raise ConfigError(f"topic {name!r} already has {meta['partitions']} partitions; "
@@ -160,7 +174,8 @@ class Database:
 
     def alter_topic_config(self, name, config):
         """Set (or with value None, remove) per-topic config overrides."""
-        with self._lock:
+        with self._lock, self._locked_topics():
+            self._load_topic(name)
             meta = dict(self._topic(name))
             merged = dict(meta["config"])
             for key, value in config.items():
@@ -177,7 +192,7 @@ class Database:
 
     def delete_topic(self, name):
         """Delete a topic and its data (like Kafka, the files go at once)."""
-        with self._lock:
+        with self._lock, self._locked_topics():
             meta = self._topic(name)
             for (t, p) in [k for k in self._logs if k[0] == name]:
                 self._logs.pop((t, p)).close()
@@ -305,6 +320,7 @@ class Database:
             logs, self._logs = list(self._logs.values()), {}
         for lg in logs:
             lg.close()
+        self._topics_lock.file.close()
 
     def __enter__(self):
         return self

@@ -1,0 +1,91 @@
+"""Producer: Kafka's key partitioner, linger batching, serializers, errors."""
+
+import pytest
+from kafka.partitioner.default import murmur2 as kp_murmur2
+
+import kqlite
+from kqlite.errors import InvalidRecordError, KqliteError
+from kqlite.partitioner import murmur2, partition_for_key
+
+
+def test_murmur2_matches_kafka_and_kafka_python():
+    # Values from Kafka's UtilsTest.testMurmur2.
+    assert murmur2(b"21") == -973932308
+    assert murmur2(b"foobar") == -790332482
+    assert murmur2(b"a-little-bit-long-string") == -985981536
+    assert murmur2(b"a-little-bit-longer-string") == -1486304829
+    assert murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8") == -58897971
+    assert murmur2(b"abc") == 479470107
+    for i in range(500):
+        key = b"user-%d" % i * (i % 5 + 1)
+        assert murmur2(key) & 0xFFFFFFFF == kp_murmur2(key)
+
+
+@pytest.fixture
+def db(tmp_path):
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as database:
+        database.create_topic("t", partitions=6)
+        yield database
+
+
+def test_keys_land_on_kafkas_partitions(db):
+    with db.producer() as producer:
+        for i in range(60):
+            key = b"key-%d" % i
+            md = producer.send("t", value=b"v", key=key).result()
+            assert md.partition == (kp_murmur2(key) & 0x7FFFFFFF) % 6 == partition_for_key(key, 6)
+            assert md.topic == "t" and md.timestamp > 0
+
+
+def test_explicit_partition_headers_and_timestamp(db):
+    with db.producer() as producer:
+        md = producer.send("t", b"v", partition=4, headers=[("h", b"1")], timestamp=123).result()
+    rec = next(iter(db.log("t", 4).read(md.offset)))
+    assert (rec.value, rec.headers, rec.timestamp) == (b"v", (("h", b"1"),), 123)
+
+
+def test_keyless_records_spread_over_partitions(db):
+    with db.producer() as producer:
+        parts = {producer.send("t", b"x").result().partition for _ in range(200)}
+    assert len(parts) > 1
+
+
+def test_linger_batches_records_per_partition(db):
+    with db.producer(linger_ms=50, batch_size=1 << 20) as producer:
+        futures = [producer.send("t", b"v%d" % i, partition=1) for i in range(100)]
+        producer.flush()
+        offsets = [f.result().offset for f in futures]
+    assert offsets == list(range(100))
+    from kqlite import _native
+    batches, _stop, _status = _native.scan_batches(db.log("t", 1).read_batches(0, 1 << 20))
+    assert len(batches) <= 3  # one batch per linger window, not 100
+
+
+def test_batch_size_triggers_send(db):
+    with db.producer(linger_ms=60_000, batch_size=500) as producer:
+        futures = [producer.send("t", b"x" * 100, partition=0) for _ in range(20)]
+        assert futures[5].result(timeout=10).offset == 5  # did not wait for linger
+
+
+def test_serializers(db):
+    import json
+    with db.producer(key_serializer=str.encode, value_serializer=lambda v: json.dumps(v).encode()
+                     ) as producer:
+        md = producer.send("t", {"a": 1}, key="k").result()
+    rec = next(iter(db.log("t", md.partition).read(md.offset)))
+    assert rec.key == b"k" and rec.value == b'{"a": 1}'
+
+
+def test_errors(db):
+    with db.producer() as producer:
+        with pytest.raises(InvalidRecordError, match="str"):
+            producer.send("t", "text")
+        with pytest.raises(kqlite.UnknownTopicError):
+            producer.send("missing", b"x")
+        with pytest.raises(KqliteError):
+            producer.send("t", b"x", partition=9)
+        too_big = producer.send("t", b"x" * 2_000_000, partition=0)
+        with pytest.raises(kqlite.RecordTooLarge):
+            too_big.result()
+    with pytest.raises(kqlite.LogClosedError):
+        producer.send("t", b"late")
