@@ -5,9 +5,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import check, dump
+from . import check, consume, dump, groups, produce, topics
 
-COMMANDS = [check, dump]
+COMMANDS = [produce, consume, topics, groups, dump, check]
 
 
 def build_parser():

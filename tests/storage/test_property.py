@@ -349,11 +349,14 @@ class LogMachine(RuleBasedStateMachine):
             prev_ts, prev_rel = ts, rel
 
 
-def test_log_matches_model(tmp_path):
+def test_log_matches_model(tmp_path, soak):
     class Machine(LogMachine):
         base_dir = str(tmp_path)
         counter = itertools.count()
-    run_state_machine_as_test(Machine, settings=SETTINGS)
+    # --soak explores far more (and longer) histories.
+    run_state_machine_as_test(Machine, settings=settings(
+        SETTINGS, max_examples=2000 if soak else SETTINGS.max_examples,
+        stateful_step_count=60 if soak else SETTINGS.stateful_step_count))
 
 
 # -- Deterministic regressions for what the state machine found ----------------------------
