@@ -781,7 +781,8 @@ class Log:
                     break
             else:
                 return None
-            _, from_offset = seg.timeindex.lookup(timestamp)
+            # An entry (T, O) with T < timestamp proves every record up to O is older.
+            _, from_offset = seg.timeindex.lookup(timestamp - 1)
             start = max(from_offset, self.log_start_offset, seg.base_offset)
             stop = self.high_watermark
         for rec in self._iter_records(start, stop, None):
@@ -809,15 +810,17 @@ class Log:
             return self.log_start_offset
 
     def enforce_retention(self, now_ms=None):
-        """Delete whole old segments by retention.ms, retention.bytes and the log start
-        offset; the active segment is never deleted. Returns the deleted base offsets."""
+        """Delete whole old segments by the log start offset and, with cleanup.policy
+        delete, by retention.bytes and retention.ms (Kafka's order); the active segment
+        is never deleted. Returns the deleted base offsets."""
         now_ms = batch_format.now_ms() if now_ms is None else now_ms
         with self._locked_write():
             self._check_writable()
-            doomed = self._expired_by_start()
+            deleted = self._delete_segments(self._expired_by_start())
             if "delete" in self.config["cleanup.policy"]:
-                doomed = doomed or self._expired_by_time(now_ms) or self._expired_by_size()
-            return self._delete_segments(doomed)
+                deleted += self._delete_segments(self._expired_by_size())
+                deleted += self._delete_segments(self._expired_by_time(now_ms))
+            return deleted
 
     def _expired_by_start(self):
         return [s for s in self._segments[:-1] if s.next_offset <= self.log_start_offset]
@@ -886,6 +889,8 @@ class Log:
             self._dir_dirty = True
             self._generation += 1
             self.epochs.truncate_from_end(self.next_offset)
+            # Cutting a whole batch can go below the start: the log is then empty there.
+            self.log_start_offset = min(self.log_start_offset, self.next_offset)
             self.high_watermark = min(self.high_watermark, self.next_offset)
             self.recovery_point = min(self.recovery_point, self.next_offset)
             self._synced_offset = min(self._synced_offset, self.next_offset)
