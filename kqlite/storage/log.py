@@ -247,8 +247,12 @@ class Log:
         for i, seg in enumerate(self._segments):
             if seg.base_offset <= recovery_point:
                 first = i
+        todo = len(self._segments) - first
+        started = time.monotonic()
         for i in range(first, len(self._segments)):
             seg = self._segments[i]
+            log.info("%s: recovering segment %d/%d (%d bytes, %.1f s so far)", self.path,
+                     i - first + 1, todo, seg.size, time.monotonic() - started)
             report = seg.recover(max_size)
             if not report.truncated_bytes:
                 continue
