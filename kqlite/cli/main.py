@@ -5,9 +5,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import check, consume, dump, groups, produce, topics
+from . import check, consume, dump, groups, produce, serve, topics
 
-COMMANDS = [produce, consume, topics, groups, dump, check]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve]
 
 
 def build_parser():
@@ -24,7 +24,8 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+    verbose = args.verbose or args.command == "serve"  # a server logs its connections
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "run", None):
         parser.print_help()

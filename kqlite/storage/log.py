@@ -49,7 +49,7 @@ from .data_dir import (
 from .fs import DEFAULT_FS
 from .leader_epoch import LeaderEpochCache
 from .locking import FileLock
-from .scan import SCAN_OK, STATUS_TEXT
+from .scan import SCAN_OK, STATUS_TEXT, scan_file
 from .segment import LOG_SUFFIX, RecoveryReport, Segment, parse_segment_name
 from .state import FLAG_CLEAN, State, read_state, write_state
 
@@ -63,6 +63,10 @@ _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".tmp")
 _MAX_RELATIVE = 2 ** 31 - 1
 _BATCH_TARGET = 1 << 20       # bytes per batch when one append() is split
 _READ_CHUNK = 1 << 18
+
+
+class _Enough(Exception):
+    pass
 
 
 class Log:
@@ -342,7 +346,6 @@ class Log:
         seg.timeindex.reload_tail()
         start = seg.size
         seg.size = size
-        from .scan import scan_file
         scan_file(seg.log, start, size, seg._note_batches, verify_crc=False)
         last_pos = seg.index.lookup(2 ** 62)[1] if seg.index.count else 0
         seg.bytes_since_index_entry = size - last_pos
@@ -775,6 +778,41 @@ class Log:
                 break
             total += b[4]
         return data[:total]
+
+    def fetch_region(self, offset, max_bytes, max_offset=None):
+        """Where the whole batches from the one holding ``offset`` lie on disk, for
+        sendfile: ``(fd, position, length)`` within one segment, at most ``max_bytes``
+        (but at least one batch) and only batches below ``max_offset`` (default: the high
+        watermark). ``None`` when there is nothing to read at ``offset``."""
+        with self._lock:
+            self._refresh()
+            if offset < self.log_start_offset or offset > self.next_offset:
+                raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
+            limit = self.high_watermark if max_offset is None else min(max_offset,
+                                                                       self.high_watermark)
+            if offset >= limit:
+                return None
+            seg = self._segment_for(offset)
+            if seg is None:
+                return None
+            found = seg.find_batch(offset)
+            if found is None:
+                return None
+            start = found[0]
+            picked = []
+
+            def take(batches):
+                for b in batches:
+                    if b[1] >= limit or (picked and sum(picked) + b[4] > max_bytes):
+                        raise _Enough
+                    picked.append(b[4])
+            try:
+                scan_file(seg.log, start, seg.size, take, verify_crc=False, chunk=1 << 16)
+            except _Enough:
+                pass
+            if not picked:
+                return None
+            return seg.log.fileno(), start, sum(picked)
 
     def offset_for_time(self, timestamp):
         """The earliest offset whose timestamp is >= ``timestamp`` (ms), or None."""

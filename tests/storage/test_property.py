@@ -30,7 +30,7 @@ from kqlite import Record
 from kqlite.errors import OffsetOutOfRangeError
 from kqlite.format.batch import now_ms
 
-SETTINGS = settings(max_examples=40, stateful_step_count=25, deadline=None,
+SETTINGS = settings(max_examples=40, stateful_step_count=25, deadline=None, report_multiple_bugs=False,
                     suppress_health_check=list(HealthCheck))
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")

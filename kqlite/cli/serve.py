@@ -1,0 +1,67 @@
+"""``kqlite serve``: serve a data dir over the Kafka protocol until SIGTERM/SIGINT."""
+
+import asyncio
+import logging
+import signal
+import sys
+
+log = logging.getLogger("kqlite.server")
+
+
+def add_parser(sub):
+    p = sub.add_parser("serve", help="run a Kafka-protocol broker over a data dir",
+                       description="Serve DIR to unmodified Kafka clients. SIGTERM or Ctrl-C "
+                                   "finishes in-flight requests, flushes every log and writes "
+                                   "the clean-shutdown marker.")
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--listen", default="127.0.0.1:9092", metavar="HOST:PORT")
+    p.add_argument("--advertised-host", help="host name given to clients (default: listen host)")
+    p.add_argument("--metrics-listen", metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics")
+    p.add_argument("--broker-id", type=int, default=0)
+    p.add_argument("--num-partitions", type=int, default=1,
+                   help="partitions of auto-created topics")
+    p.add_argument("--no-auto-create-topics", action="store_true")
+    p.add_argument("--max-request-bytes", type=int, default=104857600,
+                   help="socket.request.max.bytes: larger requests close the connection")
+    p.set_defaults(run=run)
+
+
+def _split(address):
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, not {address!r}")
+    return host or "127.0.0.1", int(port)
+
+
+async def _main(args):
+    from ..server import Broker
+    host, port = _split(args.listen)
+    metrics_port = None
+    if args.metrics_listen:
+        _mhost, metrics_port = _split(args.metrics_listen)
+    broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
+                    advertised_host=args.advertised_host, metrics_port=metrics_port,
+                    max_request_size=args.max_request_bytes,
+                    auto_create_topics=not args.no_auto_create_topics,
+                    default_partitions=args.num_partitions)
+    await broker.start()
+    print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
+          f"data dir {broker.db.path}", file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("kqlite broker shutting down", file=sys.stderr, flush=True)
+    await broker.stop()
+    return 0
+
+
+def run(args, out=sys.stdout):
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    return runner(_main(args))

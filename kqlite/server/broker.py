@@ -1,0 +1,196 @@
+"""The asyncio broker: sockets in, kqlite.protocol requests out, handlers, responses back.
+
+One task per connection reads bytes, feeds them to a sans-I/O
+``ServerConnection`` and handles each request in order (Kafka processes one
+request per connection at a time, which also keeps responses in order). A
+malformed frame or an oversized length prefix closes only that connection.
+Fetch responses carry ``FileRegion`` chunks that are written with sendfile.
+"""
+
+import asyncio
+import logging
+import os
+import socket
+import time
+
+from ..database import Database
+from ..protocol import API_NAMES, ErrorCode, FileRegion, ProtocolError, ServerConnection
+from .coordinator import GroupCoordinator
+from .handlers import HANDLERS
+from .metrics import Metrics
+from .producer_state import ProducerIdAllocator
+
+__all__ = ["Broker"]
+
+log = logging.getLogger("kqlite.server")
+
+
+class Broker:
+    """A Kafka-protocol broker over one kqlite data dir."""
+
+    def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id=0,
+                 advertised_host=None, max_request_size=104857600, auto_create_topics=True,
+                 default_partitions=1, topic_defaults=None, metrics_port=None,
+                 group_initial_rebalance_delay_ms=300):
+        self.db = Database(data_dir, topic_defaults, auto_create_topics=False,
+                           retention_check_interval_ms=300000)
+        self.host = host
+        self.port = port
+        self.broker_id = broker_id
+        self.advertised_host = advertised_host or host
+        self.max_request_size = max_request_size
+        self.auto_create_topics = auto_create_topics
+        self.default_partitions = default_partitions
+        self.cluster_id = self._cluster_id()
+        self.metrics = Metrics(self)
+        self.metrics_port = metrics_port
+        self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0)
+        self.producer_ids = ProducerIdAllocator(self.db.path)
+        self.producer_states = {}
+        self.data_arrived = None
+        self._server = None
+        self._metrics_server = None
+        self._connections = set()
+        self._stopping = False
+
+    def _cluster_id(self):
+        try:
+            with open(os.path.join(self.db.path, "meta.properties")) as f:
+                for line in f:
+                    if line.startswith("cluster.id="):
+                        return line.split("=", 1)[1].strip()
+        except OSError:
+            pass
+        return "kqlite"
+
+    # -- Lifecycle ----------------------------------------------------------------------------
+
+    async def start(self):
+        self.data_arrived = asyncio.Condition()
+        self._server = await asyncio.start_server(self._serve, self.host, self.port,
+                                                  reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self.metrics_port is not None:
+            self._metrics_server = await self.metrics.start(self.host, self.metrics_port)
+        self.coordinator.start()
+        log.info("kqlite broker %d serving %s on %s:%d", self.broker_id, self.db.path,
+                 self.host, self.port)
+
+    async def stop(self, grace=10.0):
+        """Stop accepting, let in-flight requests finish, then flush and close the data."""
+        self._stopping = True
+        if self._server is not None:
+            self._server.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+        deadline = time.monotonic() + grace
+        while any(c.busy for c in self._connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self._connections):
+            conn.writer.close()
+        await self.coordinator.stop()
+        self.db.close()  # flushes every log and writes the clean-shutdown marker
+        log.info("kqlite broker stopped cleanly")
+
+    async def notify_data(self):
+        async with self.data_arrived:
+            self.data_arrived.notify_all()
+
+    # -- Connections --------------------------------------------------------------------------
+
+    async def _serve(self, reader, writer):
+        conn = _Connection(self, reader, writer)
+        self._connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+
+    def log(self, topic, partition):
+        return self.db.log(topic, partition)
+
+
+class _Connection:
+    def __init__(self, broker, reader, writer):
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        self.codec = ServerConnection(max_request_size=broker.max_request_size)
+        self.peer = writer.get_extra_info("peername")
+        self.busy = False
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.host = self.peer[0] if self.peer else "unknown"
+
+    async def run(self):
+        metrics = self.broker.metrics
+        metrics.connections += 1
+        try:
+            while not self.broker._stopping:
+                data = await self.reader.read(1 << 16)
+                if not data:
+                    return
+                try:
+                    requests = self.codec.receive_data(data)
+                except ProtocolError as exc:
+                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    metrics.protocol_errors += 1
+                    return
+                for request in requests:
+                    self.busy = True
+                    try:
+                        await self._handle(request)
+                    finally:
+                        self.busy = False
+        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            log.info("connection from %s ended: %s", self.peer, exc)
+        except Exception:
+            log.exception("connection from %s failed", self.peer)
+        finally:
+            metrics.connections -= 1
+            self.writer.close()
+
+    async def _handle(self, request):
+        started = time.perf_counter()
+        name = API_NAMES.get(request.api_key, str(request.api_key))
+        handler = HANDLERS.get(request.api_key)
+        if request.unsupported or handler is None:
+            body, version = _unsupported(request)
+            if body is None:
+                log.warning("unsupported request %s v%d from %s; closing", name,
+                            request.api_version, self.peer)
+                raise ConnectionError("unsupported request")
+            await self._send(self.codec.respond(request, body, version=version))
+            return
+        response = await handler(self.broker, self, request)
+        if response is not None:  # None: acks=0 produce, no response is sent
+            await self._send(self.codec.respond(request, response))
+        self.broker.metrics.observe(name, time.perf_counter() - started, request.size)
+
+    async def _send(self, chunks):
+        loop = asyncio.get_running_loop()
+        sent = 0
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                await self.writer.drain()
+                with open(chunk.fd, "rb", buffering=0, closefd=False) as f:
+                    await loop.sendfile(self.writer.transport, f, chunk.offset, chunk.length)
+                sent += chunk.length
+            else:
+                self.writer.write(chunk)
+                sent += len(chunk)
+        await self.writer.drain()
+        self.broker.metrics.bytes_out += sent
+
+
+def _unsupported(request):
+    """The error reply to an unsupported API or version: ApiVersions answers with v0 and
+    its supported list (so the client can retry); other APIs are closed on, as Kafka does
+    for an API it does not know, unless an error field exists at that version."""
+    from ..protocol import SUPPORTED
+    if request.api_key == 18:
+        return {"error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                             for k, (lo, hi) in sorted(SUPPORTED.items())]}, 0
+    return None, None

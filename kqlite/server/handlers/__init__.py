@@ -1,0 +1,13 @@
+"""Request handlers: ``async def handler(broker, connection, request) -> dict | None``.
+
+Each returns the response body for ``request.api_version`` (the codec ignores
+fields that version does not have) or None when no response is due (acks=0).
+"""
+
+from . import admin, data, groups
+
+HANDLERS = {}
+for _module in (admin, data, groups):
+    HANDLERS.update(_module.HANDLERS)
+
+__all__ = ["HANDLERS"]

@@ -1,0 +1,102 @@
+"""Prometheus ``/metrics`` for the broker, in the text exposition format (no dependency).
+
+Counters: messages and bytes in, bytes out, requests and summed latency per API,
+protocol errors; gauges: open connections, log size/segments/offsets per
+partition, committed-offset lag per consumer group and partition.
+"""
+
+import asyncio
+import logging
+
+__all__ = ["Metrics"]
+
+log = logging.getLogger("kqlite.server")
+
+
+class Metrics:
+    def __init__(self, broker):
+        self.broker = broker
+        self.messages_in = 0
+        self.messages_out = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.connections = 0
+        self.protocol_errors = 0
+        self.requests = {}     # api name -> [count, total seconds, request bytes]
+
+    def observe(self, api, seconds, size):
+        entry = self.requests.setdefault(api, [0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += seconds
+        entry[2] += size
+
+    def render(self):
+        lines = []
+
+        def metric(name, kind, help_text, samples):
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            for labels, value in samples:
+                label = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                lines.append(f"{name}{{{label}}} {value}" if label else f"{name} {value}")
+
+        metric("kqlite_messages_in_total", "counter", "Records appended by Produce requests.",
+               [({}, self.messages_in)])
+        metric("kqlite_bytes_in_total", "counter", "Record bytes received by Produce.",
+               [({}, self.bytes_in)])
+        metric("kqlite_bytes_out_total", "counter", "Response bytes sent.", [({}, self.bytes_out)])
+        metric("kqlite_connections", "gauge", "Open client connections.",
+               [({}, self.connections)])
+        metric("kqlite_protocol_errors_total", "counter", "Connections closed on bad frames.",
+               [({}, self.protocol_errors)])
+        metric("kqlite_requests_total", "counter", "Requests handled, per API.",
+               [({"api": api}, v[0]) for api, v in sorted(self.requests.items())])
+        metric("kqlite_request_seconds_total", "counter", "Time spent handling requests, per API.",
+               [({"api": api}, round(v[1], 6)) for api, v in sorted(self.requests.items())])
+        db = self.broker.db
+        sizes, segments, ends = [], [], []
+        for topic in db.list_topics(internal=True):
+            for p in db._existing_partitions(topic):
+                lg = db.log(topic, p)
+                labels = {"topic": topic, "partition": p}
+                sizes.append((labels, lg.size))
+                segments.append((labels, len(lg.segments)))
+                ends.append((labels, lg.end_offset))
+        metric("kqlite_log_size_bytes", "gauge", "Bytes on disk per partition.", sizes)
+        metric("kqlite_log_segments", "gauge", "Segments per partition.", segments)
+        metric("kqlite_log_end_offset", "gauge", "Log end offset per partition.", ends)
+        lag = []
+        for group in db.offsets.groups():
+            for (topic, p), offset in sorted(db.offsets.committed(group).items()):
+                try:
+                    end = db.log(topic, p).end_offset
+                except KeyError:
+                    continue
+                lag.append(({"group": group, "topic": topic, "partition": p}, max(0, end - offset)))
+        metric("kqlite_consumer_group_lag", "gauge", "Log end minus committed offset.", lag)
+        return "\n".join(lines) + "\n"
+
+    async def start(self, host, port):
+        async def serve(reader, writer):
+            try:
+                request_line = await reader.readline()
+                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    pass
+                path = request_line.split()[1] if len(request_line.split()) > 1 else b"/"
+                if path == b"/metrics":
+                    body = self.render().encode()
+                    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+                else:
+                    body = b"not found\n"
+                    head = (b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n"
+                            b"Connection: close\r\n\r\n" % len(body))
+                writer.write(head + body)
+                await writer.drain()
+            except Exception as exc:
+                log.warning("metrics request failed: %s", exc)
+            finally:
+                writer.close()
+        server = await asyncio.start_server(serve, host, port)
+        log.info("metrics on http://%s:%d/metrics", host, server.sockets[0].getsockname()[1])
+        return server

@@ -1,0 +1,707 @@
+"""Log compaction (Kafka's log cleaner): keep the last record of every key.
+
+Contract
+--------
+:func:`compact` (called as ``Log.compact()``) rewrites the non-active segments of a
+log whose ``cleanup.policy`` contains ``compact`` so that, for every key, only the
+record with the highest offset survives; a tombstone (value None) survives until
+``delete.retention.ms`` after the cleaning that first kept it, then it goes too.
+Offsets never change: compaction leaves holes, and every reader already skips
+them (a batch's base offset may be far above the previous batch's last offset).
+The active segment is never touched, the log start offset never moves, and a
+crash at any point loses nothing (see "Crash safety").
+
+Theory of operation
+-------------------
+1. *Plan.* The log is split at the *first dirty offset* (Kafka's
+   ``cleaner-offset-checkpoint``; in memory for a log outside a data dir) into a
+   clean head and a dirty tail, and at the *first uncleanable offset*: the active
+   segment's base, or the base of the first dirty segment holding a record newer
+   than ``min.compaction.lag.ms``. Nothing is done unless
+   dirty bytes / (clean + dirty bytes) >= ``min.cleanable.dirty.ratio`` (``force``
+   skips this test). The cleanable segments are grouped, as Kafka does, so that a
+   group's files stay within ``segment.bytes`` / ``segment.index.bytes`` and its
+   offsets fit the 32-bit relative offsets of the indexes.
+2. *Offset map.* key -> highest offset, over the whole cleanable range. (Kafka maps
+   only the dirty part and relies on the clean part holding each key once; mapping
+   everything costs one more read of the clean part but keeps tombstone removal
+   correct even when the checkpoint is stale, lost or ahead of a truncation.)
+3. *Filter.* Each group is rewritten batch by batch into ``<base>.log.cleaned``
+   (+ ``.index.cleaned``, ``.timeindex.cleaned``), ``base`` being the group's first
+   base offset. A record is kept when its offset is the one in the map, and, for a
+   tombstone, while its batch's delete horizon has not passed. Batches whose
+   records all stay are copied byte for byte; others are rebuilt with the same base
+   offset, last offset delta, producer id/epoch/sequence, leader epoch, codec and
+   record timestamps, the kept records' bytes copied verbatim (Kafka's
+   ``MemoryRecords.filterTo``). The last batch of a group is kept even when empty
+   (a 61-byte header, Kafka's ``RETAIN_EMPTY``), so a cleaned segment ends at the
+   same offset as the segments it replaces and the log end offset can never go
+   back. Control batches are kept as they are. Keyless records are dropped (Kafka
+   counts them as invalid); appends of keyless records to a compacted log are
+   refused (:func:`require_keys`). Legacy (magic 0/1) entries are copied whole,
+   or dropped when every record in them is superseded. A one-segment group in
+   which nothing changes is not rewritten at all.
+4. *Swap*, under the log's write lock, after checking that nothing the plan used
+   was changed meanwhile (only retention deleting whole old groups is tolerated;
+   anything else abandons the round, which is always safe).
+
+Phases 1-3 hold only the cleaner lock (``.kqlite-cleaner``, one compaction per
+log across processes); appends and reads go on meanwhile. Only the swap holds the
+write lock.
+
+Delete horizon
+--------------
+kqlite uses Kafka 3.x's scheme (KIP-534): when a cleaning keeps a tombstone in a
+batch that has no horizon yet, the batch is rebuilt with attribute bit 6 set and
+``baseTimestamp`` = now + ``delete.retention.ms`` (record timestamp deltas are
+re-based so every record keeps its timestamp). A later cleaning at or after that
+time drops the tombstone if it is still the latest record of its key. The horizon
+is in the (CRC-protected) batch, so it survives copies, restarts and crashes; file
+modification times are never used.
+
+Crash safety (Kafka's suffix protocol)
+--------------------------------------
+  1. write ``.cleaned`` files (log, index, timeindex) and fsync them
+  2. rename every ``.cleaned`` to ``.swap``, the ``.log`` last  <- commit point
+  3. fsync the directory
+  4. rename every file of the replaced segments to ``.deleted``
+  5. fsync the directory (so step 6 can never be durable without step 4)
+  6. rename every ``.swap`` to its final name, the ``.log`` last
+  7. fsync the directory
+  8. remove the ``.deleted`` files
+
+Recovery (:func:`recover_swaps`, run when a log is opened and when a reader
+reloads its segment list): ``.cleaned`` files are deleted (the old segments are
+intact); a ``<base>.log.swap`` is completed: every segment file whose base lies
+in [base, end of the swap segment) is deleted, the ``.swap`` files are renamed
+into place (a missing index is rebuilt later), and index ``.swap`` files without
+their ``.log.swap`` are deleted; ``.deleted`` files are then removed by the Log.
+Whatever step a crash interrupts, the files afterwards hold either the old or the
+new segments for every offset range, never both and never neither.
+"""
+
+import logging
+import os
+import struct
+from collections import namedtuple
+
+from .. import _native
+from ..errors import CorruptRecordError, InvalidRecordError, LogFailedError, StorageError
+from ..format import batch as batch_format
+from ..format import compression
+from ..format.constants import (
+    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, CRC_OFFSET,
+    DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+)
+from ..format.legacy import read_legacy_entry
+from ..format.record import Record
+from .data_dir import CLEANER_OFFSET_FILE
+from .locking import FileLock
+from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, scan_file
+from .state import read_state
+from .segment import (
+    INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment, parse_segment_name, segment_name,
+)
+
+__all__ = ["CompactionReport", "compact", "recover_swaps", "remove_stale_cleaned",
+           "require_keys", "require_batch_keys", "CLEANED_SUFFIX", "SWAP_SUFFIX",
+           "DELETED_SUFFIX"]
+
+log = logging.getLogger("kqlite.storage")
+
+CompactionReport = namedtuple("CompactionReport", "segments_cleaned bytes_before bytes_after "
+                                                  "records_removed tombstones_removed")
+CompactionReport.__doc__ = """What one ``Log.compact()`` did: old segments rewritten, their bytes
+before and after, records removed (all kinds) and, among them, tombstones."""
+_NOTHING = CompactionReport(0, 0, 0, 0, 0)
+
+# ON-DISK: Kafka's file suffixes for a segment being replaced.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+CLEANER_LOCK_FILE = ".kqlite-cleaner"     # kqlite's own: one compaction at a time
+_FILE_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX)   # the .log is renamed last
+_MAX_RELATIVE = 2 ** 31 - 1
+_CHUNK = 1 << 20
+_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, see format/batch.py
+_CRC = struct.Struct(">I")
+_LENGTH = struct.Struct(">i")
+_MAX_TS = struct.Struct(">q")
+
+# -- Keys on compacted logs ------------------------------------------------------------------
+
+
+def require_keys(records):
+    """Raise InvalidRecordError unless every record (as given to Log.append) has a key."""
+    for i, rec in enumerate(records):
+        if not isinstance(rec, Record) or rec[2] is None:
+            raise InvalidRecordError(
+                f"record {i} has no key; a compacted log (cleanup.policy=compact) needs a "
+                f"key on every record (use kqlite.Record(key=..., value=...))")
+
+
+def require_batch_keys(data, pos):
+    """Raise InvalidRecordError if the v2 batch at ``pos`` holds a record without a key."""
+    header = batch_format.parse_header(data, pos)
+    if header.is_control:
+        return
+    for rec in batch_format.decode_records(data, pos, header, verify=False):
+        if rec[2] is None:
+            raise InvalidRecordError(
+                f"the batch at offset {header.base_offset} holds a record without a key; a "
+                f"compacted log (cleanup.policy=compact) needs a key on every record")
+
+
+# -- Entry point -----------------------------------------------------------------------------
+
+_Snap = namedtuple("_Snap", "seg base next_offset size max_timestamp index_bytes timeindex_bytes")
+
+
+def compact(lg, now_ms=None, force=False):
+    """Compact ``lg`` (a Log); see the module docstring. Returns a CompactionReport."""
+    now_ms = batch_format.now_ms() if now_ms is None else now_ms
+    if "compact" not in lg.config["cleanup.policy"]:
+        return _NOTHING
+    lock = FileLock(lg.fs.open(os.path.join(lg.path, CLEANER_LOCK_FILE), create=True))
+    try:
+        lock.lock(True, lg.config["lock.timeout.ms"] / 1000.0, what=f"log cleaner {lg.path}")
+        return _compact_locked(lg, now_ms, force)
+    finally:
+        lock.unlock()
+        lock.file.close()
+
+
+def _compact_locked(lg, now_ms, force):
+    with lg._lock:
+        lg._check_writable()
+        if recover_swaps(lg.fs, lg.path, dry_run=True):
+            with lg._locked_write():      # a compactor died mid-swap: finish its work first
+                state = read_state(lg._state_file)
+                if state is not None:
+                    lg._reload_segments(state)
+        else:
+            lg._refresh()
+        snaps = [_Snap(s, s.base_offset, s.next_offset, s.size, s.max_timestamp,
+                       s.index.count * 8, s.timeindex.count * 12) for s in lg._segments[:-1]]
+        active_base = lg._segments[-1].base_offset
+        log_start = lg.log_start_offset
+    plan = _plan(lg, snaps, active_base, log_start, now_ms, force)
+    if plan is None:
+        return _NOTHING
+    groups, end = plan
+    outputs = []
+    try:
+        files = {}
+        try:
+            for s in (s for g in groups for s in g):
+                files[s.base] = lg.fs.open(s.seg.path())
+            offset_map = _build_map(files, [s for g in groups for s in g])
+            for group in groups:
+                outputs.append(_clean_group(lg, group, files, offset_map, now_ms))
+        finally:
+            for f in files.values():
+                f.close()
+    except FileNotFoundError:
+        _discard(outputs)
+        log.info("%s: segments vanished during compaction (retention?); nothing done", lg.path)
+        return _NOTHING
+    except Exception as exc:
+        _discard(outputs)
+        if isinstance(exc, OSError):
+            raise StorageError(f"compaction of {lg.path} failed: {exc}") from exc
+        raise
+    report = _install(lg, groups, outputs)
+    if report is not None:
+        _write_checkpoint(lg, end)
+    return report or _NOTHING
+
+
+# -- Planning --------------------------------------------------------------------------------
+
+def _first_dirty(lg, log_start, log_end):
+    offset = None
+    if lg._data_dir is not None:
+        try:
+            offset = lg._data_dir.read(CLEANER_OFFSET_FILE).get((lg.topic, lg.partition))
+        except CorruptRecordError as exc:
+            log.warning("ignoring %s", exc)
+    else:
+        offset = lg._cleaner_offset
+    if offset is None or offset < log_start or offset > log_end:
+        return log_start
+    return offset
+
+
+def _write_checkpoint(lg, offset):
+    if lg._data_dir is not None:
+        lg._data_dir.update(CLEANER_OFFSET_FILE, {(lg.topic, lg.partition): offset})
+    else:
+        lg._cleaner_offset = offset
+
+
+def _plan(lg, snaps, active_base, log_start, now_ms, force):
+    """([group, ...], first uncleanable offset) or None when there is nothing to do."""
+    cfg = lg.config
+    first_dirty = _first_dirty(lg, log_start, active_base)
+    lag = cfg["min.compaction.lag.ms"]
+    end = active_base
+    for s in snaps:
+        if s.next_offset > first_dirty and lag > 0 and s.max_timestamp > now_ms - lag:
+            end = s.base
+            break
+    cleanable = [s for s in snaps if s.base < end and s.next_offset > log_start]
+    clean = sum(s.size for s in cleanable if s.next_offset <= first_dirty)
+    dirty = sum(s.size for s in cleanable if s.next_offset > first_dirty)
+    ratio = dirty / (clean + dirty) if clean + dirty else 0.0
+    if not cleanable or not any(s.size for s in cleanable):
+        return None
+    if not force and ratio < cfg["min.cleanable.dirty.ratio"]:
+        log.debug("%s: dirty ratio %.3f below min.cleanable.dirty.ratio", lg.path, ratio)
+        return None
+    return _group(cleanable, cfg), end
+
+
+def _group(snaps, cfg):
+    """Kafka's groupSegmentsBySize: consecutive segments whose files fit one segment."""
+    max_bytes, max_index = cfg["segment.bytes"], cfg["segment.index.bytes"]
+    groups = []
+    for s in snaps:
+        g = groups[-1] if groups else None
+        if g is not None and g[-1].next_offset <= s.base \
+                and sum(x.size for x in g) + s.size <= max_bytes \
+                and sum(x.index_bytes for x in g) + s.index_bytes <= max_index \
+                and sum(x.timeindex_bytes for x in g) + s.timeindex_bytes <= max_index \
+                and (s.size == 0 or s.next_offset - 1 - g[0].base <= _MAX_RELATIVE):
+            g.append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+# -- Reading segments ------------------------------------------------------------------------
+
+def _entries(f, size):
+    """Yield (data, batch) for every log entry of an open segment file, CRCs verified."""
+    pos, want = 0, _CHUNK
+    while pos < size:
+        data = f.pread(min(want, size - pos), pos)
+        if not data:
+            raise CorruptRecordError("segment shorter than expected", path=f.path, position=pos)
+        found, stop, status = _native.scan_batches(data, 0, len(data), True)
+        for b in found:
+            yield data, b
+        if stop == len(data):
+            pos, want = pos + stop, _CHUNK
+            continue
+        if status == SCAN_TRUNCATED and pos + len(data) < size:
+            if not found:  # one batch larger than the chunk: read it whole
+                want = max(_CHUNK, _LENGTH.unpack_from(data, 8)[0] + LOG_OVERHEAD)
+            pos += stop
+            continue
+        raise CorruptRecordError(STATUS_TEXT[status], path=f.path, position=pos + stop)
+
+
+def _records(data, b):
+    """(header or None, raw records body or None, records) of one log entry."""
+    pos, magic = b[0], b[5]
+    if magic != MAGIC_V2:
+        return None, None, read_legacy_entry(data, pos)
+    header = batch_format.parse_header(data, pos)
+    body = memoryview(data)[pos + BATCH_OVERHEAD:pos + b[4]]
+    if header[5] & CODEC_MASK:
+        body = compression.decompress(header[5] & CODEC_MASK, body)
+    rows = _native.decode_records(body, header[12], header[0], header[7])
+    return header, body, rows
+
+
+def _build_map(files, snaps):
+    """key -> highest offset over the given segments (control batches and keyless skipped)."""
+    offsets = {}
+    for s in snaps:
+        for data, b in _entries(files[s.base], s.size):
+            if b[5] == MAGIC_V2 and data[b[0] + ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
+                continue
+            for rec in _records(data, b)[2]:
+                if rec[2] is not None:
+                    offsets[rec[2]] = rec[0]
+    return offsets
+
+
+# -- Writing one cleaned group ---------------------------------------------------------------
+
+class _Output:
+    """One group's cleaned segment, written to ``<base>.log.cleaned`` once it differs."""
+
+    def __init__(self, lg, group):
+        self.lg, self.fs, self.group = lg, lg.fs, group
+        self.base = group[0].base
+        self.bytes_before = sum(s.size for s in group)
+        self.removed = self.tombstones = 0
+        # Index entries are computed in memory by a Segment bound to the .cleaned names.
+        self.seg = Segment(lg.fs, lg.path, self.base, lg.config, None, 0)
+        for index in (self.seg.index, self.seg.timeindex):
+            index.path += CLEANED_SUFFIX
+        self.file = None
+        self.buf = bytearray()
+        self.size = 0           # bytes of output so far (written, buffered or deferred)
+        self.deferred = 0       # leading bytes equal to the single input, not yet copied
+        self.lazy = len(group) == 1
+
+    def path(self, suffix=LOG_SUFFIX):
+        return os.path.join(self.lg.path, segment_name(self.base, suffix))
+
+    def _start(self):
+        self.file = self.fs.open(self.path() + CLEANED_SUFFIX, create=True)
+        self.file.truncate(0)
+        self.lazy = False
+        if self.deferred:      # copy the unchanged prefix of the single input segment
+            src = self.fs.open(self.group[0].seg.path())
+            try:
+                for pos in range(0, self.deferred, _CHUNK):
+                    self.file.pwrite(src.pread(min(_CHUNK, self.deferred - pos), pos), pos)
+            finally:
+                src.close()
+
+    def add(self, data, b, rebuilt):
+        """Add a log entry: as it is (``rebuilt`` None), rebuilt, or dropped (b"")."""
+        if rebuilt is None and self.lazy:
+            self.deferred += b[4]
+        else:
+            if self.file is None:
+                self._start()
+            if rebuilt == b"":
+                return
+            self.buf += data[b[0]:b[0] + b[4]] if rebuilt is None else rebuilt
+            if len(self.buf) >= _CHUNK:
+                self.flush()
+        size, max_ts = b[4], b[3]
+        if rebuilt is not None:  # same base and last offset; new size and max timestamp
+            size, max_ts = len(rebuilt), _MAX_TS.unpack_from(rebuilt, 35)[0]
+        self.seg._index_batches_in_memory([(self.size, b[1], b[2], max_ts, size, b[5])])
+        self.size += size
+
+    def flush(self):
+        if self.buf:
+            self.file.pwrite(self.buf, self.size - len(self.buf))
+            self.buf.clear()
+
+    def finish(self):
+        """Write out and fsync everything; False if nothing changed (no file written)."""
+        if self.file is None:
+            return False
+        self.flush()
+        self.seg.size = self.size
+        self.seg.timeindex.maybe_append_in_memory(self.seg.max_timestamp,
+                                                  self.seg.offset_of_max_timestamp)
+        self.file.sync()
+        self.file.close()
+        self.file = None
+        for index in (self.seg.index, self.seg.timeindex):
+            index.write_all()
+            index.sync()
+            index.close()
+        return True
+
+    def discard(self):
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        for index in (self.seg.index, self.seg.timeindex):
+            index.close()
+        for suffix in _FILE_SUFFIXES:
+            path = self.path(suffix) + CLEANED_SUFFIX
+            if self.fs.exists(path):
+                self.fs.remove(path)
+
+
+def _discard(outputs):
+    for out in outputs:
+        if out is not None:
+            out.discard()
+
+
+def _clean_group(lg, group, files, offset_map, now_ms):
+    """Filter one group into its .cleaned files; the _Output, or None if nothing changed."""
+    out = _Output(lg, group)
+    try:
+        ends = [s.next_offset for s in group if s.size]
+        group_end = max(ends) if ends else None
+        for s in group:
+            for data, b in _entries(files[s.base], s.size):
+                last = b[2] + 1 == group_end
+                out.add(data, b, _filter_entry(out, data, b, offset_map, now_ms, last))
+        changed = out.finish()
+    except Exception:
+        out.discard()
+        raise
+    return out if changed else None
+
+
+def _filter_entry(out, data, b, offset_map, now_ms, last_of_group):
+    """None to keep the entry as it is, else its new bytes (b"" drops it)."""
+    header, body, rows = _records(data, b)
+    if header is not None and header[5] & CONTROL_MASK:
+        return None
+    horizon = header[7] if header is not None and header[5] & DELETE_HORIZON_MASK else None
+    keep, tombstones_kept, tombstones_dropped = [], False, 0
+    for i, rec in enumerate(rows):
+        if rec[2] is not None and rec[0] >= offset_map.get(rec[2], -1):
+            if rec[3] is not None:
+                keep.append(i)
+                continue
+            # The latest record of its key is a tombstone: it stays until the horizon.
+            # (Legacy entries carry no horizon; their tombstones stay.)
+            if header is None or horizon is None or now_ms < horizon:
+                keep.append(i)
+                tombstones_kept = True
+                continue
+        tombstones_dropped += rec[3] is None
+    dropped = len(rows) - len(keep)
+    if header is None:                             # legacy: whole entries only
+        if keep or last_of_group:
+            return None
+        out.removed += dropped
+        out.tombstones += tombstones_dropped
+        return b""
+    set_horizon = tombstones_kept and horizon is None
+    if not dropped and not set_horizon:
+        return None
+    out.removed += dropped
+    out.tombstones += tombstones_dropped
+    if not keep:
+        return _empty_batch(header) if last_of_group else b""
+    horizon = now_ms + out.lg.config["delete.retention.ms"] if set_horizon else None
+    return _rebuild(header, body, rows, keep, horizon)
+
+
+def _read_varint(buf, pos):
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def _put_varint(out, n):
+    n = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF     # zigzag, as Kafka's varlong
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _rebuild(header, body, rows, keep, horizon):
+    """The batch holding only records ``keep`` (indexes), their bytes copied verbatim.
+
+    With ``horizon``, the delete-horizon bit is set and baseTimestamp becomes the horizon;
+    each record's timestampDelta is re-based so its timestamp does not change."""
+    spans, pos = [], 0
+    for _ in range(len(rows)):
+        length, start = _read_varint(body, pos)
+        spans.append((pos, start, start + length))
+        pos = start + length
+    raw = bytearray()
+    base_ts = header[7] if horizon is None else horizon
+    for i in keep:
+        whole, start, end = spans[i]
+        if horizon is None:
+            raw += body[whole:end]
+            continue
+        delta, after = _read_varint(body, start + 1)   # attributes byte, then timestampDelta
+        rec = bytearray(body[start:start + 1])
+        _put_varint(rec, header[7] + delta - base_ts)
+        rec += body[after:end]
+        _put_varint(raw, len(rec))
+        raw += rec
+    attributes = header[5] | (DELETE_HORIZON_MASK if horizon is not None else 0)
+    if attributes & TIMESTAMP_TYPE_MASK:
+        max_ts = header[8]                             # LogAppendTime: the append time
+    else:
+        max_ts = max(rows[i][1] for i in keep)
+    return _assemble(header, attributes, base_ts, max_ts, len(keep), bytes(raw))
+
+
+def _empty_batch(header):
+    """A record-less batch that keeps the offsets (Kafka's writeEmptyHeader)."""
+    attributes = header[5] & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK)
+    return _assemble(header, attributes, header[8], header[8], 0, b"")
+
+
+def _assemble(header, attributes, base_ts, max_ts, count, raw):
+    codec = attributes & CODEC_MASK
+    body = compression.compress(codec, raw) if codec else raw
+    head = bytearray(_HEADER.pack(
+        header[0], BATCH_OVERHEAD - LOG_OVERHEAD + len(body), header[2], MAGIC_V2, 0,
+        attributes, header[6], base_ts, max_ts, header[9], header[10], header[11], count))
+    crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
+    _CRC.pack_into(head, CRC_OFFSET, crc)
+    return bytes(head + body)
+
+
+# -- The swap --------------------------------------------------------------------------------
+
+def _install(lg, groups, outputs):
+    """Swap the cleaned segments in under the write lock. Returns the report, or None when
+    the log changed under the plan (nothing is swapped then)."""
+    if not any(outputs):
+        return _NOTHING
+    with lg._locked_write():
+        try:
+            lg._check_writable()
+            present = _unchanged(lg, groups)
+        except BaseException:
+            _discard(outputs)
+            raise
+        if present is None:
+            _discard(outputs)
+            log.info("%s: the log changed during compaction; will try again later", lg.path)
+            return None
+        _discard(o for g, o in zip(groups, outputs) if not present[id(g)])
+        todo = [(g, o) for g, o in zip(groups, outputs) if o is not None and present[id(g)]]
+        if not todo:
+            return _NOTHING
+        try:
+            _swap(lg, todo)
+        except BaseException as exc:
+            lg._failed = exc
+            if isinstance(exc, Exception):
+                raise LogFailedError(f"compaction swap in {lg.path} failed ({exc}); reopen "
+                                     f"the log to finish it") from exc
+            raise
+        lg._generation += 1
+        lg._write_state(sync=True)
+    return CompactionReport(sum(len(g) for g, _ in todo), sum(o.bytes_before for _, o in todo),
+                            sum(o.size for _, o in todo), sum(o.removed for _, o in todo),
+                            sum(o.tombstones for _, o in todo))
+
+
+def _unchanged(lg, groups):
+    """{id(group): present?} if every planned segment is as planned, except whole groups
+    that retention deleted (oldest first); None otherwise."""
+    current = {id(s) for s in lg._segments[:-1]}
+    present, seen = {}, False
+    for g in groups:
+        here = [id(s.seg) in current and s.seg.size == s.size
+                and s.seg.next_offset == s.next_offset for s in g]
+        if all(here):
+            seen = True
+        elif any(here) or seen:
+            return None
+        present[id(g)] = all(here)
+    return present if seen else None
+
+
+def _swap(lg, todo):
+    fs, d = lg.fs, lg.path
+    for _, out in todo:                                        # 2. .cleaned -> .swap
+        for suffix in _FILE_SUFFIXES:
+            fs.rename(out.path(suffix) + CLEANED_SUFFIX, out.path(suffix) + SWAP_SUFFIX)
+    fs.fsync_dir(d)                                            # 3.
+    for group, _ in todo:                                      # 4. old -> .deleted
+        for s in group:                                        # (open handles stay valid)
+            for suffix in _FILE_SUFFIXES:
+                path = s.seg.path(suffix)
+                if fs.exists(path):
+                    fs.rename(path, path + DELETED_SUFFIX)
+    fs.fsync_dir(d)                                            # 5.
+    for _, out in todo:                                        # 6. .swap -> final names
+        for suffix in _FILE_SUFFIXES:
+            fs.rename(out.path(suffix) + SWAP_SUFFIX, out.path(suffix))
+    fs.fsync_dir(d)                                            # 7.
+    replaced = {}
+    for group, out in todo:
+        new = Segment.open(fs, d, out.base, lg.config)
+        replaced.update((id(s.seg), new) for s in group)
+        log.info("%s: compacted %d segment(s) from offset %d: %d -> %d bytes, %d records "
+                 "removed (%d tombstones)", d, len(group), out.base, out.bytes_before,
+                 out.size, out.removed, out.tombstones)
+    segments = []
+    for seg in lg._segments:
+        seg = replaced.get(id(seg), seg)
+        if not segments or segments[-1] is not seg:
+            segments.append(seg)
+    lg._segments = segments
+    for group, _ in todo:                                      # 8. remove .deleted
+        for s in group:
+            s.seg.close()
+            for suffix in _FILE_SUFFIXES:
+                path = s.seg.path(suffix) + DELETED_SUFFIX
+                if fs.exists(path):
+                    fs.remove(path)
+
+
+# -- Recovery --------------------------------------------------------------------------------
+
+def remove_stale_cleaned(fs, directory):
+    """Delete ``.cleaned`` files unless a compaction is running (holding the cleaner lock)."""
+    names = [n for n in fs.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
+    if not names:
+        return
+    lock = FileLock(fs.open(os.path.join(directory, CLEANER_LOCK_FILE), create=True))
+    try:
+        if lock.try_lock(True):
+            for name in names:
+                if fs.exists(os.path.join(directory, name)):
+                    fs.remove(os.path.join(directory, name))
+    finally:
+        lock.unlock()
+        lock.file.close()
+
+
+def _swap_end(fs, path):
+    """(next offset after the last valid batch, whole file valid) of a segment file."""
+    f = fs.open(path)
+    try:
+        ends = []
+        stop, status = scan_file(f, 0, f.size(), lambda bs: ends.append(bs[-1][2] + 1),
+                                 verify_crc=True)
+        return (ends[-1] if ends else None), status == SCAN_OK
+    finally:
+        f.close()
+
+
+def recover_swaps(fs, directory, dry_run=False):
+    """Complete the swaps a crash interrupted (see the module docstring); True if any.
+
+    ``dry_run`` only reports whether there is anything to do.
+    """
+    parsed = [(parse_segment_name(n), n) for n in fs.listdir(directory)]
+    parsed = [(p[0], p[1], n) for p, n in parsed if p is not None]
+    swaps = sorted(base for base, suffix, _ in parsed if suffix == LOG_SUFFIX + SWAP_SUFFIX)
+    orphans = [n for base, suffix, n in parsed
+               if suffix.endswith(SWAP_SUFFIX) and base not in swaps]
+    if dry_run or not (swaps or orphans):
+        return bool(swaps or orphans)
+    for name in orphans:                      # index .swap files whose .log never got there
+        fs.remove(os.path.join(directory, name))
+    logs = sorted(base for base, suffix, _ in parsed if suffix == LOG_SUFFIX)
+
+    def path(base, suffix):
+        return os.path.join(directory, segment_name(base, suffix))
+
+    for base in swaps:
+        end, whole = _swap_end(fs, path(base, LOG_SUFFIX + SWAP_SUFFIX))
+        if (end is None or not whole) and fs.exists(path(base, LOG_SUFFIX)):
+            log.error("%s: discarding unreadable %s; the original segment is intact",
+                      directory, segment_name(base, LOG_SUFFIX + SWAP_SUFFIX))
+            for suffix in _FILE_SUFFIXES:
+                if fs.exists(path(base, suffix + SWAP_SUFFIX)):
+                    fs.remove(path(base, suffix + SWAP_SUFFIX))
+            continue
+        for old in logs:                      # the segments the swap replaces
+            if base <= old < (end if end is not None else base + 1):
+                for suffix in _FILE_SUFFIXES:
+                    if fs.exists(path(old, suffix)):
+                        fs.remove(path(old, suffix))
+        for suffix in _FILE_SUFFIXES:
+            if fs.exists(path(base, suffix + SWAP_SUFFIX)):
+                fs.rename(path(base, suffix + SWAP_SUFFIX), path(base, suffix))
+            elif fs.exists(path(base, suffix)):
+                fs.remove(path(base, suffix))     # an index is rebuilt from the log
+        log.warning("%s: completed the interrupted compaction swap of segment %d",
+                    directory, base)
+    fs.fsync_dir(directory)
+    return True
