@@ -8,7 +8,8 @@ checks whether it is being tested.
 Contract of a file system object:
   open(path, create=False) -> File   read/write, never truncating; create makes it if missing
   exists(path), listdir(path), makedirs(path), remove(path), rename(src, dst),
-  fsync_dir(path), file_size(path)
+  fsync_dir(path), file_size(path),
+  same_file(file, path) -> bool   is the open File still the file named path (not replaced)?
 and of a File:
   pread(size, pos) -> bytes, pwrite(data, pos), size(), truncate(size), sync(), close(),
   fileno() (for advisory locks only), path
@@ -91,6 +92,14 @@ class OsFileSystem:
 
     def file_size(self, path):
         return os.stat(path).st_size
+
+    def same_file(self, file, path):
+        try:
+            named = os.stat(path)
+        except FileNotFoundError:
+            return False
+        opened = os.fstat(file.fileno())
+        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
     def fsync_dir(self, path):
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))

@@ -49,7 +49,10 @@ class _Index:
     def _floor(self, key):
         return _native.index_search(self.buf, self.count, self.entry_size, key)
 
-    def _write(self, raw):
+    def _write(self, raw, write=True):
+        if not write:  # a rebuild collects entries in memory and writes the file once
+            self.buf += raw
+            return
         if self._file is None:
             self._file = self.fs.open(self.path, create=True)
         self._file.pwrite(raw, len(self.buf))
@@ -125,8 +128,8 @@ class OffsetIndex(_Index):
     entry = _OFFSET_ENTRY
     entry_size = OFFSET_INDEX_ENTRY_SIZE
 
-    def append(self, offset, position):
-        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position))
+    def append(self, offset, position, write=True):
+        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position), write)
 
     def lookup(self, offset):
         """(offset, position) of the last entry at or below ``offset``; (base, 0) if none."""
@@ -174,15 +177,13 @@ class TimeIndex(_Index):
     def last_timestamp(self):
         return self.entry_at(self.count - 1)[0] if self.count else -1
 
-    def maybe_append(self, timestamp, offset):
+    def maybe_append(self, timestamp, offset, write=True):
         """Add (timestamp, offset) only if it raises the maximum timestamp seen."""
         if timestamp > self.last_timestamp():
-            self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+            self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset), write)
 
     def maybe_append_in_memory(self, timestamp, offset):
-        """maybe_append without the file write (a rebuild writes the file once at the end)."""
-        if timestamp > self.last_timestamp():
-            self.buf += _TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+        self.maybe_append(timestamp, offset, write=False)
 
     def lookup(self, timestamp):
         """(timestamp, offset) of the last entry at or below ``timestamp``; (-1, base) if none."""

@@ -40,7 +40,7 @@ from ..format.constants import (
 )
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
-from . import flusher
+from . import cleaner, flusher
 from .config import LogConfig
 from .data_dir import (
     LOG_START_FILE, RECOVERY_POINT_FILE, REPLICATION_OFFSET_FILE, DataDir, is_data_dir,
@@ -59,7 +59,7 @@ log = logging.getLogger("kqlite.storage")
 
 _STATE_FILE = ".kqlite-state"
 _USERS_FILE = ".kqlite-users"
-_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".tmp")
+_LEFTOVER_SUFFIXES = (cleaner.DELETED_SUFFIX, ".tmp")
 _MAX_RELATIVE = 2 ** 31 - 1
 _BATCH_TARGET = 1 << 20       # bytes per batch when one append() is split
 _READ_CHUNK = 1 << 18
@@ -92,6 +92,7 @@ class Log:
         self.recovery_reports = []
         self._closed = True
         self._failed = None
+        self._cleaner_offset = None   # first dirty offset, when there is no data dir
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
         parent = os.path.dirname(self.path)
@@ -148,7 +149,7 @@ class Log:
                     self._write_checkpoints()
                     self._users.unlock()
                     last = self._users.try_lock(exclusive=True)
-                    with self._locked_write(refresh=False):
+                    with self._locked_write():
                         if last:
                             self._segments[-1].on_roll()
                             self._segments[-1].sync()
@@ -194,7 +195,10 @@ class Log:
         return sorted(bases)
 
     def _remove_leftovers(self):
-        # Half-finished deletions and temp files from a crash; the .log files are the truth.
+        # Half-finished deletions, compactions and temp files from a crash; the .log files
+        # are the truth. An interrupted compaction swap is completed (see cleaner.py).
+        cleaner.remove_stale_cleaned(self.fs, self.path)
+        cleaner.recover_swaps(self.fs, self.path)
         for name in self.fs.listdir(self.path):
             if name.endswith(_LEFTOVER_SUFFIXES):
                 self.fs.remove(os.path.join(self.path, name))
@@ -359,11 +363,24 @@ class Log:
             active.changes += 1
 
     def _reload_segments(self, state):
+        if self._write_lock.held is None:
+            # A reader lists the files under the write lock too, so that it never sees a
+            # compaction swap or a retention deletion half done.
+            self._write_lock.lock(timeout=self._lock_timeout(), what=f"log {self.path}")
+            try:
+                self._reload_segments(read_state(self._state_file) or state)
+            finally:
+                self._write_lock.unlock()
+            return
+        repaired = cleaner.recover_swaps(self.fs, self.path)  # a compactor died mid-swap
         known = {seg.base_offset: seg for seg in self._segments}
         bases = self._list_segments()
         segments = []
         for base in bases:
             seg = known.pop(base, None)
+            if seg is not None and not self.fs.same_file(seg.log, seg.path()):
+                seg.close()  # replaced by compaction (or deleted and created again)
+                seg = None
             if seg is None:
                 try:
                     seg = Segment.open(self.fs, self.path, base, self.config)
@@ -372,6 +389,14 @@ class Log:
             segments.append(seg)
         for gone in known.values():
             gone.close()
+        for seg in segments[:-1]:
+            # A segment we knew as active may have grown before another process rolled it.
+            size = seg.log.size()
+            if size > seg.size:
+                self._catch_up(seg, size)
+            elif size < seg.size:
+                seg.size = size
+                seg.rebuild_indexes()
         self._segments = segments
         active = segments[-1]
         if active.size != state.active_size:
@@ -382,6 +407,9 @@ class Log:
                 active.rebuild_indexes()
         self.epochs.reload()
         self._generation = state.generation
+        if repaired:
+            self._generation += 1
+            self._write_state()
 
     class _Locked:
         __slots__ = ("log", "refresh")
@@ -432,21 +460,21 @@ class Log:
     def next_offset(self):
         return self._segments[-1].next_offset
 
-    @property
-    def end_offset(self):
-        """The log end offset (LEO): the offset the next record will get."""
+    def _refreshed(self):
         if not self._closed:
             with self._lock:
                 self._refresh()
-        return self.next_offset
+        return self
+
+    @property
+    def end_offset(self):
+        """The log end offset (LEO): the offset the next record will get."""
+        return self._refreshed().next_offset
 
     @property
     def start_offset(self):
         """The log start offset: the first offset still readable."""
-        if not self._closed:
-            with self._lock:
-                self._refresh()
-        return self.log_start_offset
+        return self._refreshed().log_start_offset
 
     @property
     def size(self):
@@ -479,6 +507,8 @@ class Log:
             records = list(records)
         if not records:
             raise InvalidRecordError("append() needs at least one record")
+        if "compact" in self.config["cleanup.policy"]:
+            cleaner.require_keys(records)
         codec = self._codec(codec)
         timestamp_type = 1 if self.config["message.timestamp.type"] == "LogAppendTime" else 0
         if timestamp_type:
@@ -506,9 +536,13 @@ class Log:
         if status != SCAN_OK or stop != len(data) or not found:
             raise CorruptRecordError(STATUS_TEXT.get(status, "no batches"), position=stop)
         pieces = []
+        # Compacted logs need keys (a follower copies its leader's bytes as they are).
+        need_keys = assign_offsets and "compact" in self.config["cleanup.policy"]
         for pos, base, last, max_ts, size, magic in found:
             if magic != MAGIC_V2:
                 raise InvalidRecordError("only v2 record batches (magic 2) can be appended")
+            if need_keys:
+                cleaner.require_batch_keys(data, pos)
             if leader_epoch is not None:
                 batch_format.set_leader_epoch(data, pos, leader_epoch)
             pieces.append(bytes(data[pos:pos + size]))
@@ -657,7 +691,7 @@ class Log:
                 self._last_flush = time.monotonic()
                 if target > self.recovery_point:
                     self.recovery_point = target
-                    with self._locked_write(refresh=False):
+                    with self._locked_write():
                         self._write_state()
                 interval = self.config["recovery.point.checkpoint.interval.ms"] / 1000.0
                 if time.monotonic() - self._last_checkpoint >= interval:
@@ -863,6 +897,17 @@ class Log:
                 deleted += self._delete_segments(self._expired_by_size())
                 deleted += self._delete_segments(self._expired_by_time(now_ms))
             return deleted
+
+    def compact(self, now_ms=None, *, force=False):
+        """Compact the log (``cleanup.policy`` compact or compact,delete): keep only the
+        latest record of each key in the non-active segments; tombstones go
+        ``delete.retention.ms`` after the compaction that first kept them. Runs only when
+        the dirty share reaches ``min.cleanable.dirty.ratio`` (``force=True`` skips that
+        test) and leaves records younger than ``min.compaction.lag.ms``. Offsets never
+        change. Appends continue meanwhile; only the final swap takes the write lock.
+        Returns a CompactionReport; a no-op on a log without ``compact``. See cleaner.py.
+        """
+        return cleaner.compact(self, now_ms, force)
 
     def _expired_by_start(self):
         return [s for s in self._segments[:-1] if s.next_offset <= self.log_start_offset]

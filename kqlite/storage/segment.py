@@ -132,7 +132,8 @@ class Segment:
         self.changes += 1
         self._index_batches(batches, start)
 
-    def _index_batches(self, batches, shift):
+    def _index_batches(self, batches, shift=0, write=True):
+        """Kafka's sparse-index rule; ``write=False`` keeps new entries in memory only."""
         interval = self.config["index.interval.bytes"]
         for pos, base, last, max_ts, size, magic in batches:
             if self.first_batch_timestamp is None:
@@ -140,11 +141,15 @@ class Segment:
             if max_ts > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
             if self.bytes_since_index_entry > interval:
-                self.index.append(last, pos + shift)
-                self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.index.append(last, pos + shift, write)
+                self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
+                                            write)
                 self.bytes_since_index_entry = 0
             self.bytes_since_index_entry += size
             self.next_offset = last + 1
+
+    def _index_batches_in_memory(self, batches):
+        self._index_batches(batches, write=False)
 
     def rebuild_indexes(self, verify_crc=False, max_size=None):
         """Recreate both indexes from the log; returns (stop, status) of the scan."""
@@ -156,31 +161,15 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.first_batch_timestamp = None
         self.bytes_since_index_entry = 0
-        stop, status = scan_file(self.log, 0, self.size, self._index_batches_in_memory,
+        stop, status = scan_file(self.log, 0, self.size,
+                                 lambda found: self._index_batches(found, write=False),
                                  verify_crc, max_size)
         self.tail_valid = status == SCAN_OK
         self.invalid_position = None if self.tail_valid else stop
-        self.timeindex.maybe_append_in_memory(self.max_timestamp, self.offset_of_max_timestamp)
+        self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
         self.index.write_all()
         self.timeindex.write_all()
         return stop, status
-
-    def _index_batches_in_memory(self, batches):
-        # Same rule as _index_batches, but entries go to memory first and to disk in one write.
-        interval = self.config["index.interval.bytes"]
-        index, timeindex = self.index, self.timeindex
-        for pos, base, last, max_ts, size, magic in batches:
-            if self.first_batch_timestamp is None:
-                self.first_batch_timestamp = max_ts
-            if max_ts > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
-            if self.bytes_since_index_entry > interval:
-                index.buf += index.entry.pack(last - self.base_offset, pos)
-                timeindex.maybe_append_in_memory(self.max_timestamp,
-                                                 self.offset_of_max_timestamp)
-                self.bytes_since_index_entry = 0
-            self.bytes_since_index_entry += size
-            self.next_offset = last + 1
 
     def recover(self, max_size=None):
         """Validate every batch (CRC included), rebuild indexes, cut the file at the first
