@@ -1,149 +1,237 @@
-/* Kafka v2 record encode/decode for whole batches (zigzag varints).
- * Decoding never reads outside buf[0:len]: every length is checked against the
- * end of its record before use, and a record's declared size must match what
- * its fields consumed. */
-#include "kq_internal.h"
+/* Whole-batch encode and decode of Kafka v2 records (the bytes after the 61-byte
+ * batch header). Each record is: varint length, int8 attributes, varlong
+ * timestampDelta, varint offsetDelta, varint keyLength + key, varint
+ * valueLength + value, varint headerCount, then per header varint keyLength +
+ * key and varint valueLength + value; lengths of -1 mean null. Varints are
+ * zigzag; "varint" fields must fit 32 bits (at most 5 bytes), the varlong 64.
+ *
+ * Decoding treats its input as hostile: every length is checked against the end
+ * of its record before use, a record's declared length must equal what its
+ * fields consumed, and nothing is allocated here at all (the caller sizes the
+ * output arrays from the input length). Encoding checks every length against
+ * the data and output buffers it was given. */
 #include <string.h>
 
-#include "kqlite_native.h"
+#include "kq_internal.h"
 
-static inline uint8_t *put_varint(uint8_t *o, int64_t v) {
-    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-    while (z > 0x7f) { *o++ = (uint8_t)((z & 0x7f) | 0x80); z >>= 7; }
-    *o++ = (uint8_t)z;
-    return o;
-}
+#define INT32_LIMIT 0x7fffffffLL
 
 static inline int varint_size(int64_t v) {
     uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
     int n = 1;
-    while (z > 0x7f) { z >>= 7; n++; }
+    while (z > 0x7f) {
+        z >>= 7;
+        n++;
+    }
     return n;
 }
 
-int64_t kq_encode_values(const uint8_t *data, const int64_t *lens, int64_t n, uint8_t *out) {
-    uint8_t *o = out;
+static inline uint8_t *put_varint(uint8_t *o, int64_t v) {
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z > 0x7f) {
+        *o++ = (uint8_t)((z & 0x7f) | 0x80);
+        z >>= 7;
+    }
+    *o++ = (uint8_t)z;
+    return o;
+}
+
+/* Encoded size of a length-prefixed field, or -1 if its length is unusable. */
+static inline int64_t field_size(int64_t len) {
+    if (len < -1 || len > INT32_LIMIT) return -1;
+    return varint_size(len) + (len > 0 ? len : 0);
+}
+
+static inline uint8_t *put_field(uint8_t *o, const uint8_t **data, int64_t len) {
+    o = put_varint(o, len);
+    if (len > 0) {
+        memcpy(o, *data, (size_t)len);
+        o += len;
+        *data += len;
+    }
+    return o;
+}
+
+int64_t kq_encode_values(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
+                         char *out, int64_t out_cap) {
+    const uint8_t *d = (const uint8_t *)data;
+    uint8_t *o = (uint8_t *)out, *o_end = (uint8_t *)out + out_cap;
+    int64_t left = data_len;
+    if (n > INT32_LIMIT + 1) return KQ_ERR_TOO_LARGE;
     for (int64_t i = 0; i < n; i++) {
         int64_t vlen = lens[i];
-        /* body: attributes, tsDelta 0, offsetDelta i, key null, value, 0 headers */
-        int64_t body = 1 + 1 + varint_size(i) + 1 + varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+        if (vlen < -1 || vlen > left) return KQ_ERR_DATA;
+        if (vlen > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        /* attributes, timestampDelta 0, offsetDelta, null key, value, no headers */
+        int64_t body = 3 + varint_size(i) + field_size(vlen) + 1;
+        if (body > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        if (o_end - o < varint_size(body) + body) return KQ_ERR_NO_SPACE;
         o = put_varint(o, body);
         *o++ = 0;
         *o++ = 0;
         o = put_varint(o, i);
         *o++ = 1;
-        o = put_varint(o, vlen);
-        if (vlen > 0) { memcpy(o, data, (size_t)vlen); o += vlen; data += vlen; }
+        o = put_field(o, &d, vlen);
         *o++ = 0;
+        if (vlen > 0) left -= vlen;
     }
-    return o - out;
+    if (left != 0) return KQ_ERR_DATA;
+    return o - (uint8_t *)out;
 }
 
-static inline int64_t bytes_size(int64_t len) {
-    return varint_size(len) + (len > 0 ? len : 0);
-}
-
-static inline uint8_t *put_bytes(uint8_t *o, const uint8_t **data, int64_t len) {
-    o = put_varint(o, len);
-    if (len > 0) { memcpy(o, *data, (size_t)len); o += len; *data += len; }
-    return o;
-}
-
-int64_t kq_encode_records(const uint8_t *data, const int64_t *meta, int64_t n, uint8_t *out) {
-    uint8_t *o = out;
+int64_t kq_encode_records(const char *data, int64_t data_len, const int64_t *meta,
+                          int64_t meta_len, int64_t n, char *out, int64_t out_cap) {
+    const uint8_t *d = (const uint8_t *)data;
+    uint8_t *o = (uint8_t *)out, *o_end = (uint8_t *)out + out_cap;
+    const int64_t *m = meta, *m_end = meta + meta_len;
+    int64_t left = data_len;
+    if (n > INT32_LIMIT + 1) return KQ_ERR_TOO_LARGE;
     for (int64_t i = 0; i < n; i++) {
-        int64_t ts = meta[0], klen = meta[1], vlen = meta[2], nh = meta[3];
-        const int64_t *hm = meta + 4;
-        int64_t body = 1 + varint_size(ts) + varint_size(i) + bytes_size(klen) +
-                       bytes_size(vlen) + varint_size(nh);
-        for (int64_t h = 0; h < nh; h++) body += bytes_size(hm[2 * h]) + bytes_size(hm[2 * h + 1]);
+        if (m_end - m < 4) return KQ_ERR_DATA;
+        int64_t ts = m[0], klen = m[1], vlen = m[2], nh = m[3];
+        const int64_t *hm = m + 4;
+        if (nh < 0 || (m_end - hm) / 2 < nh) return KQ_ERR_DATA;
+        if (nh > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        /* Sum the lengths first so no byte is copied from past the data. */
+        int64_t need = (klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0), fk, fv;
+        int64_t body = 1 + varint_size(ts) + varint_size(i) + varint_size(nh);
+        if ((fk = field_size(klen)) < 0 || (fv = field_size(vlen)) < 0) return KQ_ERR_TOO_LARGE;
+        body += fk + fv;
+        for (int64_t h = 0; h < nh; h++) {
+            int64_t hk = hm[2 * h], hv = hm[2 * h + 1];
+            if (hk < 0) return KQ_ERR_DATA;
+            if ((fk = field_size(hk)) < 0 || (fv = field_size(hv)) < 0) return KQ_ERR_TOO_LARGE;
+            body += fk + fv;
+            need += hk + (hv > 0 ? hv : 0);
+            if (body > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        }
+        if (body > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        if (need > left) return KQ_ERR_DATA;
+        if (o_end - o < varint_size(body) + body) return KQ_ERR_NO_SPACE;
         o = put_varint(o, body);
         *o++ = 0;
         o = put_varint(o, ts);
         o = put_varint(o, i);
-        o = put_bytes(o, &data, klen);
-        o = put_bytes(o, &data, vlen);
+        o = put_field(o, &d, klen);
+        o = put_field(o, &d, vlen);
         o = put_varint(o, nh);
         for (int64_t h = 0; h < nh; h++) {
-            o = put_bytes(o, &data, hm[2 * h]);
-            o = put_bytes(o, &data, hm[2 * h + 1]);
+            o = put_field(o, &d, hm[2 * h]);
+            o = put_field(o, &d, hm[2 * h + 1]);
         }
-        meta = hm + 2 * nh;
+        left -= need;
+        m = hm + 2 * nh;
     }
-    return o - out;
+    if (left != 0 || m != m_end) return KQ_ERR_DATA;
+    return o - (uint8_t *)out;
 }
 
-/* Reads a zigzag varint from buf[*pos:end]; returns 0 on success. */
+/* A zigzag varint of at most 5 bytes whose unsigned form fits 32 bits. */
 static inline int get_varint(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
-    uint64_t r = 0;
-    int shift = 0;
     int64_t p = *pos;
-    for (;;) {
-        if (p >= end || shift > 63) return -1;
+    uint64_t raw = 0;
+    for (int shift = 0;; shift += 7) {
+        if (shift > 28 || p >= end) return -1;
         uint8_t b = buf[p++];
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) break;
-        shift += 7;
+        raw |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) break;
+    }
+    if (raw > 0xffffffffULL) return -1;
+    *pos = p;
+    *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+    return 0;
+}
+
+/* A zigzag varint of at most 10 bytes whose unsigned form fits 64 bits. */
+static inline int get_varlong(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
+    int64_t p = *pos;
+    uint64_t raw = 0;
+    for (int shift = 0;; shift += 7) {
+        if (shift > 63 || p >= end) return -1;
+        uint8_t b = buf[p++];
+        if (shift == 63 && (b & 0x7f) > 1) return -1;
+        raw |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) break;
     }
     *pos = p;
-    *v = (int64_t)(r >> 1) ^ -(int64_t)(r & 1);
+    *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
     return 0;
 }
 
-/* A length-prefixed field: position and length (-1 null) after bounds checks. */
-static inline int64_t get_field(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *fpos,
-                                int64_t *flen) {
+/* A length-prefixed field inside buf[*pos:end]: [start, stop), or 0/-1 if null. */
+static inline int get_field(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *start,
+                            int64_t *stop) {
     int64_t n;
     if (get_varint(buf, pos, end, &n)) return KQ_ERR_VARINT;
-    if (n < -1) return KQ_ERR_LENGTH;
-    *fpos = *pos;
-    *flen = n;
-    if (n > 0) {
-        if (n > end - *pos) return KQ_ERR_LENGTH;
-        *pos += n;
+    if (n < 0) {
+        if (n != -1) return KQ_ERR_LENGTH;
+        *start = 0;
+        *stop = -1;
+        return 0;
     }
+    if (n > end - *pos) return KQ_ERR_LENGTH;
+    *start = *pos;
+    *pos += n;
+    *stop = *pos;
     return 0;
 }
 
-int64_t kq_decode_records(const uint8_t *buf, int64_t len, int64_t count, int64_t *rows,
-                          int64_t *headers, int64_t header_cap, int64_t *needed,
-                          int64_t *error_pos) {
-    int64_t pos = 0, nh_total = 0, rc;
-    if (count < 0 || count > len) return KQ_ERR_COUNT;
+int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base_offset,
+                      int64_t base_timestamp, int64_t *cols, int64_t *hcols, int64_t hcap,
+                      int64_t *info) {
+    const uint8_t *buf = (const uint8_t *)data;
+    int64_t *c_off = cols, *c_ts = cols + count, *c_ks = cols + 2 * count,
+            *c_ke = cols + 3 * count, *c_vs = cols + 4 * count, *c_ve = cols + 5 * count,
+            *c_nh = cols + 6 * count;
+    int64_t pos = 0, headers = 0, null_keys = 0, null_values = 0, ts0 = 0;
+    int rc, dense = 1, same_ts = 1;
+    info[0] = info[1] = info[2] = info[3] = info[4] = info[5] = 0;
+    /* The smallest record is 7 bytes, so a larger count is corrupt before any work. */
+    if (count < 0 || count > len / 7) return KQ_ERR_COUNT;
     for (int64_t i = 0; i < count; i++) {
-        int64_t size, v, end;
-        *error_pos = pos;
+        int64_t size, end, ts, od, nh;
+        info[0] = pos;
         if (get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
-        if (size < 0 || size > len - pos) return KQ_ERR_RECORD_SIZE;
+        if (size <= 0 || size > len - pos) return KQ_ERR_RECORD_SIZE;
         end = pos + size;
-        if (pos >= end) return KQ_ERR_RECORD_SIZE;
-        pos++;  /* attributes */
-        int64_t *row = rows + 8 * i;
-        if (get_varint(buf, &pos, end, &v)) return KQ_ERR_VARINT;
-        row[1] = v;
-        if (get_varint(buf, &pos, end, &v)) return KQ_ERR_VARINT;
-        row[0] = v;
-        if ((rc = get_field(buf, &pos, end, &row[2], &row[3]))) return rc;
-        if ((rc = get_field(buf, &pos, end, &row[4], &row[5]))) return rc;
-        int64_t nh;
+        pos++; /* attributes: unused in v2 */
+        if (get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
+        if (get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
+        if ((rc = get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
+        if ((rc = get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
         if (get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
-        if (nh < 0 || nh > end - pos) return KQ_ERR_COUNT;
-        row[6] = nh_total;
-        row[7] = nh;
-        for (int64_t h = 0; h < nh; h++, nh_total++) {
-            int64_t kp, kl, vp, vl;
-            if ((rc = get_field(buf, &pos, end, &kp, &kl))) return rc;
-            if (kl < 0) return KQ_ERR_HEADER_KEY;
-            if ((rc = get_field(buf, &pos, end, &vp, &vl))) return rc;
-            if (nh_total < header_cap) {
-                int64_t *hd = headers + 4 * nh_total;
-                hd[0] = kp; hd[1] = kl; hd[2] = vp; hd[3] = vl;
+        if (nh < 0 || nh > (end - pos) / 2) return KQ_ERR_COUNT;
+        for (int64_t h = 0; h < nh; h++, headers++) {
+            int64_t ks, ke, vs, ve;
+            if ((rc = get_field(buf, &pos, end, &ks, &ke))) return rc;
+            if (ke < 0) return KQ_ERR_HEADER_KEY;
+            if ((rc = get_field(buf, &pos, end, &vs, &ve))) return rc;
+            if (headers < hcap) {
+                hcols[headers] = ks;
+                hcols[hcap + headers] = ke;
+                hcols[2 * hcap + headers] = vs;
+                hcols[3 * hcap + headers] = ve;
             }
         }
         if (pos != end) return KQ_ERR_RECORD_SIZE;
+        if (__builtin_add_overflow(base_offset, od, &c_off[i]) ||
+            __builtin_add_overflow(base_timestamp, ts, &c_ts[i]))
+            return KQ_ERR_OVERFLOW;
+        c_nh[i] = nh;
+        /* Producers write offsetDelta = index and often one timestamp per batch;
+         * saying so lets Python use range() and repeat() instead of lists. */
+        dense &= od == i;
+        if (i == 0) ts0 = ts;
+        same_ts &= ts == ts0;
+        null_keys += c_ke[i] < 0;
+        null_values += c_ve[i] < 0;
     }
-    *error_pos = pos;
+    info[0] = pos;
     if (pos != len) return KQ_ERR_TRAILING;
-    if (nh_total > header_cap) { *needed = nh_total; return KQ_ERR_HEADERS_FULL; }
-    return nh_total;
+    info[1] = null_keys;
+    info[2] = null_values;
+    info[3] = headers;
+    info[4] = dense;
+    info[5] = same_ts;
+    return headers > hcap ? KQ_ERR_HEADERS_FULL : 0;
 }

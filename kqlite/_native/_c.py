@@ -1,166 +1,379 @@
-"""Wrappers that give the cffi-built C helpers the same signatures as pure.py.
+"""The cffi-built C helpers (csrc/) behind the same signatures as pure.py.
 
-Buffers are passed without copying (``ffi.from_buffer``); results come back as
-Python objects. Decoded records are sliced from one ``bytes`` copy of the
-records region, so each key and value costs one slice.
+Buffers go to C without copying: ``bytes`` directly, anything else (bytearray,
+memoryview, mmap) through ``ffi.from_buffer``, released before returning so an
+mmap can be closed right after a call. C fills flat int64 arrays; Python turns
+them into results with C-level iteration (``ffi.unpack``, ``map``, ``zip``), so
+a decoded key or value costs one slice of the records region.
+
+Importing this module raises :class:`StaleBuildError` when the extension was
+built from sources with a different ABI number (see csrc/build_native.py).
 """
 
+import operator
+import struct
 from array import array
+from itertools import repeat
 
 from ..errors import CorruptRecordError, InvalidRecordError
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
-EXPECTED_ABI = 1
+EXPECTED_ABI = 3            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
 
-if lib.kq_native_abi() != EXPECTED_ABI:
-    raise RuntimeError(f"stale C build (ABI {lib.kq_native_abi()}, expected {EXPECTED_ABI}); "
-                       f"reinstall kqlite")
+
+class StaleBuildError(RuntimeError):
+    """The compiled extension does not match these wrappers."""
+
+
+_built_abi = getattr(lib, "KQLITE_NATIVE_ABI", None)
+if _built_abi != EXPECTED_ABI:
+    raise StaleBuildError(f"kqlite._native._cnative has ABI {_built_abi}, expected "
+                          f"{EXPECTED_ABI}: rebuild with `pip install -e .`")
 
 HARDWARE_CRC = bool(lib.kq_crc32c_hardware())
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
 
-_RECORD_OVERHEAD = 41   # KQ_RECORD_MAX_OVERHEAD in csrc/kq_internal.h
-_HEADER_OVERHEAD = 10
-_SCAN_CAP = 4096
+INT32_MAX = (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MIN_RECORD_SIZE = 7
+_SCAN_CAP = 4096            # entries per C call: bounds the scratch array, not the scan
+
 _from_buffer = ffi.from_buffer
+_release = ffi.release
+_unpack = ffi.unpack
+_buffer = ffi.buffer
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
+_join = b"".join
+_tuple_new = tuple.__new__
+_pack = struct.pack
+_crc32c_c = lib.kq_crc32c
+_crc32_c = lib.kq_crc32
+_encode_values_c = lib.kq_encode_values
+_encode_records_c = lib.kq_encode_records
+_decode_c = lib.kq_decode_records
+_scan_c = lib.kq_scan_batches
+_index_c = lib.kq_index_search
 
-_ERRORS = {-1: "malformed varint", -2: "field length runs past the record",
-           -3: "record length does not match its fields", -4: "invalid record or header count",
-           -5: "bytes left after the last record", -6: "null header key"}
+_DECODE_ERRORS = {
+    lib.KQ_ERR_VARINT: "truncated, over-long or overflowing varint",
+    lib.KQ_ERR_LENGTH: "field length is negative or runs past its record",
+    lib.KQ_ERR_RECORD_SIZE: "record length does not match its fields or the records region",
+    lib.KQ_ERR_COUNT: "impossible record or header count",
+    lib.KQ_ERR_TRAILING: "bytes left after the last record",
+    lib.KQ_ERR_HEADER_KEY: "null header key",
+    lib.KQ_ERR_OVERFLOW: "offset or timestamp does not fit in 64 bits",
+}
 
+
+def _pointer(data):
+    """(C pointer, byte length, cdata to release or None) for a contiguous buffer."""
+    if type(data) is bytes:
+        return data, len(data), None
+    try:
+        cdata = _from_buffer(data)
+    except (TypeError, ValueError, BufferError):
+        if isinstance(data, str):
+            raise TypeError("a bytes-like object is required, not 'str'") from None
+        data = memoryview(data).tobytes()        # non-contiguous views
+        return data, len(data), None
+    return cdata, len(cdata), cdata
+
+
+# -- CRCs -----------------------------------------------------------------------------------
 
 def crc32c(data, value=0):
-    return lib.kq_crc32c(value, _from_buffer(data), len(memoryview(data).cast("B")))
+    """CRC-32C (Castagnoli); ``value`` continues an earlier result."""
+    if type(data) is bytes:
+        return _crc32c_c(value & 0xFFFFFFFF, data, len(data))
+    ptr, size, cdata = _pointer(data)
+    try:
+        return _crc32c_c(value & 0xFFFFFFFF, ptr, size)
+    finally:
+        if cdata is not None:
+            _release(cdata)
 
 
 def crc32(data, value=0):
-    return lib.kq_crc32(value, _from_buffer(data), len(memoryview(data).cast("B")))
+    """CRC-32 (IEEE), equal to zlib.crc32."""
+    ptr, size, cdata = _pointer(data)
+    try:
+        return _crc32_c(value & 0xFFFFFFFF, ptr, size)
+    finally:
+        if cdata is not None:
+            _release(cdata)
 
 
-def _run_encode(fn, data, meta, n, extra):
-    out = _alloc("uint8_t[]", len(data) + n * _RECORD_OVERHEAD + extra + 1)
-    written = fn(_from_buffer(data), _from_buffer("int64_t[]", meta), n, out)
-    return ffi.buffer(out, written)[:]
+def crc32c_portable(data, value=0):
+    """The table-driven CRC-32C the C build uses on CPUs without SSE4.2."""
+    ptr, size, cdata = _pointer(data)
+    try:
+        return lib.kq_crc32c_portable(value & 0xFFFFFFFF, ptr, size)
+    finally:
+        if cdata is not None:
+            _release(cdata)
 
 
-def _check(value, what):
-    if value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
-        raise InvalidRecordError(f"{what} must be bytes or None, not {type(value).__name__}")
-    return value
+# -- Record encoding ------------------------------------------------------------------------
+
+def _as_bytes(value, what):
+    if value is None or isinstance(value, (bytes, bytearray)):
+        return value
+    if isinstance(value, memoryview):
+        return value if value.format == "B" and value.ndim == 1 else value.tobytes()
+    raise InvalidRecordError(f"{what} must be bytes-like or None, not {type(value).__name__}")
+
+
+def _header_key(key):
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return _as_bytes(key, "header key")
+    raise InvalidRecordError(f"header key must be str or bytes, not {type(key).__name__}")
+
+
+def _delta(delta):
+    try:
+        delta = operator.index(delta)
+    except TypeError:
+        raise InvalidRecordError(
+            f"timestamp delta must be an int, not {type(delta).__name__}") from None
+    if not INT64_MIN <= delta <= INT64_MAX:
+        raise InvalidRecordError(f"timestamp delta {delta} does not fit in 64 bits")
+    return delta
+
+
+def _column(column, n, what):
+    if column is not None and len(column) != n:
+        raise InvalidRecordError(f"{len(column)} {what} for {n} values")
+    return column
+
+
+def _finish_encode(written, out):
+    if written >= 0:
+        return _buffer(out, written)[:]
+    if written == lib.KQ_ERR_TOO_LARGE:
+        raise InvalidRecordError("a record or field is longer than 2**31 - 1 bytes")
+    raise AssertionError(f"kq_encode failed with {written}")   # sizing bug, not bad input
+
+
+def _encode_values(data, lens, n):
+    size = len(data)
+    cap = size + n * lib.KQ_RECORD_MAX_OVERHEAD + 1
+    out = _alloc("char[]", cap)
+    lens_c = _from_buffer("int64_t[]", lens)
+    written = _encode_values_c(data, size, lens_c, n, out, cap)
+    _release(lens_c)
+    if written == lib.KQ_ERR_DATA:
+        return None
+    return _finish_encode(written, out)
 
 
 def encode_records(values, keys=None, timestamp_deltas=None, headers=None):
-    n = len(values)
+    """Encode records with attributes 0 and offsetDelta 0..n-1 (Kafka v2 record layout)."""
+    if type(values) is not list and type(values) is not tuple:
+        values = list(values)
     if keys is None and timestamp_deltas is None and headers is None:
         try:
-            data = b"".join(values)
-            lens = array("q", map(len, values))
-        except TypeError:
-            for v in values:
-                _check(v, "value")
-            data = b"".join(v for v in values if v is not None)
-            lens = array("q", [-1 if v is None else len(v) for v in values])
-        return _run_encode(lib.kq_encode_values, data, lens, n, 0)
+            data = _join(values)
+            # One C-level pack is the cheapest way found to hand C n lengths.
+            lens = _pack(f"{len(values)}q", *map(len, values))
+        except TypeError:           # a None or a non-bytes value: the careful path
+            pass
+        else:
+            # None only when lengths disagree with the joined bytes (memoryviews of
+            # wider items): the careful path normalizes those.
+            encoded = _encode_values(data, lens, len(values))
+            if encoded is not None:
+                return encoded
+        parts = []
+        lens = array("q")
+        for value in values:
+            value = _as_bytes(value, "value")
+            if value is None:
+                lens.append(-1)
+            else:
+                parts.append(value)
+                lens.append(len(value))
+        encoded = _encode_values(_join(parts), lens, len(lens))
+        if encoded is None:
+            raise AssertionError("kq_encode_values refused normalized values")
+        return encoded
+    return _encode_general(values, keys, timestamp_deltas, headers)
+
+
+def _encode_general(values, keys, timestamp_deltas, headers):
+    n = len(values)
+    keys = _column(keys, n, "keys")
+    timestamp_deltas = _column(timestamp_deltas, n, "timestamp deltas")
+    headers = _column(headers, n, "header lists")
     meta = array("q")
     parts = []
     n_headers = 0
     for i in range(n):
-        key = _check(keys[i], "key") if keys is not None else None
-        value = _check(values[i], "value")
-        pairs = headers[i] if headers is not None else ()
-        meta.extend((timestamp_deltas[i] if timestamp_deltas is not None else 0,
+        key = _as_bytes(keys[i], "key") if keys is not None else None
+        value = _as_bytes(values[i], "value")
+        pairs = headers[i] if headers is not None else None
+        if not pairs:
+            pairs = ()
+        meta.extend((_delta(timestamp_deltas[i]) if timestamp_deltas is not None else 0,
                      -1 if key is None else len(key), -1 if value is None else len(value),
                      len(pairs)))
         if key is not None:
             parts.append(key)
         if value is not None:
             parts.append(value)
-        for hkey, hvalue in pairs:
-            if isinstance(hkey, str):
-                hkey = hkey.encode("utf-8")
-            elif not isinstance(hkey, (bytes, bytearray)):
-                raise InvalidRecordError(f"header key must be str, not {type(hkey).__name__}")
-            _check(hvalue, "header value")
+        for pair in pairs:
+            hkey, hvalue = pair
+            hkey = _header_key(hkey)
+            hvalue = _as_bytes(hvalue, "header value")
             meta.extend((len(hkey), -1 if hvalue is None else len(hvalue)))
             parts.append(hkey)
             if hvalue is not None:
                 parts.append(hvalue)
             n_headers += 1
-    if not meta:
-        meta.append(0)
-    return _run_encode(lib.kq_encode_records, b"".join(parts), meta, n,
-                       n_headers * 2 * _HEADER_OVERHEAD)
+    data = _join(parts)
+    cap = (len(data) + n * lib.KQ_RECORD_MAX_OVERHEAD +
+           n_headers * 2 * lib.KQ_HEADER_MAX_OVERHEAD + 1)
+    out = _alloc("char[]", cap)
+    meta_c = _from_buffer("int64_t[]", meta)
+    written = _encode_records_c(data, len(data), meta_c, len(meta), n, out, cap)
+    _release(meta_c)
+    return _finish_encode(written, out)
 
 
-def decode_records(data, count, base_offset=0, base_timestamp=0):
-    buf = bytes(data)
-    size = len(buf)
-    if count < 0 or count > size:
-        raise CorruptRecordError(f"record count {count} does not fit in {size} bytes")
-    rows = _alloc("int64_t[]", 8 * count + 1)
-    cap = 64 + 2 * count
-    needed = ffi.new("int64_t *")
-    where = ffi.new("int64_t *")
-    while True:
-        hdrs = _alloc("int64_t[]", 4 * cap + 1)
-        nh = lib.kq_decode_records(buf, size, count, rows, hdrs, cap, needed, where)
-        if nh != -1000:
-            break
-        cap = needed[0]
-    if nh < 0:
-        raise CorruptRecordError(f"{_ERRORS.get(nh, 'malformed records')} "
-                                 f"(record bytes at {where[0]})")
-    r = ffi.unpack(rows, 8 * count)
+# -- Record decoding ------------------------------------------------------------------------
+
+def _slices(buf, cols, column, count, nulls):
+    """Keys (column 2) or values (column 4) of every record, as bytes or None."""
+    if nulls == count:
+        return repeat(None, count)
+    starts = _unpack(cols + column * count, count)
+    stops = _unpack(cols + (column + 1) * count, count)
+    if nulls == 0:
+        return [buf[start:stop] for start, stop in zip(starts, stops)]
+    return [None if stop < 0 else buf[start:stop] for start, stop in zip(starts, stops)]
+
+
+def _headers(buf, cols, count, hcols, hcap, total):
+    starts = _unpack(hcols, total)
+    stops = _unpack(hcols + hcap, total)
+    vstarts = _unpack(hcols + 2 * hcap, total)
+    vstops = _unpack(hcols + 3 * hcap, total)
+    try:
+        pairs = [(str(buf[ks:ke], "utf-8"), None if ve < 0 else buf[vs:ve])
+                 for ks, ke, vs, ve in zip(starts, stops, vstarts, vstops)]
+    except UnicodeDecodeError:
+        raise CorruptRecordError("header key is not UTF-8") from None
     out = []
-    append = out.append
-    if nh == 0:
-        for i in range(0, 8 * count, 8):
-            kp, kl, vp, vl = r[i + 2], r[i + 3], r[i + 4], r[i + 5]
-            append((base_offset + r[i], base_timestamp + r[i + 1],
-                    None if kl < 0 else buf[kp:kp + kl], None if vl < 0 else buf[vp:vp + vl],
-                    ()))
-        return out
-    h = ffi.unpack(hdrs, 4 * nh)
-    for i in range(0, 8 * count, 8):
-        kp, kl, vp, vl, first, n = r[i + 2:i + 8]
-        pairs = []
-        for j in range(4 * first, 4 * (first + n), 4):
-            hkp, hkl, hvp, hvl = h[j:j + 4]
-            try:
-                hkey = buf[hkp:hkp + hkl].decode("utf-8")
-            except UnicodeDecodeError:
-                raise CorruptRecordError("header key is not UTF-8") from None
-            pairs.append((hkey, None if hvl < 0 else buf[hvp:hvp + hvl]))
-        append((base_offset + r[i], base_timestamp + r[i + 1],
-                None if kl < 0 else buf[kp:kp + kl], None if vl < 0 else buf[vp:vp + vl],
-                tuple(pairs)))
+    j = 0
+    for n in _unpack(cols + 6 * count, count):
+        if n:
+            out.append(tuple(pairs[j:j + n]))
+            j += n
+        else:
+            out.append(())
     return out
 
 
-def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_size=None):
-    view = memoryview(buf).cast("B")
-    end = len(view) if end is None else min(end, len(view))
-    cbuf = _from_buffer(view)
-    count = ffi.new("int64_t *")
-    stop = ffi.new("int64_t *")
-    found = []
-    pos = start
-    while True:
-        cap = _SCAN_CAP if max_batches is None else min(_SCAN_CAP, max_batches - len(found))
-        out = _alloc("int64_t[]", 6 * cap + 1)
-        status = lib.kq_scan_batches(cbuf, pos, end, bool(verify_crc), max_size or 0, out, cap,
-                                     count, stop)
-        flat = ffi.unpack(out, 6 * count[0])
-        found.extend(tuple(flat[i:i + 6]) for i in range(0, len(flat), 6))
-        pos = stop[0]
-        if status != SCAN_OK or pos >= end or count[0] < cap or \
-                (max_batches is not None and len(found) >= max_batches):
-            return found, pos, status
+def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
+    """Decode ``count`` records into (offset, timestamp, key, value, headers) tuples
+    (instances of the tuple subclass ``row_type`` when given)."""
+    buf = data if type(data) is bytes else bytes(data)
+    size = len(buf)
+    if count < 0 or count > size // MIN_RECORD_SIZE:
+        raise CorruptRecordError(f"{count} records cannot fit in {size} bytes")
+    if not (INT64_MIN <= base_offset <= INT64_MAX and INT64_MIN <= base_timestamp <= INT64_MAX):
+        if count:
+            raise CorruptRecordError("base offset or timestamp does not fit in 64 bits")
+        base_offset = base_timestamp = 0
+    cols = _alloc("int64_t[]", 7 * count + 1)
+    hcap = count + 8
+    hcols = _alloc("int64_t[]", 4 * hcap)
+    info = _alloc("int64_t[6]")
+    rc = _decode_c(buf, size, count, base_offset, base_timestamp, cols, hcols, hcap, info)
+    if rc == lib.KQ_ERR_HEADERS_FULL:
+        hcap = info[3]
+        hcols = _alloc("int64_t[]", 4 * hcap)
+        rc = _decode_c(buf, size, count, base_offset, base_timestamp, cols, hcols, hcap, info)
+    if rc < 0:
+        raise CorruptRecordError(_DECODE_ERRORS.get(rc, f"malformed records ({rc})"),
+                                 position=info[0])
+    if info[4]:
+        offsets = range(base_offset, base_offset + count)
+    else:
+        offsets = _unpack(cols, count)
+    if info[5]:
+        timestamps = repeat(cols[count], count)
+    else:
+        timestamps = _unpack(cols + count, count)
+    keys = _slices(buf, cols, 2, count, info[1])
+    values = _slices(buf, cols, 4, count, info[2])
+    total_headers = info[3]
+    if total_headers == 0:
+        rows = zip(offsets, timestamps, keys, values, repeat((), count))
+    else:
+        rows = zip(offsets, timestamps, keys, values,
+                   _headers(buf, cols, count, hcols, hcap, total_headers))
+    if row_type is None:
+        return list(rows)
+    # zip hands back the same tuple while nobody keeps it: one allocation per row.
+    return list(map(_tuple_new, repeat(row_type, count), rows))
 
+
+# -- Batch scan -----------------------------------------------------------------------------
+
+def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_size=None):
+    """Walk whole log entries in buf[start:end]; see kqlite/_native/__init__.py."""
+    ptr, size, cdata = _pointer(buf)
+    try:
+        if start < 0 or (end is not None and end < 0):
+            raise ValueError("scan_batches: start and end must not be negative")
+        end = size if end is None else min(end, size)
+        pos = start
+        limit = None if max_batches is None else max(max_batches, 0)
+        # A negative limit rejects every entry, as in pure.py; 0 would too.
+        c_max_size = -1 if max_size is None else min(max(max_size, 0), INT64_MAX)
+        found = []
+        info = _alloc("int64_t[2]")
+        verify = 1 if verify_crc else 0
+        while True:
+            cap = _SCAN_CAP if limit is None else min(_SCAN_CAP, limit - len(found))
+            if pos >= end or cap <= 0:
+                return found, pos, SCAN_OK
+            out = _alloc("int64_t[]", 6 * cap)
+            status = _scan_c(ptr, pos, end, verify, c_max_size, out, cap, info)
+            n = info[0]
+            if n:
+                flat = _unpack(out, 6 * n)
+                found.extend(zip(flat[0::6], flat[1::6], flat[2::6], flat[3::6], flat[4::6],
+                                 flat[5::6]))
+            pos = info[1]
+            if status != SCAN_OK or n < cap:
+                return found, pos, status
+    finally:
+        if cdata is not None:
+            _release(cdata)
+
+
+# -- Index search ---------------------------------------------------------------------------
 
 def index_search(buf, count, entry_size, target):
+    """Largest slot whose key <= target (keys non-decreasing), or -1."""
+    if entry_size != 8 and entry_size != 12:
+        raise ValueError(f"index entry size must be 8 or 12, not {entry_size}")
     if count <= 0:
         return -1
-    return lib.kq_index_search(_from_buffer(buf), count, entry_size, target)
+    target = operator.index(target)
+    ptr, size, cdata = _pointer(buf)
+    try:
+        if count * entry_size > size:
+            raise ValueError(f"index of {count} entries does not fit its buffer")
+        if target > INT64_MAX:
+            return count - 1
+        if target < INT64_MIN:
+            return -1
+        return _index_c(ptr, count, entry_size, target)
+    finally:
+        if cdata is not None:
+            _release(cdata)

@@ -1,10 +1,12 @@
 """Pure-Python twins of the C helpers in csrc/ (same signatures, same results).
 
-crcmod is the designated pure-Python CRC path (and the CRC test oracle); the
-record codec and the batch scanner are plain Python over bytes. Every function
-here is checked against its C twin by tests/native.
+The contract is stated in kqlite/_native/__init__.py; tests/native checks every
+function here against its C twin. crcmod is the designated pure-Python CRC-32C
+path (and the CRC test oracle); zlib supplies CRC-32. The record codec and the
+batch scanner are plain Python over bytes.
 """
 
+import operator
 import struct
 import zlib
 
@@ -16,25 +18,45 @@ IMPLEMENTATION = "python"
 
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
 
+INT32_MAX = (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount: one byte
+# each at least, plus the one-byte length varint in front.
+MIN_RECORD_SIZE = 7
+
+# crcmod's function applies xorOut on entry and exit and defaults to crc=0, so a
+# previous result is exactly the right "value" to continue from.
 _crc32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
-_HEAD = struct.Struct(">qib")          # baseOffset, length, (partitionLeaderEpoch skipped)
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
-_MIN_LENGTH = {0: 14, 1: 22, 2: 49}    # ON-DISK: smallest length field per magic
+_ENTRY_HEAD = struct.Struct(">qi")
+_MIN_LENGTH = {0: 14, 1: 22, 2: 49}     # smallest legal length field per magic
 
+
+def _byte_view(data):
+    """A flat unsigned-byte memoryview of any contiguous buffer."""
+    view = memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+# -- CRCs -----------------------------------------------------------------------------------
 
 def crc32c(data, value=0):
     """CRC-32C (Castagnoli); ``value`` continues an earlier result."""
-    return _crc32c(bytes(data), value)
+    if type(data) is not bytes:
+        data = _byte_view(data)
+    return _crc32c(data, value & 0xFFFFFFFF)
 
 
 def crc32(data, value=0):
     """CRC-32 (IEEE), equal to zlib.crc32."""
-    return zlib.crc32(data, value)
+    return zlib.crc32(data, value & 0xFFFFFFFF)
 
 
-# -- Record codec ---------------------------------------------------------------------------
+# -- Record encoding ------------------------------------------------------------------------
 
 def _put_varint(out, n):
     n = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF   # zigzag
@@ -44,158 +66,275 @@ def _put_varint(out, n):
     out.append(n)
 
 
+def _as_bytes(value, what):
+    """bytes-like or None, with len() counting bytes; anything else is refused."""
+    if value is None or isinstance(value, (bytes, bytearray)):
+        return value
+    if isinstance(value, memoryview):
+        return value if value.format == "B" and value.ndim == 1 else value.tobytes()
+    raise InvalidRecordError(f"{what} must be bytes-like or None, not {type(value).__name__}")
+
+
 def _put_bytes(out, data):
     if data is None:
         out.append(1)                                   # zigzag(-1)
-    else:
-        _put_varint(out, len(data))
-        out += data
+        return
+    if len(data) > INT32_MAX:
+        raise InvalidRecordError(f"field of {len(data)} bytes does not fit a record")
+    _put_varint(out, len(data))
+    out += data
 
 
-def _as_bytes(value, what):
-    if value is None or isinstance(value, (bytes, bytearray, memoryview)):
-        return value
-    raise InvalidRecordError(f"{what} must be bytes or None, not {type(value).__name__}")
+def _column(column, n, what):
+    if column is None:
+        return None
+    if len(column) != n:
+        raise InvalidRecordError(f"{len(column)} {what} for {n} values")
+    return column
+
+
+def _header_key(key):
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return _as_bytes(key, "header key")
+    raise InvalidRecordError(f"header key must be str or bytes, not {type(key).__name__}")
+
+
+def _delta(delta):
+    try:
+        delta = operator.index(delta)
+    except TypeError:
+        raise InvalidRecordError(
+            f"timestamp delta must be an int, not {type(delta).__name__}") from None
+    if not INT64_MIN <= delta <= INT64_MAX:
+        raise InvalidRecordError(f"timestamp delta {delta} does not fit in 64 bits")
+    return delta
 
 
 def encode_records(values, keys=None, timestamp_deltas=None, headers=None):
-    """Encode records with offsetDelta 0..n-1 (Kafka v2 record layout)."""
+    """Encode records with attributes 0 and offsetDelta 0..n-1 (Kafka v2 record layout)."""
+    if not isinstance(values, (list, tuple)):
+        values = list(values)
+    n = len(values)
+    keys = _column(keys, n, "keys")
+    timestamp_deltas = _column(timestamp_deltas, n, "timestamp deltas")
+    headers = _column(headers, n, "header lists")
     out = bytearray()
     body = bytearray()
     for i, value in enumerate(values):
         body.clear()
         body.append(0)                                  # attributes
-        _put_varint(body, timestamp_deltas[i] if timestamp_deltas is not None else 0)
+        _put_varint(body, _delta(timestamp_deltas[i]) if timestamp_deltas is not None else 0)
         _put_varint(body, i)
         _put_bytes(body, _as_bytes(keys[i], "key") if keys is not None else None)
         _put_bytes(body, _as_bytes(value, "value"))
-        pairs = headers[i] if headers is not None else ()
-        _put_varint(body, len(pairs))
-        for hkey, hvalue in pairs:
-            if isinstance(hkey, str):
-                hkey = hkey.encode("utf-8")
-            elif not isinstance(hkey, (bytes, bytearray)):
-                raise InvalidRecordError(f"header key must be str, not {type(hkey).__name__}")
-            _put_bytes(body, hkey)
-            _put_bytes(body, _as_bytes(hvalue, "header value"))
+        pairs = headers[i] if headers is not None else None
+        if not pairs:
+            body.append(0)
+        else:
+            _put_varint(body, len(pairs))
+            for pair in pairs:
+                hkey, hvalue = pair
+                _put_bytes(body, _header_key(hkey))
+                _put_bytes(body, _as_bytes(hvalue, "header value"))
+        if len(body) > INT32_MAX:
+            raise InvalidRecordError(f"record of {len(body)} bytes is too large")
         _put_varint(out, len(body))
         out += body
     return bytes(out)
 
 
+# -- Record decoding ------------------------------------------------------------------------
+
 def _varint(buf, pos, end):
-    result = shift = 0
+    """Zigzag varint of at most 5 bytes whose unsigned form fits 32 bits."""
+    raw = shift = 0
     while True:
         if pos >= end:
-            raise CorruptRecordError("varint runs past the end of the records")
+            raise CorruptRecordError("varint runs past the end of its record", position=pos)
         b = buf[pos]
         pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            raise CorruptRecordError("varint longer than 5 bytes", position=pos)
+    if raw > 0xFFFFFFFF:
+        raise CorruptRecordError("varint overflows 32 bits", position=pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _varlong(buf, pos, end):
+    """Zigzag varint of at most 10 bytes whose unsigned form fits 64 bits."""
+    raw = shift = 0
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("varlong runs past the end of its record", position=pos)
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
             break
         shift += 7
         if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-    return (result >> 1) ^ -(result & 1), pos
+            raise CorruptRecordError("varlong longer than 10 bytes", position=pos)
+    if raw > 0xFFFFFFFFFFFFFFFF:
+        raise CorruptRecordError("varlong overflows 64 bits", position=pos)
+    return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _bytes(buf, pos, end):
+def _field(buf, pos, end):
+    """A length-prefixed field (length -1 = null) inside buf[pos:end]."""
     n, pos = _varint(buf, pos, end)
     if n < 0:
         if n != -1:
-            raise CorruptRecordError(f"negative length {n}")
+            raise CorruptRecordError(f"negative field length {n}", position=pos)
         return None, pos
-    if pos + n > end:
-        raise CorruptRecordError(f"length {n} runs past the end of the record")
+    if n > end - pos:
+        raise CorruptRecordError(f"field length {n} runs past the end of its record",
+                                 position=pos)
     return buf[pos:pos + n], pos + n
 
 
-def decode_records(data, count, base_offset=0, base_timestamp=0):
-    """Decode ``count`` records into (offset, timestamp, key, value, headers) tuples."""
+def _absolute(base, delta, what, pos):
+    value = base + delta
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise CorruptRecordError(f"{what} {value} does not fit in 64 bits", position=pos)
+    return value
+
+
+def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
+    """Decode ``count`` records into (offset, timestamp, key, value, headers) tuples
+    (instances of the tuple subclass ``row_type`` when given)."""
     buf = bytes(data)
     size = len(buf)
-    if count < 0 or count > size:
-        raise CorruptRecordError(f"record count {count} does not fit in {size} bytes")
+    if count < 0 or count > size // MIN_RECORD_SIZE:
+        raise CorruptRecordError(f"{count} records cannot fit in {size} bytes")
     pos = 0
     rows = []
     for _ in range(count):
+        start = pos
         length, pos = _varint(buf, pos, size)
+        if length < 0 or length > size - pos:
+            raise CorruptRecordError(f"record length {length} runs past the records",
+                                     position=start)
         end = pos + length
-        if length < 0 or end > size:
-            raise CorruptRecordError(f"record length {length} runs past the batch")
-        pos += 1                                        # attributes (unused in v2)
-        ts_delta, pos = _varint(buf, pos, end)
+        if pos >= end:
+            raise CorruptRecordError("empty record", position=start)
+        pos += 1                                        # attributes: unused in v2
+        ts_delta, pos = _varlong(buf, pos, end)
         offset_delta, pos = _varint(buf, pos, end)
-        key, pos = _bytes(buf, pos, end)
-        value, pos = _bytes(buf, pos, end)
+        key, pos = _field(buf, pos, end)
+        value, pos = _field(buf, pos, end)
         n_headers, pos = _varint(buf, pos, end)
-        if n_headers < 0 or n_headers > end - pos:
-            raise CorruptRecordError(f"invalid header count {n_headers}")
-        pairs = []
-        for _h in range(n_headers):
-            hkey, pos = _bytes(buf, pos, end)
-            if hkey is None:
-                raise CorruptRecordError("null header key")
-            try:
-                hkey = hkey.decode("utf-8")
-            except UnicodeDecodeError:
-                raise CorruptRecordError("header key is not UTF-8") from None
-            hvalue, pos = _bytes(buf, pos, end)
-            pairs.append((hkey, hvalue))
+        if n_headers < 0 or n_headers > (end - pos) // 2:
+            raise CorruptRecordError(f"invalid header count {n_headers}", position=pos)
+        pairs = ()
+        if n_headers:
+            pairs = []
+            for _h in range(n_headers):
+                hkey, pos = _field(buf, pos, end)
+                if hkey is None:
+                    raise CorruptRecordError("null header key", position=pos)
+                try:
+                    hkey = hkey.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CorruptRecordError("header key is not UTF-8", position=pos) from None
+                hvalue, pos = _field(buf, pos, end)
+                pairs.append((hkey, hvalue))
+            pairs = tuple(pairs)
         if pos != end:
-            raise CorruptRecordError(f"record declared {length} bytes but used {length - end + pos}")
-        rows.append((base_offset + offset_delta, base_timestamp + ts_delta, key, value,
-                     tuple(pairs)))
+            raise CorruptRecordError(f"record declared {length} bytes but its fields use "
+                                     f"{length - (end - pos)}", position=start)
+        rows.append((_absolute(base_offset, offset_delta, "offset", start),
+                     _absolute(base_timestamp, ts_delta, "timestamp", start),
+                     key, value, pairs))
     if pos != size:
-        raise CorruptRecordError(f"{size - pos} bytes left after {count} records")
+        raise CorruptRecordError(f"{size - pos} bytes left after {count} records", position=pos)
+    if row_type is not None:
+        return [tuple.__new__(row_type, row) for row in rows]
     return rows
 
 
 # -- Batch scan -----------------------------------------------------------------------------
 
+def _scan_range(size, start, end):
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError("scan_batches: start and end must not be negative")
+    end = size if end is None else min(end, size)
+    return start, max(start, end)
+
+
 def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_size=None):
     """Walk whole log entries in buf[start:end]; see kqlite/_native/__init__.py."""
-    view = memoryview(buf)
-    end = len(view) if end is None else end
-    pos = start
-    found = []
-    while pos < end:
-        if max_batches is not None and len(found) >= max_batches:
-            break
-        if end - pos < 17:
-            return found, pos, SCAN_TRUNCATED
-        base, length = struct.unpack_from(">qi", view, pos)
-        magic = view[pos + 16]
-        minimum = _MIN_LENGTH.get(magic)
-        if minimum is None or length < minimum:
-            return found, pos, SCAN_BAD_HEADER
-        size = length + 12
-        if max_size is not None and size > max_size:
-            return found, pos, SCAN_BAD_HEADER
-        if end - pos < size:
-            return found, pos, SCAN_TRUNCATED
-        if magic == 2:
-            if verify_crc and _U32.unpack_from(view, pos + 17)[0] != \
-                    _crc32c(bytes(view[pos + 21:pos + size])):
-                return found, pos, SCAN_CORRUPT_CRC
-            last = base + _I32.unpack_from(view, pos + 23)[0]
-            max_ts = _I64.unpack_from(view, pos + 35)[0]
-        else:
-            if verify_crc and _U32.unpack_from(view, pos + 12)[0] != \
-                    zlib.crc32(view[pos + 16:pos + size]):
-                return found, pos, SCAN_CORRUPT_CRC
-            last = base
-            max_ts = _I64.unpack_from(view, pos + 18)[0] if magic == 1 else -1
-        found.append((pos, base, last, max_ts, size, magic))
-        pos += size
-    return found, pos, SCAN_OK
+    view = _byte_view(buf)
+    try:
+        pos, end = _scan_range(len(view), start, end)
+        limit = -1 if max_batches is None else max(max_batches, 0)
+        found = []
+        status = SCAN_OK
+        while pos < end and len(found) != limit:
+            if end - pos < 17:
+                status = SCAN_TRUNCATED
+                break
+            base, length = _ENTRY_HEAD.unpack_from(view, pos)
+            magic = view[pos + 16]
+            minimum = _MIN_LENGTH.get(magic)
+            size = length + 12
+            if minimum is None or length < minimum or (max_size is not None and size > max_size):
+                status = SCAN_BAD_HEADER
+                break
+            if end - pos < size:
+                status = SCAN_TRUNCATED
+                break
+            if magic == 2:
+                if verify_crc and _U32.unpack_from(view, pos + 17)[0] != \
+                        _crc32c(view[pos + 21:pos + size]):
+                    status = SCAN_CORRUPT_CRC
+                    break
+                last = base + _I32.unpack_from(view, pos + 23)[0]
+                if last > INT64_MAX or last < INT64_MIN:   # cannot be a real batch
+                    status = SCAN_BAD_HEADER
+                    break
+                max_ts = _I64.unpack_from(view, pos + 35)[0]
+            else:
+                if verify_crc and _U32.unpack_from(view, pos + 12)[0] != \
+                        zlib.crc32(view[pos + 16:pos + size]):
+                    status = SCAN_CORRUPT_CRC
+                    break
+                last = base
+                max_ts = _I64.unpack_from(view, pos + 18)[0] if magic == 1 else -1
+            found.append((pos, base, last, max_ts, size, magic))
+            pos += size
+        return found, pos, status
+    finally:
+        view.release()      # an mmap cannot be closed while a view of it is alive
 
 
 # -- Index search ---------------------------------------------------------------------------
 
+def _index_key(buf, count, entry_size):
+    if entry_size == 8:
+        key = _I32
+    elif entry_size == 12:
+        key = _I64
+    else:
+        raise ValueError(f"index entry size must be 8 or 12, not {entry_size}")
+    with memoryview(buf) as view:
+        nbytes = view.nbytes
+    if count > 0 and count * entry_size > nbytes:
+        raise ValueError(f"index of {count} entries does not fit its buffer")
+    return key
+
+
 def index_search(buf, count, entry_size, target):
     """Largest slot whose key <= target (keys non-decreasing), or -1."""
-    key = _I32 if entry_size == 8 else _I64
+    key = _index_key(buf, count, entry_size)
+    if count <= 0:
+        return -1
+    target = operator.index(target)
     lo, hi, answer = 0, count - 1, -1
     while lo <= hi:
         mid = (lo + hi) >> 1
