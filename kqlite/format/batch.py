@@ -25,7 +25,8 @@ from .constants import (
 )
 from .record import Record
 
-__all__ = ["BatchHeader", "build_batch", "parse_header", "decode_batch", "decode_records",
+__all__ = ["BatchHeader", "build_batch", "build_batch_parts", "build_values_batch_parts",
+           "parse_header", "decode_batch", "decode_records",
            "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms"]
 
 # baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -34,8 +35,9 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 assert _HEADER.size == BATCH_OVERHEAD
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+_CRC = struct.Struct(">I")
 
-_make_record = Record._make
+_new_tuple = tuple.__new__    # Record(...) from a row without a Python-level call
 
 
 def now_ms():
@@ -118,8 +120,14 @@ def verify_crc(buf, pos=0, header=None):
     return header
 
 
+_PLAIN_TYPES = frozenset((bytes, bytearray, memoryview, type(None)))
+
+
 def _split_records(records):
     """Turn the append() argument list into parallel columns for encode_records."""
+    if _PLAIN_TYPES.issuperset(map(type, records)):
+        # Values only (the common case): one C-level pass instead of a loop per record.
+        return list(records), None, None, None
     values, keys, stamps, headers = [], None, None, None
     for i, rec in enumerate(records):
         if isinstance(rec, Record):
@@ -150,9 +158,44 @@ def build_batch(records, base_offset=0, timestamp=None, codec=CODEC_NONE,
 
     Records without a timestamp get ``timestamp`` (default: now). Returns bytes.
     """
+    head, body, _, _ = build_batch_parts(
+        records, base_offset, timestamp, codec, producer_id, producer_epoch, base_sequence,
+        partition_leader_epoch, transactional, control, timestamp_type)
+    return b"".join((head, body))
+
+
+def build_batch_parts(records, base_offset=0, timestamp=None, codec=CODEC_NONE,
+                      producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
+                      base_sequence=NO_SEQUENCE,
+                      partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, transactional=False,
+                      control=False, timestamp_type=0):
+    """:func:`build_batch` without joining the pieces: ``(head, body, count, max_ts)``.
+
+    ``head`` is the 61-byte header as a bytearray (baseOffset can be rewritten in
+    place), ``body`` the records; the batch is ``head + body``. Appenders write both
+    pieces without copying the body again.
+    """
     if not records:
         raise InvalidRecordError("a record batch needs at least one record")
     values, keys, stamps, headers = _split_records(records)
+    return _assemble(values, keys, stamps, headers, base_offset, timestamp, codec, producer_id,
+                     producer_epoch, base_sequence, partition_leader_epoch, transactional,
+                     control, timestamp_type)
+
+
+def build_values_batch_parts(values, timestamp=None, codec=CODEC_NONE,
+                             partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+                             timestamp_type=0):
+    """:func:`build_batch_parts` for a non-empty list the caller knows holds only bytes
+    or bytearray values (no keys, headers or Records): skips the per-record checks."""
+    return _assemble(values, None, None, None, 0, timestamp, codec, NO_PRODUCER_ID,
+                     NO_PRODUCER_EPOCH, NO_SEQUENCE, partition_leader_epoch, False, False,
+                     timestamp_type)
+
+
+def _assemble(values, keys, stamps, headers, base_offset, timestamp, codec, producer_id,
+              producer_epoch, base_sequence, partition_leader_epoch, transactional, control,
+              timestamp_type):
     default_ts = now_ms() if timestamp is None else int(timestamp)
     if stamps is None:
         base_ts = max_ts = default_ts
@@ -185,9 +228,8 @@ def build_batch(records, base_offset=0, timestamp=None, codec=CODEC_NONE,
                                   base_ts, max_ts, producer_id, producer_epoch, base_sequence,
                                   count))
     crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
-    struct.pack_into(">I", head, CRC_OFFSET, crc)
-    head += body
-    return bytes(head)
+    _CRC.pack_into(head, CRC_OFFSET, crc)
+    return head, body, count, max_ts
 
 
 def decode_records(buf, pos=0, header=None, verify=True, max_output=None):
@@ -201,15 +243,17 @@ def decode_records(buf, pos=0, header=None, verify=True, max_output=None):
     if codec != CODEC_NONE:
         kwargs = {} if max_output is None else {"max_output": max_output}
         body = compression.decompress(codec, body, **kwargs)
+    log_append_time = header[5] & TIMESTAMP_TYPE_MASK
     try:
-        rows = _native.decode_records(body, header[12], header[0], header[7])
+        rows = _native.decode_records(body, header[12], header[0], header[7],
+                                      None if log_append_time else Record)
     except CorruptRecordError as exc:
         raise CorruptRecordError(exc.reason, position=pos) from None
-    if header[5] & TIMESTAMP_TYPE_MASK:
+    if log_append_time:
         # LogAppendTime: every record carries the batch's max timestamp.
         ts = header[8]
-        return [_make_record((r[0], ts, r[2], r[3], r[4])) for r in rows]
-    return list(map(_make_record, rows))
+        return [_new_tuple(Record, (r[0], ts, r[2], r[3], r[4])) for r in rows]
+    return rows
 
 
 def decode_batch(buf, pos=0, verify=True):

@@ -1,105 +1,153 @@
 """Reader for legacy message sets: magic 0 (Kafka 0.8-0.9) and magic 1 (0.10).
 
-A log entry is ``offset int64, size int32`` followed by a message:
-``crc uint32`` (CRC-32 IEEE of magic..end), ``magic int8``, ``attributes int8``,
-``timestamp int64`` (magic 1 only), ``key`` and ``value`` as int32-length-prefixed
-bytes (-1 = null). A compressed "wrapper" message (codec bits set) carries an
-inner message set in its value. Inner offsets are absolute for magic 0; for
-magic 1 they are relative and the wrapper's offset is the last inner message's
-absolute offset. Under LogAppendTime (attribute bit 3) inner messages take the
-wrapper's timestamp. kqlite reads these formats and never writes them.
+Accepts any buffer (bytes, bytearray, memoryview, mmap). A log entry is
+``offset int64, size int32`` followed by ``size`` bytes of message:
+``crc uint32`` (CRC-32 IEEE of magic..end), ``magic int8``, ``attributes int8``
+(bits 0-2 codec, bit 3 LogAppendTime), ``timestamp int64`` (magic 1 only),
+``key`` and ``value`` as int32-length-prefixed bytes (-1 = null).
 
-Errors: CRC mismatch or malformed framing raises CorruptRecordError with the
-byte position.
+``read_legacy_entry(buf, position=0, max_output=...)`` returns the Records of one
+entry; ``iter_legacy_records(buf)`` yields those of consecutive entries. Records
+have no headers; magic 0 has no timestamps (Record.timestamp is -1).
+
+A compressed "wrapper" (codec bits set) holds an inner message set in its value,
+decoded one level deep. As Kafka's reader does: inner offsets are absolute under
+a magic 0 wrapper; under magic 1 they are relative, the wrapper's offset is the
+last inner message's absolute offset, and a wrapper offset of 0 (some librdkafka
+versions' produce requests) means the relative offsets are used as they are.
+Inner magic-1 messages take the wrapper's timestamp when the wrapper says
+LogAppendTime. Magic 0 lz4 wrappers are read without checking the LZ4 header
+checksum, which Kafka 0.8/0.9 computed wrongly (KAFKA-3160).
+
+Raises CorruptRecordError (``position`` = byte offset of the entry in ``buf``)
+on a CRC mismatch, framing that runs past its end, an unknown magic, an empty,
+null-valued, nested or zstd-compressed wrapper, undecodable or oversized
+compressed data (beyond ``max_output``); UnsupportedCodecError for codec ids
+5-7 or a missing optional codec package. kqlite never writes these formats.
 """
 
 import struct
-import zlib
 
+from .._native import crc32
 from ..errors import CorruptRecordError
 from . import compression
-from .constants import (LEGACY_CODEC_MASK, LEGACY_TIMESTAMP_TYPE_MASK, LEGACY_V0_MIN_MESSAGE_SIZE,
-                        LEGACY_V1_MIN_MESSAGE_SIZE, LOG_OVERHEAD, NO_TIMESTAMP)
+from .constants import (CODEC_ZSTD, LEGACY_CODEC_MASK, LEGACY_TIMESTAMP_TYPE_MASK,
+                        LEGACY_V0_MIN_MESSAGE_SIZE, LEGACY_V1_MIN_MESSAGE_SIZE, LOG_OVERHEAD,
+                        MAGIC_V0, MAGIC_V1, NO_TIMESTAMP)
 from .record import Record
 
 __all__ = ["read_legacy_entry", "iter_legacy_records"]
 
-_ENTRY = struct.Struct(">qiIbb")   # offset, size, crc, magic, attributes
+_HEAD = struct.Struct(">qiIbb")   # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-def _bytes_field(buf, pos, end, where):
-    if pos + 4 > end:
-        raise CorruptRecordError("message field runs past its end", position=where)
-    (n,) = _I32.unpack_from(buf, pos)
-    pos += 4
-    if n < 0:
-        return None, pos
-    if pos + n > end:
-        raise CorruptRecordError(f"field of {n} bytes runs past the message", position=where)
-    return bytes(buf[pos:pos + n]), pos + n
+_MIN_SIZE = {MAGIC_V0: LEGACY_V0_MIN_MESSAGE_SIZE, MAGIC_V1: LEGACY_V1_MIN_MESSAGE_SIZE}
 
 
 def _parse(buf, pos):
-    """(offset, magic, attributes, timestamp, key, value, entry_end) of one entry."""
+    """(offset, magic, attributes, timestamp, key, value, end) of the entry at ``pos``.
+
+    Errors carry ``position=pos``; callers decoding inner sets re-anchor them.
+    """
     if len(buf) - pos < LOG_OVERHEAD + 6:
         raise CorruptRecordError("truncated legacy message header", position=pos)
-    offset, size, crc, magic, attributes = _ENTRY.unpack_from(buf, pos)
-    minimum = LEGACY_V0_MIN_MESSAGE_SIZE if magic == 0 else LEGACY_V1_MIN_MESSAGE_SIZE
+    offset, size, crc, magic, attributes = _HEAD.unpack_from(buf, pos)
+    if magic not in _MIN_SIZE:
+        raise CorruptRecordError(f"legacy message with magic {magic}", position=pos)
+    if size < _MIN_SIZE[magic]:
+        raise CorruptRecordError(f"legacy message size {size} is below the minimum "
+                                 f"{_MIN_SIZE[magic]} for magic {magic}", position=pos)
     end = pos + LOG_OVERHEAD + size
-    if magic not in (0, 1) or size < minimum:
-        raise CorruptRecordError(f"invalid legacy message (magic {magic}, size {size})",
-                                 position=pos)
     if end > len(buf):
-        raise CorruptRecordError("legacy message runs past the end of the data", position=pos)
-    if zlib.crc32(memoryview(buf)[pos + 16:end]) != crc:
-        raise CorruptRecordError("CRC-32 mismatch in legacy message", position=pos)
+        raise CorruptRecordError(f"legacy message of {size} bytes runs past the end of "
+                                 "the data", position=pos)
+    actual = crc32(memoryview(buf)[pos + 16:end])
+    if actual != crc:
+        raise CorruptRecordError(f"CRC-32 mismatch in legacy message (stored {crc:#010x}, "
+                                 f"computed {actual:#010x})", position=pos)
     field = pos + 18
     timestamp = NO_TIMESTAMP
-    if magic == 1:
+    if magic == MAGIC_V1:
         (timestamp,) = _I64.unpack_from(buf, field)
         field += 8
-    key, field = _bytes_field(buf, field, end, pos)
-    value, field = _bytes_field(buf, field, end, pos)
+    key, field = _length_prefixed(buf, field, end, pos)
+    value, field = _length_prefixed(buf, field, end, pos)
     return offset, magic, attributes, timestamp, key, value, end
 
 
-def read_legacy_entry(buf, position=0):
+def _length_prefixed(buf, field, end, pos):
+    if field + 4 > end:
+        raise CorruptRecordError("length field runs past the end of its legacy message",
+                                 position=pos)
+    (n,) = _I32.unpack_from(buf, field)
+    field += 4
+    if n < 0:
+        return None, field
+    if field + n > end:
+        raise CorruptRecordError(f"field of {n} bytes runs past the end of its legacy "
+                                 "message", position=pos)
+    return bytes(buf[field:field + n]), field + n
+
+
+def read_legacy_entry(buf, position=0, max_output=compression.DEFAULT_MAX_OUTPUT):
     """Records of the legacy entry at ``position`` (several if it wraps compressed ones)."""
     offset, magic, attributes, timestamp, key, value, _end = _parse(buf, position)
     codec = attributes & LEGACY_CODEC_MASK
     if not codec:
         return [Record._make((offset, timestamp, key, value, ()))]
+    if codec == CODEC_ZSTD:
+        # zstd arrived with magic 2 (KIP-110); Kafka rejects it in a legacy wrapper.
+        raise CorruptRecordError("zstd-compressed legacy message", position=position)
     if value is None:
-        raise CorruptRecordError("compressed legacy message without a value", position=position)
-    inner = compression.decompress(codec, value)
+        raise CorruptRecordError("compressed legacy message with a null value",
+                                 position=position)
+    try:
+        inner = compression.decompress(codec, value, max_output, magic=magic)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, position=position) from None
     messages = []
     pos = 0
     while pos < len(inner):
         try:
-            msg = _parse(inner, pos)
+            message = _parse(inner, pos)
         except CorruptRecordError as exc:
-            raise CorruptRecordError(f"inner message: {exc.reason}", position=position) from None
-        if msg[2] & LEGACY_CODEC_MASK:
-            raise CorruptRecordError("nested compressed legacy message", position=position)
-        messages.append(msg)
-        pos = msg[6]
+            raise CorruptRecordError(f"inner message at byte {exc.position} of the "
+                                     f"decompressed set: {exc.reason}",
+                                     position=position) from None
+        if message[2] & LEGACY_CODEC_MASK:
+            raise CorruptRecordError("compressed message nested in a compressed legacy "
+                                     "message", position=position)
+        messages.append(message)
+        pos = message[6]
     if not messages:
-        return []
-    log_append = magic == 1 and attributes & LEGACY_TIMESTAMP_TYPE_MASK
-    last_relative = messages[-1][0]
-    records = []
-    for inner_offset, _m, _a, inner_ts, ikey, ivalue, _e in messages:
-        absolute = inner_offset if magic == 0 else offset - (last_relative - inner_offset)
-        records.append(Record._make((absolute, timestamp if log_append else inner_ts,
-                                     ikey, ivalue, ())))
-    return records
+        raise CorruptRecordError("compressed legacy message with no inner messages",
+                                 position=position)
+
+    base = 0    # magic 0: inner offsets are absolute
+    if magic == MAGIC_V1 and offset != 0:
+        last = messages[-1][0]
+        if offset < last:
+            raise CorruptRecordError(f"wrapper offset {offset} is below its last inner "
+                                     f"relative offset {last}", position=position)
+        base = offset - last
+    log_append_time = magic == MAGIC_V1 and attributes & LEGACY_TIMESTAMP_TYPE_MASK
+    return [Record._make((base + inner_offset,
+                          # An inner magic-0 message has no timestamp whatever its wrapper says.
+                          timestamp if log_append_time and inner_magic == MAGIC_V1
+                          else inner_timestamp,
+                          inner_key, inner_value, ()))
+            for inner_offset, inner_magic, _a, inner_timestamp, inner_key, inner_value, _e
+            in messages]
 
 
-def iter_legacy_records(buf):
-    """Every record of a buffer of consecutive legacy entries."""
+def iter_legacy_records(buf, max_output=compression.DEFAULT_MAX_OUTPUT):
+    """Every record of a buffer of consecutive legacy entries, in order.
+
+    A partial entry at the end raises CorruptRecordError like any other damage.
+    """
     pos = 0
     while pos < len(buf):
-        yield from read_legacy_entry(buf, pos)
+        records = read_legacy_entry(buf, pos, max_output)
+        yield from records
+        # read_legacy_entry validated the size field, so it is safe to step over.
         pos += LOG_OVERHEAD + _I32.unpack_from(buf, pos + 8)[0]
