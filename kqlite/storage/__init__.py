@@ -6,5 +6,6 @@ imports only ``kqlite.format``, ``kqlite._native`` and ``kqlite.errors``.
 
 Modules: ``log`` (the Log), ``segment``, ``index``, ``scan`` (chunked batch walk),
 ``state`` and ``locking`` (multi-process sharing), ``checkpoint`` and ``data_dir``
-(Kafka's text files), ``leader_epoch``, ``flusher`` (flush.ms), ``config``.
+(Kafka's text files), ``leader_epoch``, ``flusher`` (flush.ms), ``config``,
+``cleaner`` (log compaction) and ``swap`` (its crash-safe segment replacement).
 """

@@ -59,25 +59,14 @@ time drops the tombstone if it is still the latest record of its key. The horizo
 is in the (CRC-protected) batch, so it survives copies, restarts and crashes; file
 modification times are never used.
 
-Crash safety (Kafka's suffix protocol)
---------------------------------------
-  1. write ``.cleaned`` files (log, index, timeindex) and fsync them
-  2. rename every ``.cleaned`` to ``.swap``, the ``.log`` last  <- commit point
-  3. fsync the directory
-  4. rename every file of the replaced segments to ``.deleted``
-  5. fsync the directory (so step 6 can never be durable without step 4)
-  6. rename every ``.swap`` to its final name, the ``.log`` last
-  7. fsync the directory
-  8. remove the ``.deleted`` files
-
-Recovery (:func:`recover_swaps`, run when a log is opened and when a reader
-reloads its segment list): ``.cleaned`` files are deleted (the old segments are
-intact); a ``<base>.log.swap`` is completed: every segment file whose base lies
-in [base, end of the swap segment) is deleted, the ``.swap`` files are renamed
-into place (a missing index is rebuilt later), and index ``.swap`` files without
-their ``.log.swap`` are deleted; ``.deleted`` files are then removed by the Log.
-Whatever step a crash interrupts, the files afterwards hold either the old or the
-new segments for every offset range, never both and never neither.
+Crash safety
+------------
+The swap uses Kafka's ``.cleaned`` -> ``.swap`` -> ``.deleted`` file-suffix
+protocol; swap.py describes it and the recovery that finishes an interrupted one.
+Readers in other processes keep reading the old files through their open
+descriptors; they list the directory again only under the write lock (never
+mid-swap) once the shared state's generation changes, and reopen any segment
+whose file was replaced (``fs.same_file``).
 """
 
 import logging
@@ -88,24 +77,21 @@ from collections import namedtuple
 from .. import _native
 from ..errors import CorruptRecordError, InvalidRecordError, LogFailedError, StorageError
 from ..format import batch as batch_format
-from ..format import compression
 from ..format.constants import (
-    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CONTROL_MASK, CRC_OFFSET,
-    DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    ATTRIBUTES_OFFSET, CONTROL_MASK, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC_V2,
 )
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
+from ..format.rewrite import batch_records, empty_batch, rebuild_batch
+from . import swap
 from .data_dir import CLEANER_OFFSET_FILE
 from .locking import FileLock
-from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, scan_file
+from .scan import SCAN_TRUNCATED, STATUS_TEXT
+from .segment import LOG_SUFFIX, Segment, segment_name
 from .state import read_state
-from .segment import (
-    INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, Segment, parse_segment_name, segment_name,
-)
+from .swap import CLEANED_SUFFIX, CLEANER_LOCK_FILE, FILE_SUFFIXES, recover_swaps
 
-__all__ = ["CompactionReport", "compact", "recover_swaps", "remove_stale_cleaned",
-           "require_keys", "require_batch_keys", "CLEANED_SUFFIX", "SWAP_SUFFIX",
-           "DELETED_SUFFIX"]
+__all__ = ["CompactionReport", "compact", "require_keys", "require_batch_keys"]
 
 log = logging.getLogger("kqlite.storage")
 
@@ -115,16 +101,8 @@ CompactionReport.__doc__ = """What one ``Log.compact()`` did: old segments rewri
 before and after, records removed (all kinds) and, among them, tombstones."""
 _NOTHING = CompactionReport(0, 0, 0, 0, 0)
 
-# ON-DISK: Kafka's file suffixes for a segment being replaced.
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-DELETED_SUFFIX = ".deleted"
-CLEANER_LOCK_FILE = ".kqlite-cleaner"     # kqlite's own: one compaction at a time
-_FILE_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX)   # the .log is renamed last
 _MAX_RELATIVE = 2 ** 31 - 1
 _CHUNK = 1 << 20
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header, see format/batch.py
-_CRC = struct.Struct(">I")
 _LENGTH = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
 
@@ -201,9 +179,13 @@ def _compact_locked(lg, now_ms, force):
         finally:
             for f in files.values():
                 f.close()
-    except FileNotFoundError:
+    except (FileNotFoundError, CorruptRecordError):
         _discard(outputs)
-        log.info("%s: segments vanished during compaction (retention?); nothing done", lg.path)
+        with lg._lock:      # deleted or truncated by another writer meanwhile, or corrupt?
+            lg._refresh()
+            if _unchanged(lg, groups) is not None:
+                raise
+        log.info("%s: the log changed during compaction; will try again later", lg.path)
         return _NOTHING
     except Exception as exc:
         _discard(outputs)
@@ -303,15 +285,9 @@ def _entries(f, size):
 
 def _records(data, b):
     """(header or None, raw records body or None, records) of one log entry."""
-    pos, magic = b[0], b[5]
-    if magic != MAGIC_V2:
-        return None, None, read_legacy_entry(data, pos)
-    header = batch_format.parse_header(data, pos)
-    body = memoryview(data)[pos + BATCH_OVERHEAD:pos + b[4]]
-    if header[5] & CODEC_MASK:
-        body = compression.decompress(header[5] & CODEC_MASK, body)
-    rows = _native.decode_records(body, header[12], header[0], header[7])
-    return header, body, rows
+    if b[5] != MAGIC_V2:
+        return None, None, read_legacy_entry(data, b[0])
+    return batch_records(data, b[0])
 
 
 def _build_map(files, snaps):
@@ -332,11 +308,11 @@ def _build_map(files, snaps):
 class _Output:
     """One group's cleaned segment, written to ``<base>.log.cleaned`` once it differs."""
 
-    def __init__(self, lg, group):
-        self.lg, self.fs, self.group = lg, lg.fs, group
+    def __init__(self, lg, group, source):
+        self.lg, self.fs, self.group, self.source = lg, lg.fs, group, source
         self.base = group[0].base
         self.bytes_before = sum(s.size for s in group)
-        self.removed = self.tombstones = 0
+        self.removed = self.tombstones = self.keyless = 0
         # Index entries are computed in memory by a Segment bound to the .cleaned names.
         self.seg = Segment(lg.fs, lg.path, self.base, lg.config, None, 0)
         for index in (self.seg.index, self.seg.timeindex):
@@ -354,13 +330,8 @@ class _Output:
         self.file = self.fs.open(self.path() + CLEANED_SUFFIX, create=True)
         self.file.truncate(0)
         self.lazy = False
-        if self.deferred:      # copy the unchanged prefix of the single input segment
-            src = self.fs.open(self.group[0].seg.path())
-            try:
-                for pos in range(0, self.deferred, _CHUNK):
-                    self.file.pwrite(src.pread(min(_CHUNK, self.deferred - pos), pos), pos)
-            finally:
-                src.close()
+        for pos in range(0, self.deferred, _CHUNK):   # the unchanged prefix of the input
+            self.file.pwrite(self.source.pread(min(_CHUNK, self.deferred - pos), pos), pos)
 
     def add(self, data, b, rebuilt):
         """Add a log entry: as it is (``rebuilt`` None), rebuilt, or dropped (b"")."""
@@ -377,7 +348,7 @@ class _Output:
         size, max_ts = b[4], b[3]
         if rebuilt is not None:  # same base and last offset; new size and max timestamp
             size, max_ts = len(rebuilt), _MAX_TS.unpack_from(rebuilt, 35)[0]
-        self.seg._index_batches_in_memory([(self.size, b[1], b[2], max_ts, size, b[5])])
+        self.seg._index_batches([(self.size, b[1], b[2], max_ts, size, b[5])], write=False)
         self.size += size
 
     def flush(self):
@@ -391,8 +362,8 @@ class _Output:
             return False
         self.flush()
         self.seg.size = self.size
-        self.seg.timeindex.maybe_append_in_memory(self.seg.max_timestamp,
-                                                  self.seg.offset_of_max_timestamp)
+        self.seg.timeindex.maybe_append(self.seg.max_timestamp,
+                                        self.seg.offset_of_max_timestamp, write=False)
         self.file.sync()
         self.file.close()
         self.file = None
@@ -408,7 +379,7 @@ class _Output:
             self.file = None
         for index in (self.seg.index, self.seg.timeindex):
             index.close()
-        for suffix in _FILE_SUFFIXES:
+        for suffix in FILE_SUFFIXES:
             path = self.path(suffix) + CLEANED_SUFFIX
             if self.fs.exists(path):
                 self.fs.remove(path)
@@ -422,7 +393,7 @@ def _discard(outputs):
 
 def _clean_group(lg, group, files, offset_map, now_ms):
     """Filter one group into its .cleaned files; the _Output, or None if nothing changed."""
-    out = _Output(lg, group)
+    out = _Output(lg, group, files[group[0].base])
     try:
         ends = [s.next_offset for s in group if s.size]
         group_end = max(ends) if ends else None
@@ -443,9 +414,11 @@ def _filter_entry(out, data, b, offset_map, now_ms, last_of_group):
     if header is not None and header[5] & CONTROL_MASK:
         return None
     horizon = header[7] if header is not None and header[5] & DELETE_HORIZON_MASK else None
-    keep, tombstones_kept, tombstones_dropped = [], False, 0
+    keep, tombstones_kept, tombstones_dropped, keyless = [], False, 0, 0
     for i, rec in enumerate(rows):
-        if rec[2] is not None and rec[0] >= offset_map.get(rec[2], -1):
+        if rec[2] is None:
+            keyless += 1          # Kafka's cleaner drops these too (an "invalid message")
+        elif rec[0] >= offset_map.get(rec[2], -1):
             if rec[3] is not None:
                 keep.append(i)
                 continue
@@ -462,83 +435,21 @@ def _filter_entry(out, data, b, offset_map, now_ms, last_of_group):
             return None
         out.removed += dropped
         out.tombstones += tombstones_dropped
+        out.keyless += keyless
         return b""
     set_horizon = tombstones_kept and horizon is None
+    if not rows:                                   # an empty batch an earlier round kept
+        return None if last_of_group else b""
     if not dropped and not set_horizon:
         return None
     out.removed += dropped
     out.tombstones += tombstones_dropped
+    out.keyless += keyless
     if not keep:
-        return _empty_batch(header) if last_of_group else b""
+        return empty_batch(header) if last_of_group else b""
     horizon = now_ms + out.lg.config["delete.retention.ms"] if set_horizon else None
-    return _rebuild(header, body, rows, keep, horizon)
+    return rebuild_batch(header, body, rows, keep, horizon)
 
-
-def _read_varint(buf, pos):
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def _put_varint(out, n):
-    n = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF     # zigzag, as Kafka's varlong
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _rebuild(header, body, rows, keep, horizon):
-    """The batch holding only records ``keep`` (indexes), their bytes copied verbatim.
-
-    With ``horizon``, the delete-horizon bit is set and baseTimestamp becomes the horizon;
-    each record's timestampDelta is re-based so its timestamp does not change."""
-    spans, pos = [], 0
-    for _ in range(len(rows)):
-        length, start = _read_varint(body, pos)
-        spans.append((pos, start, start + length))
-        pos = start + length
-    raw = bytearray()
-    base_ts = header[7] if horizon is None else horizon
-    for i in keep:
-        whole, start, end = spans[i]
-        if horizon is None:
-            raw += body[whole:end]
-            continue
-        delta, after = _read_varint(body, start + 1)   # attributes byte, then timestampDelta
-        rec = bytearray(body[start:start + 1])
-        _put_varint(rec, header[7] + delta - base_ts)
-        rec += body[after:end]
-        _put_varint(raw, len(rec))
-        raw += rec
-    attributes = header[5] | (DELETE_HORIZON_MASK if horizon is not None else 0)
-    if attributes & TIMESTAMP_TYPE_MASK:
-        max_ts = header[8]                             # LogAppendTime: the append time
-    else:
-        max_ts = max(rows[i][1] for i in keep)
-    return _assemble(header, attributes, base_ts, max_ts, len(keep), bytes(raw))
-
-
-def _empty_batch(header):
-    """A record-less batch that keeps the offsets (Kafka's writeEmptyHeader)."""
-    attributes = header[5] & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK)
-    return _assemble(header, attributes, header[8], header[8], 0, b"")
-
-
-def _assemble(header, attributes, base_ts, max_ts, count, raw):
-    codec = attributes & CODEC_MASK
-    body = compression.compress(codec, raw) if codec else raw
-    head = bytearray(_HEADER.pack(
-        header[0], BATCH_OVERHEAD - LOG_OVERHEAD + len(body), header[2], MAGIC_V2, 0,
-        attributes, header[6], base_ts, max_ts, header[9], header[10], header[11], count))
-    crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
-    _CRC.pack_into(head, CRC_OFFSET, crc)
-    return bytes(head + body)
 
 
 # -- The swap --------------------------------------------------------------------------------
@@ -548,34 +459,38 @@ def _install(lg, groups, outputs):
     the log changed under the plan (nothing is swapped then)."""
     if not any(outputs):
         return _NOTHING
-    with lg._locked_write():
-        try:
+    todo = None
+    try:
+        # The sync lock first (as Log._sync_to takes it): no fsync of a replaced segment
+        # is in flight when the swap closes it.
+        with lg._sync_lock, lg._locked_write():
             lg._check_writable()
             present = _unchanged(lg, groups)
-        except BaseException:
-            _discard(outputs)
-            raise
-        if present is None:
-            _discard(outputs)
-            log.info("%s: the log changed during compaction; will try again later", lg.path)
-            return None
-        _discard(o for g, o in zip(groups, outputs) if not present[id(g)])
-        todo = [(g, o) for g, o in zip(groups, outputs) if o is not None and present[id(g)]]
-        if not todo:
-            return _NOTHING
-        try:
-            _swap(lg, todo)
-        except BaseException as exc:
-            lg._failed = exc
-            if isinstance(exc, Exception):
-                raise LogFailedError(f"compaction swap in {lg.path} failed ({exc}); reopen "
-                                     f"the log to finish it") from exc
-            raise
-        lg._generation += 1
-        lg._write_state(sync=True)
+            if present is None:
+                log.info("%s: the log changed during compaction; will try again later",
+                         lg.path)
+                return None
+            todo = [(g, o) for g, o in zip(groups, outputs) if o is not None and present[id(g)]]
+            if todo:
+                _swap_and_publish(lg, todo)
+    finally:
+        _discard(o for o in outputs if todo is None or o not in [t[1] for t in todo])
     return CompactionReport(sum(len(g) for g, _ in todo), sum(o.bytes_before for _, o in todo),
                             sum(o.size for _, o in todo), sum(o.removed for _, o in todo),
                             sum(o.tombstones for _, o in todo))
+
+
+def _swap_and_publish(lg, todo):
+    try:
+        _swap(lg, todo)
+        lg._generation += 1
+        lg._write_state(sync=True)     # other processes reload their segment lists
+    except BaseException as exc:
+        lg._failed = exc               # reopening finishes the swap (recover_swaps)
+        if isinstance(exc, Exception):
+            raise LogFailedError(f"compaction swap in {lg.path} failed ({exc}); reopen "
+                                 f"the log to finish it") from exc
+        raise
 
 
 def _unchanged(lg, groups):
@@ -596,21 +511,7 @@ def _unchanged(lg, groups):
 
 def _swap(lg, todo):
     fs, d = lg.fs, lg.path
-    for _, out in todo:                                        # 2. .cleaned -> .swap
-        for suffix in _FILE_SUFFIXES:
-            fs.rename(out.path(suffix) + CLEANED_SUFFIX, out.path(suffix) + SWAP_SUFFIX)
-    fs.fsync_dir(d)                                            # 3.
-    for group, _ in todo:                                      # 4. old -> .deleted
-        for s in group:                                        # (open handles stay valid)
-            for suffix in _FILE_SUFFIXES:
-                path = s.seg.path(suffix)
-                if fs.exists(path):
-                    fs.rename(path, path + DELETED_SUFFIX)
-    fs.fsync_dir(d)                                            # 5.
-    for _, out in todo:                                        # 6. .swap -> final names
-        for suffix in _FILE_SUFFIXES:
-            fs.rename(out.path(suffix) + SWAP_SUFFIX, out.path(suffix))
-    fs.fsync_dir(d)                                            # 7.
+    swap.swap_in(fs, d, [(out.base, [s.seg.base_offset for s in group]) for group, out in todo])
     replaced = {}
     for group, out in todo:
         new = Segment.open(fs, d, out.base, lg.config)
@@ -618,90 +519,16 @@ def _swap(lg, todo):
         log.info("%s: compacted %d segment(s) from offset %d: %d -> %d bytes, %d records "
                  "removed (%d tombstones)", d, len(group), out.base, out.bytes_before,
                  out.size, out.removed, out.tombstones)
+        if out.keyless:
+            log.warning("%s: compaction dropped %d records without a key (written before "
+                        "cleanup.policy was compact?)", d, out.keyless)
     segments = []
     for seg in lg._segments:
         seg = replaced.get(id(seg), seg)
         if not segments or segments[-1] is not seg:
             segments.append(seg)
     lg._segments = segments
-    for group, _ in todo:                                      # 8. remove .deleted
+    for group, _ in todo:
         for s in group:
             s.seg.close()
-            for suffix in _FILE_SUFFIXES:
-                path = s.seg.path(suffix) + DELETED_SUFFIX
-                if fs.exists(path):
-                    fs.remove(path)
-
-
-# -- Recovery --------------------------------------------------------------------------------
-
-def remove_stale_cleaned(fs, directory):
-    """Delete ``.cleaned`` files unless a compaction is running (holding the cleaner lock)."""
-    names = [n for n in fs.listdir(directory) if n.endswith(CLEANED_SUFFIX)]
-    if not names:
-        return
-    lock = FileLock(fs.open(os.path.join(directory, CLEANER_LOCK_FILE), create=True))
-    try:
-        if lock.try_lock(True):
-            for name in names:
-                if fs.exists(os.path.join(directory, name)):
-                    fs.remove(os.path.join(directory, name))
-    finally:
-        lock.unlock()
-        lock.file.close()
-
-
-def _swap_end(fs, path):
-    """(next offset after the last valid batch, whole file valid) of a segment file."""
-    f = fs.open(path)
-    try:
-        ends = []
-        stop, status = scan_file(f, 0, f.size(), lambda bs: ends.append(bs[-1][2] + 1),
-                                 verify_crc=True)
-        return (ends[-1] if ends else None), status == SCAN_OK
-    finally:
-        f.close()
-
-
-def recover_swaps(fs, directory, dry_run=False):
-    """Complete the swaps a crash interrupted (see the module docstring); True if any.
-
-    ``dry_run`` only reports whether there is anything to do.
-    """
-    parsed = [(parse_segment_name(n), n) for n in fs.listdir(directory)]
-    parsed = [(p[0], p[1], n) for p, n in parsed if p is not None]
-    swaps = sorted(base for base, suffix, _ in parsed if suffix == LOG_SUFFIX + SWAP_SUFFIX)
-    orphans = [n for base, suffix, n in parsed
-               if suffix.endswith(SWAP_SUFFIX) and base not in swaps]
-    if dry_run or not (swaps or orphans):
-        return bool(swaps or orphans)
-    for name in orphans:                      # index .swap files whose .log never got there
-        fs.remove(os.path.join(directory, name))
-    logs = sorted(base for base, suffix, _ in parsed if suffix == LOG_SUFFIX)
-
-    def path(base, suffix):
-        return os.path.join(directory, segment_name(base, suffix))
-
-    for base in swaps:
-        end, whole = _swap_end(fs, path(base, LOG_SUFFIX + SWAP_SUFFIX))
-        if (end is None or not whole) and fs.exists(path(base, LOG_SUFFIX)):
-            log.error("%s: discarding unreadable %s; the original segment is intact",
-                      directory, segment_name(base, LOG_SUFFIX + SWAP_SUFFIX))
-            for suffix in _FILE_SUFFIXES:
-                if fs.exists(path(base, suffix + SWAP_SUFFIX)):
-                    fs.remove(path(base, suffix + SWAP_SUFFIX))
-            continue
-        for old in logs:                      # the segments the swap replaces
-            if base <= old < (end if end is not None else base + 1):
-                for suffix in _FILE_SUFFIXES:
-                    if fs.exists(path(old, suffix)):
-                        fs.remove(path(old, suffix))
-        for suffix in _FILE_SUFFIXES:
-            if fs.exists(path(base, suffix + SWAP_SUFFIX)):
-                fs.rename(path(base, suffix + SWAP_SUFFIX), path(base, suffix))
-            elif fs.exists(path(base, suffix)):
-                fs.remove(path(base, suffix))     # an index is rebuilt from the log
-        log.warning("%s: completed the interrupted compaction swap of segment %d",
-                    directory, base)
-    fs.fsync_dir(directory)
-    return True
+    swap.remove_deleted(fs, d, [s.seg.base_offset for group, _ in todo for s in group])

@@ -28,6 +28,8 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_right
+from itertools import accumulate
 
 from .. import _native
 from ..errors import (
@@ -40,7 +42,7 @@ from ..format.constants import (
 )
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
-from . import cleaner, flusher
+from . import cleaner, flusher, swap
 from .config import LogConfig
 from .data_dir import (
     LOG_START_FILE, RECOVERY_POINT_FILE, REPLICATION_OFFSET_FILE, DataDir, is_data_dir,
@@ -50,7 +52,7 @@ from .fs import DEFAULT_FS
 from .leader_epoch import LeaderEpochCache
 from .locking import FileLock
 from .scan import SCAN_OK, STATUS_TEXT, scan_file
-from .segment import LOG_SUFFIX, RecoveryReport, Segment, parse_segment_name
+from .segment import LOG_SUFFIX, RecoveryReport, Segment, parse_segment_name, segment_name
 from .state import FLAG_CLEAN, State, read_state, write_state
 
 __all__ = ["Log"]
@@ -59,10 +61,38 @@ log = logging.getLogger("kqlite.storage")
 
 _STATE_FILE = ".kqlite-state"
 _USERS_FILE = ".kqlite-users"
-_LEFTOVER_SUFFIXES = (cleaner.DELETED_SUFFIX, ".tmp")
+_LEFTOVER_SUFFIXES = (swap.DELETED_SUFFIX, ".tmp")
 _MAX_RELATIVE = 2 ** 31 - 1
+# The shared generation counts rolls and deletions in its low 32 bits and truncations in
+# the high bits: a process that sees the high bits change must re-read every segment.
+_TRUNCATION_EPOCH = 1 << 32
 _BATCH_TARGET = 1 << 20       # bytes per batch when one append() is split
 _READ_CHUNK = 1 << 18
+_SPLIT_WRITE = 1 << 16        # batches with more record bytes are written as two pieces
+_BYTES_TYPES = frozenset((bytes, bytearray))
+
+
+def _split_by_size(records, target):
+    """Log._groups for a list of bytes values, with C-level passes: cut before the
+    record that takes a group past ``target`` bytes, counting 12 + len per record."""
+    n = len(records)
+    lens = list(map(len, records))
+    if 12 * n + sum(lens) <= target:
+        yield records
+        return
+    # size(records[:i]) == sums[i] + 12 * i, increasing in i.
+    sums = list(accumulate(lens, initial=0))
+    ends = range(n + 1)
+    start = 0
+    while True:
+        # The first i > start with size(records[start:i + 1]) > target begins a new group.
+        limit = sums[start] + 12 * start + target
+        cut = max(bisect_right(ends, limit, key=lambda i: sums[i] + 12 * i) - 1, start + 1)
+        if cut >= n:
+            yield records[start:]
+            return
+        yield records[start:cut]
+        start = cut
 
 
 class _Enough(Exception):
@@ -103,6 +133,7 @@ class Log:
             fs.makedirs(self.path)
             if parent_is_new:
                 write_meta_properties(fs, parent)
+                fs.fsync_dir(os.path.dirname(parent))  # the new data dir's own entry
             fs.fsync_dir(parent)
         self._data_dir = DataDir(fs, parent) if is_data_dir(fs, parent) else None
         self._state_file = fs.open(os.path.join(self.path, _STATE_FILE), create=True)
@@ -127,7 +158,7 @@ class Log:
         try:
             state = read_state(self._state_file)
             self._load(state, recover=alone and (state is None or not state.flags & FLAG_CLEAN))
-            self._write_state(flags=0)
+            self._write_state(flags=0, sync=True)  # "not clean" must be durable before appends
         finally:
             self._write_lock.unlock()
         if alone:
@@ -196,9 +227,9 @@ class Log:
 
     def _remove_leftovers(self):
         # Half-finished deletions, compactions and temp files from a crash; the .log files
-        # are the truth. An interrupted compaction swap is completed (see cleaner.py).
-        cleaner.remove_stale_cleaned(self.fs, self.path)
-        cleaner.recover_swaps(self.fs, self.path)
+        # are the truth. An interrupted compaction swap is completed (see swap.py).
+        swap.remove_stale_cleaned(self.fs, self.path)
+        swap.recover_swaps(self.fs, self.path)
         for name in self.fs.listdir(self.path):
             if name.endswith(_LEFTOVER_SUFFIXES):
                 self.fs.remove(os.path.join(self.path, name))
@@ -229,9 +260,10 @@ class Log:
         if not self._segments:
             start = max(checkpoints.get(LOG_START_FILE, 0), state.log_start_offset if state else 0)
             self._segments = [Segment.create(self.fs, self.path, start, self.config)]
-        self.log_start_offset = max(
-            self._segments[0].base_offset, checkpoints.get(LOG_START_FILE, 0),
-            state.log_start_offset if state else 0)
+        # The shared state is written by every change; the checkpoint only now and then
+        # (and not when a truncation lowers the start), so it is the fallback.
+        start = state.log_start_offset if state else checkpoints.get(LOG_START_FILE, 0)
+        self.log_start_offset = max(self._segments[0].base_offset, start)
         self.log_start_offset = min(self.log_start_offset, self.next_offset)
         # After recovery everything left was validated and fsynced.
         self.recovery_point = self.next_offset if recover else min(recovery_point,
@@ -244,7 +276,7 @@ class Log:
         self._unflushed = 0
         self._last_flush = time.monotonic()
         self._last_checkpoint = self._last_flush
-        self._dir_dirty = False
+        self._dir_dirty = True  # the entries of files created or removed above are not durable
         self.epochs.truncate_from_end(self.next_offset)
 
     def _recover(self, recovery_point):
@@ -278,6 +310,7 @@ class Log:
         for seg in self._segments[first:]:
             seg.sync()
         self._drop_empty_tail_segments()
+        self.fs.fsync_dir(self.path)  # deleted segments must not come back after a power cut
 
     def _drop_empty_tail_segments(self):
         # An empty segment can only be the last one; a crash right after a roll leaves it.
@@ -287,6 +320,14 @@ class Log:
 
     def _discard_unacknowledged(self, state):
         """Another process holds the log open: cut bytes a dead writer left past the state."""
+        while len(self._segments) > 1 and self._segments[-1].base_offset > state.active_base:
+            # Rolled by a writer that died before the shared state named the segment.
+            orphan = self._segments.pop()
+            log.warning("%s: deleting segment %d rolled by a writer that died before "
+                        "acknowledging it", self.path, orphan.base_offset)
+            self.recovery_reports.append(RecoveryReport(
+                orphan.path(), 0, orphan.size, "segment rolled by a writer that died"))
+            orphan.delete()
         active = self._segments[-1] if self._segments else None
         if active is not None and active.base_offset == state.active_base \
                 and active.size > state.active_size:
@@ -340,7 +381,7 @@ class Log:
             self._reload_segments(state)
         elif state.active_size != active.size:
             self._catch_up(active, state.active_size)
-        self.log_start_offset = max(self.log_start_offset, state.log_start_offset)
+        self.log_start_offset = state.log_start_offset  # every change writes it; it can go down
         self.recovery_point = max(self.recovery_point, state.recovery_point)
         if self.hw_follows_leo:
             self.high_watermark = self.next_offset
@@ -358,9 +399,21 @@ class Log:
         """Bytes past the shared state were written by a writer that died before
         acknowledging them; cut them so they cannot resurface (we hold the write lock)."""
         active = self._segments[-1]
-        if not self._closed and active.log.size() > active.size:
+        if self._closed:
+            return
+        if active.log.size() > active.size:
             active.log.truncate(active.size)
             active.changes += 1
+        # A writer that died right after rolling left a segment the state never named;
+        # a roll always starts the new segment at the active segment's end offset.
+        if active.next_offset > active.base_offset and \
+                self.fs.exists(os.path.join(self.path, segment_name(active.next_offset))):
+            log.warning("%s: deleting segment %d rolled by a writer that died before "
+                        "acknowledging it", self.path, active.next_offset)
+            for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+                orphan = os.path.join(self.path, segment_name(active.next_offset, suffix))
+                if self.fs.exists(orphan):
+                    self.fs.remove(orphan)
 
     def _reload_segments(self, state):
         if self._write_lock.held is None:
@@ -372,9 +425,17 @@ class Log:
             finally:
                 self._write_lock.unlock()
             return
-        repaired = cleaner.recover_swaps(self.fs, self.path)  # a compactor died mid-swap
+        repaired = swap.recover_swaps(self.fs, self.path)  # a compactor died mid-swap
+        if state.generation // _TRUNCATION_EPOCH != self._generation // _TRUNCATION_EPOCH:
+            # A truncation since we last looked: our views of the segments (sizes, end
+            # offsets, indexes, max timestamps) may describe bytes that were replaced.
+            for seg in self._segments:
+                seg.close()
+            self._segments = []
         known = {seg.base_offset: seg for seg in self._segments}
-        bases = self._list_segments()
+        # Only the segments the shared state knows: a newer one is being rolled right now
+        # (or was rolled by a writer that died before naming it).
+        bases = [base for base in self._list_segments() if base <= state.active_base]
         segments = []
         for base in bases:
             seg = known.pop(base, None)
@@ -397,6 +458,10 @@ class Log:
             elif size < seg.size:
                 seg.size = size
                 seg.rebuild_indexes()
+            else:
+                # The roller may have appended a final time index entry when it rolled.
+                seg.index.reload_tail()
+                seg.timeindex.reload_tail()
         self._segments = segments
         active = segments[-1]
         if active.size != state.active_size:
@@ -514,13 +579,21 @@ class Log:
         if timestamp_type:
             timestamp = batch_format.now_ms()
         epoch = NO_PARTITION_LEADER_EPOCH if leader_epoch is None else leader_epoch
-        built = [batch_format.build_batch(
-            group, timestamp=timestamp, codec=codec, timestamp_type=timestamp_type,
-            partition_leader_epoch=epoch) for group in self._groups(records)]
         limit = self.config["max.message.bytes"]
-        for data in built:
-            if len(data) > limit:
-                raise RecordTooLargeError(len(data), limit)
+        # A list of bytes values only (the common case) takes C-level passes throughout.
+        plain = _BYTES_TYPES.issuperset(map(type, records))
+        build = batch_format.build_values_batch_parts if plain else \
+            batch_format.build_batch_parts
+        built = []
+        for group in self._groups(records, plain):
+            # Header and records stay two pieces: the records are not copied again.
+            head, body, count, max_ts = build(
+                group, timestamp=timestamp, codec=codec, timestamp_type=timestamp_type,
+                partition_leader_epoch=epoch)
+            size = len(head) + len(body)
+            if size > limit:
+                raise RecordTooLargeError(size, limit)
+            built.append((head, body, 0, count - 1, max_ts, size))
         return self._append_batches(built, leader_epoch)
 
     def append_batches(self, data, *, leader_epoch=None, assign_offsets=True):
@@ -536,6 +609,7 @@ class Log:
         if status != SCAN_OK or stop != len(data) or not found:
             raise CorruptRecordError(STATUS_TEXT.get(status, "no batches"), position=stop)
         pieces = []
+        view = memoryview(data)     # pieces are writable views of our private copy
         # Compacted logs need keys (a follower copies its leader's bytes as they are).
         need_keys = assign_offsets and "compact" in self.config["cleanup.policy"]
         for pos, base, last, max_ts, size, magic in found:
@@ -545,7 +619,7 @@ class Log:
                 cleaner.require_batch_keys(data, pos)
             if leader_epoch is not None:
                 batch_format.set_leader_epoch(data, pos, leader_epoch)
-            pieces.append(bytes(data[pos:pos + size]))
+            pieces.append((view[pos:pos + size], None, base, last, max_ts, size))
         return self._append_batches(pieces, leader_epoch, assign_offsets)
 
     def _codec(self, codec):
@@ -554,9 +628,13 @@ class Log:
             codec = "none" if configured in ("producer", "uncompressed") else configured
         return codec
 
-    def _groups(self, records):
-        """Split records into batches of about _BATCH_TARGET bytes."""
+    def _groups(self, records, plain=False):
+        """Split records into batches of about _BATCH_TARGET bytes (``plain``: the
+        records are all bytes or bytearray)."""
         target = min(_BATCH_TARGET, self.config["max.message.bytes"])
+        if plain:
+            yield from _split_by_size(records, target)
+            return
         start, size = 0, 0
         for i, rec in enumerate(records):
             if isinstance(rec, Record):
@@ -588,15 +666,20 @@ class Log:
         return first
 
     def _append_one(self, piece, leader_epoch, assign_offsets):
-        data = piece if isinstance(piece, bytearray) else bytearray(piece)
-        found, stop, status = _native.scan_batches(data, 0, len(data), False)
-        if status != SCAN_OK or len(found) != 1:
-            raise CorruptRecordError("append expects exactly one whole batch")
-        _, base, last, max_ts, size, magic = found[0]
+        """Write one validated v2 batch: ``piece`` is (head, body, base, last, max_ts,
+        size); ``head`` is writable and starts the batch, ``body`` (or None) follows it."""
+        head, body, base, last, max_ts, size = piece
+        if body is None:
+            data = head
+        elif len(body) < _SPLIT_WRITE:
+            head += body            # small: one write
+            data = head
+        else:
+            data = [head, body]
         delta = last - base
         if assign_offsets:
             base = self.next_offset
-            batch_format.set_base_offset(data, 0, base)
+            batch_format.set_base_offset(head, 0, base)
         elif base < self.next_offset:
             raise InvalidRecordError(f"batch base offset {base} is below the log end "
                                      f"offset {self.next_offset}")
@@ -607,7 +690,7 @@ class Log:
             self._generation += 1
         old_size = seg.size
         try:
-            seg.append(data, [(0, base, base + delta, max_ts, size, magic)])
+            seg.append(data, [(0, base, base + delta, max_ts, size, MAGIC_V2)])
         except OSError as exc:
             self._undo_append(seg, old_size, exc)
 
@@ -733,19 +816,28 @@ class Log:
             path, position, data, found = chunk
             for pos, base, last, max_ts, size, magic in found:
                 records = self._decode(data, pos, magic, path, position)
-                for rec in records:
-                    if rec[0] < offset:
-                        continue
-                    if rec[0] >= stop or not left:
-                        return
-                    yield rec
-                    left -= 1
+                if records and offset <= base and last < stop and offset <= records[0][0] \
+                        and records[-1][0] < stop and (left < 0 or len(records) <= left):
+                    # The whole batch is wanted (offsets increase inside a batch): no
+                    # per-record checks.
+                    yield from records
+                    if left > 0:
+                        left -= len(records)
+                else:
+                    for rec in records:
+                        if rec[0] < offset:
+                            continue
+                        if rec[0] >= stop or not left:
+                            return
+                        yield rec
+                        left -= 1
                 offset = max(offset, last + 1)
 
     def _decode(self, data, pos, magic, path, position):
         try:
             if magic == MAGIC_V2:
-                return batch_format.decode_records(data, pos)
+                # _read_chunk's scan already checked the CRC of every batch it returned.
+                return batch_format.decode_records(data, pos, verify=False)
             return read_legacy_entry(data, pos)
         except CorruptRecordError as exc:
             at = position + (exc.position if exc.position is not None else pos)
@@ -787,7 +879,9 @@ class Log:
             else:
                 hi = mid - 1
         seg = segs[lo]
-        while seg is not None and offset >= seg.next_offset:
+        # Step over segments holding nothing at or after offset (compaction leaves holes
+        # and Kafka's cleaner may leave empty segments).
+        while seg is not None and max(offset, seg.base_offset) >= seg.next_offset:
             lo += 1
             seg = segs[lo] if lo < len(segs) else None
         return seg
@@ -801,6 +895,9 @@ class Log:
             self._refresh()
             if offset < self.log_start_offset or offset > self.next_offset:
                 raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
+            data = self._read_batches_exact(offset, max_bytes)
+            if data is not None:
+                return data
         chunk = self._read_chunk(offset, self.high_watermark, max_bytes, verify=False)
         if chunk is None:
             return b""
@@ -812,6 +909,22 @@ class Log:
                 break
             total += b[4]
         return data[:total]
+
+    def _read_batches_exact(self, offset, max_bytes):
+        """read_batches' common case (caller holds self._lock): learn from the batch
+        headers which batches to return, then read exactly those bytes with one pread.
+        None when that cannot be settled from a few headers; the general path answers."""
+        seg = self._segment_for(offset)
+        if seg is None:
+            return None
+        found = seg.find_batch(offset)
+        if found is None or found[5] != MAGIC_V2 or found[2] >= self.high_watermark:
+            return None
+        total = seg.batch_extent(found[0], found[4], max_bytes, self.high_watermark)
+        if total is None:
+            return None
+        data = seg.read(found[0], total)
+        return data if len(data) == total else None
 
     def fetch_region(self, offset, max_bytes, max_offset=None):
         """Where the whole batches from the one holding ``offset`` lie on disk, for
@@ -974,7 +1087,7 @@ class Log:
                 self._segments.pop().delete()
             self._segments[-1].truncate_to(offset)
             self._dir_dirty = True
-            self._generation += 1
+            self._generation = (self._generation // _TRUNCATION_EPOCH + 1) * _TRUNCATION_EPOCH
             self.epochs.truncate_from_end(self.next_offset)
             # Cutting a whole batch can go below the start: the log is then empty there.
             self.log_start_offset = min(self.log_start_offset, self.next_offset)

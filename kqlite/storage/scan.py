@@ -48,8 +48,8 @@ def scan_file(file, start, end, on_batches, verify_crc=True, max_size=None, chun
             pos += stop
             want = chunk
             continue
-        if status != SCAN_TRUNCATED or pos + len(data) >= end:
-            return pos + stop, status
+        if status != SCAN_TRUNCATED or pos + len(data) >= end or len(data) < min(want, end - pos):
+            return pos + stop, status   # (a short read: the file ends before ``end``)
         # The chunk ended inside a batch: read again from that batch, big enough to hold it.
         pos += stop
         head = file.pread(12, pos)

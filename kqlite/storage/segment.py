@@ -10,10 +10,15 @@ Not thread-safe: the owning Log serialises access.
 import os
 from collections import namedtuple
 
+import struct
+
+from .. import _native
 from ..errors import CorruptRecordError
-from ..format.constants import LOG_OVERHEAD
+from ..format.constants import (
+    BATCH_OVERHEAD, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
+)
 from .index import OffsetIndex, TimeIndex
-from .scan import SCAN_OK, STATUS_TEXT, scan_file
+from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, scan_file
 
 __all__ = ["Segment", "RecoveryReport", "segment_name", "parse_segment_name",
            "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX"]
@@ -22,6 +27,15 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+
+_FIND_READ = 1 << 14     # bytes find_batch reads at a time: index entries are 4 KiB apart
+_FIND_HOPS = 4           # reads before find_batch falls back to the full scan
+_EXTENT_HOPS = 8         # batch headers batch_extent reads before giving up
+_MIN_ENTRY = 26          # the smallest log entry (a magic 0 message with no key or value)
+_HEAD = struct.Struct(">qiib")    # baseOffset, batchLength, partitionLeaderEpoch, magic
+_DELTA = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 RecoveryReport = namedtuple("RecoveryReport", "path valid_bytes truncated_bytes reason")
 RecoveryReport.__doc__ = """What recovering one segment did: bytes kept, bytes cut and why."""
@@ -124,11 +138,19 @@ class Segment:
     # -- Append -----------------------------------------------------------------------------
 
     def append(self, data, batches):
-        """Write ``data`` (whole batches) at the end; ``batches`` as from scan_batches,
-        positions relative to ``data``. Updates the indexes like Kafka's LogSegment.append."""
+        """Write ``data`` (whole batches, or a list of pieces written back to back) at the
+        end; ``batches`` as from scan_batches, positions relative to ``data``. Updates the
+        indexes like Kafka's LogSegment.append."""
         start = self.size
-        self.log.pwrite(data, start)
-        self.size = start + len(data)
+        if type(data) is list:
+            end = start
+            for piece in data:
+                self.log.pwrite(piece, end)
+                end += len(piece)
+            self.size = end
+        else:
+            self.log.pwrite(data, start)
+            self.size = start + len(data)
         self.changes += 1
         self._index_batches(batches, start)
 
@@ -195,6 +217,9 @@ class Segment:
             return None
         _, start = self.index.lookup(offset)
         end = self.size if limit is None else limit
+        quick = self._find_batch_quick(offset, start, end)
+        if quick is not None:
+            return quick
         found = []
 
         def look(batches):
@@ -209,6 +234,68 @@ class Segment:
             return found[0]
         if status != SCAN_OK:
             raise CorruptRecordError(STATUS_TEXT[status], path=self.path(), position=stop)
+        return None
+
+    def _find_batch_quick(self, offset, start, end):
+        """find_batch's common case from a few small reads, or None to take the full scan.
+
+        A v2 batch larger than one read is judged by its header alone: with CRCs
+        unchecked, a scan of all its bytes would report exactly the header's facts once
+        the batch is known to end before ``end``; a batch that ends before ``offset`` is
+        stepped over the same way (the index entry in front of ``offset`` usually points
+        at the batch before the one holding it)."""
+        pos = start
+        for _ in range(_FIND_HOPS):
+            if pos >= end:
+                return None
+            data = self.log.pread(min(_FIND_READ, end - pos), pos)
+            # Every entry takes at least _MIN_ENTRY bytes: the cap never cuts the scan short,
+            # it only keeps the scratch array small.
+            batches, stop, status = _native.scan_batches(data, 0, len(data), False,
+                                                         len(data) // _MIN_ENTRY + 1)
+            for found in batches:
+                if found[2] >= offset:
+                    return (found[0] + pos,) + found[1:]
+            if status == SCAN_OK and stop == len(data):
+                pos += stop
+                continue
+            if status != SCAN_TRUNCATED or len(data) - stop < BATCH_OVERHEAD:
+                return None
+            base, length, _, magic = _HEAD.unpack_from(data, stop)
+            size = length + LOG_OVERHEAD
+            last = base + _DELTA.unpack_from(data, stop + LAST_OFFSET_DELTA_OFFSET)[0]
+            if magic != MAGIC_V2 or length < BATCH_OVERHEAD - LOG_OVERHEAD \
+                    or pos + stop + size > end or not _INT64_MIN <= last <= _INT64_MAX:
+                return None
+            if last >= offset:
+                max_ts = _INT64.unpack_from(data, stop + MAX_TIMESTAMP_OFFSET)[0]
+                return (pos + stop, base, last, max_ts, size, magic)
+            pos += stop + size
+        return None
+
+    def batch_extent(self, position, first_size, max_bytes, below_offset):
+        """Bytes from the v2 batch at ``position`` (of ``first_size`` bytes) through the
+        following whole v2 batches while the total stays within ``max_bytes`` and their
+        last offsets stay below ``below_offset``, judged from their headers alone; None
+        after _EXTENT_HOPS headers or at anything unusual (the caller then scans)."""
+        total = first_size
+        pos = position + first_size
+        for _ in range(_EXTENT_HOPS):
+            if pos >= self.size or total >= max_bytes:
+                return total
+            head = self.log.pread(BATCH_OVERHEAD, pos)
+            if len(head) < BATCH_OVERHEAD:
+                return None
+            base, length, _, magic = _HEAD.unpack_from(head)
+            size = length + LOG_OVERHEAD
+            last = base + _DELTA.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)[0]
+            if magic != MAGIC_V2 or length < BATCH_OVERHEAD - LOG_OVERHEAD \
+                    or pos + size > self.size or not _INT64_MIN <= last <= _INT64_MAX:
+                return None
+            if last >= below_offset or total + size > max_bytes:
+                return total
+            total += size
+            pos += size
         return None
 
     def read(self, position, size):

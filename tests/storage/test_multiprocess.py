@@ -5,8 +5,14 @@
   and in its own order.
 - A reader process with one Log kept open sees the writers' records as they land,
   without reopening, never a gap or a duplicate.
+- Writers with fsync="always" / flush.messages (their fsync path writes the shared
+  state too) lose nothing of each other's.
 - A writer killed with SIGKILL in the middle of appending never wedges the log:
-  another process appends within seconds and the offsets stay dense.
+  another process appends within seconds and the offsets stay dense. Random kills,
+  plus kills at chosen points inside the locked part of an append (through the
+  file-system seam, ``Log.open(fs=...)``): half a batch written, a whole batch but no
+  shared-state update, all but the unlock; in the active segment and in a segment the
+  dying append had just rolled.
 
 Processes are started with the 'spawn' context, so no kqlite state (open files,
 locks) is inherited from the test process.
@@ -40,9 +46,10 @@ def parse(v):
 
 # -- Child process bodies (module level so that 'spawn' can import them) -----------------------
 
-def _writer(path, writer, count, seed, go):
+def _writer(path, writer, count, seed, ready, go, options=None):
     rng = random.Random(seed)
-    with kqlite.Log.open(path, CONFIG) as log:
+    with kqlite.Log.open(path, CONFIG, **(options or {})) as log:
+        ready.release()
         go.wait(30)
         seq = 0
         while seq < count:
@@ -97,11 +104,65 @@ def _endless_writer(path, writer, started):
     with kqlite.Log.open(path, CONFIG) as log:
         seq = 0
         while True:
-            n = rng.choice([1, 1, 2, 5, 20])
-            log.append([value(writer, s) for s in range(seq, seq + n)])
+            n = rng.choice([1, 1, 2, 5, 20, 300])
+            pad = rng.choice([None, b"p" * 1000])   # big appends widen the window to die in
+            log.append([kqlite.Record(key=pad, value=value(writer, s))
+                        for s in range(seq, seq + n)])
             seq += n
             if seq >= 20:
                 started.set()
+
+
+class _DyingFile:
+    """A file of _DyingFS: passes everything through until its file system is armed."""
+
+    def __init__(self, inner, fs):
+        self._inner, self._fs = inner, fs
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def pwrite(self, data, pos):
+        point, path = self._fs.armed, self._inner.path
+        if point == "mid-batch-write" and path.endswith(".log"):
+            self._inner.pwrite(bytes(data)[:len(data) // 2], pos)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if point == "before-state-write" and self._fs.wrote_log and path.endswith("-state"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        self._inner.pwrite(data, pos)
+        if point and path.endswith(".log"):
+            self._fs.wrote_log = True
+        if point == "after-state-write" and self._fs.wrote_log and path.endswith("-state"):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _DyingFS:
+    """The file-system seam (Log.open(fs=...)) that SIGKILLs its own process at a crash
+    point, always while the append lock is held."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.armed = None
+        self.wrote_log = False
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def open(self, path, create=False):
+        return _DyingFile(self._inner.open(path, create), self)
+
+
+def _die_at(path, point, roll):
+    from kqlite.storage.fs import DEFAULT_FS
+    fs = _DyingFS(DEFAULT_FS)
+    # With ``roll`` the fatal append does not fit in the active segment (64 KiB): the
+    # writer dies after creating the new segment, before the shared state names it.
+    pad = b"p" * 2000 if roll else None
+    with kqlite.Log.open(path, CONFIG, fs=fs) as log:
+        log.append([value(99, 0), value(99, 1)])
+        fs.armed = point
+        log.append([kqlite.Record(key=pad, value=value(99, s)) for s in range(2, 40)])
+    raise AssertionError("still alive")
 
 
 def _append_one(path, writer, results):
@@ -129,6 +190,22 @@ def join_all(procs, timeout):
     assert [p.exitcode for p in procs] == [0] * len(procs)
 
 
+def run_writers(path, count, seeds, extra=(), options=None):
+    """Start one writer process per seed, let them all open the log, then release them
+    together so that they really append at the same time; wait for them to finish."""
+    ready, go = CTX.Semaphore(0), CTX.Event()
+    procs = [CTX.Process(target=_writer, args=(path, w, count, seed, ready, go, options))
+             for w, seed in enumerate(seeds)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        assert ready.acquire(timeout=30), "a writer did not start"
+    go.set()
+    for e in extra:
+        e.set()
+    join_all(procs, 50)
+
+
 def check_writers(records, writers, counts=None):
     """Dense offsets from 0; each writer's seqs 0..n-1 exactly once, in order."""
     assert [r.offset for r in records] == list(range(len(records)))
@@ -148,13 +225,7 @@ def test_four_concurrent_writers(tmp_path):
     path = str(tmp_path / "data" / "mp-0")
     with kqlite.Log.open(path, CONFIG):
         pass                                  # create the data dir before the race
-    go = CTX.Event()
-    procs = [CTX.Process(target=_writer, args=(path, w, 10_000, w, go)) for w in range(4)]
-    for p in procs:
-        p.start()
-    time.sleep(0.2)
-    go.set()
-    join_all(procs, 50)
+    run_writers(path, 10_000, seeds=range(4))
     with kqlite.Log.open(path, CONFIG) as log:
         assert (log.start_offset, log.end_offset) == (0, 40_000)
         records = list(log.read())
@@ -164,6 +235,27 @@ def test_four_concurrent_writers(tmp_path):
     assert len({r.value for r in records}) == 40_000
     keyed = [r for r in records if r.key is not None]
     assert keyed and all(r.headers == (("w", r.key[1:]),) for r in keyed)
+    # They really ran at the same time: the log switches writer many times.
+    switches = sum(1 for a, b in zip(records, records[1:]) if a.value[:3] != b.value[:3])
+    assert switches > 100
+
+
+def test_concurrent_writers_with_fsync_always_and_flush_messages(tmp_path):
+    """The fsync paths write the shared state too (recovery point): they must never put
+    an older view of the log back (that once cut other writers' acknowledged records)."""
+    path = str(tmp_path / "data" / "mp-0")
+    with kqlite.Log.open(path, CONFIG):
+        pass
+    run_writers(path, 600, seeds=[7, 8], options={"fsync": "always"})
+    run_writers(path, 600, seeds=[9, 10], options={"flush_messages": 3})
+    with kqlite.Log.open(path, CONFIG) as log:
+        records = list(log.read())
+    assert len(records) == 2400
+    assert [r.offset for r in records] == list(range(2400))
+    # Writer ids restart at 0 in the second round: each id has seqs 0..599 twice, in order.
+    for w in (0, 1):
+        assert [parse(r.value)[1] for r in records if parse(r.value)[0] == w] == \
+            list(range(600)) * 2
 
 
 def test_reader_sees_new_records_without_reopening(tmp_path):
@@ -172,18 +264,13 @@ def test_reader_sees_new_records_without_reopening(tmp_path):
     total = writers * per_writer
     with kqlite.Log.open(path, CONFIG):
         pass
-    go, ready = CTX.Event(), CTX.Event()
+    reader_ready, reader_go = CTX.Event(), CTX.Event()
     results = CTX.Queue()
-    reader = CTX.Process(target=_reader, args=(path, total, ready, go, results, 40))
+    reader = CTX.Process(target=_reader,
+                         args=(path, total, reader_ready, reader_go, results, 40))
     reader.start()
-    assert ready.wait(30)
-    procs = [CTX.Process(target=_writer, args=(path, w, per_writer, 100 + w, go))
-             for w in range(writers)]
-    for p in procs:
-        p.start()
-    time.sleep(0.2)
-    go.set()
-    join_all(procs, 45)
+    assert reader_ready.wait(30)
+    run_writers(path, per_writer, seeds=[100 + w for w in range(writers)], extra=[reader_go])
     error, seen, growing_polls, end = results.get(timeout=45)
     join_all([reader], 10)
     assert error is None, error
@@ -247,3 +334,79 @@ def test_writer_killed_mid_append_does_not_wedge_the_log(tmp_path, others_open):
         records = list(log.read())
         assert log.append(b"after") == len(records)
     check_writers(records, counts, counts)
+
+
+@pytest.mark.parametrize("roll", [False, True], ids=["same-segment", "after-roll"])
+@pytest.mark.parametrize("point", ["mid-batch-write", "before-state-write", "after-state-write"])
+@pytest.mark.parametrize("others_open", [False, True],
+                         ids=["recovery-by-next-opener", "log-held-open-elsewhere"])
+def test_writer_killed_at_crash_points_while_holding_the_lock(tmp_path, point, others_open,
+                                                             roll):
+    """The same, at chosen crash points inside the locked part of an append: half a batch
+    on disk; a whole batch but no shared-state update; everything but the unlock; each
+    in the active segment and in a segment the dying append had just rolled."""
+    path = str(tmp_path / "data" / "mp-0")
+    held = kqlite.Log.open(path, CONFIG) if others_open else None
+    try:
+        child = CTX.Process(target=_die_at, args=(path, point, roll))
+        child.start()
+        child.join(30)
+        assert child.exitcode == -signal.SIGKILL
+
+        results = CTX.Queue()
+        other = CTX.Process(target=_append_one, args=(path, 1, results))
+        other.start()
+        error, offset, end, elapsed = results.get(timeout=30)
+        join_all([other], 10)
+        assert error is None, error
+        assert elapsed < 5
+        if point == "mid-batch-write":
+            assert offset == 2                 # the torn batch is gone, its offsets reused
+        elif point == "after-state-write":
+            assert offset == 40                # it was in the shared state: it stays
+        else:
+            assert offset in (2, 40)           # never acknowledged: either is fine
+        if held is not None:
+            assert held.end_offset == offset + 1
+            assert [r.offset for r in held.read()] == list(range(offset + 1))
+            assert held.append(b"w3:0") == offset + 1
+            held.roll()                        # a generation change: everyone relists files
+            assert held.append(b"w3:1") == offset + 2
+    finally:
+        if held is not None:
+            held.close()
+    with kqlite.Log.open(path, CONFIG) as log:
+        records = list(log.read())
+        assert log.append(b"w4:0") == len(records)
+    counts = {99: offset, 1: 1}
+    if others_open:
+        counts[3] = 2
+    check_writers(records, counts, counts)
+
+
+@pytest.mark.parametrize("point", ["mid-batch-write", "before-state-write"])
+def test_segment_rolled_by_a_dead_writer_does_not_resurface(tmp_path, point):
+    """A writer dies right after rolling a new segment, before the shared state names it.
+    The log held open elsewhere appends next (to the segment the state names), rolls, and
+    later a reader and a fresh opener must see one dense log, with nothing skipped or
+    duplicated and nothing acknowledged lost."""
+    path = str(tmp_path / "data" / "mp-0")
+    with kqlite.Log.open(path, CONFIG) as held:
+        child = CTX.Process(target=_die_at, args=(path, point, True))
+        child.start()
+        child.join(30)
+        assert child.exitcode == -signal.SIGKILL
+        first = held.append(b"w3:0")
+        assert first in (2, 40)
+        held.roll()
+        held.append([b"w3:1", b"w3:2"])
+        end = held.end_offset
+        assert end == first + 3
+        with kqlite.Log.open(path, CONFIG) as reader:   # not alone: no recovery
+            assert [r.offset for r in reader.read()] == list(range(end))
+            assert [r.offset for r in reader.read(first)] == [first, first + 1, first + 2]
+        assert [r.offset for r in held.read()] == list(range(end))
+    with kqlite.Log.open(path, CONFIG) as log:          # alone: recovery
+        assert log.end_offset == end
+        records = list(log.read())
+    check_writers(records, {99: first, 3: 3}, {99: first, 3: 3})

@@ -11,6 +11,13 @@ model exactly (keys, values, headers, timestamps), segment files named by 20-dig
 base offsets and matching the model batch for batch, index entries pointing at
 batch boundaries, and ``offset_for_time`` / ``read(offset)`` on random inputs.
 A ``reopen`` step closes and reopens the log, after which all of it must hold.
+
+A second Log instance on the same directory (opened and closed by the steps) stands in
+for another process: each instance has its own file descriptions, so the flock-based
+locking and the shared state behave exactly as between processes. Every step goes
+through one of the two. In some runs a third instance, the checker, does the checks
+after every step, so that the other two are refreshed only by the steps that use them
+(a process that has not looked at the log for a while must still do the right thing).
 """
 
 import itertools
@@ -21,7 +28,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine, initialize, invariant, precondition, rule,
+    RuleBasedStateMachine, initialize, invariant, rule,
     run_state_machine_as_test,
 )
 
@@ -30,7 +37,8 @@ from kqlite import Record
 from kqlite.errors import OffsetOutOfRangeError
 from kqlite.format.batch import now_ms
 
-SETTINGS = settings(max_examples=40, stateful_step_count=25, deadline=None, report_multiple_bugs=False,
+SETTINGS = settings(max_examples=40, stateful_step_count=25, deadline=None,
+                    report_multiple_bugs=False,
                     suppress_health_check=list(HealthCheck))
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
@@ -119,24 +127,43 @@ class LogMachine(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
-        self.log = None
+        self.logs = [None, None]
+        self.checker = None
 
     # -- set-up ---------------------------------------------------------------------------
 
     @initialize(segment_bytes=st.integers(300, 2000), index_interval=st.integers(1, 200),
-                retention_bytes=st.integers(0, 3000))
-    def open_log(self, segment_bytes, index_interval, retention_bytes):
+                retention_bytes=st.integers(0, 3000), second=st.booleans(),
+                checker=st.booleans())
+    def open_log(self, segment_bytes, index_interval, retention_bytes, second, checker):
         self.path = os.path.join(self.base_dir, "ex%d" % next(self.counter), "topic-0")
         self.config = {"segment.bytes": segment_bytes, "index.interval.bytes": index_interval,
                        "retention.bytes": retention_bytes, "retention.ms": -1,
                        "segment.ms": 2 ** 62}
-        self.log = kqlite.Log.open(self.path, self.config)
+        self.logs = [kqlite.Log.open(self.path, self.config), None]
+        if second:
+            self.logs[1] = kqlite.Log.open(self.path, self.config)
+        if checker:
+            self.checker = kqlite.Log.open(self.path, self.config)
         self.segments = [MSegment(0)]
         self.start = 0
 
     def teardown(self):
-        if self.log is not None:
-            self.log.close()
+        for log in self.logs + [self.checker]:
+            if log is not None:
+                log.close()
+
+    def pick(self, via):
+        """The instance a step goes through (the first when the second is closed)."""
+        return self.logs[via] or self.logs[0]
+
+    def open_logs(self):
+        return [log for log in self.logs if log is not None]
+
+    def checked_logs(self):
+        """Who the invariants look through: the checker if there is one, else every open
+        instance."""
+        return [self.checker] if self.checker is not None else self.open_logs()
 
     # -- model helpers --------------------------------------------------------------------
 
@@ -161,14 +188,15 @@ class LogMachine(RuleBasedStateMachine):
     # -- rules ----------------------------------------------------------------------------
 
     @rule(records=st.lists(one_record, min_size=1, max_size=20),
-          timestamp=st.one_of(st.none(), timestamps), codec=codecs)
-    def append(self, records, timestamp, codec):
+          timestamp=st.one_of(st.none(), timestamps), codec=codecs, via=st.integers(0, 1))
+    def append(self, records, timestamp, codec, via):
+        log = self.pick(via)
         kwargs = {} if codec is None else {"codec": codec}
         before = now_ms()
-        first = self.log.append(records, timestamp=timestamp, **kwargs)
+        first = log.append(records, timestamp=timestamp, **kwargs)
         after = now_ms()
         assert first == self.end
-        assert self.log.end_offset == first + len(records)
+        assert log.end_offset == first + len(records)
 
         model = []
         for rec in records:
@@ -179,7 +207,7 @@ class LogMachine(RuleBasedStateMachine):
         if any(ts is None for ts, *_ in model):
             if timestamp is None:
                 # The default is the wall clock: learn it from the log, then check it.
-                got = list(self.log.read(first))
+                got = list(log.read(first))
                 defaults = {got[i].timestamp for i, m in enumerate(model) if m[0] is None}
                 assert len(defaults) == 1, defaults
                 timestamp = defaults.pop()
@@ -197,22 +225,51 @@ class LogMachine(RuleBasedStateMachine):
             self.segments.append(active)
         active.batches.append(MBatch(first, model, size))
 
-    @rule()
-    def roll(self):
-        self.log.roll()
+    @rule(via=st.integers(0, 1))
+    def roll(self, via):
+        self.pick(via).roll()
         if self.segments[-1].batches:
             self.segments.append(MSegment(self.end))
 
-    @rule()
-    def reopen(self):
-        self.log.close()
-        self.log = None
-        self.log = kqlite.Log.open(self.path, self.config)
-        assert self.log.recovery_reports == []
+    @rule(via=st.integers(0, 1))
+    def reopen(self, via):
+        """Close one instance and open it again (while the other may stay open)."""
+        if self.logs[via] is not None:
+            self.logs[via].close()
+            self.logs[via] = None
+        self.logs[via] = kqlite.Log.open(self.path, self.config)
+        assert self.logs[via].recovery_reports == []
 
     @rule()
-    def enforce_retention(self):
-        deleted = self.log.enforce_retention()
+    def reopen_all(self):
+        """Close every instance (the last one marks a clean shutdown) and open again: the
+        first opener is alone now."""
+        had_checker = self.checker is not None
+        for log in self.logs + [self.checker]:
+            if log is not None:
+                log.close()
+        self.logs, self.checker = [None, None], None
+        self.logs[0] = kqlite.Log.open(self.path, self.config)
+        assert self.logs[0].recovery_reports == []
+        if had_checker:
+            self.checker = kqlite.Log.open(self.path, self.config)
+
+    @rule(via=st.integers(0, 1))
+    def check_via(self, via):
+        """The invariants through one of the step instances, whatever it last saw."""
+        log = self.pick(via)
+        self.check_contents(log)
+        self.check_files([log])
+
+    @rule()
+    def close_second(self):
+        if self.logs[1] is not None:
+            self.logs[1].close()
+            self.logs[1] = None
+
+    @rule(via=st.integers(0, 1))
+    def enforce_retention(self, via):
+        deleted = self.pick(via).enforce_retention()
         # Kafka's deleteOldSegments: log-start breaches, then size breaches (never the active).
         doomed = [s for s in self.segments[:-1] if s.end <= self.start]
         rest = [s for s in self.segments if s not in doomed]
@@ -226,31 +283,33 @@ class LogMachine(RuleBasedStateMachine):
         if doomed:
             self.drop_segments(doomed)
 
-    @rule(data=st.data())
-    def delete_records(self, data):
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def delete_records(self, data, via):
+        log = self.pick(via)
         before = data.draw(st.integers(0, self.end + 2), label="before")
         if before > self.end:
             with pytest.raises(OffsetOutOfRangeError):
-                self.log.delete_records(before=before)
+                log.delete_records(before=before)
             return
-        result = self.log.delete_records(before=before)
+        result = log.delete_records(before=before)
         self.start = max(self.start, before)
         assert result == self.start
         doomed = [s for s in self.segments[:-1] if s.end <= self.start]
         if doomed:
             self.drop_segments(doomed)
 
-    @rule(data=st.data())
-    def truncate_to(self, data):
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def truncate_to(self, data, via):
+        log = self.pick(via)
         offset = data.draw(st.integers(0, self.end + 2), label="offset")
         if offset >= self.end:
-            assert self.log.truncate_to(offset) == self.end
+            assert log.truncate_to(offset) == self.end
             return
         if offset < self.start:
             with pytest.raises(OffsetOutOfRangeError):
-                self.log.truncate_to(offset)
+                log.truncate_to(offset)
             return
-        new_end = self.log.truncate_to(offset)
+        new_end = log.truncate_to(offset)
         while len(self.segments) > 1 and self.segments[-1].base >= offset:
             self.segments.pop()
         seg = self.segments[-1]
@@ -260,21 +319,23 @@ class LogMachine(RuleBasedStateMachine):
         # (Kafka: logStartOffset = min(targetOffset, logStartOffset)), never start > end.
         self.start = min(self.start, self.end)
 
-    @rule(data=st.data())
-    def read_from_random_offset(self, data):
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def read_from_random_offset(self, data, via):
+        log = self.pick(via)
         live = self.live_records()
         offset = data.draw(st.integers(self.start, self.end), label="offset")
         limit = data.draw(st.one_of(st.none(), st.integers(1, 30)), label="max_records")
         expected = live[offset - self.start:]
         if limit is not None:
             expected = expected[:limit]
-        assert [tuple(r) for r in self.log.read(offset, max_records=limit)] == expected
+        assert [tuple(r) for r in log.read(offset, max_records=limit)] == expected
         stop = data.draw(st.integers(self.start, self.end), label="max_offset")
-        assert [tuple(r) for r in self.log.read(offset, max_offset=stop)] == \
+        assert [tuple(r) for r in log.read(offset, max_offset=stop)] == \
             [r for r in live[offset - self.start:] if r[0] < stop]
 
-    @rule(data=st.data())
-    def offset_for_time(self, data):
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def offset_for_time(self, data, via):
+        log = self.pick(via)
         live = self.live_records()
         known = sorted({r[1] for r in live})
         if known and data.draw(st.booleans(), label="near a stored timestamp"):
@@ -283,18 +344,23 @@ class LogMachine(RuleBasedStateMachine):
         else:
             t = data.draw(timestamps, label="t")
         expected = next((r[0] for r in live if r[1] >= t), None)
-        assert self.log.offset_for_time(t) == expected, (t, live)
+        assert log.offset_for_time(t) == expected, (t, live)
 
     # -- invariants -----------------------------------------------------------------------
 
     @invariant()
     def offsets_and_contents_match_the_model(self):
-        if self.log is None:
-            return
-        log = self.log
+        for log in self.checked_logs():
+            self.check_contents(log)
+
+    @invariant()
+    def files_match_the_model(self):
+        self.check_files(self.checked_logs())
+
+    def check_contents(self, log):
+        live = self.live_records()
         assert (log.start_offset, log.end_offset) == (self.start, self.end)
         assert log.high_watermark == self.end
-        live = self.live_records()
         got = [tuple(r) for r in log.read()]
         assert [r[0] for r in got] == list(range(self.start, self.end))
         assert got == live
@@ -305,15 +371,14 @@ class LogMachine(RuleBasedStateMachine):
             with pytest.raises(OffsetOutOfRangeError):
                 log.read(self.start - 1)
 
-    @invariant()
-    def files_match_the_model(self):
-        if self.log is None:
-            return
+    def check_files(self, instances):
         names = [n for n in os.listdir(self.path) if _SEGMENT_NAME.match(n)]
         logs = sorted(n for n in names if n.endswith(".log"))
         bases = [int(n[:20]) for n in logs]
         assert bases == sorted(bases) and bases == [s.base for s in self.segments]
-        assert self.log.segments == bases
+        for log in instances:
+            log.end_offset                      # catch up with the other instances first
+            assert log.segments == bases
         for n in logs:
             assert len(n) == 24 and n[:20].isdigit()
             assert n[:20] + ".index" in names and n[:20] + ".timeindex" in names
@@ -392,3 +457,92 @@ def test_retention_applies_time_and_size_in_one_call(tmp_path):
         assert len(log.segments) > 5
         log.enforce_retention(now_ms=1_000_500)           # only the first segment is too old
         assert log.size - log.config["retention.bytes"] < per_segment
+
+
+# Two Log instances on one directory behave as two processes (separate flock descriptions).
+
+@pytest.mark.parametrize("how", ["close", "flush"])
+def test_an_instance_with_an_old_view_never_undoes_anothers_appends(tmp_path, how):
+    path = tmp_path / "t-0"
+    a, b = kqlite.Log.open(path), kqlite.Log.open(path)
+    try:
+        a.append(b"1")
+        b.append(b"2")                        # a has not looked since
+        getattr(a, how)()                     # both write the shared state
+        assert b.append(b"3") == 2
+        assert [(r.offset, r.value) for r in b.read()] == [(0, b"1"), (1, b"2"), (2, b"3")]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_records_appended_before_another_instance_rolled_are_not_skipped(tmp_path):
+    path = tmp_path / "t-0"
+    with kqlite.Log.open(path, segment_bytes=200) as a, \
+            kqlite.Log.open(path, segment_bytes=200) as b:
+        a.append(b"x")
+        b.append(b"y")                        # into the segment a knows...
+        b.append(b"z" * 150)                  # ...then b rolls
+        assert [r.value[:1] for r in a.read(1)] == [b"y", b"z"]
+
+
+def test_truncation_below_the_start_is_seen_by_other_instances(tmp_path):
+    path = tmp_path / "t-0"
+    with kqlite.Log.open(path) as a, kqlite.Log.open(path) as b:
+        a.append([b"a", b"b"])
+        a.delete_records(before=1)
+        assert (b.start_offset, b.end_offset) == (1, 2)
+        assert a.truncate_to(1) == 0          # the whole batch goes
+        assert (b.start_offset, b.end_offset) == (0, 0)
+        a.append([b"c", b"d"])
+        assert (b.start_offset, b.end_offset) == (0, 2)
+        assert [r.value for r in b.read()] == [b"c", b"d"]
+
+
+def test_an_opener_after_truncation_below_the_start_sees_the_new_records(tmp_path):
+    """The data dir's log-start-offset checkpoint must not bring back the old start."""
+    path = tmp_path / "data" / "t-0"                  # a data dir: checkpoints are written
+    with kqlite.Log.open(path) as a:
+        a.append([b"a", b"b"])
+        a.delete_records(before=1)
+        assert a.truncate_to(1) == 0
+        assert a.append(b"c") == 0
+        with kqlite.Log.open(path) as b:
+            assert (b.start_offset, b.end_offset) == (0, 1)
+            assert [r.value for r in b.read()] == [b"c"]
+    with kqlite.Log.open(path) as c:
+        assert [r.value for r in c.read()] == [b"c"]
+
+
+def test_other_instances_see_a_truncated_and_rewritten_segment(tmp_path):
+    """Truncate and append again in the same segment: another instance's cached view of
+    that segment (its size, end offset, indexes) no longer describes the file."""
+    path = tmp_path / "t-0"
+    with kqlite.Log.open(path, index_interval_bytes=1) as a, \
+            kqlite.Log.open(path, index_interval_bytes=1) as b:
+        a.append([b"0", b"1"], timestamp=10)
+        a.append(b"2", timestamp=20)
+        assert b.end_offset == 3
+        assert a.truncate_to(2) == 2
+        a.append([b"two", b"three"], timestamp=30)
+        assert (b.start_offset, b.end_offset) == (0, 4)
+        assert [(r.offset, r.value) for r in b.read(1)] == \
+            [(1, b"1"), (2, b"two"), (3, b"three")]
+        assert b.offset_for_time(25) == 2
+
+
+def test_time_index_entry_written_by_another_instances_roll_goes_with_truncation(tmp_path):
+    """b's roll closes the segment with a time index entry a never saw; when a then
+    truncates that segment, the entry for the removed batch must go too."""
+    path = tmp_path / "t-0"
+    with kqlite.Log.open(path, index_interval_bytes=1) as a:
+        a.append(b"x", timestamp=50)
+        with kqlite.Log.open(path, index_interval_bytes=1) as b:
+            b.roll()
+        assert a.truncate_to(0) == 0
+        with open(path / ("%020d.timeindex" % 0), "rb") as f:
+            assert f.read() == b""
+        a.append(b"y", timestamp=10)
+        assert a.offset_for_time(10) == 0
+    with kqlite.Log.open(path) as c:
+        assert c.offset_for_time(10) == 0 and c.offset_for_time(11) is None

@@ -44,7 +44,9 @@ def test_unlimited_retention_keeps_everything(tmp_path):
 def test_compact_only_policy_ignores_time_retention(tmp_path):
     with kqlite.Log.open(tmp_path / "t-0", segment_bytes=200, retention_ms=1,
                          cleanup_policy="compact") as log:
-        fill(log, 30)
+        for i in range(30):  # a compacted log needs keys
+            log.append(kqlite.Record(key=b"k%d" % i, value=b"v%03d" % i,
+                                     timestamp=1_000_000 + i * 1000))
         assert log.enforce_retention(now_ms=10 ** 15) == []
 
 
