@@ -1,0 +1,231 @@
+"""Planning and reading offset ranges of a kqlite data dir (no pyspark here).
+
+The driver side resolves which topic-partitions a query reads and the offsets a
+position option ("earliest", "latest", JSON offsets, timestamps) stands for. The
+executor side turns one offset range of one partition into Arrow record batches in
+the Kafka-source schema. Reading a range is deterministic: the same (topic,
+partition, start, end) always gives the same rows while they are retained, which
+is what Spark's replay of an unfinished micro-batch needs.
+"""
+
+import logging
+import os
+
+import kqlite
+from ..errors import KqliteError, OffsetOutOfRangeError
+from .options import EARLIEST, LATEST, SparkOptionError
+from .schema import arrow_schema, headers_type
+
+__all__ = ["DataLossError", "open_data_dir", "selected_partitions", "resolve_positions",
+           "latest_offsets", "earliest_offsets", "timestamp_type", "read_range", "check_lost"]
+
+log = logging.getLogger("kqlite.spark")
+
+_META = ".kqlite"
+_LOSS_HINT = ("Some data may have been lost because it is not available in the kqlite data "
+              "dir any more: it was deleted by retention or delete_records, the log was "
+              "truncated, or the topic was deleted. If you want your query to go on "
+              "regardless, set the source option \"failOnDataLoss\" to \"false\".")
+
+
+class DataLossError(KqliteError):
+    """Offsets a query must read are gone (retention, truncation, a deleted topic)."""
+
+
+def open_data_dir(path):
+    """Open an existing data dir for the data source (no background retention thread).
+
+    A missing directory is an error, not a new empty data dir: a typo in a path
+    should not quietly read nothing or write somewhere unexpected."""
+    if not os.path.isdir(os.path.join(path, _META, "topics")):
+        if not os.path.isdir(path):
+            raise SparkOptionError(f"no kqlite data dir at {path}")
+        raise SparkOptionError(f"{path} is not a kqlite data dir (it has no .kqlite/topics; "
+                               f"create topics with kqlite.open(path).create_topic(...))")
+    return kqlite.open(path, retention_check_interval_ms=0)
+
+
+def partition_count(db, topic):
+    """The partition count as the topic file says now (another process may have grown it)."""
+    # Database caches topic definitions; drop the entry so partitions_for() re-reads it.
+    db._topics.pop(topic, None)
+    return db.partitions_for(topic)
+
+
+def selected_partitions(db, opts):
+    """Sorted (topic, partition) pairs the subscription covers now."""
+    if opts.assign is not None:
+        counts = {}
+        for topic, p in opts.assign:
+            if topic not in counts:
+                try:
+                    counts[topic] = partition_count(db, topic)
+                except kqlite.UnknownTopicError:
+                    raise SparkOptionError(f"option assign names topic {topic!r}, which does "
+                                           f"not exist in {db.path}") from None
+            if not 0 <= p < counts[topic]:
+                raise SparkOptionError(f"option assign names partition {p} of topic "
+                                       f"{topic!r}, which has {counts[topic]} partition(s)")
+        return list(opts.assign)
+    present = set(db.list_topics(internal=True))
+    if opts.topics is not None:
+        topics = [t for t in opts.topics if t in present]
+    else:   # a pattern never matches internal topics (__consumer_offsets), as in Kafka
+        topics = [t for t in present if opts.matches(t) and not t.startswith("__")]
+    out = []
+    for topic in sorted(set(topics)):
+        try:
+            out.extend((topic, p) for p in range(partition_count(db, topic)))
+        except kqlite.UnknownTopicError:   # deleted meanwhile
+            continue
+    return out
+
+
+def latest_offsets(db, tps):
+    """The high watermark (the end a reader may read to) of each partition."""
+    out = {}
+    for tp in tps:
+        lg = db.log(*tp)
+        lg.end_offset                      # refresh from the shared state
+        out[tp] = lg.high_watermark
+    return out
+
+
+def earliest_offsets(db, tps):
+    return {tp: db.log(*tp).start_offset for tp in tps}
+
+
+def resolve_positions(db, spec, tps, which, strategy="error"):
+    """Offsets ``spec`` (a starting or ending _Spec) stands for, for each of ``tps``.
+
+    Per-partition JSON that leaves a partition out gives it the default: earliest
+    for a start, latest for an end (Kafka insists on every partition; kqlite is
+    lenient). A start by timestamp with no record at or after it fails, or with
+    startingOffsetsByTimestampStrategy=latest takes the latest offset; an end by
+    timestamp with no such record takes the latest offset (as Kafka)."""
+    if spec.kind == "earliest":
+        return earliest_offsets(db, tps)
+    if spec.kind == "latest":
+        return latest_offsets(db, tps)
+    out = {}
+    for tp in tps:
+        lg = db.log(*tp)
+        if spec.kind == "offsets":
+            want = spec.value.get(tp, EARLIEST if which == "starting" else LATEST)
+            if want == EARLIEST:
+                out[tp] = lg.start_offset
+            elif want == LATEST:
+                lg.end_offset
+                out[tp] = lg.high_watermark
+            else:
+                out[tp] = want
+            continue
+        if spec.kind == "timestamp":
+            ts = spec.value
+        else:
+            ts = spec.value.get(tp)
+            if ts is None:
+                out[tp] = lg.start_offset if which == "starting" else _hw(lg)
+                continue
+        found = lg.offset_for_time(ts)
+        if found is None:
+            if which == "starting" and strategy == "error":
+                raise SparkOptionError(
+                    f"no record at or after timestamp {ts} in {tp[0]}-{tp[1]} (option "
+                    f"{which}Timestamp/{which}OffsetsByTimestamp); set "
+                    f"startingOffsetsByTimestampStrategy=latest to start at the end instead")
+            found = _hw(lg)
+        out[tp] = found
+    return out
+
+
+def _hw(lg):
+    lg.end_offset
+    return lg.high_watermark
+
+
+def timestamp_type(db, topic):
+    """Kafka's timestampType column: 1 for a LogAppendTime topic, else 0 (CreateTime)."""
+    try:
+        return 1 if db.topic_config(topic)["message.timestamp.type"] == "LogAppendTime" else 0
+    except KqliteError:
+        return 0
+
+
+def check_lost(message, fail_on_data_loss):
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {_LOSS_HINT}")
+    log.warning("%s; going on because failOnDataLoss=false", message)
+
+
+def read_range(path, topic, partition, start, end, ts_type=0, include_headers=False,
+               fail_on_data_loss=True, batch_rows=10000):
+    """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
+    ``[start, end)`` (executor side; opens and closes the data dir itself)."""
+    import pyarrow as pa
+    schema = arrow_schema(include_headers)
+    if end <= start:
+        return
+    db = open_data_dir(path)
+    try:
+        try:
+            lg = db.log(topic, partition)
+        except kqlite.UnknownTopicError:
+            check_lost(f"topic partition {topic}-{partition} no longer exists (offsets "
+                       f"[{start}, {end}) were to be read)", fail_on_data_loss)
+            return
+        records = None
+        for _attempt in range(3):
+            first = lg.start_offset
+            if start < first:
+                check_lost(f"offsets [{start}, {min(first, end)}) of {topic}-{partition} are "
+                           f"gone: the log now starts at {first}", fail_on_data_loss)
+                start = first
+                if start >= end:
+                    return
+            last = _hw(lg)
+            if end > last:
+                check_lost(f"offsets [{max(start, last)}, {end}) of {topic}-{partition} are "
+                           f"gone: the log now ends at {last}", fail_on_data_loss)
+                end = last
+                if start >= end:
+                    return
+            try:
+                records = lg.read(start, max_offset=end)
+                break
+            except OffsetOutOfRangeError:
+                continue    # retention moved the start between the check and the read
+        if records is None:
+            records = lg.read(max(start, lg.start_offset), max_offset=end)
+        htype = headers_type() if include_headers else None
+        while True:
+            rows = []
+            for rec in records:
+                rows.append(rec)
+                if len(rows) >= batch_rows:
+                    break
+            if not rows:
+                return
+            yield _batch(pa, schema, htype, rows, topic, partition, ts_type)
+            if len(rows) < batch_rows:
+                return
+    finally:
+        db.close()
+
+
+def _batch(pa, schema, htype, rows, topic, partition, ts_type):
+    n = len(rows)
+    offsets, stamps, keys, values, headers = zip(*rows)
+    arrays = [
+        pa.array(keys, type=pa.binary()),
+        pa.array(values, type=pa.binary()),
+        pa.array([topic] * n, type=pa.string()),
+        pa.array([partition] * n, type=pa.int32()),
+        pa.array(offsets, type=pa.int64()),
+        pa.array([ts * 1000 for ts in stamps], type=pa.int64()).cast(
+            pa.timestamp("us", tz="UTC")),
+        pa.array([ts_type] * n, type=pa.int32()),
+    ]
+    if htype is not None:
+        arrays.append(pa.array([list(h) for h in headers], type=htype))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -1,0 +1,392 @@
+"""The ``kqlite`` PySpark data source: batch and streaming reads and writes.
+
+::
+
+    spark.read.format("kqlite").option("subscribe", "clicks").load("/data")
+    spark.readStream.format("kqlite").option("subscribe", "clicks").load("/data")
+    df.write.format("kqlite").option("topic", "out").mode("append").save("/data")
+    df.writeStream.format("kqlite").option("topic", "out").option("checkpointLocation", c)
+        .start("/data")
+
+Rows have Spark's Kafka-source schema and the options are the Kafka source's
+(see docs/spark.md). Works on Spark 4.1 and later; read limits
+(``maxOffsetsPerTrigger``) and a bounded ``Trigger.AvailableNow`` need Spark 4.2+,
+where ``latestOffset`` receives the start offset and the read limit.
+"""
+
+import logging
+
+from pyspark.sql.datasource import (
+    DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
+    DataSourceStreamReader, InputPartition, WriterCommitMessage,
+)
+
+try:  # Spark >= 4.2: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow,
+    )
+    _STREAM_MIXINS = (SupportsTriggerAvailableNow,)
+except ImportError:  # Spark 4.0 / 4.1
+    ReadAllAvailable = ReadMaxRows = None
+    _STREAM_MIXINS = ()
+
+
+from .options import (
+    SinkOptions, SourceOptions, SparkOptionError, from_offset_json, offset_json, rate_limit,
+    split_ranges,
+)
+from .schema import ddl, spark_schema
+
+__all__ = ["KqliteDataSource", "KqliteBatchReader", "KqliteStreamReader", "KqliteWriter",
+           "KqliteStreamWriter", "OffsetRange", "WriteResult", "ADMISSION_CONTROL"]
+
+log = logging.getLogger("kqlite.spark")
+
+ADMISSION_CONTROL = ReadAllAvailable is not None   # Spark 4.2+
+
+
+class OffsetRange(InputPartition):
+    """Offsets ``[start, end)`` of one topic-partition: one Spark task."""
+
+    def __init__(self, topic, partition, start, end, timestamp_type=0):
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.timestamp_type = timestamp_type
+
+    def __repr__(self):
+        return f"OffsetRange({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+    def __eq__(self, other):
+        return isinstance(other, OffsetRange) and \
+            (self.topic, self.partition, self.start, self.end) == \
+            (other.topic, other.partition, other.start, other.end)
+
+    __hash__ = None
+
+
+class KqliteDataSource(DataSource):
+    """``format("kqlite")``: topics of a kqlite data dir (the load/save path)."""
+
+    @classmethod
+    def name(cls):
+        return "kqlite"
+
+    def _include_headers(self):
+        from .options import _bool
+        return _bool(self.options, "includeHeaders", False)
+
+    def schema(self):
+        return ddl(self._include_headers())
+
+    def reader(self, schema):
+        _check_schema(schema, self._include_headers())
+        return KqliteBatchReader(self.options)
+
+    def streamReader(self, schema):
+        _check_schema(schema, self._include_headers())
+        return KqliteStreamReader(self.options)
+
+    def writer(self, schema, overwrite):
+        if overwrite:
+            raise SparkOptionError("kqlite topics are append-only: use .mode('append')")
+        return KqliteWriter(self.options, schema)
+
+    def streamWriter(self, schema, overwrite):
+        # overwrite is set for outputMode("complete"); like Kafka's sink, every emitted row
+        # is appended (a compacted topic then keeps the latest value per key).
+        return KqliteStreamWriter(self.options, schema)
+
+
+def _check_schema(schema, include_headers):
+    """A user-given .schema(...) must be the fixed Kafka-source one (Kafka says the same)."""
+    if schema is None:
+        return
+    fixed = spark_schema(include_headers)
+    if [(f.name, f.dataType.simpleString()) for f in schema.fields] != \
+            [(f.name, f.dataType.simpleString()) for f in fixed.fields]:
+        raise SparkOptionError("the kqlite source has a fixed schema (Spark's Kafka-source "
+                               f"schema: {ddl(include_headers)}); do not set a schema")
+
+
+# -- Reading ------------------------------------------------------------------------------------
+
+class _ReaderBase:
+    """Shared by the batch and streaming readers. The open Database is kept only on the
+    driver and is never pickled to the executors."""
+
+    _db = None
+
+    def _database(self):
+        from .reading import open_data_dir
+        if self._db is None:
+            self._db = open_data_dir(self.opts.path)
+        return self._db
+
+    def _close_db(self):
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_db", None)
+        return state
+
+    def _ranges(self, db, ranges):
+        from .reading import timestamp_type
+        types = {}
+        out = []
+        for topic, p, start, end in split_ranges(ranges, self.opts.min_partitions):
+            if topic not in types:
+                types[topic] = timestamp_type(db, topic)
+            out.append(OffsetRange(topic, p, start, end, types[topic]))
+        return out
+
+    def read(self, partition):
+        if not isinstance(partition, OffsetRange):  # Spark's placeholder when there are none
+            return iter(())
+        from .reading import read_range
+        return read_range(self.opts.path, partition.topic, partition.partition,
+                          partition.start, partition.end, partition.timestamp_type,
+                          self.opts.include_headers, self.opts.fail_on_data_loss,
+                          self.opts.records_per_batch)
+
+
+class KqliteBatchReader(_ReaderBase, DataSourceReader):
+    """One OffsetRange per topic-partition between startingOffsets and endingOffsets."""
+
+    def __init__(self, options):
+        self.opts = SourceOptions(options, streaming=False)
+
+    def partitions(self):
+        from .reading import (
+            check_lost, earliest_offsets, latest_offsets, resolve_positions,
+            selected_partitions,
+        )
+        db = self._database()
+        try:
+            tps = selected_partitions(db, self.opts)
+            start = resolve_positions(db, self.opts.starting, tps, "starting",
+                                      self.opts.timestamp_strategy)
+            end = resolve_positions(db, self.opts.ending, tps, "ending")
+            first = earliest_offsets(db, tps)
+            last = latest_offsets(db, tps)
+            ranges = []
+            for tp in tps:
+                s, e = start[tp], end[tp]
+                if e > last[tp]:
+                    raise SparkOptionError(
+                        f"ending offset {e} of {tp[0]}-{tp[1]} is past the end of the log "
+                        f"({last[tp]})")
+                if s > e:
+                    raise SparkOptionError(
+                        f"starting offset {s} of {tp[0]}-{tp[1]} is after its ending offset "
+                        f"{e}")
+                if s < first[tp]:
+                    check_lost(f"offsets [{s}, {min(first[tp], e)}) of {tp[0]}-{tp[1]} are "
+                               f"gone: the log starts at {first[tp]}",
+                               self.opts.fail_on_data_loss)
+                    s = min(first[tp], e)
+                ranges.append((tp[0], tp[1], s, e))
+            return self._ranges(db, ranges)
+        finally:
+            self._close_db()
+
+
+class KqliteStreamReader(_ReaderBase, DataSourceStreamReader, *_STREAM_MIXINS):
+    """Micro-batches over per-partition offsets, checkpointed by Spark in Kafka's JSON
+    shape ``{"topic": {"0": next_offset}}``."""
+
+    def __init__(self, options):
+        self.opts = SourceOptions(options, streaming=True)
+        self._target = None          # Trigger.AvailableNow: the end fixed at the start
+        if self.opts.min_offsets_per_trigger is not None:
+            raise SparkOptionError("minOffsetsPerTrigger is not supported by the kqlite "
+                                   "source")
+        if self.opts.max_offsets_per_trigger is not None and not ADMISSION_CONTROL:
+            log.warning("maxOffsetsPerTrigger needs Spark 4.2 or later (Spark %s gives a "
+                        "streaming source no read limit); every micro-batch reads all "
+                        "available records", _spark_version())
+
+    # Driver side (one long-lived process per query).
+
+    def initialOffset(self):
+        from .reading import resolve_positions, selected_partitions
+        db = self._database()
+        tps = selected_partitions(db, self.opts)
+        return offset_json(resolve_positions(db, self.opts.starting, tps, "starting",
+                                             self.opts.timestamp_strategy))
+
+    def _latest(self):
+        from .reading import latest_offsets, selected_partitions
+        db = self._database()
+        return latest_offsets(db, selected_partitions(db, self.opts))
+
+    def getDefaultReadLimit(self):
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self):
+        self._target = self._latest()
+
+    def reportLatestOffset(self):
+        return offset_json(self._latest())
+
+    def latestOffset(self, start=None, limit=None):
+        """Spark 4.1 calls ``latestOffset()``; 4.2+ ``latestOffset(start, limit)``."""
+        end = dict(self._target) if self._target is not None else self._latest()
+        if start is not None:
+            # Never move a partition backwards (a stale AvailableNow target after a restart).
+            begin = from_offset_json(start)
+            for tp, off in begin.items():
+                if tp in end and end[tp] < off and self._target is not None:
+                    end[tp] = off
+        if start is None or limit is None or not ADMISSION_CONTROL or \
+                not isinstance(limit, ReadMaxRows):
+            return offset_json(end)
+        begin = from_offset_json(start)
+        new = [tp for tp in end if tp not in begin]
+        earliest = {}
+        if new:
+            from .reading import earliest_offsets
+            earliest = earliest_offsets(self._database(), new)
+        return offset_json(rate_limit(limit.max_rows, begin, end, earliest))
+
+    def partitions(self, start, end):
+        from .reading import check_lost, earliest_offsets
+        begin, stop = from_offset_json(start), from_offset_json(end)
+        db = self._database()
+        for tp in sorted(set(begin) - set(stop)):
+            if self.opts.matches(tp[0]):
+                check_lost(f"topic partition {tp[0]}-{tp[1]} is gone (it was at offset "
+                           f"{begin[tp]})", self.opts.fail_on_data_loss)
+        new = [tp for tp in stop if tp not in begin]
+        earliest = earliest_offsets(db, new) if new else {}
+        ranges = []
+        for tp, e in sorted(stop.items()):
+            s = begin.get(tp, earliest.get(tp, 0))
+            if e < s:
+                check_lost(f"offset of {tp[0]}-{tp[1]} went back from {s} to {e} (the log "
+                           f"was truncated or the topic re-created)", self.opts.fail_on_data_loss)
+                continue
+            ranges.append((tp[0], tp[1], s, e))
+        return self._ranges(db, ranges)
+
+    def commit(self, end):
+        pass   # Spark's checkpoint is the record of progress; nothing to release
+
+    def stop(self):
+        self._close_db()
+
+
+def _spark_version():
+    try:
+        import pyspark
+        return pyspark.__version__
+    except Exception:
+        return "?"
+
+
+# -- Writing ------------------------------------------------------------------------------------
+
+class WriteResult(WriterCommitMessage):
+    """What a write task did: its staging file (staged mode), records per partition and,
+    in a streaming query, the query id (which names the sink's bookkeeping)."""
+
+    def __init__(self, file, counts, query_id=None):
+        self.file = file
+        self.counts = counts
+        self.query_id = query_id
+
+    def __repr__(self):
+        return f"WriteResult({self.file!r}, {sum(self.counts.values())} records)"
+
+
+class _WriterBase:
+    def __init__(self, options, schema):
+        from .writing import check_sink_schema, check_topic_exists
+        self.opts = SinkOptions(options)
+        if schema is not None:
+            check_sink_schema([(f.name, f.dataType.simpleString()) for f in schema.fields],
+                              self.opts.topic)
+        if self.opts.topic is not None:
+            check_topic_exists(self.opts.path, self.opts.topic)
+
+    def write(self, iterator):
+        from .writing import stage_rows
+        name, counts = stage_rows(self.opts.path, iterator, self.opts.topic,
+                                  self.opts.write_mode)
+        return WriteResult(name, counts, _task_query_id())
+
+    @staticmethod
+    def _files(messages):
+        return [m.file for m in messages if isinstance(m, WriteResult) and m.file]
+
+    @staticmethod
+    def _partitions(messages):
+        tps = set()
+        for m in messages:
+            if isinstance(m, WriteResult):
+                tps.update(m.counts)
+        return tps
+
+
+def _task_query_id():
+    """The streaming query id (stable across restarts), from the task's local properties."""
+    try:
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+        return tc.getLocalProperty("sql.streaming.queryId") if tc is not None else None
+    except Exception:
+        return None
+
+
+class KqliteWriter(_WriterBase, DataSourceArrowWriter):
+    """``df.write.format("kqlite")``: staged rows are appended when the job commits; an
+    aborted job appends nothing (writeMode=direct: tasks append, at-least-once). With
+    the options ``sinkId`` and ``batchId`` (foreachBatch) a batch id is published once."""
+
+    def commit(self, messages):
+        if self.opts.write_mode == "staged":
+            from .writing import publish
+            publish(self.opts.path, self._files(messages), self.opts.batch_id,
+                    self.opts.sink_id if self.opts.batch_id is not None else None,
+                    partitions=self._partitions(messages))
+
+    def abort(self, messages):
+        from .writing import discard
+        discard(self.opts.path, self._files(messages))
+
+
+class KqliteStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
+    """``writeStream.format("kqlite")``: each micro-batch is published once per batch id
+    (staged mode; see kqlite.spark.writing), so a replayed batch appends nothing twice."""
+
+    def _sink_id(self, messages):
+        if self.opts.sink_id:
+            return self.opts.sink_id
+        for m in messages:
+            if isinstance(m, WriteResult) and m.query_id:
+                return f"query:{m.query_id}"
+        if self.opts.checkpoint:
+            return f"checkpoint:{self.opts.checkpoint}"
+        return None
+
+    def commit(self, messages, batchId):
+        if self.opts.write_mode != "staged":
+            return
+        from .writing import publish
+        sink = self._sink_id(messages)
+        if sink is None:
+            log.warning("kqlite sink: no query id or sinkId; micro-batch %s is published "
+                        "without replay protection", batchId)
+        publish(self.opts.path, self._files(messages), batchId if sink else None, sink,
+                partitions=self._partitions(messages))
+
+    def abort(self, messages, batchId):
+        from .writing import discard
+        discard(self.opts.path, self._files(messages))
