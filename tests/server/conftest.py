@@ -1,58 +1,8 @@
 """A real `kqlite serve` process per test module, on a free loopback port."""
 
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
-
-class BrokerProcess:
-    def __init__(self, data_dir, extra=()):
-        self.data_dir = str(data_dir)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kqlite.cli", "serve", "--data-dir", self.data_dir,
-             "--listen", "127.0.0.1:0", "--num-partitions", "3", *extra],
-            stderr=subprocess.PIPE, text=True)
-        self.port = None
-        self.lines = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.port = int(m.group(1))
-                break
-        if self.port is None:
-            self.proc.kill()
-            raise RuntimeError("broker did not start:\n" + "".join(self.lines))
-        os.set_blocking(self.proc.stderr.fileno(), False)
-        self.bootstrap = f"127.0.0.1:{self.port}"
-
-    def stderr(self):
-        try:
-            more = self.proc.stderr.read() or ""
-        except (TypeError, OSError):
-            more = ""
-        self.lines.append(more)
-        return "".join(self.lines)
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+from broker_process import BrokerProcess
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +11,3 @@ def broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
     yield b
     b.stop()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def unique(prefix):
-    return f"{prefix}-{int(time.time() * 1000) % 10**9}-{os.getpid()}"

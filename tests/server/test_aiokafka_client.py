@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import unique
+from broker_process import unique
 
 aiokafka = pytest.importorskip("aiokafka")
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402

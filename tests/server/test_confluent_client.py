@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import unique
+from broker_process import unique
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import unique
+from broker_process import unique
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402

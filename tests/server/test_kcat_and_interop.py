@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 import kqlite
-from conftest import unique
+from broker_process import unique
 
 kcat = shutil.which("kcat")
 

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 
 protocol = pytest.importorskip("kqlite.protocol")
 
