@@ -15,6 +15,8 @@ def build_parser():
         prog="kqlite", description="kqlite: Kafka's log storage as an embedded database")
     parser.add_argument("--version", action="version", version=f"kqlite {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log INFO messages")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        help="logging threshold (default: warning; info for serve)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS:
         module.add_parser(sub)
@@ -25,7 +27,8 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     verbose = args.verbose or args.command == "serve"  # a server logs its connections
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+    level = args.log_level.upper() if args.log_level else ("INFO" if verbose else "WARNING")
+    logging.basicConfig(level=level,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "run", None):
         parser.print_help()

@@ -19,6 +19,7 @@ from .coordinator import GroupCoordinator
 from .handlers import HANDLERS
 from .metrics import Metrics
 from .producer_state import ProducerIdAllocator
+from .sendfile import send_region
 
 __all__ = ["Broker"]
 
@@ -169,19 +170,20 @@ class _Connection:
         self.broker.metrics.observe(name, time.perf_counter() - started, request.size)
 
     async def _send(self, chunks):
-        loop = asyncio.get_running_loop()
         sent = 0
-        for chunk in chunks:
-            if isinstance(chunk, FileRegion):
-                await self.writer.drain()
-                with open(chunk.fd, "rb", buffering=0, closefd=False) as f:
-                    await loop.sendfile(self.writer.transport, f, chunk.offset, chunk.length)
-                sent += chunk.length
-            else:
-                self.writer.write(chunk)
-                sent += len(chunk)
-        await self.writer.drain()
-        self.broker.metrics.bytes_out += sent
+        try:
+            for chunk in chunks:
+                if isinstance(chunk, FileRegion):
+                    sent += await send_region(self.writer, chunk.fd, chunk.offset, chunk.length)
+                else:
+                    self.writer.write(chunk)
+                    sent += len(chunk)
+            await self.writer.drain()
+        finally:
+            for chunk in chunks:  # fetch_region hands over duplicated descriptors
+                if isinstance(chunk, FileRegion):
+                    os.close(chunk.fd)
+            self.broker.metrics.bytes_out += sent
 
 
 def _unsupported(request):

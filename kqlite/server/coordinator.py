@@ -101,6 +101,8 @@ class GroupCoordinator:
     async def join(self, request, client_id, client_host):
         body = request.body
         group_id = body["group_id"]
+        log.debug("group %s: JoinGroup v%d from %r", group_id, request.api_version,
+                  body["member_id"])
         if not group_id:
             return self._join_error(ErrorCode.INVALID_GROUP_ID, body)
         g = self.group(group_id, create=True)
@@ -253,6 +255,13 @@ class GroupCoordinator:
     # -- Heartbeat, LeaveGroup ----------------------------------------------------------------
 
     def heartbeat(self, body):
+        code = self._heartbeat(body)
+        if code:
+            log.debug("group %s: heartbeat from %s (generation %d): error %d", body["group_id"],
+                      body["member_id"], body["generation_id"], code)
+        return code
+
+    def _heartbeat(self, body):
         g = self.group(body["group_id"])
         if g is None or body["member_id"] not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID

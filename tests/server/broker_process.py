@@ -14,10 +14,10 @@ import time
 
 
 class BrokerProcess:
-    def __init__(self, data_dir, extra=()):
+    def __init__(self, data_dir, extra=(), global_args=()):
         self.data_dir = str(data_dir)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kqlite.cli", "serve", "--data-dir", self.data_dir,
+            [sys.executable, "-m", "kqlite.cli", *global_args, "serve", "--data-dir", self.data_dir,
              "--listen", "127.0.0.1:0", "--num-partitions", "3", *extra],
             stderr=subprocess.PIPE, text=True)
         self.port = None

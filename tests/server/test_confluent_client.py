@@ -8,7 +8,7 @@ import pytest
 from broker_process import unique
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -69,6 +69,7 @@ def test_group_rebalance_commit_resume_and_times(broker):
     seen = {i: [] for i in range(3)}
     stops = [threading.Event() for _ in range(3)]
     assigned = {}
+    done = {}  # partition -> offset committed successfully
 
     def member(i):
         c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
@@ -79,7 +80,11 @@ def test_group_rebalance_commit_resume_and_times(broker):
             msg = c.poll(0.2)
             if msg is not None and not msg.error():
                 seen[i].append(msg.value())
-                c.commit(msg, asynchronous=False)
+                try:
+                    c.commit(msg, asynchronous=False)
+                    done[msg.partition()] = msg.offset() + 1
+                except KafkaException:
+                    pass  # raced a rebalance (as with Kafka): the next owner re-reads
         c.close()
 
     threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
@@ -99,7 +104,10 @@ def test_group_rebalance_commit_resume_and_times(broker):
         p.produce(topic, b"b-%d" % i)
     p.flush(30)
     after = lambda: {v for i in (1, 2) for v in seen[i] if v.startswith(b"b-")}  # noqa: E731
-    while len(after()) < 300 and time.monotonic() < deadline + 60:
+    # Records read while the group rebalances may fail to commit and be read again by
+    # the partition's next owner, so wait for the commits too.
+    while (len(after()) < 300 or sum(done.values()) < 600) and \
+            time.monotonic() < deadline + 60:
         time.sleep(0.1)
     stops[1].set()
     stops[2].set()
@@ -111,7 +119,8 @@ def test_group_rebalance_commit_resume_and_times(broker):
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                   "auto.offset.reset": "earliest"})
     committed = c.committed([TopicPartition(topic, p) for p in range(6)], timeout=10)
-    assert sum(tp.offset for tp in committed) == 600
+    # A partition the sticky partitioner never picked has no commit (OFFSET_INVALID, -1001).
+    assert sum(max(tp.offset, 0) for tp in committed) == 600, (committed, done)
     found = c.offsets_for_times([TopicPartition(topic, p, now - 150000) for p in range(6)],
                                 timeout=10)
     assert all(tp.offset >= 0 for tp in found)

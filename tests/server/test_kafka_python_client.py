@@ -10,6 +10,7 @@ from broker_process import unique
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka.admin import NewTopic  # noqa: E402
+from kafka.errors import CommitFailedError  # noqa: E402
 
 CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
@@ -50,7 +51,10 @@ def test_group_of_three_rebalances_when_one_leaves(broker):
             for tp, records in c.poll(timeout_ms=200).items():
                 seen[i].extend(r.value for r in records)
             if seen[i]:
-                c.commit()
+                try:
+                    c.commit()
+                except CommitFailedError:
+                    pass  # raced a rebalance (as with Kafka): the next owner re-reads
             assignments[i] = c.assignment()
         c.close()
 

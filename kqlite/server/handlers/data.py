@@ -6,6 +6,7 @@ appended. Fetch answers with file regions of whole batches, sent with sendfile.
 """
 
 import asyncio
+import os
 import time
 
 from ... import _native
@@ -66,8 +67,11 @@ def _append(broker, topic, partition, records):
     except RecordTooLargeError as exc:
         return {"error_code": ErrorCode.MESSAGE_TOO_LARGE, "base_offset": -1,
                 "error_message": str(exc)}
-    except (CorruptRecordError, InvalidRecordError) as exc:
+    except CorruptRecordError as exc:
         return {"error_code": ErrorCode.CORRUPT_MESSAGE, "base_offset": -1,
+                "error_message": str(exc)}
+    except InvalidRecordError as exc:  # e.g. a record without a key on a compacted topic
+        return {"error_code": ErrorCode.INVALID_RECORD, "base_offset": -1,
                 "error_message": str(exc)}
     except KqliteError as exc:
         return {"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "base_offset": -1,
@@ -134,6 +138,12 @@ def _fetch_partition(broker, topic, p, budget):
     return base, length
 
 
+def _release(part):
+    if isinstance(part["records"], FileRegion):
+        os.close(part["records"].fd)
+        part["records"] = b""
+
+
 def _fetch_once(broker, body, version):
     budget = body.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     responses = []
@@ -144,6 +154,7 @@ def _fetch_once(broker, body, version):
             part, size = _fetch_partition(broker, topic["topic"], p, max(budget - total, 1)
                                           if total == 0 else budget - total)
             if total and size > budget - total:
+                _release(part)
                 part["records"] = b""
                 size = 0
             total += size
@@ -162,13 +173,15 @@ async def fetch(broker, conn, request):
         left = deadline - time.monotonic()
         if total >= min_bytes or errors or left <= 0 or broker._stopping:
             break
+        for t in responses:
+            for part in t["partitions"]:
+                _release(part)
         # Delayed fetch: wake on a produce here, or poll for appends by other processes.
         try:
             async with broker.data_arrived:
                 await asyncio.wait_for(broker.data_arrived.wait(), min(left, 0.05))
         except asyncio.TimeoutError:
             pass
-    broker.metrics.messages_out += 0
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 

@@ -1,12 +1,19 @@
 """Group membership (via the coordinator) and committed offsets (via the data dir)."""
 
+import logging
+
 from ...database import UnknownTopicError
 from ...protocol import ErrorCode
 from ..coordinator import EMPTY
 
+log = logging.getLogger("kqlite.server")
+
 
 async def join_group(broker, conn, request):
-    return await broker.coordinator.join(request, request.client_id, conn.host)
+    response = await broker.coordinator.join(request, request.client_id, conn.host)
+    if request.api_version < 7 and response["protocol_name"] is None:
+        response["protocol_name"] = ""  # nullable only from v7 (KIP-559)
+    return response
 
 
 async def sync_group(broker, conn, request):
@@ -31,6 +38,9 @@ async def offset_commit(broker, conn, request):
     body = request.body
     generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
     code = broker.coordinator.check_commit(body["group_id"], generation, body.get("member_id", ""))
+    if code:
+        log.debug("group %s: OffsetCommit from %s (generation %d): error %d", body["group_id"],
+                  body.get("member_id", ""), generation, code)
     topics = []
     commits = {}
     for t in body["topics"]:
