@@ -1,5 +1,6 @@
 """The workloads, in the order run.py runs them (machine limits first)."""
 
-from . import append, durable, machine, multiprocess, native, read, recovery, retention
+from . import (append, broker, durable, machine, multiprocess, native, read, recovery,
+               retention)
 
-WORKLOADS = [machine, native, append, read, durable, multiprocess, retention, recovery]
+WORKLOADS = [machine, native, append, read, durable, multiprocess, retention, recovery, broker]
