@@ -17,7 +17,6 @@ class Metrics:
     def __init__(self, broker):
         self.broker = broker
         self.messages_in = 0
-        self.messages_out = 0
         self.bytes_in = 0
         self.bytes_out = 0
         self.connections = 0
