@@ -566,7 +566,7 @@ class Log:
         about 1 MiB, each at most ``max.message.bytes``. With ``fsync="always"`` it
         returns after the records are on disk.
         """
-        if isinstance(records, (bytes, bytearray, memoryview, Record)):
+        if records is None or isinstance(records, (bytes, bytearray, memoryview, Record)):
             records = [records]
         elif not isinstance(records, list):
             records = list(records)
@@ -930,7 +930,8 @@ class Log:
         """Where the whole batches from the one holding ``offset`` lie on disk, for
         sendfile: ``(fd, position, length)`` within one segment, at most ``max_bytes``
         (but at least one batch) and only batches below ``max_offset`` (default: the high
-        watermark). ``None`` when there is nothing to read at ``offset``."""
+        watermark). ``None`` when there is nothing to read at ``offset``. The descriptor is
+        a duplicate the caller must close: retention may close the segment meanwhile."""
         with self._lock:
             self._refresh()
             if offset < self.log_start_offset or offset > self.next_offset:
@@ -959,7 +960,7 @@ class Log:
                 pass
             if not picked:
                 return None
-            return seg.log.fileno(), start, sum(picked)
+            return os.dup(seg.log.fileno()), start, sum(picked)
 
     def offset_for_time(self, timestamp):
         """The earliest offset whose timestamp is >= ``timestamp`` (ms), or None."""
