@@ -13,8 +13,9 @@ Python start-up; the worker is still a separate process that dies by SIGKILL wit
 its descriptors, locks and page-cache writes in whatever state they were.
 
 A command: {"path": dir, "seed": int, "threads": n, "config": {...}, "open_only":
-bool, "kill_at_write": k, "large": bool}; with ``kill_at_write`` the worker kills
-itself in the middle of its k-th segment write (see :func:`_killing_fs`). Each worker
+bool, "kill_at_write": k, "large": bool, "broken": "buffered"}; with ``kill_at_write``
+the worker kills itself in the middle of its k-th segment write (see
+:func:`_killing_fs`); ``broken`` runs the negative control (see :func:`_buffering_fs`). Each worker
 thread appends batches until killed; the records of a batch are derived from its id
 (see :func:`batch_values`), so the parent can tell a real record from garbage without
 having seen its acknowledgement.
@@ -107,6 +108,59 @@ def _killing_fs(kill_at, seed):
     return KillingFS()
 
 
+def _buffering_fs():
+    """A deliberately broken build for the negative control: segment writes wait in
+    process memory and reach the OS only every 8th write (or before a read, sync or
+    close), so an append can return - and be acknowledged - while its bytes exist
+    nowhere a kill -9 leaves behind. The harness must report the loss."""
+    from kqlite.storage.fs import OsFile, OsFileSystem
+
+    class BufferingFile(OsFile):
+        __slots__ = ("pending",)
+
+        def pwrite(self, data, pos):
+            if not self.path.endswith(".log"):
+                return OsFile.pwrite(self, data, pos)
+            self.pending.append((bytes(data), pos))
+            if len(self.pending) >= 8:
+                self.drain()
+            return len(data)
+
+        def drain(self):
+            pending, self.pending = self.pending, []
+            for data, pos in pending:
+                OsFile.pwrite(self, data, pos)
+
+        def size(self):
+            end = max((pos + len(data) for data, pos in self.pending), default=0)
+            return max(OsFile.size(self), end)
+
+        def pread(self, size, pos):
+            self.drain()
+            return OsFile.pread(self, size, pos)
+
+        def truncate(self, size):
+            self.drain()
+            return OsFile.truncate(self, size)
+
+        def sync(self):
+            self.drain()
+            return OsFile.sync(self)
+
+        def close(self):
+            self.drain()
+            return OsFile.close(self)
+
+    class BufferingFS(OsFileSystem):
+        def open(self, path, create=False):
+            f = OsFileSystem.open(self, path, create)
+            out = BufferingFile(f.path, f.fileno())
+            out.pending = []
+            return out
+
+    return BufferingFS()
+
+
 def _say(line):
     os.write(1, (line + "\n").encode())
 
@@ -115,6 +169,8 @@ def _work(cmd):
     import kqlite
     _say("PID %d" % os.getpid())
     fs = _killing_fs(cmd["kill_at_write"], cmd["seed"]) if cmd.get("kill_at_write") else None
+    if cmd.get("broken") == "buffered":
+        fs = _buffering_fs()
     log = kqlite.Log.open(cmd["path"], fs=fs, **cmd["config"])
     if cmd.get("open_only"):
         _say("OPEN")

@@ -147,7 +147,8 @@ def check_log(path, config, acked, full_recovery=False):
     return cut, len(seen) - len(acked)
 
 
-def kill_loop(server, base, iterations, threads, config, seed, per_log=10, self_kill=False):
+def kill_loop(server, base, iterations, threads, config, seed, per_log=10, self_kill=False,
+              broken=None):
     """``iterations`` kills; a fresh log every ``per_log`` of them (the checks read
     the whole log after every kill)."""
     rnd = random.Random(seed)
@@ -159,6 +160,8 @@ def kill_loop(server, base, iterations, threads, config, seed, per_log=10, self_
             extra = 0
         cmd = {"path": path, "seed": seed * 100_000 + i, "threads": threads,
                "config": config}
+        if broken:
+            cmd["broken"] = broken
         if self_kill:
             cmd["kill_at_write"] = rnd.randint(1, 60)
             cmd["large"] = True
@@ -207,6 +210,14 @@ def test_kill9_in_the_middle_of_a_write(server, disk, soak, fsync):
     print(f"self-kill at a write, {fsync}: {stats}")
     assert stats["kills"] == n
     assert stats["cut"] > n // 10, "recovery hardly ever had a torn batch to cut"
+
+
+def test_negative_control_acknowledging_from_a_memory_buffer_is_caught(server, disk):
+    """Proof the harness can fail: a build whose segment writes wait in process memory
+    acknowledges appends a kill -9 then loses, and the checks must say so."""
+    with pytest.raises(AssertionError, match="acknowledged|differs|contiguous"):
+        kill_loop(server, disk, 20, 1, dict(CONFIG, fsync="never"), seed=11,
+                  broken="buffered")
 
 
 def test_kill9_while_only_holding_the_log_open(server, tmp_path):
