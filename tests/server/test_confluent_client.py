@@ -11,7 +11,8 @@ from broker_process import unique
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import (AdminClient, ConfigResource, NewPartitions,  # noqa: E402
+                                   NewTopic)
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -143,6 +144,21 @@ def test_admin_create_delete(broker):
                                            config={"retention.ms": "60000"})]).values():
         f.result(30)
     assert topic in admin.list_topics(timeout=10).topics
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    assert configs["retention.ms"].value == "60000"
+    for f in admin.create_partitions([NewPartitions(topic, 3)]).values():
+        f.result(30)
+    assert len(admin.list_topics(timeout=10).topics[topic].partitions) == 3
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        p.produce(topic, b"r%d" % i, partition=0)
+    assert p.flush(30) == 0
+    deleted = admin.delete_records([TopicPartition(topic, 0, 4)])
+    assert deleted[TopicPartition(topic, 0, 4)].result(30).low_watermark == 4
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("ck-wm")})
+    assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (4, 10)
+    c.close()
     for f in admin.delete_topics([topic]).values():
         f.result(30)
     assert topic not in admin.list_topics(timeout=10).topics
