@@ -16,6 +16,11 @@ from array import array
 from itertools import repeat
 
 from ..errors import CorruptRecordError, InvalidRecordError
+from ._inputs import INT64_MAX, INT64_MIN
+from ._inputs import as_bytes as _as_bytes
+from ._inputs import column as _column
+from ._inputs import header_key as _header_key
+from ._inputs import timestamp_delta as _delta
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
@@ -34,8 +39,6 @@ if _built_abi != EXPECTED_ABI:
 HARDWARE_CRC = bool(lib.kq_crc32c_hardware())
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
 
-INT32_MAX = (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MIN_RECORD_SIZE = 7
 _SCAN_CAP = 4096            # entries per C call: bounds the scratch array, not the scan
 
@@ -115,39 +118,6 @@ def crc32c_portable(data, value=0):
 
 
 # -- Record encoding ------------------------------------------------------------------------
-
-def _as_bytes(value, what):
-    if value is None or isinstance(value, (bytes, bytearray)):
-        return value
-    if isinstance(value, memoryview):
-        return value if value.format == "B" and value.ndim == 1 else value.tobytes()
-    raise InvalidRecordError(f"{what} must be bytes-like or None, not {type(value).__name__}")
-
-
-def _header_key(key):
-    if isinstance(key, str):
-        return key.encode("utf-8")
-    if isinstance(key, (bytes, bytearray, memoryview)):
-        return _as_bytes(key, "header key")
-    raise InvalidRecordError(f"header key must be str or bytes, not {type(key).__name__}")
-
-
-def _delta(delta):
-    try:
-        delta = operator.index(delta)
-    except TypeError:
-        raise InvalidRecordError(
-            f"timestamp delta must be an int, not {type(delta).__name__}") from None
-    if not INT64_MIN <= delta <= INT64_MAX:
-        raise InvalidRecordError(f"timestamp delta {delta} does not fit in 64 bits")
-    return delta
-
-
-def _column(column, n, what):
-    if column is not None and len(column) != n:
-        raise InvalidRecordError(f"{len(column)} {what} for {n} values")
-    return column
-
 
 def _finish_encode(written, out):
     if written >= 0:

@@ -13,13 +13,16 @@ import zlib
 import crcmod.predefined
 
 from ..errors import CorruptRecordError, InvalidRecordError
+from ._inputs import INT32_MAX, INT64_MAX, INT64_MIN
+from ._inputs import as_bytes as _as_bytes
+from ._inputs import column as _column
+from ._inputs import header_key as _header_key
+from ._inputs import timestamp_delta as _delta
 
 IMPLEMENTATION = "python"
 
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
 
-INT32_MAX = (1 << 31) - 1
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount: one byte
 # each at least, plus the one-byte length varint in front.
 MIN_RECORD_SIZE = 7
@@ -66,15 +69,6 @@ def _put_varint(out, n):
     out.append(n)
 
 
-def _as_bytes(value, what):
-    """bytes-like or None, with len() counting bytes; anything else is refused."""
-    if value is None or isinstance(value, (bytes, bytearray)):
-        return value
-    if isinstance(value, memoryview):
-        return value if value.format == "B" and value.ndim == 1 else value.tobytes()
-    raise InvalidRecordError(f"{what} must be bytes-like or None, not {type(value).__name__}")
-
-
 def _put_bytes(out, data):
     if data is None:
         out.append(1)                                   # zigzag(-1)
@@ -83,33 +77,6 @@ def _put_bytes(out, data):
         raise InvalidRecordError(f"field of {len(data)} bytes does not fit a record")
     _put_varint(out, len(data))
     out += data
-
-
-def _column(column, n, what):
-    if column is None:
-        return None
-    if len(column) != n:
-        raise InvalidRecordError(f"{len(column)} {what} for {n} values")
-    return column
-
-
-def _header_key(key):
-    if isinstance(key, str):
-        return key.encode("utf-8")
-    if isinstance(key, (bytes, bytearray, memoryview)):
-        return _as_bytes(key, "header key")
-    raise InvalidRecordError(f"header key must be str or bytes, not {type(key).__name__}")
-
-
-def _delta(delta):
-    try:
-        delta = operator.index(delta)
-    except TypeError:
-        raise InvalidRecordError(
-            f"timestamp delta must be an int, not {type(delta).__name__}") from None
-    if not INT64_MIN <= delta <= INT64_MAX:
-        raise InvalidRecordError(f"timestamp delta {delta} does not fit in 64 bits")
-    return delta
 
 
 def encode_records(values, keys=None, timestamp_deltas=None, headers=None):
@@ -147,42 +114,33 @@ def encode_records(values, keys=None, timestamp_deltas=None, headers=None):
 
 # -- Record decoding ------------------------------------------------------------------------
 
-def _varint(buf, pos, end):
-    """Zigzag varint of at most 5 bytes whose unsigned form fits 32 bits."""
+def _zigzag(buf, pos, end, bits, what):
+    """A zigzag varint whose unsigned form fits ``bits`` bits (Kafka's varint: 32,
+    varlong: 64) and takes at most as many bytes as that needs."""
     raw = shift = 0
+    max_bytes = (bits + 6) // 7
     while True:
         if pos >= end:
-            raise CorruptRecordError("varint runs past the end of its record", position=pos)
+            raise CorruptRecordError(f"{what} runs past the end of its record", position=pos)
         b = buf[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
         if b < 0x80:
             break
         shift += 7
-        if shift > 28:
-            raise CorruptRecordError("varint longer than 5 bytes", position=pos)
-    if raw > 0xFFFFFFFF:
-        raise CorruptRecordError("varint overflows 32 bits", position=pos)
+        if shift >= 7 * max_bytes:
+            raise CorruptRecordError(f"{what} longer than {max_bytes} bytes", position=pos)
+    if raw >> bits:
+        raise CorruptRecordError(f"{what} overflows {bits} bits", position=pos)
     return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _varint(buf, pos, end):
+    return _zigzag(buf, pos, end, 32, "varint")
 
 
 def _varlong(buf, pos, end):
-    """Zigzag varint of at most 10 bytes whose unsigned form fits 64 bits."""
-    raw = shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("varlong runs past the end of its record", position=pos)
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varlong longer than 10 bytes", position=pos)
-    if raw > 0xFFFFFFFFFFFFFFFF:
-        raise CorruptRecordError("varlong overflows 64 bits", position=pos)
-    return (raw >> 1) ^ -(raw & 1), pos
+    return _zigzag(buf, pos, end, 64, "varlong")
 
 
 def _field(buf, pos, end):
