@@ -101,8 +101,9 @@ class OffsetStore:
         return self.db.log(OFFSETS_TOPIC, group_partition(group))
 
     def _catch_up(self, group):
-        log = self._log(group)
-        p = group_partition(group)
+        self._catch_up_partition(group_partition(group), self._log(group))
+
+    def _catch_up_partition(self, p, log):
         start = max(self._read_upto.get(p, 0), log.start_offset)
         for rec in log.read(start):
             key = decode_key(rec.key)
@@ -112,7 +113,9 @@ class OffsetStore:
                 else:
                     self._commits[key] = decode_value(rec.value)
             start = rec.offset + 1
-        self._read_upto[p] = max(start, log.end_offset)
+        # Only what was read: a commit another process appends after the loop is read
+        # next time (taking the end offset here could skip it for good).
+        self._read_upto[p] = start
 
     def commit(self, group, offsets, metadata="", timestamp=None):
         """Store ``{(topic, partition): offset}`` for ``group`` atomically (one batch)."""
@@ -139,14 +142,6 @@ class OffsetStore:
         names = set()
         with self._lock:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
-                log = self.db.log(OFFSETS_TOPIC, p)
-                for rec in log.read(max(self._read_upto.get(p, 0), log.start_offset)):
-                    key = decode_key(rec.key)
-                    if key is not None:
-                        if rec.value is None:
-                            self._commits.pop(key, None)
-                        else:
-                            self._commits[key] = decode_value(rec.value)
-                self._read_upto[p] = log.end_offset
+                self._catch_up_partition(p, self.db.log(OFFSETS_TOPIC, p))
             names.update(g for g, _t, _p in self._commits)
         return sorted(names)
