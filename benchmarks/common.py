@@ -77,6 +77,22 @@ def best_time(repeats, run, setup=None, teardown=None, sync=True, limit=None):
     return best
 
 
+def pread_file(path, each=None, chunk=1 << 20):
+    """Read a whole file in ``chunk``-byte preads, handing each piece to ``each``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = 0
+        while True:
+            data = os.pread(fd, chunk, pos)
+            if not data:
+                return pos
+            if each is not None:
+                each(data)
+            pos += len(data)
+    finally:
+        os.close(fd)
+
+
 def timed_loop(step, budget, max_steps=None):
     """Call ``step()`` until ``budget`` seconds pass (or ``max_steps`` calls).
 

@@ -10,7 +10,7 @@ import struct
 import kqlite
 
 import peers
-from common import best_time, settle, timed_loop, values
+from common import best_time, pread_file, settle, timed_loop, values
 
 NAME = "read"
 DESCRIPTION = "sequential read into records, zero-copy read_batches, random reads"
@@ -79,16 +79,7 @@ def run(ctx):
 
             def pread_files(_):
                 for name in segs:
-                    fd = os.open(name, os.O_RDONLY)
-                    try:
-                        pos = 0
-                        while True:
-                            data = os.pread(fd, 1 << 20, pos)
-                            if not data:
-                                break
-                            pos += len(data)
-                    finally:
-                        os.close(fd)
+                    pread_file(name)
             t = best_time(ctx.repeats, pread_files, sync=False)
             ctx.add_rate("batches_zero_copy", "os.pread of the same segment files",
                          batches.bytes, t, "B/s", note="1 MiB preads: the page-cache bound")

@@ -10,7 +10,7 @@ import time
 
 import kqlite
 
-from common import best_time, settle, values
+from common import best_time, pread_file, settle, values
 
 NAME = "recovery"
 DESCRIPTION = "Log.open after the writer was killed with SIGKILL"
@@ -78,17 +78,7 @@ def run(ctx):
                 f.write(chunk)
 
         def read_crc(_):
-            fd = os.open(data_path, os.O_RDONLY)
-            try:
-                pos = 0
-                while True:
-                    data = os.pread(fd, 1 << 20, pos)
-                    if not data:
-                        break
-                    native.crc32c(data)
-                    pos += len(data)
-            finally:
-                os.close(fd)
+            pread_file(data_path, native.crc32c)
         t = best_time(ctx.repeats, read_crc, sync=False)
         ctx.add(case, f"pread + crc32c ({native.IMPLEMENTATION}) of as many bytes", t, "s",
                 seconds=t, note="lower bound")
