@@ -87,7 +87,10 @@ class LogConfig:
             self._values[name] = self._overrides[name] = _coerce(name, value)
 
     def __getitem__(self, name):
-        return self._values[_canonical(name)]
+        try:
+            return self._values[name]  # the hot path: appends read a few settings each
+        except KeyError:
+            return self._values[_canonical(name)]
 
     def __getattr__(self, attr):
         try:
