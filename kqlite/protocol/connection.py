@@ -20,7 +20,7 @@ from .codec import message, read_tags
 from .errors import ProtocolError
 from .primitives import (EncodeError, EncodeRangeError, FileRegion, Reader, Writer,
                          read_int16, read_int32, read_length, write_length)
-from .schema import API_NAMES, APIS, in_range
+from .schema import API_NAMES, APIS, REFUSED, in_range
 
 __all__ = ["Request", "ServerConnection", "encode_request", "encode_response",
            "decode_request", "decode_response", "SUPPORTED"]
@@ -31,7 +31,7 @@ _HEADER = struct.Struct(">hhi")  # WIRE: Kafka-defined request header v1 prefix
 _INT32 = struct.Struct(">i")
 
 # api_key -> (min, max): the versions kqlite serves and advertises in ApiVersions.
-SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())}
+SUPPORTED = {key: api.versions for key, api in sorted(APIS.items()) if key not in REFUSED}
 
 
 class Request:

@@ -159,8 +159,10 @@ class _Connection:
         if request.unsupported or handler is None:
             body, version = _unsupported(request)
             if body is None:
-                log.warning("unsupported request %s v%d from %s; closing", name,
-                            request.api_version, self.peer)
+                log.warning("unsupported request %s v%d from client %r at %s; closing the "
+                            "connection (not listed in ApiVersions)", name,
+                            request.api_version, request.client_id, self.peer)
+                self.broker.metrics.protocol_errors += 1
                 raise ConnectionError("unsupported request")
             await self._send(self.codec.respond(request, body, version=version))
             return
@@ -187,9 +189,11 @@ class _Connection:
 
 
 def _unsupported(request):
-    """The error reply to an unsupported API or version: ApiVersions answers with v0 and
-    its supported list (so the client can retry); other APIs are closed on, as Kafka does
-    for an API it does not know, unless an error field exists at that version."""
+    """The reply to an API or version kqlite has no schema for: ApiVersions answers in v0
+    with UNSUPPORTED_VERSION and the supported list (so the client retries with a version
+    both know). For anything else no correct response layout is known, so the connection
+    is closed, as Apache Kafka does; ApiVersions never lists such requests. (SASL, ACL and
+    transaction requests do have schemas and get error answers: handlers/refused.py.)"""
     from ..protocol import SUPPORTED
     if request.api_key == 18:
         return {"error_code": ErrorCode.UNSUPPORTED_VERSION,

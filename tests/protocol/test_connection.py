@@ -83,13 +83,23 @@ def test_records_are_views_that_survive_later_data():
 # -- Unsupported requests --------------------------------------------------------------------
 
 def test_unknown_api_key_is_returned_unsupported():
-    (req,) = ServerConnection().receive_data(_frame(17, 1, 42, "sasl-client", b"\x00\x05PLAIN"))
+    # UpdateFeatures (57): a Kafka API kqlite has no schema for.
+    (req,) = ServerConnection().receive_data(_frame(57, 1, 42, "admin-client", b"\x00\x05PLAIN"))
     assert req.unsupported and req.body is None
     assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == \
-        (17, 1, 42, "sasl-client")
-    assert req.name == "SaslHandshake" == API_NAMES[17]
+        (57, 1, 42, "admin-client")
+    assert req.name == "UpdateFeatures" == API_NAMES[57]
     (req,) = ServerConnection().receive_data(_frame(1000, 0, 1, None))
     assert req.unsupported and req.name == "Unknown(1000)" and req.client_id is None
+
+
+def test_refused_api_is_decoded_but_not_advertised():
+    """SASL, ACL and transaction-coordinator requests are decoded so the broker can answer
+    them with an error, but ApiVersions never lists them."""
+    (req,) = ServerConnection().receive_data(_frame(17, 1, 42, "sasl-client", b"\x00\x05PLAIN"))
+    assert not req.unsupported and req.body == {"mechanism": "PLAIN"}
+    assert req.name == "SaslHandshake" == API_NAMES[17]
+    assert not {17, 25, 26, 29, 30, 31, 36} & set(SUPPORTED)
 
 
 def test_unsupported_version_of_known_api():

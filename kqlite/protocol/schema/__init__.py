@@ -8,12 +8,16 @@ Adding an API: declare it in the module of its family (data, metadata, groups, a
 to that module's ``APIS`` list, and run tests/protocol/test_schema_crosscheck.py.
 """
 
-from . import admin, data, groups, metadata
+from . import admin, data, groups, metadata, refused
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
-__all__ = ["APIS", "API_NAMES", "Api", "F", "Field", "MISSING", "in_range", "parse_versions"]
+__all__ = ["APIS", "API_NAMES", "REFUSED", "Api", "F", "Field", "MISSING", "in_range",
+           "parse_versions"]
 
-APIS = {a.key: a for module in (data, metadata, groups, admin) for a in module.APIS}
+APIS = {a.key: a for module in (data, metadata, groups, admin, refused) for a in module.APIS}
+
+# Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
+REFUSED = frozenset(a.key for a in refused.APIS)
 
 # WIRE: Kafka-defined. The API keys of Apache Kafka (4.1), from the apiKey of each
 # clients/src/main/resources/common/message/*Request.json. Keys 4-7 (LeaderAndIsr,

@@ -1,0 +1,48 @@
+"""Answers to the APIs kqlite decodes only to refuse (kqlite/protocol/schema/refused.py).
+
+kqlite has no SASL, no authorizer and no transaction coordinator. Each request gets the
+error Apache Kafka gives when that feature is off, in every per-item error field, so the
+client reports a clear reason and the connection stays usable.
+"""
+
+from ...protocol import ErrorCode
+
+_NO_SASL = "kqlite serves PLAINTEXT only: no SASL mechanism is enabled"
+_NO_ACLS = "kqlite has no authorizer: ACLs are not supported"
+
+
+async def sasl_handshake(broker, conn, request):
+    return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+
+
+async def sasl_authenticate(broker, conn, request):
+    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": _NO_SASL,
+            "auth_bytes": b"", "session_lifetime_ms": 0}
+
+
+async def describe_acls(broker, conn, request):
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED,
+            "error_message": _NO_ACLS, "resources": []}
+
+
+async def create_acls(broker, conn, request):
+    return {"throttle_time_ms": 0, "results": [
+        {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_ACLS}
+        for _ in request.body["creations"]]}
+
+
+async def delete_acls(broker, conn, request):
+    return {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_ACLS,
+         "matching_acls": []} for _ in request.body["filters"]]}
+
+
+async def no_transactions(broker, conn, request):
+    # The same answer InitProducerId and Produce give a transactional id: fatal for the
+    # transactional producer, which then reports it instead of retrying forever.
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "producer_id": -1, "producer_epoch": -1}
+
+
+HANDLERS = {17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls,
+            31: delete_acls, 25: no_transactions, 26: no_transactions}

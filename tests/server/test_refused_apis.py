@@ -1,0 +1,137 @@
+"""Requests for features kqlite does not have (SASL, ACLs, transactions, unknown APIs):
+an error answer and a connection that stays usable, or - where no answer layout is
+known - a closed connection, exactly as docs/compatibility.md says."""
+
+import socket
+import struct
+import time
+
+import pytest
+
+from broker_process import unique
+
+protocol = pytest.importorskip("kqlite.protocol")
+from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol.connection import decode_response, encode_request  # noqa: E402
+
+
+class RawClient:
+    def __init__(self, broker):
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+        self.correlation = 0
+
+    def call(self, api_key, version, body):
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, "raw", body))
+        frame = self.frame()
+        assert frame is not None, "the broker closed the connection"
+        correlation, response = decode_response(api_key, version, frame)
+        assert correlation == self.correlation
+        return response
+
+    def frame(self):
+        head = self._exactly(4)
+        if head is None:
+            return None
+        return self._exactly(struct.unpack(">i", head)[0])
+
+    def _exactly(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                return None
+            out += chunk
+        return out
+
+    def metadata_ok(self):
+        body = self.call(3, 1, {"topics": None})
+        return [b["node_id"] for b in body["brokers"]] == [0]
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_sasl_handshake_is_refused_and_the_connection_stays(broker, version):
+    c = RawClient(broker)
+    reply = c.call(17, version, {"mechanism": "PLAIN"})
+    assert reply == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
+    assert c.metadata_ok()
+    c.close()
+
+
+def test_sasl_authenticate_is_refused(broker):
+    c = RawClient(broker)
+    reply = c.call(36, 2, {"auth_bytes": b"\0user\0secret"})
+    assert reply["error_code"] == ErrorCode.ILLEGAL_SASL_STATE and "SASL" in reply["error_message"]
+    assert c.metadata_ok()
+    c.close()
+
+
+def test_acl_requests_get_security_disabled(broker):
+    c = RawClient(broker)
+    flt = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+           "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    assert c.call(29, 1, flt)["error_code"] == ErrorCode.SECURITY_DISABLED
+    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}
+    results = c.call(30, 2, {"creations": [creation, creation]})["results"]
+    assert [r["error_code"] for r in results] == [ErrorCode.SECURITY_DISABLED] * 2
+    results = c.call(31, 3, {"filters": [flt]})["filter_results"]
+    assert [r["error_code"] for r in results] == [ErrorCode.SECURITY_DISABLED]
+    assert c.metadata_ok()
+    c.close()
+
+
+@pytest.mark.parametrize("api_key,version", [(25, 0), (26, 3), (26, 5)])
+def test_transaction_coordinator_requests_are_refused(broker, api_key, version):
+    c = RawClient(broker)
+    body = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+            "group_id": "g", "committed": True}
+    reply = c.call(api_key, version, body)
+    assert reply["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert c.metadata_ok()
+    c.close()
+
+
+def test_refused_apis_are_not_advertised(broker):
+    c = RawClient(broker)
+    keys = {k["api_key"] for k in c.call(18, 3, {"client_software_name": "raw",
+                                                 "client_software_version": "1"})["api_keys"]}
+    assert {0, 1, 3, 18} <= keys and not {17, 25, 26, 29, 30, 31, 36} & keys
+    c.close()
+
+
+@pytest.mark.parametrize("api_key,version", [(57, 0), (1000, 0), (3, 99)],
+                         ids=["UpdateFeatures", "unknown-key", "Metadata-v99"])
+def test_request_without_a_known_answer_closes_only_its_connection(broker, api_key, version):
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    header = struct.pack(">hhih", api_key, version, 5, 3) + b"raw"
+    s.sendall(struct.pack(">i", len(header) + 4) + header + b"\0\0\0\0")
+    assert s.recv(1) == b""          # closed, as Apache Kafka does
+    s.close()
+    deadline = time.monotonic() + 5
+    while "unsupported request" not in broker.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "closing the connection" in broker.stderr()
+    c = RawClient(broker)
+    assert c.metadata_ok()           # the broker itself is fine
+    c.close()
+
+
+def test_librdkafka_with_sasl_configured_reports_the_mechanism(broker):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    errors = []
+    p = confluent_kafka.Producer({
+        "bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p",
+        "error_cb": lambda err: errors.append(err), "message.timeout.ms": 3000})
+    p.produce(unique("sasl"), b"x")
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.2)
+    assert errors, "librdkafka reported nothing"
+    text = " ".join(str(e) for e in errors)
+    assert "SASL" in text or "mechanism" in text.lower(), text
+    p.flush(0)
