@@ -101,10 +101,11 @@ class DataDir:
     def had_clean_shutdown(self):
         return self.fs.exists(self.file(CLEAN_SHUTDOWN_FILE))
 
-    def leave(self):
-        """Unregister; the last log to leave writes the clean-shutdown marker."""
+    def leave(self, clean=True):
+        """Unregister; the last log to leave writes the clean-shutdown marker, unless
+        ``clean`` is false (this log failed and needs recovery)."""
         self._users.unlock()
-        if self._users.try_lock(exclusive=True):
+        if clean and self._users.try_lock(exclusive=True):
             try:
                 marker = self.file(CLEAN_SHUTDOWN_FILE)
                 f = self.fs.open(marker, create=True)

@@ -33,7 +33,7 @@ from itertools import accumulate
 
 from .. import _native
 from ..errors import (
-    CorruptRecordError, InvalidRecordError, LogClosedError, LogFailedError,
+    CorruptRecordError, InvalidRecordError, KqliteError, LogClosedError, LogFailedError,
     OffsetOutOfRangeError, RecordTooLargeError, StorageError,
 )
 from ..format import batch as batch_format
@@ -68,6 +68,7 @@ _MAX_RELATIVE = 2 ** 31 - 1
 _TRUNCATION_EPOCH = 1 << 32
 _BATCH_TARGET = 1 << 20       # bytes per batch when one append() is split
 _READ_CHUNK = 1 << 18
+_REWRITE_CHUNK = 1 << 20
 _SPLIT_WRITE = 1 << 16        # batches with more record bytes are written as two pieces
 _BYTES_TYPES = frozenset((bytes, bytearray))
 
@@ -97,6 +98,25 @@ def _split_by_size(records, target):
 
 class _Enough(Exception):
     pass
+
+
+
+def _rewrite(seg, start):
+    """Write the bytes of ``seg`` from ``start`` back in place before recovery's fsync.
+
+    After a failed fsync Linux marks the lost pages clean: they stay readable until
+    evicted, so recovery validates them, and an fsync then writes nothing. Rewriting what
+    recovery keeps past the recovery point makes it dirty again, so the fsync really
+    stores it (PostgreSQL's lesson from "fsyncgate")."""
+    pos = start
+    while pos < seg.size:
+        data = seg.log.pread(min(_REWRITE_CHUNK, seg.size - pos), pos)
+        if not data:
+            break
+        seg.log.pwrite(data, pos)
+        pos += len(data)
+    if pos > start:
+        seg.changes += 1
 
 
 class Log:
@@ -170,8 +190,14 @@ class Log:
         if self._closed:
             return
         flusher.unregister(self)
+        flush_error = None
         if self._failed is None:
-            self.flush()  # outside self._lock: _sync_to takes _sync_lock before _lock
+            try:
+                self.flush()  # outside self._lock: _sync_to takes _sync_lock before _lock
+            except KqliteError as exc:
+                # Release everything anyway, as io.FileIO.close does, then report it: a
+                # log left open would keep its locks and skip the recovery it now needs.
+                flush_error = exc
         with self._lock:
             if self._closed:
                 return
@@ -190,6 +216,8 @@ class Log:
                 for seg in self._segments:
                     seg.close()
                 self._release_files()
+        if flush_error is not None:
+            raise flush_error
 
     def _release_files(self):
         self._users.unlock()
@@ -197,7 +225,8 @@ class Log:
         self._write_lock.unlock()
         self._state_file.close()
         if self._data_dir is not None:
-            self._data_dir.leave()
+            # A failed log needs recovery: it must not mark the data dir cleanly shut down.
+            self._data_dir.leave(clean=self._failed is None)
 
     def __enter__(self):
         return self
@@ -308,6 +337,8 @@ class Log:
             del self._segments[i + 1:]
             break
         for seg in self._segments[first:]:
+            start = seg.index.lookup(recovery_point)[1] if seg.base_offset <= recovery_point else 0
+            _rewrite(seg, start)
             seg.sync()
         self._drop_empty_tail_segments()
         self.fs.fsync_dir(self.path)  # deleted segments must not come back after a power cut

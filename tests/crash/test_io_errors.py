@@ -28,9 +28,11 @@ persistent (it and every later one fail), ENOSPC (the disk fills up at the i-th
 write: that write is cut short, every later write fails), EIO on fsync (the i-th
 file or directory fsync fails once; its unsynced pages are lost to later syncs).
 
-Rules 2-4 and rule 1 are separate tests over the same loop results; the kinds that
-still hit a known kqlite bug are marked xfail(strict=True) with the bug (KNOWN), and
-each bug also has a small deterministic test below.
+Rules 2-4 and rule 1 are separate tests over the same loop results. Rule 1 still
+fails (BUG_OSERROR: a bare OSError escapes from some paths) and is marked
+xfail(strict=True) with the bug; each bug the loops found also has a small
+deterministic test below (fixed: recovery after a failed fsync, close after a failed
+flush, the clean-shutdown marker of a failed log, an append that rolled then failed).
 """
 
 import errno
@@ -189,25 +191,11 @@ def _drop(fs):
 
 # -- The loops -----------------------------------------------------------------------------
 
-BUG_FSYNCGATE = (
-    "kqlite bug: after a failed fsync, reopening keeps the unsynced batches the kernel "
-    "marked clean (recovery validates them in the page cache and its fsync writes "
-    "nothing), so a later power cut loses them under newer acknowledged records: the "
-    "offsets get a silent hole. Fix: recovery rewrites what it keeps before its fsync "
-    "(see test_fsync_failure_then_reopen_then_power_loss)")
-BUG_CLOSE = (
-    "kqlite bug: Log.close() whose final flush fails raises before releasing anything: "
-    "the log stays open (descriptors, flock on .kqlite-users) and every later close() "
-    "raises again, so a reopen in the same process is not 'alone' and skips the "
-    "recovery a failed log needs")
 BUG_OSERROR = (
     "kqlite bug: only the .log write of an append is wrapped; an I/O error on the state "
     "file, an index, a new segment or a checkpoint escapes append, roll, flush, "
     "delete_records, enforce_retention, close and Log.open as a bare OSError (and leaves "
     "memory and disk disagreeing)")
-KNOWN = {"eio-transient": (BUG_FSYNCGATE, BUG_CLOSE),
-         "eio-persistent": (BUG_FSYNCGATE, BUG_CLOSE), "eio-fsync": (BUG_FSYNCGATE, BUG_CLOSE),
-         "enospc": ()}
 
 _results = {}
 
@@ -230,9 +218,8 @@ def _xfail_for(request, bugs):
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_fault_loop_loses_nothing_acknowledged(request, kind):
+def test_fault_loop_loses_nothing_acknowledged(kind):
     """Rules 2-4 for every operation index (see the module docstring)."""
-    _xfail_for(request, KNOWN[kind])
     runs, _leaks, violations = loop_result(kind)
     assert runs > 20
     assert not violations, f"{len(violations)} of {runs} runs:\n" + "\n".join(violations[:15])
@@ -252,7 +239,6 @@ def open_log(fs, path, **config):
     return kqlite.Log.open(path, fs=fs, **dict({"fsync": "always"}, **config))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_FSYNCGATE)
 def test_fsync_failure_then_reopen_then_power_loss(disk):
     fs = FaultyFS(disk / "root")
     path = str(disk / "root" / "t-0")
@@ -314,7 +300,6 @@ def test_failed_fsync_refuses_writes_and_never_retries(disk):
         assert log.append(b"d") == len(values)
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_CLOSE)
 def test_close_after_a_failed_fsync_releases_the_log(disk):
     """``with Log.open(...) as log:`` calls close() once: if its flush fails the log
     must still be released (as io.FileIO.close does), or a reopen in this process is
@@ -339,9 +324,6 @@ def test_close_after_a_failed_fsync_releases_the_log(disk):
         users.file.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kqlite bug: closing a log that failed still lets DataDir.leave() write "
-    ".kafka_cleanshutdown, which tells Apache Kafka (and tools) to skip recovery"))
 def test_failed_log_does_not_mark_the_data_dir_clean(disk):
     root = disk / "root"
     fs = FaultyFS(root)
