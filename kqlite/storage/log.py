@@ -43,6 +43,7 @@ from ..format.constants import (
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
 from . import cleaner, flusher, swap
+from .checkpoint import read_offsets, write_checkpoint
 from .config import LogConfig
 from .data_dir import (
     LOG_START_FILE, RECOVERY_POINT_FILE, REPLICATION_OFFSET_FILE, DataDir, is_data_dir,
@@ -61,6 +62,7 @@ log = logging.getLogger("kqlite.storage")
 
 _STATE_FILE = ".kqlite-state"
 _USERS_FILE = ".kqlite-users"
+_LOG_START_OWN = ".kqlite-log-start"  # Kafka's checkpoint format, one entry
 _LEFTOVER_SUFFIXES = (swap.DELETED_SUFFIX, ".tmp")
 _MAX_RELATIVE = 2 ** 31 - 1
 # The shared generation counts rolls and deletions in its low 32 bits and truncations in
@@ -317,22 +319,31 @@ class Log:
             if seg.base_offset <= recovery_point:
                 first = i
         todo = len(self._segments) - first
+        dense = "compact" not in self.config["cleanup.policy"]
         started = time.monotonic()
         for i in range(first, len(self._segments)):
             seg = self._segments[i]
             log.info("%s: recovering segment %d/%d (%d bytes, %.1f s so far)", self.path,
                      i - first + 1, todo, seg.size, time.monotonic() - started)
             report = seg.recover(max_size)
-            if not report.truncated_bytes:
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            # Without compaction a segment starts where the previous one ends; a hole
+            # means a power cut took records the next segment's records follow.
+            hole = nxt is not None and dense and nxt.base_offset != seg.next_offset
+            if not report.truncated_bytes and not hole:
                 continue
-            self.recovery_reports.append(report)
-            log.warning("recovery of %s: kept %d bytes, truncated %d bytes (%s)",
-                        report.path, report.valid_bytes, report.truncated_bytes, report.reason)
+            if report.truncated_bytes:
+                self.recovery_reports.append(report)
+                log.warning("recovery of %s: kept %d bytes, truncated %d bytes (%s)",
+                            report.path, report.valid_bytes, report.truncated_bytes,
+                            report.reason)
+                why = "follows an invalid batch"
+            else:
+                why = f"follows offsets {seg.next_offset}-{nxt.base_offset - 1}, which were lost"
             for dropped in self._segments[i + 1:]:
-                self.recovery_reports.append(RecoveryReport(
-                    dropped.path(), 0, dropped.size, "follows an invalid batch"))
-                log.warning("recovery: deleting %s (%d bytes) after the invalid batch",
-                            dropped.path(), dropped.size)
+                self.recovery_reports.append(RecoveryReport(dropped.path(), 0, dropped.size, why))
+                log.warning("recovery: deleting %s (%d bytes): it %s", dropped.path(),
+                            dropped.size, why)
                 dropped.delete()
             del self._segments[i + 1:]
             break
@@ -373,7 +384,16 @@ class Log:
 
     def _read_checkpoints(self):
         if self._data_dir is None:
-            return {}
+            # A log outside a data dir keeps only its start offset, in its own directory.
+            try:
+                offsets = read_offsets(self.fs, os.path.join(self.path, _LOG_START_OWN))
+            except CorruptRecordError as exc:
+                log.warning("ignoring %s", exc)
+                return {}
+            except FileNotFoundError:
+                return {}
+            start = offsets.get((self.topic, self.partition))
+            return {} if start is None else {LOG_START_FILE: start}
         found = {}
         for name in (RECOVERY_POINT_FILE, LOG_START_FILE, REPLICATION_OFFSET_FILE):
             try:
@@ -384,6 +404,16 @@ class Log:
             if (self.topic, self.partition) in offsets:
                 found[name] = offsets[(self.topic, self.partition)]
         return found
+
+    def _persist_log_start(self):
+        """Make a moved log start durable apart from .kqlite-state, which every append
+        rewrites in place: a torn write of it must not bring deleted records back."""
+        tp = (self.topic, self.partition)
+        if self._data_dir is not None:
+            self._data_dir.update(LOG_START_FILE, {tp: self.log_start_offset})
+        else:
+            write_checkpoint(self.fs, os.path.join(self.path, _LOG_START_OWN),
+                             [(tp[0], tp[1], self.log_start_offset)])
 
     def _write_checkpoints(self):
         if self._data_dir is None:
@@ -1024,9 +1054,7 @@ class Log:
                 self.log_start_offset = before
                 self.epochs.truncate_from_start(before)
                 self._write_state(sync=True)
-                if self._data_dir is not None:
-                    self._data_dir.update(LOG_START_FILE,
-                                          {(self.topic, self.partition): before})
+                self._persist_log_start()
             self._delete_segments(self._expired_by_start())
             return self.log_start_offset
 
@@ -1093,9 +1121,7 @@ class Log:
         self._generation += 1
         # The new start must be durable before the files go (Kafka's order).
         self._write_state(sync=True)
-        if self._data_dir is not None:
-            self._data_dir.update(LOG_START_FILE,
-                                  {(self.topic, self.partition): self.log_start_offset})
+        self._persist_log_start()
         for seg in doomed:
             seg.delete()
         self.fs.fsync_dir(self.path)

@@ -92,14 +92,6 @@ def crash_loop(tmp_path, layout, seeds, lying=False, stop_at_first=False, atomic
     return states, violations
 
 
-BUG_LOG_START = (
-    "kqlite bug: without a data dir the log start offset lives only in .kqlite-state, "
-    "which every append rewrites in place without fsync; a torn write of it (garbage in "
-    "its sector) makes the next open fall back to the first segment's base offset, so "
-    "records removed by an acknowledged delete_records() come back. Fix: keep the log "
-    "start in a file written only when it moves (tmp + fsync + rename + fsync dir, like "
-    "Kafka's log-start-offset-checkpoint), or two alternating state slots")
-
 _results = {}
 
 
@@ -134,8 +126,6 @@ def test_no_acknowledged_record_is_lost_at_any_fsync(request, variant):
 
 @pytest.mark.parametrize("variant", ["bare", "datadir", "bare-atomic-sectors"])
 def test_log_start_never_moves_back(request, variant):
-    if variant == "bare":
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=BUG_LOG_START))
     states, violations = loop_result(request, variant)
     _, start = split(violations)
     assert not start, f"{len(start)} of {states} crash states:\n" + "\n".join(start[:10])
@@ -195,7 +185,6 @@ def test_new_data_dir_survives_power_loss(disk):
         assert [r.value for r in log.read()] == [b"acked"]
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_LOG_START)
 def test_torn_state_write_does_not_move_the_log_start_back(disk):
     fs, path = fresh(disk)
     log = kqlite.Log.open(path, fs=fs, fsync="always", segment_bytes=300)
