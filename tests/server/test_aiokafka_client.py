@@ -108,3 +108,27 @@ def test_group_of_three_commit_resume_and_times(broker):
     assert seen == {b"m%d" % i for i in range(90)}
     assert late == {b"late%d" % i for i in range(30)}
     assert found is not None and found.offset == 15
+
+
+def test_admin_create_describe_delete_topics(broker):
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    topic = unique("aio-admin")
+
+    async def go():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1,
+                                                topic_configs={"retention.ms": "120000"})])
+            listed = await admin.list_topics()
+            described = await admin.describe_topics([topic])
+            await admin.delete_topics([topic])
+            after = await admin.list_topics()
+        finally:
+            await admin.close()
+        return listed, described, after
+
+    listed, described, after = run(go())
+    assert topic in listed and topic not in after
+    (meta,) = described
+    assert meta["topic"] == topic and len(meta["partitions"]) == 3
