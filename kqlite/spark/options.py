@@ -135,9 +135,24 @@ def _check_no_broker(options):
     for key in (options or {}):
         if key.lower() == "kafka.bootstrap.servers":
             raise SparkOptionError(
-                "the kqlite data source reads a kqlite data dir: pass its path with "
-                ".load(path) or .option('path', ...). Reading from a broker "
-                "(kafka.bootstrap.servers) is not supported yet")
+                "the kqlite sink writes into a kqlite data dir: pass its path with "
+                ".save(path) or .option('path', ...) (the data dir a running kqlite serve "
+                "uses is fine); writing through a broker (kafka.bootstrap.servers) is "
+                "not supported")
+
+
+def _source_location(options):
+    """(path, bootstrap): exactly one of a data dir path and kafka.bootstrap.servers."""
+    bootstrap = get_option(options, "kafka.bootstrap.servers")
+    if bootstrap is None:
+        return _path(options), None
+    if get_option(options, "path"):
+        raise SparkOptionError("give either a data dir path or kafka.bootstrap.servers, "
+                               "not both")
+    bootstrap = str(bootstrap).strip()
+    if not bootstrap:
+        raise SparkOptionError("kafka.bootstrap.servers is empty")
+    return None, bootstrap
 
 
 def _path(options):
@@ -154,10 +169,9 @@ class SourceOptions:
 
     def __init__(self, options, streaming):
         options = dict(options or {})
-        _check_no_broker(options)
         self.raw = options
         self.streaming = streaming
-        self.path = _path(options)
+        self.path, self.bootstrap = _source_location(options)
         chosen = [k for k in ("subscribe", "subscribePattern", "assign")
                   if get_option(options, k) is not None]
         if len(chosen) != 1:

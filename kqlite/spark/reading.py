@@ -45,10 +45,22 @@ def open_data_dir(path):
     return kqlite.open(path, retention_check_interval_ms=0)
 
 
+def open_source(path=None, bootstrap=None):
+    """The driver's and executors' view of where the records are: a data dir, or with
+    ``bootstrap`` (kafka.bootstrap.servers) a broker."""
+    if bootstrap:
+        from .broker import BrokerCatalog
+        return BrokerCatalog(bootstrap)
+    return open_data_dir(path)
+
+
 def partition_count(db, topic):
     """The partition count as the topic file says now (another process may have grown it)."""
     # Database caches topic definitions; drop the entry so partitions_for() re-reads it.
-    db._topics.pop(topic, None)
+    # (A BrokerCatalog asks the broker each time and has no such cache.)
+    cached = getattr(db, "_topics", None)
+    if cached is not None:
+        cached.pop(topic, None)
     return db.partitions_for(topic)
 
 
@@ -159,14 +171,15 @@ def check_lost(message, fail_on_data_loss):
 
 
 def read_range(path, topic, partition, start, end, ts_type=0, include_headers=False,
-               fail_on_data_loss=True, batch_rows=10000):
+               fail_on_data_loss=True, batch_rows=10000, bootstrap=None):
     """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
-    ``[start, end)`` (executor side; opens and closes the data dir itself)."""
+    ``[start, end)`` (executor side; opens and closes the data dir, or the broker
+    connection with ``bootstrap``, itself)."""
     import pyarrow as pa
     schema = arrow_schema(include_headers)
     if end <= start:
         return
-    db = open_data_dir(path)
+    db = open_source(path, bootstrap)
     try:
         try:
             lg = db.log(topic, partition)

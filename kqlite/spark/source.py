@@ -120,9 +120,9 @@ class _ReaderBase:
     _db = None
 
     def _database(self):
-        from .reading import open_data_dir
+        from .reading import open_source
         if self._db is None:
-            self._db = open_data_dir(self.opts.path)
+            self._db = open_source(self.opts.path, self.opts.bootstrap)
         return self._db
 
     def _close_db(self):
@@ -152,7 +152,7 @@ class _ReaderBase:
         return read_range(self.opts.path, partition.topic, partition.partition,
                           partition.start, partition.end, partition.timestamp_type,
                           self.opts.include_headers, self.opts.fail_on_data_loss,
-                          self.opts.records_per_batch)
+                          self.opts.records_per_batch, bootstrap=self.opts.bootstrap)
 
 
 class KqliteBatchReader(_ReaderBase, DataSourceReader):
