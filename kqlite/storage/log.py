@@ -24,6 +24,7 @@ puts the log in the failed state: no retry, every later write raises
 LogFailedError until the log is reopened (see docs/durability.md).
 """
 
+import functools
 import logging
 import os
 import threading
@@ -52,7 +53,7 @@ from .data_dir import (
 from .fs import DEFAULT_FS
 from .leader_epoch import LeaderEpochCache
 from .locking import FileLock
-from .scan import SCAN_OK, STATUS_TEXT, scan_file
+from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, scan_file
 from .segment import LOG_SUFFIX, RecoveryReport, Segment, parse_segment_name, segment_name
 from .state import FLAG_CLEAN, State, read_state, write_state
 
@@ -73,6 +74,51 @@ _READ_CHUNK = 1 << 18
 _REWRITE_CHUNK = 1 << 20
 _SPLIT_WRITE = 1 << 16        # batches with more record bytes are written as two pieces
 _BYTES_TYPES = frozenset((bytes, bytearray))
+
+
+_NO_LIMIT = 1 << 63
+
+
+def _base_offset(seg):
+    return seg.base_offset
+
+
+def _rising(batches, offset, entry, bounds, path, position):
+    """The batches from the first one that ends at or after ``offset``, once checked: each
+    batch's offsets lie above the previous batch's and within ``bounds`` (the segment's
+    [base offset, limit)), and the first batch reaching the index entry's offset
+    ``entry`` ends exactly there (the entry was written for it). A flipped baseOffset
+    bit, which the CRC does not cover, fails one of these."""
+    prev, limit = bounds[0] - 1, bounds[1]
+    keep = None
+    for i, b in enumerate(batches):
+        base, last = b[1], b[2]
+        if not prev < base <= last < limit or (entry is not None and last > entry and
+                                                 prev < entry):
+            raise CorruptRecordError(
+                f"batch offsets [{base}, {last}] do not follow offset {prev} within "
+                f"[{bounds[0]}, {limit}) (a damaged baseOffset?)", path=path,
+                position=position + b[0])
+        prev = last
+        if keep is None and last >= offset:
+            keep = i
+    return batches[keep:] if keep is not None else []
+
+
+def _fails_on_io_error(method):
+    """An OSError from anywhere but the paths that undo their own writes (the .log
+    write of an append) leaves memory and disk possibly out of step, so the log fails,
+    as Kafka takes a log dir offline on an IOException: the call raises LogFailedError
+    and every later write does too, until a reopen recovers from what is on disk."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except KqliteError:
+            raise
+        except OSError as exc:
+            raise self._fail(exc, method.__name__) from exc
+    return guarded
 
 
 def _split_by_size(records, target):
@@ -132,9 +178,20 @@ class Log:
 
         ``config`` is a dict of Kafka topic settings (``{"segment.bytes": ...}``);
         keyword options use Python spelling (``segment_bytes=...``, ``fsync="always"``).
-        ``fs`` replaces the file-system seam (tests only).
+        ``fs`` replaces the file-system seam (tests only). Raises StorageError when the
+        files cannot be read or written, FileNotFoundError with ``create=False`` and
+        no log at ``path``.
         """
-        return cls(path, LogConfig(config, **options), fs or DEFAULT_FS, create)
+        config = LogConfig(config, **options)
+        fs = fs or DEFAULT_FS
+        if not create and not fs.exists(path):
+            raise FileNotFoundError(f"no log at {os.path.abspath(os.fspath(path))}")
+        try:
+            return cls(path, config, fs, create)
+        except KqliteError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot open the log at {os.fspath(path)}: {exc}") from exc
 
     def __init__(self, path, config, fs, create=True):
         self.path = os.path.abspath(os.fspath(path))
@@ -149,8 +206,6 @@ class Log:
         self._sync_lock = threading.Lock()
         parent = os.path.dirname(self.path)
         if not fs.exists(self.path):
-            if not create:
-                raise FileNotFoundError(f"no log at {self.path}")
             parent_is_new = not fs.exists(parent)
             fs.makedirs(self.path)
             if parent_is_new:
@@ -187,8 +242,10 @@ class Log:
             self._users.unlock()
             self._users.lock(exclusive=False)
 
+    @_fails_on_io_error
     def close(self):
-        """Flush, checkpoint and release the log. Safe to call twice."""
+        """Flush, checkpoint and release the log. Safe to call twice. The files are
+        released even when flushing or checkpointing fails (which then raises)."""
         if self._closed:
             return
         flusher.unregister(self)
@@ -213,6 +270,10 @@ class Log:
                             self._segments[-1].on_roll()
                             self._segments[-1].sync()
                         self._write_state(flags=FLAG_CLEAN if last else 0, sync=last)
+            except OSError as exc:
+                if self._failed is None:      # before _release_files: no clean marker
+                    self._failed = exc
+                raise
             finally:
                 self._closed = True
                 for seg in self._segments:
@@ -573,6 +634,14 @@ class Log:
             raise self._corrupt
         self._check_usable()
 
+    def _fail(self, exc, action):
+        """Put the log in the failed state (keeping the first cause) and return the
+        LogFailedError to raise."""
+        if self._failed is None:
+            self._failed = exc
+        return LogFailedError(f"{action} on log {self.path} failed: {exc}; the log refuses "
+                              f"writes until reopened")
+
     def _check_usable(self):
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
@@ -620,6 +689,7 @@ class Log:
 
     # -- Append -------------------------------------------------------------------------------
 
+    @_fails_on_io_error
     def append(self, records, *, timestamp=None, codec=None, leader_epoch=None):
         """Append records (bytes values, None tombstones or Record objects) as batches.
 
@@ -657,6 +727,7 @@ class Log:
             built.append((head, body, 0, count - 1, max_ts, size))
         return self._append_batches(built, leader_epoch)
 
+    @_fails_on_io_error
     def append_batches(self, data, *, leader_epoch=None, assign_offsets=True):
         """Append bytes holding whole v2 batches (from a client or another log).
 
@@ -794,6 +865,7 @@ class Log:
         self._dir_dirty = True
         log.debug("%s: rolled new segment %d (%s)", self.path, new.base_offset, reason)
 
+    @_fails_on_io_error
     def roll(self):
         """Start a new segment now (no-op if the active one is empty)."""
         with self._locked_write():
@@ -804,6 +876,7 @@ class Log:
 
     # -- Flush --------------------------------------------------------------------------------
 
+    @_fails_on_io_error
     def flush(self):
         """fsync everything appended so far (and the directory after a roll)."""
         self._check_usable()
@@ -870,8 +943,9 @@ class Log:
 
     def _iter_records(self, offset, stop, max_records):
         left = -1 if max_records is None else max_records
+        resume = None
         while offset < stop and left:
-            chunk = self._read_chunk(offset, stop)
+            chunk = self._read_chunk(offset, stop, resume=resume)
             if chunk is None:
                 return
             path, position, data, found = chunk
@@ -893,6 +967,7 @@ class Log:
                         yield rec
                         left -= 1
                 offset = max(offset, last + 1)
+            resume = (path, position + pos + size)
 
     def _decode(self, data, pos, magic, path, position):
         try:
@@ -904,8 +979,17 @@ class Log:
             at = position + (exc.position if exc.position is not None else pos)
             raise CorruptRecordError(exc.reason, path=path, position=at) from None
 
-    def _read_chunk(self, offset, stop, max_bytes=_READ_CHUNK, verify=True):
-        """Whole batches starting with the one holding ``offset``: (path, pos, bytes, batches)."""
+    def _read_chunk(self, offset, stop, max_bytes=_READ_CHUNK, verify=True, resume=None):
+        """Whole batches starting with the one holding ``offset``: (path, position of
+        ``bytes`` in the file, bytes, batches with positions in ``bytes``).
+
+        With ``verify`` the bytes start at the index entry in front of ``offset``, so the
+        batches find_batch stepped over by their unchecked headers are CRC-checked too,
+        and offsets must rise within the segment (see _rising): baseOffset is outside the
+        CRC. ``resume`` (path, file position) says where the previous chunk's checked
+        batches ended, just below ``offset``: a batch found there needs no look back.
+        Without ``verify`` (raw fetches, whose clients check CRCs) the bytes start at the
+        batch holding ``offset``."""
         with self._lock:
             if offset < self.log_start_offset:
                 raise OffsetOutOfRangeError(offset, self.log_start_offset, self.next_offset)
@@ -916,17 +1000,44 @@ class Log:
             if found is None:
                 return None
             position = found[0]
-            data = seg.read(position, max(max_bytes, found[4]))
             path = seg.path()
+            bounds = (seg.base_offset, self._segment_limit(seg))
+            if verify:
+                if resume == (path, position):
+                    entry, bounds = None, (offset, bounds[1])
+                else:
+                    entry, position = seg.index.lookup(offset)
+                    position = min(position, found[0])
+            data = seg.read(position, found[0] - position + max(max_bytes, found[4]))
         batches, end, status = _native.scan_batches(data, 0, len(data), verify)
+        if verify:
+            skip = found[0] - position
+            if status > SCAN_TRUNCATED and end < skip:
+                # A batch in front of ``offset`` is damaged. Its header placed it below
+                # ``offset``; that holds if the batch found after it starts at or
+                # before ``offset``, which then cannot be in the damaged one.
+                if found[1] > offset:
+                    raise CorruptRecordError(
+                        f"{STATUS_TEXT[status]} in the batch in front of offset {offset}, "
+                        f"which may hold it", path=path, position=position + end)
+                batches, end, status = _native.scan_batches(data, skip, len(data), True)
+                entry = None
+            if batches:
+                # An index entry at position 0 is lookup()'s "no entry".
+                batches = _rising(batches, offset, entry if position else None, bounds,
+                                  path, position)
         if not batches:
-            if status == SCAN_OK or status == 1:
+            if status == SCAN_OK or status == SCAN_TRUNCATED:
                 return None
             raise CorruptRecordError(STATUS_TEXT[status], path=path, position=position + end)
-        if status not in (SCAN_OK, 1) and batches[-1][2] + 1 < stop:
-            # The batch after the valid ones is bad; report it once the reader gets there.
-            pass
         return path, position, data, batches
+
+    def _segment_limit(self, seg):
+        """One past the highest offset ``seg`` may hold: the next segment's base offset
+        (no limit for the active segment, which other processes may be extending)."""
+        segs = self._segments
+        i = bisect_right(segs, seg.base_offset, key=_base_offset)
+        return segs[i].base_offset if i < len(segs) else _NO_LIMIT
 
     def _segment_for(self, offset):
         segs = self._segments
@@ -941,8 +1052,14 @@ class Log:
                 hi = mid - 1
         seg = segs[lo]
         # Step over segments holding nothing at or after offset (compaction leaves holes
-        # and Kafka's cleaner may leave empty segments).
+        # and Kafka's cleaner may leave empty segments), but not over one that ends in
+        # invalid bytes: its end is unknown, the offsets after it may be in them.
         while seg is not None and max(offset, seg.base_offset) >= seg.next_offset:
+            if not seg.tail_valid and lo < len(segs) - 1:
+                raise CorruptRecordError(
+                    f"closed segment ends in invalid bytes ({seg.invalid_reason}) before "
+                    f"offset {offset}; run `kqlite check`", path=seg.path(),
+                    position=seg.invalid_position)
             lo += 1
             seg = segs[lo] if lo < len(segs) else None
         return seg
@@ -1043,6 +1160,7 @@ class Log:
 
     # -- Retention and truncation -------------------------------------------------------------
 
+    @_fails_on_io_error
     def delete_records(self, before):
         """Advance the log start offset to ``before`` (Kafka's DeleteRecords) and drop
         segments wholly below it. Returns the new log start offset."""
@@ -1058,6 +1176,7 @@ class Log:
             self._delete_segments(self._expired_by_start())
             return self.log_start_offset
 
+    @_fails_on_io_error
     def enforce_retention(self, now_ms=None):
         """Delete whole old segments by the log start offset and, with cleanup.policy
         delete, by retention.bytes and retention.ms (Kafka's order); the active segment
@@ -1071,6 +1190,7 @@ class Log:
                 deleted += self._delete_segments(self._expired_by_time(now_ms))
             return deleted
 
+    @_fails_on_io_error
     def compact(self, now_ms=None, *, force=False):
         """Compact the log (``cleanup.policy`` compact or compact,delete): keep only the
         latest record of each key in the non-active segments; tombstones go
@@ -1129,6 +1249,7 @@ class Log:
                  len(doomed), self.log_start_offset)
         return [s.base_offset for s in doomed]
 
+    @_fails_on_io_error
     def truncate_to(self, offset):
         """Remove every record at or after ``offset`` (replication's truncation).
 

@@ -70,6 +70,7 @@ class Segment:
         self.bytes_since_index_entry = 0
         self.tail_valid = True    # False when open() found bytes that are not whole batches
         self.invalid_position = None
+        self.invalid_reason = None
         self.changes = 0          # bumped by every write; sync() records what it covered
         self.synced_changes = 0
         index_bytes = config["segment.index.bytes"]
@@ -188,6 +189,7 @@ class Segment:
                                  verify_crc, max_size)
         self.tail_valid = status == SCAN_OK
         self.invalid_position = None if self.tail_valid else stop
+        self.invalid_reason = None if self.tail_valid else STATUS_TEXT[status]
         self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
         self.index.write_all()
         self.timeindex.write_all()

@@ -28,11 +28,11 @@ persistent (it and every later one fail), ENOSPC (the disk fills up at the i-th
 write: that write is cut short, every later write fails), EIO on fsync (the i-th
 file or directory fsync fails once; its unsynced pages are lost to later syncs).
 
-Rules 2-4 and rule 1 are separate tests over the same loop results. Rule 1 still
-fails (BUG_OSERROR: a bare OSError escapes from some paths) and is marked
-xfail(strict=True) with the bug; each bug the loops found also has a small
-deterministic test below (fixed: recovery after a failed fsync, close after a failed
-flush, the clean-shutdown marker of a failed log, an append that rolled then failed).
+Rules 2-4 and rule 1 are separate tests over the same loop results. Each bug the
+loops found has a small deterministic test below (all fixed: recovery after a failed
+fsync, close after a failed flush, the clean-shutdown marker of a failed log, an
+append that rolled then failed, bare OSErrors from the state file, an index, a new
+segment or a checkpoint).
 """
 
 import errno
@@ -191,12 +191,6 @@ def _drop(fs):
 
 # -- The loops -----------------------------------------------------------------------------
 
-BUG_OSERROR = (
-    "kqlite bug: only the .log write of an append is wrapped; an I/O error on the state "
-    "file, an index, a new segment or a checkpoint escapes append, roll, flush, "
-    "delete_records, enforce_retention, close and Log.open as a bare OSError (and leaves "
-    "memory and disk disagreeing)")
-
 _results = {}
 
 
@@ -212,11 +206,6 @@ def loop_result(kind):
     return _results[kind]
 
 
-def _xfail_for(request, bugs):
-    if bugs:
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=" / ".join(bugs)))
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_fault_loop_loses_nothing_acknowledged(kind):
     """Rules 2-4 for every operation index (see the module docstring)."""
@@ -226,9 +215,8 @@ def test_fault_loop_loses_nothing_acknowledged(kind):
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_fault_loop_raises_only_kqlite_errors(request, kind):
+def test_fault_loop_raises_only_kqlite_errors(kind):
     """Rule 1: no bare OSError escapes any Log call."""
-    _xfail_for(request, (BUG_OSERROR,))
     runs, leaks, _violations = loop_result(kind)
     assert not leaks, f"{len(leaks)} leaks in {runs} runs:\n" + "\n".join(leaks[:15])
 
@@ -353,3 +341,55 @@ def test_scan_stops_at_the_end_of_a_short_file(tmp_path):
         assert scan_file(f, 0, size + 1000, lambda b: None) == (0, SCAN_TRUNCATED)
     finally:
         f.close()
+
+
+@pytest.mark.parametrize("category, match, action", [
+    ("write", ".kqlite-state", "append"),       # the shared state record after the write
+    ("write", ".index", "append"),              # an index entry (index every batch)
+    ("open", ".log", "roll"),                   # the new segment's file
+    ("write", "log-start-offset-checkpoint.tmp", "delete_records"),
+    ("remove", ".log", "enforce_retention"),    # deleting an expired segment
+])
+def test_io_error_outside_the_log_write_fails_the_log(disk, category, match, action):
+    """Was BUG_OSERROR: these escaped as bare OSErrors and left memory and disk out of
+    step. Now the log fails (like Kafka taking the log dir offline): LogFailedError,
+    later writes refused, close releases the files, reopening recovers."""
+    root = str(disk / "root")
+    fs = FaultyFS(root)
+    data = os.path.join(root, "data")
+    os.makedirs(data)
+    write_meta_properties(DEFAULT_FS, data)
+    path = os.path.join(data, "t-0")
+    log = open_log(fs, path, index_interval_bytes=1, segment_bytes=200, retention_ms=1)
+    for i in range(4):
+        log.append(b"v%d" % i * 30, timestamp=1)
+    calls = {"append": lambda: log.append(b"w" * 30, timestamp=1), "roll": log.roll,
+             "delete_records": lambda: log.delete_records(log.end_offset - 1),
+             "enforce_retention": lambda: log.enforce_retention(now_ms=10 ** 12)}
+    fs.inject(category, 1, match=match)
+    with pytest.raises(LogFailedError, match=f"{action} on log .* failed"):
+        calls[action]()
+    assert fs.fault_hit
+    fs.clear_faults()
+    with pytest.raises(LogFailedError):
+        log.append(b"refused")
+    log.close()
+    with open_log(fs, path) as log:
+        values = [r.value for r in log.read()]
+        assert b"refused" not in values
+        assert log.append(b"again") == log.end_offset - 1
+
+
+def test_open_that_fails_raises_storage_error(disk):
+    fs = FaultyFS(disk / "root")
+    path = str(disk / "root" / "t-0")
+    with open_log(fs, path) as log:
+        log.append(b"a")
+    fs.inject("open", 1)
+    with pytest.raises(StorageError, match="cannot open the log at"):
+        open_log(fs, path)
+    fs.clear_faults()
+    with open_log(fs, path) as log:
+        assert [r.value for r in log.read()] == [b"a"]
+    with pytest.raises(FileNotFoundError, match="no log at"):
+        kqlite.Log.open(str(disk / "root" / "missing-0"), fs=fs, create=False)

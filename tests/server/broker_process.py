@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -65,3 +66,43 @@ def free_port():
 
 def unique(prefix):
     return f"{prefix}-{int(time.time() * 1000) % 10**9}-{os.getpid()}"
+
+
+class RawClient:
+    """Requests encoded by kqlite's own codec over a plain socket."""
+
+    def __init__(self, broker):
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+        self.correlation = 0
+
+    def call(self, api_key, version, body):
+        from kqlite.protocol.connection import decode_response, encode_request
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, "raw", body))
+        frame = self.frame()
+        assert frame is not None, "the broker closed the connection"
+        correlation, response = decode_response(api_key, version, frame)
+        assert correlation == self.correlation
+        return response
+
+    def frame(self):
+        head = self._exactly(4)
+        if head is None:
+            return None
+        return self._exactly(struct.unpack(">i", head)[0])
+
+    def _exactly(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                return None
+            out += chunk
+        return out
+
+    def metadata_ok(self):
+        body = self.call(3, 1, {"topics": None})
+        return [b["node_id"] for b in body["brokers"]] == [0]
+
+    def close(self):
+        self.sock.close()

@@ -6,6 +6,7 @@ appended. Fetch answers with file regions of whole batches, sent with sendfile.
 """
 
 import asyncio
+import logging
 import os
 import time
 
@@ -19,6 +20,8 @@ from ..producer_state import PartitionProducerState, batch_producer_fields
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
+
+logger = logging.getLogger("kqlite.server")
 
 
 def _partition_log(broker, topic, partition):
@@ -130,6 +133,10 @@ def _fetch_partition(broker, topic, p, budget):
     except OffsetOutOfRangeError:
         base["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         return base, 0
+    except KqliteError as exc:    # a damaged segment fails this partition, not the connection
+        logger.error("fetch %s-%d at %d: %s", topic, p["partition"], p["fetch_offset"], exc)
+        base["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        return base, 0
     if region is None:
         base["records"] = b""
         return base, 0
@@ -237,6 +244,10 @@ async def delete_records(broker, conn, request):
                     entry["low_watermark"] = log.delete_records(target)
                 except OffsetOutOfRangeError:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                except KqliteError as exc:
+                    logger.error("delete records of %s-%d: %s", t["name"],
+                              p["partition_index"], exc)
+                    entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             parts.append(entry)
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
