@@ -246,7 +246,7 @@ async def delete_records(broker, conn, request):
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 except KqliteError as exc:
                     logger.error("delete records of %s-%d: %s", t["name"],
-                              p["partition_index"], exc)
+                                 p["partition_index"], exc)
                     entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
             parts.append(entry)
         topics.append({"name": t["name"], "partitions": parts})
