@@ -104,7 +104,14 @@ class _BrokerPartition:
     def read(self, offset, max_offset):
         """Records with offsets in [offset, max_offset) as (offset, timestamp, key, value,
         headers) tuples. Offsets missing inside the range (compaction, transaction
-        markers) are skipped, as Spark's Kafka source does."""
+        markers) are skipped, as Spark's Kafka source does. Like Log.read, raises
+        OffsetOutOfRangeError at once when ``offset`` is outside the log."""
+        lo, hi = self._watermarks()
+        if not lo <= offset <= hi:
+            raise OffsetOutOfRangeError(offset, lo, hi)
+        return self._records(offset, max_offset)
+
+    def _records(self, offset, max_offset):
         ck = self.catalog.ck
         consumer = self.catalog._new_consumer(**{"enable.partition.eof": True,
                                                  "auto.offset.reset": "error"})
@@ -127,7 +134,9 @@ class _BrokerPartition:
                     if err is not None:
                         if err.code() == ck.KafkaError._PARTITION_EOF:
                             return
-                        if err.code() == ck.KafkaError.OFFSET_OUT_OF_RANGE:
+                        if err.code() in (ck.KafkaError.OFFSET_OUT_OF_RANGE,
+                                          ck.KafkaError._AUTO_OFFSET_RESET):
+                            # retention moved the start meanwhile (auto.offset.reset=error)
                             lo, hi = self._watermarks()
                             raise OffsetOutOfRangeError(offset, lo, hi)
                         raise kqlite.KqliteError(f"reading {self.tp.topic}-"

@@ -130,6 +130,8 @@ def test_broker_errors_are_clear(served):
         with pytest.raises(SparkOptionError, match="'nope', which does not exist in the "
                                                    "broker at 127.0.0.1"):
             selected_partitions(catalog, missing)
+        with pytest.raises(kqlite.OffsetOutOfRangeError):      # at once, as Log.read
+            catalog.log("events", 0).read(10 ** 6, 10 ** 6 + 1)
     finally:
         catalog.close()
     with pytest.raises(kqlite.KqliteError, match="gone: the log now ends at"):
