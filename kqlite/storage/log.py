@@ -899,9 +899,7 @@ class Log:
                 if dir_dirty:
                     self.fs.fsync_dir(self.path)
             except OSError as exc:
-                self._failed = exc
-                raise LogFailedError(f"fsync of {self.path} failed: {exc}; the log refuses "
-                                     f"writes until reopened") from exc
+                raise self._fail(exc, "fsync") from exc
             self._synced_offset = max(self._synced_offset, target)
             with self._lock:
                 self._unflushed = max(0, self.next_offset - target)
@@ -1001,13 +999,14 @@ class Log:
                 return None
             position = found[0]
             path = seg.path()
-            bounds = (seg.base_offset, self._segment_limit(seg))
             if verify:
+                limit = self._segment_limit(seg)
                 if resume == (path, position):
-                    entry, bounds = None, (offset, bounds[1])
+                    entry, bounds = None, (offset, limit)
                 else:
                     entry, position = seg.index.lookup(offset)
                     position = min(position, found[0])
+                    bounds = (seg.base_offset, limit)
             data = seg.read(position, found[0] - position + max(max_bytes, found[4]))
         batches, end, status = _native.scan_batches(data, 0, len(data), verify)
         if verify:
