@@ -354,12 +354,7 @@ def test_io_error_outside_the_log_write_fails_the_log(disk, category, match, act
     """Was BUG_OSERROR: these escaped as bare OSErrors and left memory and disk out of
     step. Now the log fails (like Kafka taking the log dir offline): LogFailedError,
     later writes refused, close releases the files, reopening recovers."""
-    root = str(disk / "root")
-    fs = FaultyFS(root)
-    data = os.path.join(root, "data")
-    os.makedirs(data)
-    write_meta_properties(DEFAULT_FS, data)
-    path = os.path.join(data, "t-0")
+    fs, path = new_disk(disk, "root")
     log = open_log(fs, path, index_interval_bytes=1, segment_bytes=200, retention_ms=1)
     for i in range(4):
         log.append(b"v%d" % i * 30, timestamp=1)

@@ -4,10 +4,7 @@
 import glob
 import json
 import os
-import re
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -20,37 +17,17 @@ from kqlite.spark.options import SparkOptionError  # noqa: E402
 from kqlite.spark.reading import read_range  # noqa: E402
 from test_spark import make_data  # noqa: E402
 
-
-class Served:
-    """`kqlite serve` over ``data_dir`` on a free loopback port."""
-
-    def __init__(self, data_dir):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kqlite.cli", "--log-level", "warning", "serve",
-             "--data-dir", data_dir, "--listen", "127.0.0.1:0", "--no-auto-create-topics"],
-            stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", line or "")
-            if m:
-                self.bootstrap = f"127.0.0.1:{m.group(1)}"
-                return
-            if not line:
-                break
-        self.proc.kill()
-        raise RuntimeError("kqlite serve did not start")
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(30)
+# The `kqlite serve` child-process helper the server tests use.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+from broker_process import BrokerProcess  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("served") / "data")
     written = make_data(path)
-    broker = Served(path)
+    broker = BrokerProcess(path, extra=["--no-auto-create-topics"],
+                           global_args=["--log-level", "warning"])
     yield path, broker.bootstrap, written
     broker.stop()
 
