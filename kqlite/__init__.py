@@ -28,8 +28,9 @@ from .errors import (
 from .format.record import Record as Record
 from .storage.config import LogConfig as LogConfig
 from .storage.log import Log as Log
-from .database import Database as Database, UnknownTopicError as UnknownTopicError
-from .database import TopicExistsError as TopicExistsError, open_database as open
+from .database import Database as Database
+from .errors import UnknownTopicError as UnknownTopicError, TopicExistsError as TopicExistsError
+from .database import open_database as open
 from .producer import Producer as Producer, RecordMetadata as RecordMetadata
 from .consumer import Consumer as Consumer, ConsumerRecord as ConsumerRecord
 

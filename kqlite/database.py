@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections import namedtuple
 
-from .errors import ConfigError, KqliteError, LogClosedError
+from .errors import ConfigError, KqliteError, LogClosedError, TopicExistsError, UnknownTopicError
 from .offsets import OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC, OffsetStore
 from .storage.config import LogConfig
 from .storage.data_dir import write_meta_properties
@@ -37,17 +37,6 @@ _META_DIR = ".kqlite"
 
 PartitionInfo = namedtuple("PartitionInfo", "partition start_offset end_offset size segments")
 TopicDescription = namedtuple("TopicDescription", "name topic_id partitions config internal")
-
-
-class UnknownTopicError(KqliteError, KeyError):
-    """The topic does not exist in this data dir."""
-
-    def __str__(self):
-        return str(self.args[0]) if self.args else "unknown topic"
-
-
-class TopicExistsError(KqliteError):
-    """create_topic() for a name that is already taken."""
 
 
 def _check_topic_name(name):

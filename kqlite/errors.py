@@ -12,7 +12,7 @@ This module imports nothing from kqlite: every layer may use it.
 __all__ = [
     "KqliteError", "CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError",
     "LogLockedError", "LogClosedError", "StorageError", "LogFailedError", "UnsupportedCodecError",
-    "ConfigError", "InvalidRecordError",
+    "ConfigError", "InvalidRecordError", "UnknownTopicError", "TopicExistsError",
     "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
 ]
 
@@ -94,6 +94,17 @@ class UnsupportedCodecError(KqliteError):
 
 class ConfigError(KqliteError, ValueError):
     """A configuration key or value is not valid."""
+
+
+class UnknownTopicError(KqliteError, KeyError):
+    """The topic does not exist in this data dir."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else "unknown topic"
+
+
+class TopicExistsError(KqliteError):
+    """create_topic() for a name that is already taken."""
 
 
 # Short names used in DESIGN.md and the brief.

@@ -18,6 +18,7 @@ entries; a malformed one raises CorruptRecordError naming the file and line.
 import os
 
 from ..errors import CorruptRecordError
+from .fs import atomic_write
 
 __all__ = ["read_checkpoint", "write_checkpoint", "read_offsets", "update_offsets",
            "CHECKPOINT_VERSION"]
@@ -57,17 +58,7 @@ def write_checkpoint(fs, path, entries):
     """Atomically replace ``path`` with the given entries (sequences of values)."""
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines.extend(" ".join(str(v) for v in entry) for entry in entries)
-    data = ("\n".join(lines) + "\n").encode("utf-8")
-    tmp = path + ".tmp"
-    f = fs.open(tmp, create=True)
-    try:
-        f.truncate(0)
-        f.pwrite(data, 0)
-        f.sync()
-    finally:
-        f.close()
-    fs.rename(tmp, path)
-    fs.fsync_dir(os.path.dirname(path) or ".")
+    atomic_write(fs, path, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def read_offsets(fs, path):

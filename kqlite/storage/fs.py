@@ -19,7 +19,7 @@ power loss call ``fsync_dir`` on the parent afterwards.
 
 import os
 
-__all__ = ["OsFileSystem", "OsFile", "DEFAULT_FS"]
+__all__ = ["OsFileSystem", "OsFile", "DEFAULT_FS", "atomic_write"]
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -110,3 +110,24 @@ class OsFileSystem:
 
 
 DEFAULT_FS = OsFileSystem()
+
+
+def atomic_write(fs, path, data, *, durable=True):
+    """Replace the file ``path`` with ``data`` so that a crash leaves either the old or
+    the new contents, never a mix: write a temporary file, fsync it, rename it over
+    ``path``, then fsync the directory (the rename itself must survive a power loss).
+    The temporary file is ``path + ".tmp"``: callers serialize writers of one path (a
+    lock), and opening a log removes ``.tmp`` leftovers. ``durable=False`` skips both
+    fsyncs (atomic against crashes of the process only)."""
+    tmp = path + ".tmp"
+    f = fs.open(tmp, create=True)
+    try:
+        f.truncate(0)
+        f.pwrite(data, 0)
+        if durable:
+            f.sync()
+    finally:
+        f.close()
+    fs.rename(tmp, path)
+    if durable:
+        fs.fsync_dir(os.path.dirname(path) or ".")

@@ -1,6 +1,6 @@
 """ApiVersions, Metadata, FindCoordinator, topic administration, DescribeConfigs."""
 
-from ...database import TopicExistsError, UnknownTopicError
+from ...errors import TopicExistsError, UnknownTopicError
 from ...errors import ConfigError, KqliteError
 from ...protocol import SUPPORTED, ErrorCode
 from ...storage.config import DEFAULTS

@@ -11,7 +11,7 @@ import os
 import time
 
 from ... import _native
-from ...database import UnknownTopicError
+from ...errors import UnknownTopicError
 from ...errors import (CorruptRecordError, InvalidRecordError, KqliteError,
                        OffsetOutOfRangeError, RecordTooLargeError)
 from ...protocol import ErrorCode, FileRegion

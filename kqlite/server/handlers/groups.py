@@ -2,7 +2,7 @@
 
 import logging
 
-from ...database import UnknownTopicError
+from ...errors import UnknownTopicError
 from ...protocol import ErrorCode
 from ..coordinator import EMPTY
 
