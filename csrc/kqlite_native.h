@@ -29,6 +29,8 @@ enum {
     KQ_ERR_HEADER_KEY = -6,      /* null header key */
     KQ_ERR_OVERFLOW = -7,        /* base + delta does not fit int64 */
     KQ_ERR_HEADERS_FULL = -8,    /* header arrays too small: info[3] says how many */
+    KQ_ERR_MISSING = -9,         /* the records end before the declared count */
+    KQ_ERR_HEADER_UTF8 = -10,    /* header key is not UTF-8 */
     KQ_ERR_NO_SPACE = -20,       /* encode output buffer too small */
     KQ_ERR_DATA = -21,           /* encode lengths disagree with the data buffer */
     KQ_ERR_TOO_LARGE = -22,      /* encode field or record longer than 2**31 - 1 bytes */
@@ -77,6 +79,21 @@ int kq_decode_records(const char *buf, int64_t len, int64_t count, int64_t base_
                       int64_t base_timestamp, int64_t *cols, int64_t *hcols, int64_t hcap,
                       int64_t *info);
 
+/* Walk `count` records of buf[start:end] without decoding them: the checks of
+ * kq_decode_records (every length inside its record, a record's length equal to
+ * what its fields use, no bytes left over, non-null header keys, base_timestamp +
+ * timestampDelta inside int64) plus the UTF-8 check of header keys that the
+ * decoder leaves to its Python caller. The caller keeps base_offset + count
+ * inside int64, so offsets are not checked. offsets: NULL, or room for `count`
+ * int64 that receive the start position of each record (its length varint).
+ * info (3 slots): [0] records walked whole, [1] null keys among them, [2] the
+ * position after the last record, or of the failing record on error.
+ * Returns 0 or KQ_ERR_VARINT, _LENGTH, _RECORD_SIZE, _COUNT (count impossible
+ * for the bytes, or a bad header count), _TRAILING, _HEADER_KEY, _HEADER_UTF8,
+ * _OVERFLOW or _MISSING. */
+int kq_walk_records(const char *buf, int64_t start, int64_t end, int64_t count,
+                    int64_t base_timestamp, int64_t *offsets, int64_t *info);
+
 /* Walk log entries (magic 0, 1, 2) in buf[start:end]. out gets 6 int64 per entry:
  * position, baseOffset, lastOffset, maxTimestamp, size, magic. Stops after out_cap
  * entries. max_size < 0 means no limit. Returns a KQ_SCAN_* status and sets
@@ -87,5 +104,66 @@ int kq_scan_batches(const char *buf, int64_t start, int64_t end, int verify_crc,
 /* Largest slot whose big-endian key (int32 for entry_size 8, int64 for 12) is
  * <= target, or -1. The caller guarantees count * entry_size bytes. */
 int64_t kq_index_search(const char *buf, int64_t count, int entry_size, int64_t target);
+
+/* Arrow columns (csrc/arrow.c), for the Spark data source. */
+enum {
+    /* kq_arrow_decode's output buffers, in this order in `cols`. */
+    KQ_AC_OFFSET = 0,           /* int64 */
+    KQ_AC_TIMESTAMP = 1,        /* int64 microseconds */
+    KQ_AC_KEY_VALID = 2,        /* validity bitmap, then int32 offsets, then bytes */
+    KQ_AC_KEY_OFFSETS = 3,
+    KQ_AC_KEY_DATA = 4,
+    KQ_AC_VALUE_VALID = 5,
+    KQ_AC_VALUE_OFFSETS = 6,
+    KQ_AC_VALUE_DATA = 7,
+    KQ_AC_LIST_OFFSETS = 8,     /* int32 offsets of each row's headers */
+    KQ_AC_HKEY_OFFSETS = 9,     /* header keys: int32 offsets, bytes (never null) */
+    KQ_AC_HKEY_DATA = 10,
+    KQ_AC_HVALUE_VALID = 11,    /* header values: validity, int32 offsets, bytes */
+    KQ_AC_HVALUE_OFFSETS = 12,
+    KQ_AC_HVALUE_DATA = 13,
+    KQ_AC_COLUMNS = 14,
+    /* fill slots: rows, key bytes, value bytes, headers, header key bytes, header
+     * value bytes, null keys, null values, null header values. */
+    KQ_ARROW_FILL = 9
+};
+
+/* Append the records of one v2 batch's records region buf[0:len] (`count`
+ * records) whose offsets lie in [lo, hi) to Arrow-layout columns: cols[k] has
+ * caps[k] bytes; fill (KQ_ARROW_FILL slots) says how much of them is used and is
+ * advanced only on success, so a call that fails can be repeated with larger
+ * buffers. The caller has written 0 at index 0 of every offsets buffer.
+ * Timestamps are base_timestamp + timestampDelta, or fixed_timestamp for every
+ * record when use_fixed (LogAppendTime), in microseconds. Header buffers are
+ * written only when with_headers. A record at or past `hi` ends the call
+ * (info[0] = 1); info[1] = rows appended. Returns 0, KQ_ERR_NO_SPACE,
+ * KQ_ERR_TOO_LARGE (an int32 offset would overflow), KQ_ERR_OVERFLOW (an offset
+ * or a timestamp in microseconds outside int64) or kq_walk_records' error for
+ * bytes the record decoder refuses. */
+int kq_arrow_decode(const char *data, int64_t len, int64_t count, int64_t base_offset,
+                    int64_t base_timestamp, int64_t fixed_timestamp, int use_fixed,
+                    int64_t lo, int64_t hi, int with_headers, char **cols,
+                    const int64_t *caps, int64_t *fill, int64_t *info);
+
+/* Rows [lo, hi) of Arrow columns as v2 records (attributes 0, offsetDelta = row -
+ * lo, timestampDelta = timestamps[row] - base_timestamp or 0 without timestamps),
+ * the bytes kq_encode_records writes for the same records. A binary column is
+ * (validity bitmap or NULL for no nulls, int32 offsets, bytes), all with Arrow
+ * offset 0; NULL offsets mean an absent (all-null) key column. list_offsets NULL
+ * means no headers; header keys have no nulls. Returns the bytes written,
+ * KQ_ERR_NO_SPACE or KQ_ERR_TOO_LARGE. */
+int64_t kq_arrow_encode(int64_t lo, int64_t hi, const char *key_valid, const char *key_offsets,
+                        const char *key_data, const char *value_valid,
+                        const char *value_offsets, const char *value_data,
+                        const int64_t *timestamps, int64_t base_timestamp,
+                        const char *list_offsets, const char *hkey_offsets,
+                        const char *hkey_data, const char *hvalue_valid,
+                        const char *hvalue_offsets, const char *hvalue_data,
+                        char *out, int64_t out_cap);
+
+/* Kafka's default partition of each row's key: (murmur2(key) & 0x7fffffff) %
+ * partitions, or -1 for a null key. */
+void kq_arrow_partitions(const char *key_valid, const char *key_offsets, const char *key_data,
+                         int64_t rows, int32_t partitions, int32_t *out);
 
 #endif

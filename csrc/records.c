@@ -126,56 +126,6 @@ int64_t kq_encode_records(const char *data, int64_t data_len, const int64_t *met
     return o - (uint8_t *)out;
 }
 
-/* A zigzag varint of at most 5 bytes whose unsigned form fits 32 bits. */
-static inline int get_varint(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
-    int64_t p = *pos;
-    uint64_t raw = 0;
-    for (int shift = 0;; shift += 7) {
-        if (shift > 28 || p >= end) return -1;
-        uint8_t b = buf[p++];
-        raw |= (uint64_t)(b & 0x7f) << shift;
-        if (b < 0x80) break;
-    }
-    if (raw > 0xffffffffULL) return -1;
-    *pos = p;
-    *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-    return 0;
-}
-
-/* A zigzag varint of at most 10 bytes whose unsigned form fits 64 bits. */
-static inline int get_varlong(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
-    int64_t p = *pos;
-    uint64_t raw = 0;
-    for (int shift = 0;; shift += 7) {
-        if (shift > 63 || p >= end) return -1;
-        uint8_t b = buf[p++];
-        if (shift == 63 && (b & 0x7f) > 1) return -1;
-        raw |= (uint64_t)(b & 0x7f) << shift;
-        if (b < 0x80) break;
-    }
-    *pos = p;
-    *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-    return 0;
-}
-
-/* A length-prefixed field inside buf[*pos:end]: [start, stop), or 0/-1 if null. */
-static inline int get_field(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *start,
-                            int64_t *stop) {
-    int64_t n;
-    if (get_varint(buf, pos, end, &n)) return KQ_ERR_VARINT;
-    if (n < 0) {
-        if (n != -1) return KQ_ERR_LENGTH;
-        *start = 0;
-        *stop = -1;
-        return 0;
-    }
-    if (n > end - *pos) return KQ_ERR_LENGTH;
-    *start = *pos;
-    *pos += n;
-    *stop = *pos;
-    return 0;
-}
-
 int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base_offset,
                       int64_t base_timestamp, int64_t *cols, int64_t *hcols, int64_t hcap,
                       int64_t *info) {
@@ -191,21 +141,21 @@ int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base
     for (int64_t i = 0; i < count; i++) {
         int64_t size, end, ts, od, nh;
         info[0] = pos;
-        if (get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
+        if (kq_get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
         if (size <= 0 || size > len - pos) return KQ_ERR_RECORD_SIZE;
         end = pos + size;
         pos++; /* attributes: unused in v2 */
-        if (get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
-        if (get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
-        if ((rc = get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
-        if ((rc = get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
-        if (get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
+        if (kq_get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
+        if (kq_get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
+        if ((rc = kq_get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
+        if ((rc = kq_get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
+        if (kq_get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
         if (nh < 0 || nh > (end - pos) / 2) return KQ_ERR_COUNT;
         for (int64_t h = 0; h < nh; h++, headers++) {
             int64_t ks, ke, vs, ve;
-            if ((rc = get_field(buf, &pos, end, &ks, &ke))) return rc;
+            if ((rc = kq_get_field(buf, &pos, end, &ks, &ke))) return rc;
             if (ke < 0) return KQ_ERR_HEADER_KEY;
-            if ((rc = get_field(buf, &pos, end, &vs, &ve))) return rc;
+            if ((rc = kq_get_field(buf, &pos, end, &vs, &ve))) return rc;
             if (headers < hcap) {
                 hcols[headers] = ks;
                 hcols[hcap + headers] = ke;

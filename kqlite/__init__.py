@@ -5,7 +5,7 @@ General layout (each layer imports only the ones before it; see DESIGN.md):
 ``kqlite._native``   C helpers (cffi) and their pure-Python twins
 ``kqlite.format``    Kafka record formats: RecordBatch v2, legacy v0/v1, codecs
 ``kqlite.storage``   segments, indexes, recovery, retention: the ``Log``
-``kqlite``           the embedded API: Database (``kqlite.open``), Producer, Consumer,
+``kqlite.db``        the embedded API: Database (``kqlite.open``), Producer, Consumer,
                      consumer groups and offsets, re-exported here
 
     import kqlite
@@ -28,10 +28,10 @@ from .errors import (
 from .format.record import Record as Record
 from .storage.config import LogConfig as LogConfig
 from .storage.log import Log as Log
-from .database import Database as Database
 from .errors import UnknownTopicError as UnknownTopicError, TopicExistsError as TopicExistsError
-from .database import open_database as open
-from .producer import Producer as Producer, RecordMetadata as RecordMetadata
-from .consumer import Consumer as Consumer, ConsumerRecord as ConsumerRecord
+from .db import Database as Database
+from .db import open_database as open
+from .db import Producer as Producer, RecordMetadata as RecordMetadata
+from .db import Consumer as Consumer, ConsumerRecord as ConsumerRecord
 
 __version__ = "0.1.0"

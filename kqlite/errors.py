@@ -13,6 +13,7 @@ __all__ = [
     "KqliteError", "CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError",
     "LogLockedError", "LogClosedError", "StorageError", "LogFailedError", "UnsupportedCodecError",
     "ConfigError", "InvalidRecordError", "UnknownTopicError", "TopicExistsError",
+    "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
     "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
 ]
 
@@ -105,6 +106,36 @@ class UnknownTopicError(KqliteError, KeyError):
 
 class TopicExistsError(KqliteError):
     """create_topic() for a name that is already taken."""
+
+
+class OutOfOrderSequenceError(KqliteError):
+    """An idempotent producer's batch does not continue its sequence (Kafka's
+    OUT_OF_ORDER_SEQUENCE_NUMBER): an earlier batch was lost, or this one is a retry
+    older than the five batches a partition remembers per producer."""
+
+    def __init__(self, message, producer_id=None, epoch=None, sequence=None, expected=None):
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.sequence = sequence
+        self.expected = expected
+        super().__init__(message)
+
+
+class InvalidProducerEpochError(KqliteError):
+    """A batch carries an epoch older than its producer's latest (Kafka's
+    INVALID_PRODUCER_EPOCH): a fenced ("zombie") producer instance."""
+
+    def __init__(self, message, producer_id=None, epoch=None, current_epoch=None):
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.current_epoch = current_epoch
+        super().__init__(message)
+
+
+class InvalidTxnStateError(KqliteError):
+    """A transactional batch outside a transaction the partition knows of (Kafka's
+    INVALID_TXN_STATE); kqlite has no transaction coordinator, so it refuses every
+    transactional batch from a client."""
 
 
 # Short names used in DESIGN.md and the brief.

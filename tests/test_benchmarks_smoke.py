@@ -10,7 +10,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 WORKLOADS = {"machine", "native", "append", "read", "durable", "multiprocess", "retention",
-             "recovery", "broker"}
+             "recovery", "broker", "spark"}
 
 
 def test_quick_run_writes_the_json_report(tmp_path):

@@ -102,8 +102,9 @@ def expected_counts(db):
     """The truth, counted straight from the clicks topic with the embedded API."""
     counts = Counter()
     for p in range(db.partitions_for(CLICKS)):
-        for rec in db.log(CLICKS, p).read():
-            counts[window_key(json.loads(rec.value)["page"], rec.timestamp)] += 1
+        with db.leased_log(CLICKS, p) as lg:
+            for rec in lg.read():
+                counts[window_key(json.loads(rec.value)["page"], rec.timestamp)] += 1
     return counts
 
 
@@ -111,28 +112,29 @@ def newest_event(db):
     """The largest event time in the clicks topic (0 when it is empty)."""
     newest = 0
     for p in range(db.partitions_for(CLICKS)):
-        for rec in db.log(CLICKS, p).read():
-            newest = max(newest, rec.timestamp)
+        with db.leased_log(CLICKS, p) as lg:
+            for rec in lg.read():
+                newest = max(newest, rec.timestamp)
     return newest
 
 
 def current_counts(db):
     """The output topic read as a table: the latest value of every key."""
     table = {}
-    lg = db.log(OUTPUT, 0)
-    for rec in lg.read():
-        table[rec.key.decode()] = json.loads(rec.value)["views"]
+    with db.leased_log(OUTPUT, 0) as lg:
+        for rec in lg.read():
+            table[rec.key.decode()] = json.loads(rec.value)["views"]
     return table
 
 
 def compact_output(db):
     """Roll and compact the output topic; returns (records before, records after)."""
-    lg = db.log(OUTPUT, 0)
-    before = sum(1 for _ in lg.read())
-    if lg.end_offset > lg.segments[-1]:
-        lg.roll()
-    lg.compact(force=True)
-    return before, sum(1 for _ in lg.read())
+    with db.leased_log(OUTPUT, 0) as lg:
+        before = sum(1 for _ in lg.read())
+        if lg.end_offset > lg.segments[-1]:
+            lg.roll()
+        lg.compact(force=True)
+        return before, sum(1 for _ in lg.read())
 
 
 def wait(query, timeout=300):

@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import kqlite  # noqa: E402
+from kqlite.db import META_DIR  # noqa: E402
 from generate import ensure_topic, generate  # noqa: E402
 from pipeline import (  # noqa: E402
     OUTPUT, compact_output, current_counts, ensure_output_topic, expected_counts,
@@ -52,7 +53,7 @@ def spark_session():
 def run(spark, data_dir, *, events=2000, rounds=2, checkpoint=None, max_per_trigger=None,
         output_mode="update", start_ms=None, seed=7, out=print):
     """The whole demo on an existing SparkSession; returns (expected, got) count tables."""
-    checkpoint = checkpoint or os.path.join(data_dir, ".kqlite", "spark", "checkpoints",
+    checkpoint = checkpoint or os.path.join(data_dir, META_DIR, "spark", "checkpoints",
                                             f"clickstream-{output_mode}")
     with kqlite.open(data_dir, retention_check_interval_ms=0) as db:
         ensure_topic(db)
@@ -64,9 +65,12 @@ def run(spark, data_dir, *, events=2000, rounds=2, checkpoint=None, max_per_trig
         t = max(t, newest_event(db) + 1)
         for r in range(rounds):
             newest = generate(db, events, t, seed=None if seed is None else seed + r)
-            out(f"round {r + 1}: appended {events} page views "
-                f"(clicks now ends at offsets "
-                f"{[db.log('clicks', p).end_offset for p in range(db.partitions_for('clicks'))]})")
+            ends = []
+            for p in range(db.partitions_for("clicks")):
+                with db.leased_log("clicks", p) as lg:
+                    ends.append(lg.end_offset)
+            out(f"round {r + 1}: appended {events} page views (clicks now ends at offsets "
+                f"{ends})")
             t0 = time.monotonic()
             query = start_query(spark, data_dir, checkpoint, output_mode=output_mode,
                                 max_per_trigger=max_per_trigger)

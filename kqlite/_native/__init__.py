@@ -26,6 +26,16 @@ Contract (identical in both implementations; tests/native checks it):
     SCAN_TRUNCATED (an incomplete tail), SCAN_CORRUPT_CRC, SCAN_BAD_HEADER
     (unknown magic, length below the magic's minimum, size > max_size, or a last
     offset outside int64). Works in place on mmaps of any size.
+``walk_records(buf, count, start=0, end=None, base_timestamp=0, offsets=False)``
+    -> ``(status, walked, null_keys, position, offsets)``: checks, without decoding,
+    that buf[start:end] holds exactly ``count`` v2 records that decode_records would
+    accept (with any base offset that keeps base + count inside int64) and whose
+    header keys are UTF-8. ``status`` is WALK_OK or the WALK_* code of the first
+    fault (WALK_TEXT describes each); ``walked`` records passed whole, ``null_keys``
+    of them have a null key; ``position`` is where the records end, or where the
+    failing record starts (the end of the last record for WALK_TRAILING).
+    ``offsets=True`` also returns each record's start position (else None; None
+    on failure too), so one record of a large batch can be read without the rest.
 ``index_search(buf, count, entry_size, target) -> int``
     Largest slot of an 8-byte (int32 key) or 12-byte (int64 key) big-endian index
     whose key <= target, or -1. ValueError if the entries do not fit ``buf``.
@@ -41,10 +51,17 @@ import os
 import warnings
 
 from . import pure
+from ._inputs import (
+    WALK_COUNT, WALK_HEADER_KEY, WALK_HEADER_UTF8, WALK_LENGTH, WALK_MISSING, WALK_OK,
+    WALK_OVERFLOW, WALK_RECORD_SIZE, WALK_TEXT, WALK_TRAILING, WALK_VARINT,
+)
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32", "encode_records", "decode_records",
-           "scan_batches", "index_search", "pure", "c",
-           "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER"]
+           "scan_batches", "walk_records", "index_search", "pure", "c",
+           "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER",
+           "WALK_OK", "WALK_VARINT", "WALK_LENGTH", "WALK_RECORD_SIZE", "WALK_COUNT",
+           "WALK_TRAILING", "WALK_HEADER_KEY", "WALK_OVERFLOW", "WALK_MISSING",
+           "WALK_HEADER_UTF8", "WALK_TEXT"]
 
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
 
@@ -73,4 +90,19 @@ crc32 = _impl.crc32
 encode_records = _impl.encode_records
 decode_records = _impl.decode_records
 scan_batches = _impl.scan_batches
+walk_records = _impl.walk_records
 index_search = _impl.index_search
+
+# Arrow columns for the Spark data source (csrc/arrow.c), documented in pure.py:
+# ``arrow_decode``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``
+# appends already decoded rows (legacy message sets) to the same buffers.
+from ._inputs import (  # noqa: E402
+    ARROW_COLUMNS, ARROW_FILL, ARROW_NO_SPACE, ARROW_TOO_LARGE,
+)
+
+arrow_decode = _impl.arrow_decode
+arrow_encode = _impl.arrow_encode
+arrow_partitions = _impl.arrow_partitions
+arrow_append_rows = pure.arrow_append_rows
+__all__ += ["arrow_decode", "arrow_encode", "arrow_partitions", "arrow_append_rows",
+            "ARROW_COLUMNS", "ARROW_FILL", "ARROW_NO_SPACE", "ARROW_TOO_LARGE"]

@@ -21,10 +21,12 @@ from ._inputs import as_bytes as _as_bytes
 from ._inputs import column as _column
 from ._inputs import header_key as _header_key
 from ._inputs import timestamp_delta as _delta
+from ._inputs import walk_args as _walk_args
+from ._inputs import WALK_COUNT, WALK_OK
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
-EXPECTED_ABI = 3            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
+EXPECTED_ABI = 5            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
 
 
 class StaleBuildError(RuntimeError):
@@ -57,6 +59,8 @@ _encode_records_c = lib.kq_encode_records
 _decode_c = lib.kq_decode_records
 _scan_c = lib.kq_scan_batches
 _index_c = lib.kq_index_search
+_walk_c = lib.kq_walk_records
+_NULL = ffi.NULL
 
 _DECODE_ERRORS = {
     lib.KQ_ERR_VARINT: "truncated, over-long or overflowing varint",
@@ -291,6 +295,28 @@ def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
     return list(map(_tuple_new, repeat(row_type, count), rows))
 
 
+# -- Record walk ----------------------------------------------------------------------------
+
+def walk_records(buf, count, start=0, end=None, base_timestamp=0, offsets=False):
+    """Check that buf[start:end] holds exactly ``count`` decodable v2 records without
+    decoding them; see kqlite/_native/__init__.py."""
+    ptr, size, cdata = _pointer(buf)
+    try:
+        start, end, count = _walk_args(size, start, end, count, base_timestamp)
+        if count is None:
+            return WALK_COUNT, 0, 0, start, None
+        info = _alloc("int64_t[3]")
+        out = _alloc("int64_t[]", count) if offsets and count else _NULL
+        status = _walk_c(ptr, start, end, count, base_timestamp, out, info)
+    finally:
+        if cdata is not None:
+            _release(cdata)
+    found = None
+    if offsets and status == WALK_OK:
+        found = _unpack(out, count) if count else []
+    return status, info[0], info[1], info[2], found
+
+
 # -- Batch scan -----------------------------------------------------------------------------
 
 def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_size=None):
@@ -347,3 +373,99 @@ def index_search(buf, count, entry_size, target):
     finally:
         if cdata is not None:
             _release(cdata)
+
+
+# -- Arrow columns (csrc/arrow.c; documented with the twins in pure.py) ----------------------
+
+from ._inputs import (  # noqa: E402
+    ARROW_COLUMNS, ARROW_NO_SPACE, ARROW_TOO_LARGE, arrow_check,
+)
+from .pure import arrow_append_rows  # noqa: E402,F401  (one implementation for both)
+
+_arrow_decode_c = lib.kq_arrow_decode
+_arrow_encode_c = lib.kq_arrow_encode
+_arrow_partitions_c = lib.kq_arrow_partitions
+_I32_AT = struct.Struct("<i").unpack_from
+
+
+def arrow_decode(data, count, base_offset, base_timestamp, fixed_timestamp, lo, hi,
+                 with_headers, cols, fill):
+    arrow_check(cols, fill)
+    ptr, size, cdata = _pointer(data)
+    held = [_from_buffer(c, require_writable=True) for c in cols]
+    try:
+        ptrs = _alloc("char *[]", held)
+        caps = _alloc("int64_t[]", [len(c) for c in held])
+        f = _alloc("int64_t[]", fill)
+        info = _alloc("int64_t[2]")
+        fixed = 0 if fixed_timestamp is None else fixed_timestamp
+        status = _arrow_decode_c(ptr, size, count, base_offset, base_timestamp, fixed,
+                                 fixed_timestamp is not None, max(lo, INT64_MIN),
+                                 min(hi, INT64_MAX), bool(with_headers), ptrs, caps, f, info)
+        if status == 0:
+            fill[:] = _unpack(f, len(fill))
+        return status, status == 0 and bool(info[0])
+    finally:
+        for h in held:
+            _release(h)
+        if cdata is not None:
+            _release(cdata)
+
+
+def _c_buffer(buf, held):
+    if buf is None:
+        return _NULL
+    cdata = _from_buffer(buf)
+    held.append(cdata)
+    return cdata
+
+
+def _span(offsets, lo, hi):
+    return _I32_AT(offsets, 4 * hi)[0] - _I32_AT(offsets, 4 * lo)[0]
+
+
+def arrow_encode(lo, hi, key, value, timestamps=None, base_timestamp=0, headers=None):
+    if hi <= lo:
+        return b""
+    rows = hi - lo
+    cap = rows * MIN_RECORD_SIZE * 6 + _span(value[1], lo, hi) + 16
+    if key is not None:
+        cap += _span(key[1], lo, hi)
+    held = []
+    try:
+        kv = (key or (None, None, None)) + value
+        args = [_c_buffer(b, held) for b in kv]
+        ts = _NULL if timestamps is None else ffi.cast("const int64_t *",
+                                                         _c_buffer(timestamps, held))
+        if headers is not None:
+            first = _I32_AT(headers[0], 4 * lo)[0]
+            last = _I32_AT(headers[0], 4 * hi)[0]
+            cap += (last - first) * 20 + _span(headers[1], first, last) \
+                + _span(headers[4], first, last)
+            hargs = [_c_buffer(b, held) for b in headers]
+        else:
+            hargs = [_NULL] * 6
+        while True:
+            out = _alloc("char[]", cap)
+            written = _arrow_encode_c(lo, hi, *args, ts, base_timestamp, *hargs, out, cap)
+            if written != ARROW_NO_SPACE:
+                break
+            cap *= 2
+        if written == ARROW_TOO_LARGE:
+            raise InvalidRecordError("a record is longer than 2**31 - 1 bytes")
+        return _buffer(out, written)[:]
+    finally:
+        for h in held:
+            _release(h)
+
+
+def arrow_partitions(key, rows, partitions):
+    out = _alloc("int32_t[]", max(rows, 1))
+    held = []
+    try:
+        args = [_c_buffer(b, held) for b in (key or (None, None, None))]
+        _arrow_partitions_c(*args, rows, partitions, out)
+    finally:
+        for h in held:
+            _release(h)
+    return _unpack(out, rows)

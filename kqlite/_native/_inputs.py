@@ -8,6 +8,35 @@ from ..errors import InvalidRecordError
 INT32_MAX = (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
+# attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount: one byte
+# each at least, plus the one-byte length varint in front.
+MIN_RECORD_SIZE = 7
+
+# walk_records statuses, equal to the KQ_ERR_* codes of csrc/kqlite_native.h.
+WALK_OK = 0
+WALK_VARINT = -1            # truncated, over-long or overflowing varint
+WALK_LENGTH = -2            # key/value/header length below -1 or past its record
+WALK_RECORD_SIZE = -3       # record length not positive, past the end, or != fields used
+WALK_COUNT = -4             # declared count impossible for the bytes, or a bad header count
+WALK_TRAILING = -5          # bytes left after the declared records
+WALK_HEADER_KEY = -6        # null header key
+WALK_OVERFLOW = -7          # base timestamp + timestampDelta outside int64
+WALK_MISSING = -9           # the records end before the declared count
+WALK_HEADER_UTF8 = -10      # header key is not UTF-8
+WALK_TEXT = {
+    WALK_OK: "ok",
+    WALK_VARINT: "truncated, over-long or overflowing varint",
+    WALK_LENGTH: "key, value or header length is below -1 or runs past its record",
+    WALK_RECORD_SIZE: "record length is not positive, runs past the records, or differs "
+                      "from what its fields use",
+    WALK_COUNT: "impossible record or header count",
+    WALK_TRAILING: "bytes left after the declared records",
+    WALK_HEADER_KEY: "null header key",
+    WALK_OVERFLOW: "timestamp does not fit in 64 bits",
+    WALK_MISSING: "the records end before the declared count",
+    WALK_HEADER_UTF8: "header key is not UTF-8",
+}
+
 
 def as_bytes(value, what):
     """bytes-like or None, with len() counting bytes; anything else is refused."""
@@ -42,3 +71,40 @@ def column(values, n, what):
     if values is not None and len(values) != n:
         raise InvalidRecordError(f"{len(values)} {what} for {n} values")
     return values
+
+
+def walk_args(size, start, end, count, base_timestamp):
+    """(start, end, count) of a walk_records call over a buffer of ``size`` bytes;
+    ``count`` is None when no records region of that size can hold it (the walk
+    then fails with WALK_COUNT before allocating anything for it)."""
+    start, end = operator.index(start), None if end is None else operator.index(end)
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError("walk_records: start and end must not be negative")
+    end = size if end is None else min(end, size)
+    start = min(start, end)
+    count = operator.index(count)
+    base_timestamp = operator.index(base_timestamp)
+    if not INT64_MIN <= base_timestamp <= INT64_MAX:
+        raise ValueError(f"walk_records: base timestamp {base_timestamp} does not fit in 64 bits")
+    if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
+        count = None
+    return start, end, count
+
+
+# -- Arrow columns (arrow_decode / arrow_encode / arrow_partitions) ---------------------------
+
+# arrow_decode statuses besides WALK_*: equal to KQ_ERR_NO_SPACE and KQ_ERR_TOO_LARGE.
+ARROW_NO_SPACE = -20        # a column buffer is full: grow it and call again
+ARROW_TOO_LARGE = -22       # an int32 Arrow offset would overflow: start a new array
+# Buffer order of arrow_decode's ``cols`` (KQ_AC_* in csrc/kqlite_native.h).
+(AC_OFFSET, AC_TIMESTAMP, AC_KEY_VALID, AC_KEY_OFFSETS, AC_KEY_DATA, AC_VALUE_VALID,
+ AC_VALUE_OFFSETS, AC_VALUE_DATA, AC_LIST_OFFSETS, AC_HKEY_OFFSETS, AC_HKEY_DATA,
+ AC_HVALUE_VALID, AC_HVALUE_OFFSETS, AC_HVALUE_DATA) = range(14)
+ARROW_COLUMNS = 14
+ARROW_FILL = 9      # rows, key/value bytes, headers, header key/value bytes, 3 null counts
+
+
+def arrow_check(cols, fill):
+    if len(cols) != ARROW_COLUMNS or len(fill) != ARROW_FILL:
+        raise ValueError(f"arrow_decode needs {ARROW_COLUMNS} column buffers and "
+                         f"{ARROW_FILL} fill counters, got {len(cols)} and {len(fill)}")

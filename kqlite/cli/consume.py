@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from ..database import open_database
+from ..db import open_database
 
 
 def add_parser(sub):
@@ -68,8 +68,14 @@ def run(args, out=sys.stdout):
             if args.from_time is not None:
                 for tp, found in consumer.offsets_for_times(
                         {tp: args.from_time for tp in tps}).items():
-                    consumer.seek(tp, found.offset if found else db.log(*tp).end_offset)
-        ends = {tp: db.log(*tp).end_offset for tp in tps}
+                    if found:
+                        consumer.seek(tp, found.offset)
+                    else:
+                        consumer.seek_to_end(tp)
+        ends = {}
+        for tp in tps:
+            with db.leased_log(*tp) as lg:
+                ends[tp] = lg.end_offset
         printed = 0
         idle_since = time.monotonic()
         try:

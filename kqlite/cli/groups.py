@@ -3,8 +3,8 @@
 import os
 import sys
 
-from ..database import open_database
-from ..groups import GroupMembership, group_dir
+from ..db import open_database
+from ..db.groups import GroupMembership, group_dir, groups_root
 
 
 def add_parser(sub):
@@ -20,14 +20,14 @@ def add_parser(sub):
 def _live_members(db, group):
     if not os.path.isdir(os.path.join(group_dir(db.path, group), "members")):
         return {}
-    return GroupMembership(db.path, group, "kqlite-cli-observer", []).members()
+    return GroupMembership(db.path, group, "kqlite-cli-observer", [], fs=db.fs).members()
 
 
 def run(args, out=sys.stdout):
     with open_database(args.data_dir, retention_check_interval_ms=0) as db:
         if args.action == "list":
             names = set(db.offsets.groups())
-            base = os.path.join(db.path, ".kqlite", "groups")
+            base = groups_root(db.path)
             if os.path.isdir(base):
                 names.update(os.listdir(base))
             for name in sorted(names):
@@ -44,8 +44,9 @@ def run(args, out=sys.stdout):
         total = 0
         for (topic, partition), offset in sorted(committed.items()):
             try:
-                end = db.log(topic, partition).end_offset
-            except KeyError:
+                with db.leased_log(topic, partition) as lg:
+                    end = lg.end_offset
+            except KeyError:      # UnknownTopicError: the topic or partition is gone
                 continue
             lag = max(0, end - offset)
             total += lag

@@ -4,7 +4,7 @@ import base64
 import json
 import sys
 
-from ..database import open_database
+from ..db import open_database
 from ..errors import InvalidRecordError
 
 

@@ -1,5 +1,6 @@
 """``kqlite serve``: serve a data dir over the Kafka protocol until SIGTERM/SIGINT."""
 
+import argparse
 import asyncio
 import logging
 import signal
@@ -24,7 +25,20 @@ def add_parser(sub):
     p.add_argument("--no-auto-create-topics", action="store_true")
     p.add_argument("--max-request-bytes", type=int, default=104857600,
                    help="socket.request.max.bytes: larger requests close the connection")
+    p.add_argument("--io-threads", type=_positive, metavar="N",
+                   help="num.io.threads: threads that do the storage work of requests "
+                        "(reads, appends, fsyncs, topic changes); default 8, as Kafka's")
     p.set_defaults(run=run)
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return value
 
 
 def _split(address):
@@ -40,11 +54,12 @@ async def _main(args):
     metrics_port = None
     if args.metrics_listen:
         _mhost, metrics_port = _split(args.metrics_listen)
+    options = {"io_threads": args.io_threads} if args.io_threads else {}
     broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
                     advertised_host=args.advertised_host, metrics_port=metrics_port,
                     max_request_size=args.max_request_bytes,
                     auto_create_topics=not args.no_auto_create_topics,
-                    default_partitions=args.num_partitions)
+                    default_partitions=args.num_partitions, **options)
     await broker.start()
     print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
           f"data dir {broker.db.path}", file=sys.stderr, flush=True)

@@ -2,7 +2,7 @@
 
 import sys
 
-from ..database import open_database
+from ..db import open_database
 
 
 def add_parser(sub):
@@ -47,7 +47,7 @@ def run(args, out=sys.stdout):
         else:
             for name in [args.topic] if args.topic else db.list_topics():
                 d = db.describe_topic(name)
-                overrides = db._topic(name)["config"]
+                overrides = db.topic_metadata(name)["config"]
                 conf = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
                 print(f"Topic: {name}\tTopicId: {d.topic_id}\tPartitionCount: "
                       f"{len(d.partitions)}\tConfigs: {conf}", file=out)

@@ -5,6 +5,11 @@ One task per connection reads bytes, feeds them to a sans-I/O
 request per connection at a time, which also keeps responses in order). A
 malformed frame or an oversized length prefix closes only that connection.
 Fetch responses carry ``FileRegion`` chunks that are written with sendfile.
+
+The event loop thread does sockets, the codec and sendfile only: handlers reach the
+data through the replica manager (``replicas``: partitions, topics, delayed
+operations), whose storage calls run in ``io_threads`` storage threads, so a large
+Fetch or a slow fsync on one connection never holds up the others.
 """
 
 import asyncio
@@ -13,13 +18,15 @@ import os
 import socket
 import time
 
-from ..database import Database
+from ..db import Database
 from ..protocol import API_NAMES, ErrorCode, FileRegion, ProtocolError, ServerConnection
 from .coordinator import GroupCoordinator
 from .handlers import HANDLERS
 from .metrics import Metrics
-from .producer_state import ProducerIdAllocator
+from .producer_ids import ProducerIdAllocator
+from .replica_manager import ReplicaManager
 from .sendfile import send_region
+from .storage_io import DEFAULT_IO_THREADS, StorageExecutor
 
 __all__ = ["Broker"]
 
@@ -32,9 +39,10 @@ class Broker:
     def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id=0,
                  advertised_host=None, max_request_size=104857600, auto_create_topics=True,
                  default_partitions=1, topic_defaults=None, metrics_port=None,
-                 group_initial_rebalance_delay_ms=300):
+                 group_initial_rebalance_delay_ms=300, io_threads=DEFAULT_IO_THREADS, fs=None):
+        # ``fs``: the storage file-system seam (tests inject faults and blocking calls).
         self.db = Database(data_dir, topic_defaults, auto_create_topics=False,
-                           retention_check_interval_ms=300000)
+                           retention_check_interval_ms=300000, fs=fs)
         self.host = host
         self.port = port
         self.broker_id = broker_id
@@ -47,8 +55,9 @@ class Broker:
         self.metrics_port = metrics_port
         self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0)
         self.producer_ids = ProducerIdAllocator(self.db.path)
-        self.producer_states = {}
-        self.data_arrived = None
+        self.io = StorageExecutor(io_threads)
+        self.replicas = ReplicaManager(self.db, self.io, broker_id=broker_id,
+                                       default_partitions=default_partitions)
         self._server = None
         self._metrics_server = None
         self._connections = set()
@@ -67,7 +76,7 @@ class Broker:
     # -- Lifecycle ----------------------------------------------------------------------------
 
     async def start(self):
-        self.data_arrived = asyncio.Condition()
+        self.replicas.start()
         self._server = await asyncio.start_server(self._serve, self.host, self.port,
                                                   reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -84,18 +93,18 @@ class Broker:
             self._server.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        await self.replicas.stop()   # waiting fetches answer now
+        await self.coordinator.stop()  # so do JoinGroups waiting out a rebalance
         deadline = time.monotonic() + grace
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         for conn in list(self._connections):
             conn.writer.close()
-        await self.coordinator.stop()
-        self.db.close()  # flushes every log and writes the clean-shutdown marker
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.io.shutdown)
+        # Flushes every log and writes the clean-shutdown marker.
+        await loop.run_in_executor(None, self.db.close)
         log.info("kqlite broker stopped cleanly")
-
-    async def notify_data(self):
-        async with self.data_arrived:
-            self.data_arrived.notify_all()
 
     # -- Connections --------------------------------------------------------------------------
 
@@ -106,9 +115,6 @@ class Broker:
             await conn.run()
         finally:
             self._connections.discard(conn)
-
-    def log(self, topic, partition):
-        return self.db.log(topic, partition)
 
 
 class _Connection:
@@ -182,9 +188,9 @@ class _Connection:
                     sent += len(chunk)
             await self.writer.drain()
         finally:
-            for chunk in chunks:  # fetch_region hands over duplicated descriptors
+            for chunk in chunks:  # fetch regions hold duplicated descriptors
                 if isinstance(chunk, FileRegion):
-                    os.close(chunk.fd)
+                    self.broker.replicas.regions.close(chunk)
             self.broker.metrics.bytes_out += sent
 
 

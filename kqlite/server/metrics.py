@@ -1,8 +1,10 @@
 """Prometheus ``/metrics`` for the broker, in the text exposition format (no dependency).
 
 Counters: messages and bytes in, bytes out, requests and summed latency per API,
-protocol errors; gauges: open connections, log size/segments/offsets per
-partition, committed-offset lag per consumer group and partition.
+protocol errors; gauges: open connections, open logs and their limit, log
+size/segments/end offset per open partition, committed-offset lag per consumer
+group and open partition. A scrape never opens a log: partitions whose logs are
+closed (idle, see kqlite/db/log_manager.py) have no per-partition samples.
 """
 
 import asyncio
@@ -53,26 +55,32 @@ class Metrics:
         metric("kqlite_request_seconds_total", "counter", "Time spent handling requests, per API.",
                [({"api": api}, round(v[1], 6)) for api, v in sorted(self.requests.items())])
         db = self.broker.db
+        # Only the logs open now: opening every partition of a big data dir for a scrape
+        # would evict the logs in use (see kqlite/db/log_manager.py).
         sizes, segments, ends = [], [], []
-        for topic in db.list_topics(internal=True):
-            for p in db._existing_partitions(topic):
-                lg = db.log(topic, p)
+        end_of = {}
+        for topic, p in sorted(db.logs.open_keys()):
+            with db.logs.lease_if_open((topic, p)) as lg:
+                if lg is None:
+                    continue
                 labels = {"topic": topic, "partition": p}
                 sizes.append((labels, lg.size))
                 segments.append((labels, len(lg.segments)))
-                ends.append((labels, lg.end_offset))
-        metric("kqlite_log_size_bytes", "gauge", "Bytes on disk per partition.", sizes)
-        metric("kqlite_log_segments", "gauge", "Segments per partition.", segments)
-        metric("kqlite_log_end_offset", "gauge", "Log end offset per partition.", ends)
+                end_of[(topic, p)] = lg.end_offset
+                ends.append((labels, end_of[(topic, p)]))
+        metric("kqlite_open_logs", "gauge", "Partition logs open now.", [({}, len(end_of))])
+        metric("kqlite_max_open_logs", "gauge", "Idle logs beyond this many are closed.",
+               [({}, db.logs.max_open)])
+        metric("kqlite_log_size_bytes", "gauge", "Bytes on disk per open partition.", sizes)
+        metric("kqlite_log_segments", "gauge", "Segments per open partition.", segments)
+        metric("kqlite_log_end_offset", "gauge", "Log end offset per open partition.", ends)
         lag = []
-        for group in db.offsets.groups():
-            for (topic, p), offset in sorted(db.offsets.committed(group).items()):
-                try:
-                    end = db.log(topic, p).end_offset
-                except KeyError:
-                    continue
-                lag.append(({"group": group, "topic": topic, "partition": p}, max(0, end - offset)))
-        metric("kqlite_consumer_group_lag", "gauge", "Log end minus committed offset.", lag)
+        for (group, topic, p), offset in sorted(db.offsets.known_commits().items()):
+            if (topic, p) in end_of:
+                lag.append(({"group": group, "topic": topic, "partition": p},
+                            max(0, end_of[(topic, p)] - offset)))
+        metric("kqlite_consumer_group_lag", "gauge",
+               "Log end minus committed offset, for open partitions.", lag)
         return "\n".join(lines) + "\n"
 
     async def start(self, host, port):

@@ -3,6 +3,7 @@ data dir: the same planning code runs against ``BrokerCatalog``, which answers t
 questions the reader asks of a Database (topics, partition counts, start and end
 offsets, offsets by time, a range of records) with confluent-kafka (librdkafka)."""
 
+import contextlib
 import time
 import uuid
 
@@ -57,6 +58,11 @@ class BrokerCatalog:
 
     def log(self, topic, partition):
         return _BrokerPartition(self, topic, partition)
+
+    @contextlib.contextmanager
+    def leased_log(self, topic, partition):
+        """As Database.leased_log: the planning code reads offsets the same way from both."""
+        yield self.log(topic, partition)
 
     def topic_config(self, topic):
         from confluent_kafka.admin import AdminClient, ConfigResource

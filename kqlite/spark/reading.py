@@ -12,6 +12,7 @@ import logging
 import os
 
 import kqlite
+from ..db.layout import meta_dir
 from ..errors import KqliteError, OffsetOutOfRangeError
 from .options import EARLIEST, LATEST, SparkOptionError
 from .schema import arrow_schema, headers_type
@@ -21,7 +22,6 @@ __all__ = ["DataLossError", "open_data_dir", "selected_partitions", "resolve_pos
 
 log = logging.getLogger("kqlite.spark")
 
-_META = ".kqlite"
 _LOSS_HINT = ("Some data may have been lost because it is not available in the kqlite data "
               "dir any more: it was deleted by retention or delete_records, the log was "
               "truncated, or the topic was deleted. If you want your query to go on "
@@ -37,7 +37,7 @@ def open_data_dir(path):
 
     A missing directory is an error, not a new empty data dir: a typo in a path
     should not quietly read nothing or write somewhere unexpected."""
-    if not os.path.isdir(os.path.join(path, _META, "topics")):
+    if not os.path.isdir(meta_dir(path, "topics")):
         if not os.path.isdir(path):
             raise SparkOptionError(f"no kqlite data dir at {path}")
         raise SparkOptionError(f"{path} is not a kqlite data dir (it has no .kqlite/topics; "
@@ -56,11 +56,10 @@ def open_source(path=None, bootstrap=None):
 
 def partition_count(db, topic):
     """The partition count as the topic file says now (another process may have grown it)."""
-    # Database caches topic definitions; drop the entry so partitions_for() re-reads it.
-    # (A BrokerCatalog asks the broker each time and has no such cache.)
-    cached = getattr(db, "_topics", None)
-    if cached is not None:
-        cached.pop(topic, None)
+    # Database caches topic definitions: refresh re-reads it. (A BrokerCatalog asks the
+    # broker each time and has no such cache.)
+    if isinstance(db, kqlite.Database):
+        return db.partitions_for(topic, refresh=True)
     return db.partitions_for(topic)
 
 
@@ -97,14 +96,17 @@ def latest_offsets(db, tps):
     """The high watermark (the end a reader may read to) of each partition."""
     out = {}
     for tp in tps:
-        lg = db.log(*tp)
-        lg.end_offset                      # refresh from the shared state
-        out[tp] = lg.high_watermark
+        with db.leased_log(*tp) as lg:    # a lease: thousands of partitions, few descriptors
+            out[tp] = _hw(lg)
     return out
 
 
 def earliest_offsets(db, tps):
-    return {tp: db.log(*tp).start_offset for tp in tps}
+    out = {}
+    for tp in tps:
+        with db.leased_log(*tp) as lg:
+            out[tp] = lg.start_offset
+    return out
 
 
 def resolve_positions(db, spec, tps, which, strategy="error"):
@@ -121,34 +123,32 @@ def resolve_positions(db, spec, tps, which, strategy="error"):
         return latest_offsets(db, tps)
     out = {}
     for tp in tps:
-        lg = db.log(*tp)
-        if spec.kind == "offsets":
-            want = spec.value.get(tp, EARLIEST if which == "starting" else LATEST)
-            if want == EARLIEST:
-                out[tp] = lg.start_offset
-            elif want == LATEST:
-                lg.end_offset
-                out[tp] = lg.high_watermark
-            else:
-                out[tp] = want
-            continue
-        if spec.kind == "timestamp":
-            ts = spec.value
-        else:
-            ts = spec.value.get(tp)
-            if ts is None:
-                out[tp] = lg.start_offset if which == "starting" else _hw(lg)
-                continue
-        found = lg.offset_for_time(ts)
-        if found is None:
-            if which == "starting" and strategy == "error":
-                raise SparkOptionError(
-                    f"no record at or after timestamp {ts} in {tp[0]}-{tp[1]} (option "
-                    f"{which}Timestamp/{which}OffsetsByTimestamp); set "
-                    f"startingOffsetsByTimestampStrategy=latest to start at the end instead")
-            found = _hw(lg)
-        out[tp] = found
+        with db.leased_log(*tp) as lg:
+            out[tp] = _position(lg, spec, tp, which, strategy)
     return out
+
+
+def _position(lg, spec, tp, which, strategy):
+    """The offset ``spec`` stands for in one partition (see resolve_positions)."""
+    if spec.kind == "offsets":
+        want = spec.value.get(tp, EARLIEST if which == "starting" else LATEST)
+        if want == EARLIEST:
+            return lg.start_offset
+        if want == LATEST:
+            return _hw(lg)
+        return want
+    ts = spec.value if spec.kind == "timestamp" else spec.value.get(tp)
+    if ts is None:
+        return lg.start_offset if which == "starting" else _hw(lg)
+    found = lg.offset_for_time(ts)
+    if found is None:
+        if which == "starting" and strategy == "error":
+            raise SparkOptionError(
+                f"no record at or after timestamp {ts} in {tp[0]}-{tp[1]} (option "
+                f"{which}Timestamp/{which}OffsetsByTimestamp); set "
+                f"startingOffsetsByTimestampStrategy=latest to start at the end instead")
+        found = _hw(lg)
+    return found
 
 
 def _hw(lg):
@@ -171,10 +171,12 @@ def check_lost(message, fail_on_data_loss):
 
 
 def read_range(path, topic, partition, start, end, ts_type=0, include_headers=False,
-               fail_on_data_loss=True, batch_rows=10000, bootstrap=None):
+               fail_on_data_loss=True, batch_rows=10000, bootstrap=None, fast=True):
     """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
     ``[start, end)`` (executor side; opens and closes the data dir, or the broker
-    connection with ``bootstrap``, itself)."""
+    connection with ``bootstrap``, itself). A data dir is read with the columnar
+    decoder of arrow_read unless ``fast`` is False (the per-record path, which the
+    tests compare it with)."""
     import pyarrow as pa
     schema = arrow_schema(include_headers)
     if end <= start:
@@ -210,6 +212,13 @@ def read_range(path, topic, partition, start, end, ts_type=0, include_headers=Fa
                 continue    # retention moved the start between the check and the read
         if records is None:
             records = lg.read(max(start, lg.start_offset), max_offset=end)
+        if fast and isinstance(db, kqlite.Database):
+            records.close()     # not iterated: the columnar path reads the same range
+            start = max(start, lg.start_offset)
+            from .arrow_read import read_arrow
+            yield from read_arrow(lg, start, end, include_headers, topic, partition,
+                                  ts_type, batch_rows)
+            return
         htype = headers_type() if include_headers else None
         while True:
             rows = []

@@ -37,8 +37,12 @@ from collections import defaultdict
 
 import kqlite
 from ..errors import InvalidRecordError
-from ..partitioner import partition_for_key
+from ..db.files import SequentialWriter
+from ..db.layout import meta_dir
+from ..db.partitioner import partition_for_key
+from ..storage.fs import DEFAULT_FS, atomic_write
 from .options import SparkOptionError
+from .arrow_write import append_runs, runs, staged_columns
 from .reading import open_data_dir, partition_count
 
 __all__ = ["check_sink_schema", "stage_rows", "publish", "discard", "SinkState",
@@ -46,7 +50,6 @@ __all__ = ["check_sink_schema", "stage_rows", "publish", "discard", "SinkState",
 
 log = logging.getLogger("kqlite.spark")
 
-_SPARK_DIR = os.path.join(".kqlite", "spark")
 _STAGING_MAX_AGE = 24 * 3600     # orphaned staging files (killed tasks) go after a day
 
 STAGED_SCHEMA_FIELDS = ("topic", "partition", "key", "value", "timestamp", "headers")
@@ -169,17 +172,6 @@ def batch_to_records(batch, topic_option, db, now_ms, rng, counts_cache):
     return out
 
 
-def _require_keys(db, groups, compacted_cache):
-    for (topic, p), records in groups.items():
-        compacted = compacted_cache.get(topic)
-        if compacted is None:
-            compacted = compacted_cache[topic] = \
-                "compact" in db.topic_config(topic)["cleanup.policy"]
-        if compacted and any(r.key is None for r in records):
-            raise InvalidRecordError(f"topic {topic!r} is compacted (cleanup.policy=compact): "
-                                     f"every row needs a non-null key")
-
-
 def stage_rows(path, batches, topic_option, mode):
     """Task side: write the rows of an iterator of Arrow batches. ``staged`` mode writes
     one staging file and returns ``(file name or None, {tp: count})``; ``direct`` mode
@@ -187,37 +179,41 @@ def stage_rows(path, batches, topic_option, mode):
     import pyarrow as pa
     db = open_data_dir(path)
     rng = random.Random()
-    counts_cache, compacted_cache = {}, {}
+    counts_cache, compacted_cache, config_cache = {}, {}, {}
     counts = defaultdict(int)
-    writer = None
+    writer = sink = None
     name = None
-    staging = os.path.join(path, _SPARK_DIR, "staging")
+    fs = db.fs
+    staging = _staging(path)
     try:
         for batch in batches:
             if isinstance(batch, pa.Table):
                 batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else None
                 if batch is None:
                     continue
+            if batch.num_rows == 0:
+                continue
             now_ms = int(time.time() * 1000)
-            groups = batch_to_records(batch, topic_option, db, now_ms, rng, counts_cache)
-            _require_keys(db, groups, compacted_cache)
-            for tp, records in groups.items():
-                counts[tp] += len(records)
+            staged = staged_columns(batch, topic_option, db, now_ms, rng, counts_cache,
+                                    compacted_cache, partition_count)
             if mode == "direct":
-                for (topic, p), records in sorted(groups.items()):
-                    db.log(topic, p).append(records)
+                for tp, count in append_runs(db, staged, config_cache).items():
+                    counts[tp] += count
                 continue
-            if not groups:
-                continue
+            for topic, p, first, stop in runs(staged):
+                counts[(topic, p)] += stop - first
             if writer is None:
-                os.makedirs(staging, exist_ok=True)
+                fs.makedirs(staging)
                 name = f"{uuid.uuid4().hex}.arrow"
-                writer = pa.ipc.new_file(os.path.join(staging, name + ".tmp"), _staged_schema())
-            writer.write_batch(_staged_batch(groups))
+                sink = SequentialWriter(fs.open(os.path.join(staging, name + ".tmp"),
+                                                create=True))
+                writer = pa.ipc.new_file(sink, _staged_schema())
+            writer.write_batch(staged)
         if writer is not None:
             writer.close()
             writer = None
-            os.replace(os.path.join(staging, name + ".tmp"), os.path.join(staging, name))
+            sink.close()
+            fs.rename(os.path.join(staging, name + ".tmp"), os.path.join(staging, name))
         return name, dict(counts)
     except BaseException:
         if writer is not None:
@@ -225,10 +221,12 @@ def stage_rows(path, batches, topic_option, mode):
                 writer.close()
             except Exception:
                 pass
+        if sink is not None:
+            sink.close()
         if name is not None:
             for suffix in (".tmp", ""):
                 try:
-                    os.remove(os.path.join(staging, name + suffix))
+                    fs.remove(os.path.join(staging, name + suffix))
                 except OSError:
                     pass
         raise
@@ -275,6 +273,15 @@ def _iter_staged(path):
             yield out
 
 
+def _staged_batches(path):
+    """The Arrow batches of a staging file, each sorted by (topic, partition)."""
+    import pyarrow as pa
+    with pa.memory_map(path) as source:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i)
+
+
 def _read_staged(path):
     """{(topic, partition): [Record]} of a whole staging file, in file order."""
     out = defaultdict(list)
@@ -288,21 +295,11 @@ def _read_staged(path):
 
 def sink_dir(path, sink_id):
     safe = hashlib.sha1(sink_id.encode()).hexdigest()[:16]
-    return os.path.join(path, _SPARK_DIR, "sinks", safe)
+    return meta_dir(path, "spark", "sinks", safe)
 
 
-def _write_json(path, obj):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_json(fs, path, obj):
+    atomic_write(fs, path, json.dumps(obj, indent=1, sort_keys=True).encode())
 
 
 def _read_json(path):
@@ -317,10 +314,11 @@ class SinkState:
     """Per-sink bookkeeping for exactly-once micro-batches: ``state.json`` holds the last
     published batch id, ``pending.json`` a publish in progress."""
 
-    def __init__(self, path, sink_id):
+    def __init__(self, path, sink_id, fs=DEFAULT_FS):
+        self.fs = fs
         self.dir = sink_dir(path, sink_id)
         self.sink_id = sink_id
-        os.makedirs(self.dir, exist_ok=True)
+        fs.makedirs(self.dir)
         self.state_file = os.path.join(self.dir, "state.json")
         self.pending_file = os.path.join(self.dir, "pending.json")
 
@@ -332,37 +330,37 @@ class SinkState:
         return _read_json(self.pending_file)
 
     def begin(self, batch_id, files, before):
-        _write_json(self.pending_file, {
+        _write_json(self.fs, self.pending_file, {
             "batchId": batch_id, "files": files,
             "before": {f"{t}\u0000{p}": off for (t, p), off in before.items()}})
 
     def finish(self, batch_id):
-        _write_json(self.state_file, {"batchId": batch_id, "sink": self.sink_id,
-                                      "time": int(time.time() * 1000)})
+        _write_json(self.fs, self.state_file, {"batchId": batch_id, "sink": self.sink_id,
+                                               "time": int(time.time() * 1000)})
         try:
-            os.remove(self.pending_file)
+            self.fs.remove(self.pending_file)
         except FileNotFoundError:
             pass
 
 
 def _staging(path):
-    return os.path.join(path, _SPARK_DIR, "staging")
+    return meta_dir(path, "spark", "staging")
 
 
-def discard(path, files):
+def discard(path, files, fs=DEFAULT_FS):
     """Delete staging files (abort, or a replayed batch that was already published)."""
     for name in files:
         if name:
             try:
-                os.remove(os.path.join(_staging(path), os.path.basename(name)))
+                fs.remove(os.path.join(_staging(path), os.path.basename(name)))
             except FileNotFoundError:
                 pass
 
 
-def _sweep_orphans(path, keep):
+def _sweep_orphans(path, keep, fs=DEFAULT_FS):
     staging = _staging(path)
     try:
-        names = os.listdir(staging)
+        names = fs.listdir(staging)
     except FileNotFoundError:
         return
     cutoff = time.time() - _STAGING_MAX_AGE
@@ -372,7 +370,7 @@ def _sweep_orphans(path, keep):
         full = os.path.join(staging, name)
         try:
             if os.stat(full).st_mtime < cutoff:
-                os.remove(full)
+                fs.remove(full)
         except OSError:
             pass
 
@@ -439,9 +437,9 @@ def publish(path, files, batch_id=None, sink_id=None, partitions=None):
                 for f in files:
                     tps.update(_read_staged(os.path.join(_staging(path), f)))
             for tp in sorted(tps):
-                lg = db.log(*tp)
-                lg.end_offset
-                before[tp] = lg.high_watermark
+                with db.leased_log(*tp) as lg:
+                    lg.end_offset                       # refresh from the shared state
+                    before[tp] = lg.high_watermark
             state.begin(batch_id, files, before)
         touched = set()
         if recovering:
@@ -450,23 +448,24 @@ def publish(path, files, batch_id=None, sink_id=None, partitions=None):
                 for tp, records in g.items():
                     expected[tp].extend(records)
             for tp, records in sorted(expected.items()):
-                lg = db.log(*tp)
                 log_append_time = db.topic_config(tp[0])["message.timestamp.type"] == \
                     "LogAppendTime"
-                done = _already_there(lg, before.get(tp, 0), records, not log_append_time)
-                if done < len(records):
-                    lg.append(records[done:])
-                    appended += len(records) - done
+                with db.leased_log(*tp) as lg:
+                    done = _already_there(lg, before.get(tp, 0), records, not log_append_time)
+                    if done < len(records):
+                        lg.append(records[done:])
+                        appended += len(records) - done
                 touched.add(tp)
         else:
+            config_cache = {}
             for f in files:
-                for groups in _iter_staged(os.path.join(_staging(path), f)):
-                    for tp, records in sorted(groups.items()):
-                        db.log(*tp).append(records)
-                        appended += len(records)
+                for staged in _staged_batches(os.path.join(_staging(path), f)):
+                    for tp, count in append_runs(db, staged, config_cache).items():
+                        appended += count
                         touched.add(tp)
         for tp in sorted(touched):
-            db.log(*tp).flush()
+            with db.leased_log(*tp) as lg:
+                lg.flush()
         if state is not None:
             state.finish(batch_id)
     finally:

@@ -15,8 +15,6 @@ file holds the old or the new contents, never a mix. A missing file reads as no
 entries; a malformed one raises CorruptRecordError naming the file and line.
 """
 
-import os
-
 from ..errors import CorruptRecordError
 from .fs import atomic_write
 

@@ -47,7 +47,8 @@ Theory of operation
 
 Phases 1-3 hold only the cleaner lock (``.kqlite-cleaner``, one compaction per
 log across processes); appends and reads go on meanwhile. Only the swap holds the
-write lock.
+write lock. The cleaner touches the Log only through
+:class:`~kqlite.storage.cleanable.CleanableLog` (cleanable.py).
 
 Delete horizon
 --------------
@@ -74,22 +75,18 @@ import os
 import struct
 from collections import namedtuple
 
-from .. import _native
-from ..errors import CorruptRecordError, InvalidRecordError, LogFailedError, StorageError
+from ..errors import CorruptRecordError, InvalidRecordError, StorageError
 from ..format import batch as batch_format
 from ..format.constants import (
-    ATTRIBUTES_OFFSET, CONTROL_MASK, DELETE_HORIZON_MASK, LOG_OVERHEAD, MAGIC_V2,
+    ATTRIBUTES_OFFSET, CONTROL_MASK, DELETE_HORIZON_MASK, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
 )
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
 from ..format.rewrite import batch_records, empty_batch, rebuild_batch
-from . import swap
-from .data_dir import CLEANER_OFFSET_FILE
 from .locking import FileLock
-from .scan import SCAN_TRUNCATED, STATUS_TEXT
-from .segment import LOG_SUFFIX, Segment, segment_name
-from .state import read_state
-from .swap import CLEANED_SUFFIX, CLEANER_LOCK_FILE, FILE_SUFFIXES, recover_swaps
+from .scan import CHUNK, SCAN_OK, STATUS_TEXT, BatchPosition, SegmentWalk
+from .segment import LOG_SUFFIX, MAX_RELATIVE_OFFSET, Segment, segment_name
+from .swap import CLEANED_SUFFIX, CLEANER_LOCK_FILE, FILE_SUFFIXES
 
 __all__ = ["CompactionReport", "compact", "require_keys", "require_batch_keys"]
 
@@ -101,9 +98,6 @@ CompactionReport.__doc__ = """What one ``Log.compact()`` did: old segments rewri
 before and after, records removed (all kinds) and, among them, tombstones."""
 _NOTHING = CompactionReport(0, 0, 0, 0, 0)
 
-_MAX_RELATIVE = 2 ** 31 - 1
-_CHUNK = 1 << 20
-_LENGTH = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
 
 # -- Keys on compacted logs ------------------------------------------------------------------
@@ -132,11 +126,9 @@ def require_batch_keys(data, pos):
 
 # -- Entry point -----------------------------------------------------------------------------
 
-_Snap = namedtuple("_Snap", "seg base next_offset size max_timestamp index_bytes timeindex_bytes")
-
-
 def compact(lg, now_ms=None, force=False):
-    """Compact ``lg`` (a Log); see the module docstring. Returns a CompactionReport."""
+    """Compact ``lg`` (a CleanableLog); see the module docstring. Returns a
+    CompactionReport."""
     now_ms = batch_format.now_ms() if now_ms is None else now_ms
     if "compact" not in lg.config["cleanup.policy"]:
         return _NOTHING
@@ -150,19 +142,7 @@ def compact(lg, now_ms=None, force=False):
 
 
 def _compact_locked(lg, now_ms, force):
-    with lg._lock:
-        lg._check_writable()
-        if recover_swaps(lg.fs, lg.path, dry_run=True):
-            with lg._locked_write():      # a compactor died mid-swap: finish its work first
-                state = read_state(lg._state_file)
-                if state is not None:
-                    lg._reload_segments(state)
-        else:
-            lg._refresh()
-        snaps = [_Snap(s, s.base_offset, s.next_offset, s.size, s.max_timestamp,
-                       s.index.count * 8, s.timeindex.count * 12) for s in lg._segments[:-1]]
-        active_base = lg._segments[-1].base_offset
-        log_start = lg.log_start_offset
+    snaps, active_base, log_start = lg.segments_to_clean()
     plan = _plan(lg, snaps, active_base, log_start, now_ms, force)
     if plan is None:
         return _NOTHING
@@ -181,10 +161,9 @@ def _compact_locked(lg, now_ms, force):
                 f.close()
     except (FileNotFoundError, CorruptRecordError):
         _discard(outputs)
-        with lg._lock:      # deleted or truncated by another writer meanwhile, or corrupt?
-            lg._refresh()
-            if _unchanged(lg, groups) is not None:
-                raise
+        # Deleted or truncated by another writer meanwhile, or corrupt?
+        if _unchanged(lg.closed_segments(), groups) is not None:
+            raise
         log.info("%s: the log changed during compaction; will try again later", lg.path)
         return _NOTHING
     except Exception as exc:
@@ -194,31 +173,17 @@ def _compact_locked(lg, now_ms, force):
         raise
     report = _install(lg, groups, outputs)
     if report is not None:
-        _write_checkpoint(lg, end)
+        lg.set_first_dirty_offset(end)
     return report or _NOTHING
 
 
 # -- Planning --------------------------------------------------------------------------------
 
 def _first_dirty(lg, log_start, log_end):
-    offset = None
-    if lg._data_dir is not None:
-        try:
-            offset = lg._data_dir.read(CLEANER_OFFSET_FILE).get((lg.topic, lg.partition))
-        except CorruptRecordError as exc:
-            log.warning("ignoring %s", exc)
-    else:
-        offset = lg._cleaner_offset
+    offset = lg.first_dirty_offset()
     if offset is None or offset < log_start or offset > log_end:
         return log_start
     return offset
-
-
-def _write_checkpoint(lg, offset):
-    if lg._data_dir is not None:
-        lg._data_dir.update(CLEANER_OFFSET_FILE, {(lg.topic, lg.partition): offset})
-    else:
-        lg._cleaner_offset = offset
 
 
 def _plan(lg, snaps, active_base, log_start, now_ms, force):
@@ -253,7 +218,7 @@ def _group(snaps, cfg):
                 and sum(x.size for x in g) + s.size <= max_bytes \
                 and sum(x.index_bytes for x in g) + s.index_bytes <= max_index \
                 and sum(x.timeindex_bytes for x in g) + s.timeindex_bytes <= max_index \
-                and (s.size == 0 or s.next_offset - 1 - g[0].base <= _MAX_RELATIVE):
+                and (s.size == 0 or s.next_offset - 1 - g[0].base <= MAX_RELATIVE_OFFSET):
             g.append(s)
         else:
             groups.append([s])
@@ -263,41 +228,32 @@ def _group(snaps, cfg):
 # -- Reading segments ------------------------------------------------------------------------
 
 def _entries(f, size):
-    """Yield (data, batch) for every log entry of an open segment file, CRCs verified."""
-    pos, want = 0, _CHUNK
-    while pos < size:
-        data = f.pread(min(want, size - pos), pos)
-        if not data:
-            raise CorruptRecordError("segment shorter than expected", path=f.path, position=pos)
-        found, stop, status = _native.scan_batches(data, 0, len(data), True)
-        for b in found:
-            yield data, b
-        if stop == len(data):
-            pos, want = pos + stop, _CHUNK
-            continue
-        if status == SCAN_TRUNCATED and pos + len(data) < size:
-            if not found:  # one batch larger than the chunk: read it whole
-                want = max(_CHUNK, _LENGTH.unpack_from(data, 8)[0] + LOG_OVERHEAD)
-            pos += stop
-            continue
-        raise CorruptRecordError(STATUS_TEXT[status], path=f.path, position=pos + stop)
+    """Yield (data, position of the entry in data, BatchPosition) for every log entry of
+    an open segment file, CRCs verified; CorruptRecordError if the file does not end in
+    a whole entry at ``size``."""
+    walk = SegmentWalk(f, 0, size, verify_crc=True, chunk=CHUNK)
+    for chunk in walk.chunks():
+        for b in chunk.batches:
+            yield chunk.data, b.position - chunk.position, b
+    if walk.status != SCAN_OK:
+        raise CorruptRecordError(STATUS_TEXT[walk.status], path=f.path, position=walk.stop)
 
 
-def _records(data, b):
+def _records(data, at, b):
     """(header or None, raw records body or None, records) of one log entry."""
-    if b[5] != MAGIC_V2:
-        return None, None, read_legacy_entry(data, b[0])
-    return batch_records(data, b[0])
+    if b.magic != MAGIC_V2:
+        return None, None, read_legacy_entry(data, at)
+    return batch_records(data, at)
 
 
 def _build_map(files, snaps):
     """key -> highest offset over the given segments (control batches and keyless skipped)."""
     offsets = {}
     for s in snaps:
-        for data, b in _entries(files[s.base], s.size):
-            if b[5] == MAGIC_V2 and data[b[0] + ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
+        for data, at, b in _entries(files[s.base], s.size):
+            if b.magic == MAGIC_V2 and data[at + ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
                 continue
-            for rec in _records(data, b)[2]:
+            for rec in _records(data, at, b)[2]:
                 if rec[2] is not None:
                     offsets[rec[2]] = rec[0]
     return offsets
@@ -330,25 +286,27 @@ class _Output:
         self.file = self.fs.open(self.path() + CLEANED_SUFFIX, create=True)
         self.file.truncate(0)
         self.lazy = False
-        for pos in range(0, self.deferred, _CHUNK):   # the unchanged prefix of the input
-            self.file.pwrite(self.source.pread(min(_CHUNK, self.deferred - pos), pos), pos)
+        for pos in range(0, self.deferred, CHUNK):   # the unchanged prefix of the input
+            self.file.pwrite(self.source.pread(min(CHUNK, self.deferred - pos), pos), pos)
 
-    def add(self, data, b, rebuilt):
-        """Add a log entry: as it is (``rebuilt`` None), rebuilt, or dropped (b"")."""
+    def add(self, data, at, b, rebuilt):
+        """Add the log entry ``b`` at ``data[at:]``: as it is (``rebuilt`` None), rebuilt,
+        or dropped (b"")."""
         if rebuilt is None and self.lazy:
-            self.deferred += b[4]
+            self.deferred += b.size
         else:
             if self.file is None:
                 self._start()
             if rebuilt == b"":
                 return
-            self.buf += data[b[0]:b[0] + b[4]] if rebuilt is None else rebuilt
-            if len(self.buf) >= _CHUNK:
+            self.buf += data[at:at + b.size] if rebuilt is None else rebuilt
+            if len(self.buf) >= CHUNK:
                 self.flush()
-        size, max_ts = b[4], b[3]
+        size, max_ts = b.size, b.max_timestamp
         if rebuilt is not None:  # same base and last offset; new size and max timestamp
-            size, max_ts = len(rebuilt), _MAX_TS.unpack_from(rebuilt, 35)[0]
-        self.seg._index_batches([(self.size, b[1], b[2], max_ts, size, b[5])], write=False)
+            size, max_ts = len(rebuilt), _MAX_TS.unpack_from(rebuilt, MAX_TIMESTAMP_OFFSET)[0]
+        self.seg.index_batches((BatchPosition(self.size, b.base_offset, b.last_offset, max_ts,
+                                              size, b.magic),), write=False)
         self.size += size
 
     def flush(self):
@@ -398,9 +356,9 @@ def _clean_group(lg, group, files, offset_map, now_ms):
         ends = [s.next_offset for s in group if s.size]
         group_end = max(ends) if ends else None
         for s in group:
-            for data, b in _entries(files[s.base], s.size):
-                last = b[2] + 1 == group_end
-                out.add(data, b, _filter_entry(out, data, b, offset_map, now_ms, last))
+            for data, at, b in _entries(files[s.base], s.size):
+                last = b.last_offset + 1 == group_end
+                out.add(data, at, b, _filter_entry(out, data, at, b, offset_map, now_ms, last))
         changed = out.finish()
     except Exception:
         out.discard()
@@ -408,12 +366,13 @@ def _clean_group(lg, group, files, offset_map, now_ms):
     return out if changed else None
 
 
-def _filter_entry(out, data, b, offset_map, now_ms, last_of_group):
+def _filter_entry(out, data, at, b, offset_map, now_ms, last_of_group):
     """None to keep the entry as it is, else its new bytes (b"" drops it)."""
-    header, body, rows = _records(data, b)
-    if header is not None and header[5] & CONTROL_MASK:
+    header, body, rows = _records(data, at, b)
+    if header is not None and header.attributes & CONTROL_MASK:
         return None
-    horizon = header[7] if header is not None and header[5] & DELETE_HORIZON_MASK else None
+    horizon = header.base_timestamp if header is not None \
+        and header.attributes & DELETE_HORIZON_MASK else None
     keep, tombstones_kept, tombstones_dropped, keyless = [], False, 0, 0
     for i, rec in enumerate(rows):
         if rec[2] is None:
@@ -461,18 +420,16 @@ def _install(lg, groups, outputs):
         return _NOTHING
     todo = None
     try:
-        # The sync lock first (as Log._sync_to takes it): no fsync of a replaced segment
-        # is in flight when the swap closes it.
-        with lg._sync_lock, lg._locked_write():
-            lg._check_writable()
-            present = _unchanged(lg, groups)
+        with lg.swap_lock() as current:
+            present = _unchanged(current, groups)
             if present is None:
                 log.info("%s: the log changed during compaction; will try again later",
                          lg.path)
                 return None
             todo = [(g, o) for g, o in zip(groups, outputs) if o is not None and present[id(g)]]
             if todo:
-                _swap_and_publish(lg, todo)
+                lg.replace_segments([(out.base, [s.seg for s in group]) for group, out in todo])
+                _log_swapped(lg, todo)
     finally:
         _discard(o for o in outputs if todo is None or o not in [t[1] for t in todo])
     return CompactionReport(sum(len(g) for g, _ in todo), sum(o.bytes_before for _, o in todo),
@@ -480,23 +437,11 @@ def _install(lg, groups, outputs):
                             sum(o.tombstones for _, o in todo))
 
 
-def _swap_and_publish(lg, todo):
-    try:
-        _swap(lg, todo)
-        lg._generation += 1
-        lg._write_state(sync=True)     # other processes reload their segment lists
-    except BaseException as exc:
-        lg._failed = exc               # reopening finishes the swap (recover_swaps)
-        if isinstance(exc, Exception):
-            raise LogFailedError(f"compaction swap in {lg.path} failed ({exc}); reopen "
-                                 f"the log to finish it") from exc
-        raise
-
-
-def _unchanged(lg, groups):
-    """{id(group): present?} if every planned segment is as planned, except whole groups
-    that retention deleted (oldest first); None otherwise."""
-    current = {id(s) for s in lg._segments[:-1]}
+def _unchanged(current, groups):
+    """{id(group): present?} if every planned segment is as planned among the ``current``
+    closed segments, except whole groups that retention deleted (oldest first); None
+    otherwise."""
+    current = {id(s) for s in current}
     present, seen = {}, False
     for g in groups:
         here = [id(s.seg) in current and s.seg.size == s.size
@@ -509,26 +454,11 @@ def _unchanged(lg, groups):
     return present if seen else None
 
 
-def _swap(lg, todo):
-    fs, d = lg.fs, lg.path
-    swap.swap_in(fs, d, [(out.base, [s.seg.base_offset for s in group]) for group, out in todo])
-    replaced = {}
+def _log_swapped(lg, todo):
     for group, out in todo:
-        new = Segment.open(fs, d, out.base, lg.config)
-        replaced.update((id(s.seg), new) for s in group)
         log.info("%s: compacted %d segment(s) from offset %d: %d -> %d bytes, %d records "
-                 "removed (%d tombstones)", d, len(group), out.base, out.bytes_before,
+                 "removed (%d tombstones)", lg.path, len(group), out.base, out.bytes_before,
                  out.size, out.removed, out.tombstones)
         if out.keyless:
             log.warning("%s: compaction dropped %d records without a key (written before "
-                        "cleanup.policy was compact?)", d, out.keyless)
-    segments = []
-    for seg in lg._segments:
-        seg = replaced.get(id(seg), seg)
-        if not segments or segments[-1] is not seg:
-            segments.append(seg)
-    lg._segments = segments
-    for group, _ in todo:
-        for s in group:
-            s.seg.close()
-    swap.remove_deleted(fs, d, [s.seg.base_offset for group, _ in todo for s in group])
+                        "cleanup.policy was compact?)", lg.path, out.keyless)

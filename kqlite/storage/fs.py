@@ -12,14 +12,17 @@ Contract of a file system object:
   same_file(file, path) -> bool   is the open File still the file named path (not replaced)?
 and of a File:
   pread(size, pos) -> bytes, pwrite(data, pos), size(), truncate(size), sync(), close(),
-  fileno() (for advisory locks only), path
+  fileno() (for advisory locks only), path,
+  closed -> bool   closed, or no longer usable (FaultyFS after a simulated power cut)
 ``rename`` replaces ``dst`` atomically; callers that need the rename to survive a
 power loss call ``fsync_dir`` on the parent afterwards.
 """
 
 import os
 
-__all__ = ["OsFileSystem", "OsFile", "DEFAULT_FS", "atomic_write"]
+__all__ = ["OsFileSystem", "OsFile", "DEFAULT_FS", "atomic_write", "TMP_SUFFIX"]
+
+TMP_SUFFIX = ".tmp"   # atomic_write's temporary file; opening a log removes leftovers
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
@@ -116,10 +119,10 @@ def atomic_write(fs, path, data, *, durable=True):
     """Replace the file ``path`` with ``data`` so that a crash leaves either the old or
     the new contents, never a mix: write a temporary file, fsync it, rename it over
     ``path``, then fsync the directory (the rename itself must survive a power loss).
-    The temporary file is ``path + ".tmp"``: callers serialize writers of one path (a
-    lock), and opening a log removes ``.tmp`` leftovers. ``durable=False`` skips both
+    The temporary file is ``path + TMP_SUFFIX``: callers serialize writers of one path (a
+    lock), and opening a log removes such leftovers. ``durable=False`` skips both
     fsyncs (atomic against crashes of the process only)."""
-    tmp = path + ".tmp"
+    tmp = path + TMP_SUFFIX
     f = fs.open(tmp, create=True)
     try:
         f.truncate(0)

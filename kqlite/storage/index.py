@@ -17,10 +17,10 @@ import struct
 from .. import _native
 from ..format.constants import OFFSET_INDEX_ENTRY_SIZE, TIME_INDEX_ENTRY_SIZE
 
-__all__ = ["OffsetIndex", "TimeIndex"]
+__all__ = ["OffsetIndex", "TimeIndex", "OFFSET_ENTRY", "TIME_ENTRY"]
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
 
 
 class _Index:
@@ -103,11 +103,6 @@ class _Index:
             self._file.close()
             self._file = None
 
-    def rename(self, new_path):
-        self.close()
-        self.fs.rename(self.path, new_path)
-        self.path = new_path
-
     @classmethod
     def load(cls, fs, path, base_offset, max_bytes):
         """Read an index file; returns None when missing or torn (size not a whole entry)."""
@@ -125,26 +120,23 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    entry = _OFFSET_ENTRY
+    entry = OFFSET_ENTRY
     entry_size = OFFSET_INDEX_ENTRY_SIZE
 
     def append(self, offset, position, write=True):
-        self._write(_OFFSET_ENTRY.pack(offset - self.base_offset, position), write)
+        self._write(OFFSET_ENTRY.pack(offset - self.base_offset, position), write)
 
     def lookup(self, offset):
         """(offset, position) of the last entry at or below ``offset``; (base, 0) if none."""
         slot = self._floor(offset - self.base_offset)
         if slot < 0:
             return self.base_offset, 0
-        rel, pos = _OFFSET_ENTRY.unpack_from(self.buf, slot * 8)
+        rel, pos = OFFSET_ENTRY.unpack_from(self.buf, slot * OFFSET_INDEX_ENTRY_SIZE)
         return self.base_offset + rel, pos
 
-    def last_offset(self):
-        return self.base_offset + self.entry_at(self.count - 1)[0] if self.count else None
-
-    def truncate_to(self, offset):
-        """Drop entries for offsets >= ``offset``."""
-        self.truncate_entries(self._floor(offset - self.base_offset - 1) + 1)
+    def last_position(self):
+        """The file position of the last entry: 0 (the segment's start) if there is none."""
+        return self.entry_at(self.count - 1)[1] if self.count else 0
 
     def truncate_to_position(self, position):
         """Drop entries pointing at or past ``position`` (after the log was cut there)."""
@@ -153,14 +145,11 @@ class OffsetIndex(_Index):
             keep -= 1
         self.truncate_entries(keep)
 
-    def sane(self, log_size, full=False):
-        """Kafka's sanity check: the last entry points inside the log and offsets rise.
-
-        ``full`` checks every entry (used when the log tail was just recovered).
-        """
+    def sane(self, log_size):
+        """Kafka's sanity check: the last entry points inside the log and offsets rise."""
         if not self.count:
             return True
-        slots = range(self.count) if full else sorted({0, self.count - 1})
+        slots = sorted({0, self.count - 1})
         prev_rel, prev_pos = -1, -1
         for slot in slots:
             rel, pos = self.entry_at(slot)
@@ -171,7 +160,7 @@ class OffsetIndex(_Index):
 
 
 class TimeIndex(_Index):
-    entry = _TIME_ENTRY
+    entry = TIME_ENTRY
     entry_size = TIME_INDEX_ENTRY_SIZE
 
     def last_timestamp(self):
@@ -180,17 +169,21 @@ class TimeIndex(_Index):
     def maybe_append(self, timestamp, offset, write=True):
         """Add (timestamp, offset) only if it raises the maximum timestamp seen."""
         if timestamp > self.last_timestamp():
-            self._write(_TIME_ENTRY.pack(timestamp, offset - self.base_offset), write)
+            self._write(TIME_ENTRY.pack(timestamp, offset - self.base_offset), write)
 
-    def maybe_append_in_memory(self, timestamp, offset):
-        self.maybe_append(timestamp, offset, write=False)
+    def last_entry(self):
+        """(timestamp, offset) of the last entry; (-1, base) if there is none."""
+        if not self.count:
+            return -1, self.base_offset
+        ts, rel = self.entry_at(self.count - 1)
+        return ts, self.base_offset + rel
 
     def lookup(self, timestamp):
         """(timestamp, offset) of the last entry at or below ``timestamp``; (-1, base) if none."""
         slot = self._floor(timestamp)
         if slot < 0:
             return -1, self.base_offset
-        ts, rel = _TIME_ENTRY.unpack_from(self.buf, slot * 12)
+        ts, rel = TIME_ENTRY.unpack_from(self.buf, slot * TIME_INDEX_ENTRY_SIZE)
         return ts, self.base_offset + rel
 
     def truncate_to(self, offset):
@@ -200,10 +193,10 @@ class TimeIndex(_Index):
             keep -= 1
         self.truncate_entries(keep)
 
-    def sane(self, next_offset, full=False):
+    def sane(self, next_offset):
         if not self.count:
             return True
-        slots = range(self.count) if full else sorted({0, self.count - 1})
+        slots = sorted({0, self.count - 1})
         prev_ts, prev_rel = None, -1
         for slot in slots:
             ts, rel = self.entry_at(slot)

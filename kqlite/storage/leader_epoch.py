@@ -44,14 +44,21 @@ class LeaderEpochCache:
         return True
 
     def end_offset_for(self, epoch, log_end_offset):
-        """(epoch, end offset) as OffsetsForLeaderEpoch answers it: the largest known epoch
-        <= ``epoch`` and the offset where the next epoch starts (or the log end)."""
-        if not self.entries or epoch < self.entries[0][0]:
+        """(epoch, end offset) as Kafka's OffsetsForLeaderEpoch answers it (its
+        LeaderEpochFileCache.endOffsetFor): the latest epoch ends at the log end; an
+        older one at the start of the next known epoch, answered with the largest known
+        epoch at or below it; an epoch below every known one (retention removed its
+        entries) at the start of the first known epoch, answered with itself, so a
+        follower truncates no further than the leader's start; an unknown or larger
+        epoch, or an empty cache, gives (-1, -1)."""
+        if epoch < 0 or not self.entries or epoch > self.entries[-1][0]:
             return -1, -1
-        for i, (e, _start) in enumerate(self.entries):
-            if e > epoch:
-                return self.entries[i - 1][0], self.entries[i][1]
-        return self.entries[-1][0], log_end_offset
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        if epoch < self.entries[0][0]:
+            return epoch, self.entries[0][1]
+        i = next(i for i, (e, _start) in enumerate(self.entries) if e > epoch)
+        return self.entries[i - 1][0], self.entries[i][1]
 
     def truncate_from_end(self, end_offset):
         """Forget epochs that start at or after ``end_offset`` (the log was cut there)."""

@@ -1,64 +1,284 @@
-"""Walk the batches of a segment file in bounded chunks.
+"""The one walker over the log entries of a segment file, and what it hands out.
 
-``_native.scan_batches`` validates framing (and CRC) over one in-memory buffer;
-this module feeds it a file piece by piece so that a 1 GiB segment is scanned
-with a few MiB of memory, and so that a batch larger than the chunk is still
-read whole.
+Every storage reader that looks at a segment's batches goes through
+:class:`SegmentWalk`: opening and recovering a segment, finding the batch that
+holds an offset, catching up with another process's appends, reads, fetches,
+compaction, the integrity check and the producer-state rebuild
+(:meth:`Log.batch_headers`).
+
+Theory of operation
+-------------------
+``_native.scan_batches`` validates framing (and CRC) over one in-memory buffer.
+A walk feeds it the file bytes [start, end) one read (a :class:`Chunk`) at a
+time and hands out the whole entries of each read as :class:`BatchPosition`
+(absolute file positions).
+
+*Data walks* (the default) see every byte of every entry: the next read starts
+where the last whole entry ended, growing to hold an entry larger than a read, so
+a batch is always seen whole; memory is bounded by the larger of the read size
+and the largest entry. *Header walks* (``headers_only=True``, never with CRC
+checks) step over a v2 batch that a read cut off by its 61-byte header alone:
+without CRC checks a scan of all its bytes would report exactly the header's
+facts, once the header says the batch ends within the walk and the file holds it
+(the file's size is asked once, unless the caller vouches for ``end``). A header
+walk therefore reads a bounded amount per batch however large batches are;
+lookups, fetch extents and batch headers use it.
+
+Reads start at ``chunk`` bytes and grow fourfold per read, up to :data:`CHUNK`
+(or to the entry that must be read whole): a lookup just after an index entry
+reads a few KiB, a walk over a whole segment soon reads 1 MiB at a time. After
+a step over a batch larger than that the next read is a header's worth.
+
+While a walk runs, :attr:`SegmentWalk.stop` is the position after the last
+whole entry handed out and :attr:`SegmentWalk.status` describes the bytes there
+as of the last read (:meth:`SegmentWalk.read` is one read): SCAN_OK (the walk
+reached ``end``, or will read on), SCAN_TRUNCATED (an entry cut off by ``end`` or
+by the file's end; mid-walk, one the next read will fetch whole),
+SCAN_CORRUPT_CRC or SCAN_BAD_HEADER. A consumer that stops early reads them as
+they stood after its last read.
 """
 
+import functools
 import struct
+from collections import namedtuple
 
 from .. import _native
+from ..format.constants import (
+    BATCH_OVERHEAD, CONTROL_MASK, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CODEC_MASK, LOG_OVERHEAD,
+    MAGIC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+    NO_SEQUENCE, TRANSACTIONAL_MASK,
+)
 
-__all__ = ["scan_file", "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER",
-           "STATUS_TEXT"]
+__all__ = ["SegmentWalk", "Chunk", "BatchPosition", "BatchHeader", "batch_header",
+           "scan_file", "CHUNK", "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC",
+           "SCAN_BAD_HEADER", "STATUS_TEXT"]
 
-SCAN_OK = 0
-SCAN_TRUNCATED = 1
-SCAN_CORRUPT_CRC = 2
-SCAN_BAD_HEADER = 3
+SCAN_OK = _native.SCAN_OK
+SCAN_TRUNCATED = _native.SCAN_TRUNCATED
+SCAN_CORRUPT_CRC = _native.SCAN_CORRUPT_CRC
+SCAN_BAD_HEADER = _native.SCAN_BAD_HEADER
 STATUS_TEXT = {SCAN_OK: "ok", SCAN_TRUNCATED: "incomplete batch at the end of the file",
                SCAN_CORRUPT_CRC: "CRC mismatch", SCAN_BAD_HEADER: "invalid batch header"}
 
 CHUNK = 1 << 20
+_MIN_ENTRY = 26          # the smallest log entry (a magic 0 message with no key or value)
+_HEADER_CHECKED = MAGIC_OFFSET + 1   # bytes of an entry scan_batches needs to judge its header
+_V2_MIN_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD   # the smallest legal v2 length field
+_V2_STEP = struct.Struct(">qiibIhiqq")    # a v2 header up to maxTimestamp
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _LENGTH = struct.Struct(">i")
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _V2_HEADER.size == BATCH_OVERHEAD
+
+BatchPosition = namedtuple("BatchPosition",
+                           "position base_offset last_offset max_timestamp size magic")
+BatchPosition.__doc__ = """One log entry of a segment file, as the walker found it: its
+file position, first and last offset, largest timestamp, size in bytes (the 12-byte
+offset and length prefix included) and magic (0, 1: a legacy message; 2: a batch)."""
+
+Chunk = namedtuple("Chunk", "position data batches")
+Chunk.__doc__ = """One read of a walk: ``data`` holds the file bytes from ``position``;
+``batches`` are the BatchPositions found in them (absolute positions: the entry starts
+at ``data[b.position - position]``). A header walk's data holds at least the header of
+each of its batches, a data walk's the whole batch."""
+
+_new = tuple.__new__
+_as_position = functools.partial(_new, BatchPosition)
+
+
+class SegmentWalk:
+    """Walk the entries of ``file`` bytes [start, end); see the module docstring.
+
+    :meth:`read` returns the next Chunk (None once the walk has ended); :meth:`chunks`
+    yields them; iterating yields their BatchPositions. ``from_offset`` leaves out
+    entries whose last offset is below it. ``max_size`` makes a larger entry
+    SCAN_BAD_HEADER (recovery's bound on a plausible batch). ``trust_end`` says the
+    file is known to hold ``end`` bytes (a segment's size, under the Log's lock): a
+    header walk then steps over batches without asking the file for its size."""
+
+    __slots__ = ("file", "end", "verify_crc", "headers_only", "max_size", "from_offset",
+                 "stop", "status", "_pos", "_want", "_grow_to", "_file_end", "_done")
+
+    def __init__(self, file, start, end, *, verify_crc=False, headers_only=False,
+                 max_size=None, chunk=CHUNK, from_offset=None, trust_end=False):
+        if headers_only and verify_crc:
+            raise ValueError("a header walk cannot check CRCs: it does not read whole batches")
+        self.file = file
+        self.end = end
+        self.verify_crc = verify_crc
+        self.headers_only = headers_only
+        self.max_size = max_size
+        self.from_offset = from_offset
+        self.stop = start
+        self.status = SCAN_OK
+        self._pos = start
+        self._want = max(chunk, BATCH_OVERHEAD)
+        self._grow_to = max(self._want, CHUNK)
+        # The file's size, learnt at the first step: a step skips bytes it does not read.
+        self._file_end = end if trust_end else None
+        self._done = False
+
+    def __iter__(self):
+        for chunk in self.chunks():
+            yield from chunk.batches
+
+    def chunks(self):
+        """Yield one Chunk per read (its ``batches`` may be empty) until the walk ends."""
+        read = self.read
+        chunk = read()
+        while chunk is not None:
+            yield chunk
+            chunk = read()
+
+    def read(self):
+        """Read on: the next Chunk, or None when the walk has ended."""
+        pos, end = self._pos, self.end
+        if self._done or pos >= end:
+            self._done = True
+            return None
+        want = self._want
+        asked = min(want, end - pos)
+        data = self.file.pread(asked, pos)
+        if not data:
+            self._done = True
+            self.stop, self.status = pos, SCAN_TRUNCATED
+            return None
+        if self.headers_only and len(data) == asked >= BATCH_OVERHEAD \
+                and data[MAGIC_OFFSET] == MAGIC_V2:
+            # A batch that cannot fit this read, where the scan could only say "cut off
+            # here": step over it at once (the common case among large batches).
+            base, length, _, _, _, _, delta, _, max_ts = _V2_STEP.unpack_from(data)
+            size = length + LOG_OVERHEAD
+            after = pos + size
+            last = base + delta
+            if size > asked and length >= _V2_MIN_LENGTH and after <= end \
+                    and (self.max_size is None or size <= self.max_size) \
+                    and _INT64_MIN <= last <= _INT64_MAX \
+                    and after <= (self._file_end or self._learn_file_end()):
+                self.stop, self.status = after, SCAN_OK
+                self._pos = after
+                grown = min(want * 4, self._grow_to)
+                self._want = BATCH_OVERHEAD if size > grown else grown
+                low = self.from_offset
+                if low is not None and last < low:
+                    return _new(Chunk, (pos, data, []))
+                return _new(Chunk, (pos, data, [_new(BatchPosition, (pos, base, last, max_ts,
+                                                                      size, MAGIC_V2))]))
+        found, stop, status = _native.scan_batches(
+            data, 0, len(data), self.verify_crc, len(data) // _MIN_ENTRY + 1, self.max_size)
+        self.stop, self.status = pos + stop, status
+        if status == SCAN_OK:
+            self._pos = pos + stop
+            self._want = min(want * 4, self._grow_to)
+            return _new(Chunk, (pos, data, _positions(found, pos, self.from_offset)))
+        if status != SCAN_TRUNCATED or len(data) < asked or pos + len(data) >= end:
+            self._done = True       # corrupt, or the range or the file ends inside an entry
+            return _new(Chunk, (pos, data, _positions(found, pos, self.from_offset)))
+        # This read ended inside the entry at ``stop``: step over it by its header (a
+        # header walk, a v2 batch that ends within the walk), or read on from it.
+        rest = len(data) - stop
+        grown = min(want * 4, self._grow_to)
+        if self.headers_only and rest >= BATCH_OVERHEAD \
+                and data[stop + MAGIC_OFFSET] == MAGIC_V2:
+            stepped = self._step(data, stop, pos, _V2_HEADER.unpack_from(data, stop), found,
+                                 grown)
+            if stepped is not None:
+                return stepped
+        self._pos = pos + stop
+        if rest >= _HEADER_CHECKED:         # the scan checked magic, length and max_size
+            grown = max(grown, _LENGTH.unpack_from(data, stop + 8)[0] + LOG_OVERHEAD)
+        self._want = grown
+        return _new(Chunk, (pos, data, _positions(found, pos, self.from_offset)))
+
+    def _step(self, data, at, pos, fields, found, grown):
+        """The Chunk of ``found`` and the v2 batch at ``data[at:]`` (whose header is
+        ``fields``, checked as the scan checks it), stepped over by its header; None when
+        it must be read instead (the walk or the file ends inside it)."""
+        size = fields[1] + LOG_OVERHEAD
+        last = fields[0] + fields[6]
+        if not _INT64_MIN <= last <= _INT64_MAX:
+            self._done = True
+            self.stop, self.status = pos + at, SCAN_BAD_HEADER
+            return _new(Chunk, (pos, data, _positions(found, pos, self.from_offset)))
+        after = pos + at + size
+        if after > self.end or after > (self._file_end or self._learn_file_end()):
+            return None
+        self.stop, self.status = after, SCAN_OK
+        self._pos = after
+        # Past a batch larger than reads grow, the next is likely large too: read just
+        # its header (reads grow again from there if it is not).
+        self._want = BATCH_OVERHEAD if size > grown else grown
+        low = self.from_offset
+        batches = _positions(found, pos, low)
+        if low is None or last >= low:
+            batches.append(_new(BatchPosition, (pos + at, fields[0], last, fields[8], size,
+                                                MAGIC_V2)))
+        return _new(Chunk, (pos, data, batches))
+
+
+    def _learn_file_end(self):
+        self._file_end = self.file.size()
+        return self._file_end
+
+
+def _positions(found, pos, low):
+    """scan_batches' tuples (positions relative to ``pos``) as BatchPositions, leaving out
+    those that end below ``low``."""
+    if not found:
+        return []
+    if low is None:
+        if not pos:
+            return list(map(_as_position, found))
+        return [_new(BatchPosition, (p + pos, b, l, t, s, m)) for p, b, l, t, s, m in found]
+    return [_new(BatchPosition, (p + pos, b, l, t, s, m)) for p, b, l, t, s, m in found
+            if l >= low]
 
 
 def scan_file(file, start, end, on_batches, verify_crc=True, max_size=None, chunk=CHUNK):
-    """Scan ``file`` bytes [start, end); call ``on_batches(list)`` per chunk.
+    """SegmentWalk for callers that take batches through a callback: ``on_batches(list
+    of BatchPosition)`` per read that found any. Returns ``(stop, status)``. Kept for callers outside
+    storage (kqlite/server/producer_state.py) until they read Log.batch_headers."""
+    walk = SegmentWalk(file, start, end, verify_crc=verify_crc, max_size=max_size, chunk=chunk)
+    for c in walk.chunks():
+        if c.batches:
+            on_batches(c.batches)
+    return walk.stop, walk.status
 
-    Each batch is ``(position, base_offset, last_offset, max_timestamp, size, magic)``
-    with an absolute file position. Returns ``(stop, status)``: ``stop`` is the end
-    of the last valid batch and ``status`` one of the SCAN_* codes (SCAN_OK when
-    ``stop == end``).
-    """
-    pos = start
-    want = chunk
-    while pos < end:
-        data = file.pread(min(want, end - pos), pos)
-        if not data:
-            return pos, SCAN_TRUNCATED
-        batches, stop, status = _native.scan_batches(
-            data, 0, len(data), verify_crc, None, max_size)
-        if batches:
-            if pos:
-                batches = [(p + pos, b, l, t, s, m) for p, b, l, t, s, m in batches]
-            on_batches(batches)
-        if status == SCAN_OK and stop == len(data):
-            pos += stop
-            want = chunk
-            continue
-        if status != SCAN_TRUNCATED or pos + len(data) >= end or len(data) < min(want, end - pos):
-            return pos + stop, status   # (a short read: the file ends before ``end``)
-        # The chunk ended inside a batch: read again from that batch, big enough to hold it.
-        pos += stop
-        head = file.pread(12, pos)
-        if len(head) < 12:
-            return pos, SCAN_TRUNCATED
-        need = _LENGTH.unpack_from(head, 8)[0] + 12
-        if need <= 12 or (max_size is not None and need > max_size):
-            batches, stop, status = _native.scan_batches(
-                file.pread(min(chunk, end - pos), pos), 0, None, verify_crc, None, max_size)
-            return pos + stop, status
-        want = max(chunk, need)
-    return pos, SCAN_OK
+
+class BatchHeader(namedtuple("BatchHeader", "position segment_base base_offset last_offset "
+                                            "max_timestamp size magic partition_leader_epoch "
+                                            "attributes producer_id producer_epoch "
+                                            "base_sequence record_count")):
+    """The header of one log entry, where it lies and what a producer-state rebuild
+    needs (:meth:`Log.batch_headers`). ``position`` is the file position in the segment
+    whose base offset is ``segment_base``. Legacy (magic 0/1) entries have -1 for the
+    leader epoch and the producer fields, their message attributes as ``attributes``,
+    and ``record_count`` 1 (uncompressed) or -1 (a compressed wrapper: unknown without
+    decompressing it)."""
+
+    __slots__ = ()
+
+    @property
+    def is_transactional(self):
+        return self.magic == MAGIC_V2 and bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self):
+        return self.magic == MAGIC_V2 and bool(self.attributes & CONTROL_MASK)
+
+
+def batch_header(chunk, b, segment_base):
+    """The BatchHeader of the entry ``b`` of ``chunk`` (from a walk of that segment)."""
+    at = b.position - chunk.position
+    if b.magic == MAGIC_V2:
+        f = _V2_HEADER.unpack_from(chunk.data, at)
+        return _new(BatchHeader, (b.position, segment_base, b.base_offset, b.last_offset,
+                                  b.max_timestamp, b.size, MAGIC_V2, f[2], f[5], f[9], f[10],
+                                  f[11], f[12]))
+    attributes = chunk.data[at + LEGACY_ATTRIBUTES_OFFSET]
+    count = 1 if not attributes & LEGACY_CODEC_MASK else -1
+    return _new(BatchHeader, (b.position, segment_base, b.base_offset, b.last_offset,
+                              b.max_timestamp, b.size, b.magic, NO_PARTITION_LEADER_EPOCH,
+                              attributes, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count))

@@ -10,32 +10,23 @@ Not thread-safe: the owning Log serialises access.
 import os
 from collections import namedtuple
 
-import struct
-
-from .. import _native
 from ..errors import CorruptRecordError
-from ..format.constants import (
-    BATCH_OVERHEAD, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
-)
 from .index import OffsetIndex, TimeIndex
-from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, scan_file
+from .scan import SCAN_OK, STATUS_TEXT, BatchPosition, SegmentWalk
 
 __all__ = ["Segment", "RecoveryReport", "segment_name", "parse_segment_name",
-           "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX"]
+           "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "SEGMENT_SUFFIXES", "LOOKUP_READ",
+           "MAX_RELATIVE_OFFSET"]
 
+# ON-DISK: Kafka's names for a segment's files.
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
-DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 
-_FIND_READ = 1 << 14     # bytes find_batch reads at a time: index entries are 4 KiB apart
-_FIND_HOPS = 4           # reads before find_batch falls back to the full scan
-_EXTENT_HOPS = 8         # batch headers batch_extent reads before giving up
-_MIN_ENTRY = 26          # the smallest log entry (a magic 0 message with no key or value)
-_HEAD = struct.Struct(">qiib")    # baseOffset, batchLength, partitionLeaderEpoch, magic
-_DELTA = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_new = tuple.__new__
+LOOKUP_READ = 1 << 14    # a lookup's first read: index entries are about 4 KiB apart
+MAX_RELATIVE_OFFSET = 2 ** 31 - 1   # ON-DISK: index entries hold offset - base as int32
 
 RecoveryReport = namedtuple("RecoveryReport", "path valid_bytes truncated_bytes reason")
 RecoveryReport.__doc__ = """What recovering one segment did: bytes kept, bytes cut and why."""
@@ -108,40 +99,42 @@ class Segment:
             seg.rebuild_indexes()
             return seg
         seg.index, seg.timeindex = index, timeindex
-        start = index.lookup(2 ** 62)[1] if index.count else 0
-        stop, status = scan_file(log_file, start, seg.size, seg._note_batches, verify_crc=False)
-        if status != SCAN_OK or not timeindex.sane(seg.next_offset):
+        start = index.last_position()
+        walk = SegmentWalk(log_file, start, seg.size, headers_only=True, trust_end=True)
+        seg.note_batches(walk)
+        if walk.status != SCAN_OK or not timeindex.sane(seg.next_offset):
             seg.rebuild_indexes()
         else:
             seg.bytes_since_index_entry = seg.size - start
             seg._load_first_timestamp()
-            last_ts, last_off = timeindex.lookup(2 ** 63 - 1)
+            last_ts, last_off = timeindex.last_entry()
             if last_ts > seg.max_timestamp:
                 seg.max_timestamp, seg.offset_of_max_timestamp = last_ts, last_off
         return seg
 
     def _load_first_timestamp(self):
         if self.first_batch_timestamp is None and self.size:
-            found = []
-            scan_file(self.log, 0, min(self.size, 1 << 16), found.extend, verify_crc=False)
-            if found:
-                self.first_batch_timestamp = found[0][3]
+            for b in SegmentWalk(self.log, 0, self.size, headers_only=True, chunk=LOOKUP_READ,
+                                 trust_end=True):
+                self.first_batch_timestamp = b.max_timestamp
+                break
 
-    def _note_batches(self, batches):
-        """Track end offset and max timestamp for batches already in the file."""
-        for pos, base, last, max_ts, size, magic in batches:
+    def note_batches(self, batches):
+        """Track end offset and max timestamp for batches already in the file (another
+        process's appends, the tail after the last index entry)."""
+        for b in batches:
+            max_ts = b.max_timestamp
             if self.first_batch_timestamp is None:
                 self.first_batch_timestamp = max_ts
             if max_ts > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
-            self.next_offset = last + 1
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, b.last_offset
+            self.next_offset = b.last_offset + 1
 
     # -- Append -----------------------------------------------------------------------------
 
-    def append(self, data, batches):
-        """Write ``data`` (whole batches, or a list of pieces written back to back) at the
-        end; ``batches`` as from scan_batches, positions relative to ``data``. Updates the
-        indexes like Kafka's LogSegment.append."""
+    def append(self, data, base_offset, last_offset, max_timestamp, size, magic):
+        """Write ``data`` (one whole batch, or a list of pieces written back to back that
+        make one) at the end and index it like Kafka's LogSegment.append."""
         start = self.size
         if type(data) is list:
             end = start
@@ -153,10 +146,12 @@ class Segment:
             self.log.pwrite(data, start)
             self.size = start + len(data)
         self.changes += 1
-        self._index_batches(batches, start)
+        self.index_batches((_new(BatchPosition, (start, base_offset, last_offset,
+                                                 max_timestamp, size, magic)),))
 
-    def _index_batches(self, batches, shift=0, write=True):
-        """Kafka's sparse-index rule; ``write=False`` keeps new entries in memory only."""
+    def index_batches(self, batches, write=True):
+        """Kafka's sparse-index rule for batches now in the file (absolute positions);
+        ``write=False`` keeps new entries in memory only."""
         interval = self.config["index.interval.bytes"]
         for pos, base, last, max_ts, size, magic in batches:
             if self.first_batch_timestamp is None:
@@ -164,18 +159,15 @@ class Segment:
             if max_ts > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_ts, last
             if self.bytes_since_index_entry > interval:
-                self.index.append(last, pos + shift, write)
+                self.index.append(last, pos, write)
                 self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp,
                                             write)
                 self.bytes_since_index_entry = 0
             self.bytes_since_index_entry += size
             self.next_offset = last + 1
 
-    def _index_batches_in_memory(self, batches):
-        self._index_batches(batches, write=False)
-
     def rebuild_indexes(self, verify_crc=False, max_size=None):
-        """Recreate both indexes from the log; returns (stop, status) of the scan."""
+        """Recreate both indexes from the log; returns the walk (its stop and status)."""
         self.index.truncate_entries(0)
         self.timeindex.truncate_entries(0)
         self.index.buf.clear()
@@ -184,21 +176,22 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.first_batch_timestamp = None
         self.bytes_since_index_entry = 0
-        stop, status = scan_file(self.log, 0, self.size,
-                                 lambda found: self._index_batches(found, write=False),
-                                 verify_crc, max_size)
-        self.tail_valid = status == SCAN_OK
-        self.invalid_position = None if self.tail_valid else stop
-        self.invalid_reason = None if self.tail_valid else STATUS_TEXT[status]
+        walk = SegmentWalk(self.log, 0, self.size, verify_crc=verify_crc,
+                           headers_only=not verify_crc, max_size=max_size)
+        self.index_batches(walk, write=False)
+        self.tail_valid = walk.status == SCAN_OK
+        self.invalid_position = None if self.tail_valid else walk.stop
+        self.invalid_reason = None if self.tail_valid else STATUS_TEXT[walk.status]
         self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
         self.index.write_all()
         self.timeindex.write_all()
-        return stop, status
+        return walk
 
     def recover(self, max_size=None):
         """Validate every batch (CRC included), rebuild indexes, cut the file at the first
         invalid byte. Returns a RecoveryReport."""
-        stop, status = self.rebuild_indexes(verify_crc=True, max_size=max_size)
+        walk = self.rebuild_indexes(verify_crc=True, max_size=max_size)
+        stop = walk.stop
         truncated = self.size - stop
         if truncated:
             self.log.truncate(stop)
@@ -206,98 +199,30 @@ class Segment:
             self.changes += 1
         self.tail_valid = True
         return RecoveryReport(self.path(), stop, truncated,
-                              STATUS_TEXT[status] if truncated else "ok")
+                              STATUS_TEXT[walk.status] if truncated else "ok")
 
     # -- Read -------------------------------------------------------------------------------
 
     def find_batch(self, offset, limit=None):
-        """(position, batch) of the first batch whose last offset >= ``offset``, or None.
+        """The BatchPosition of the first batch whose last offset >= ``offset``, or None.
 
         ``limit`` bounds the bytes considered (another process may be mid-append).
+        Batch headers are trusted (no CRC check): reads check what they return.
         """
         if offset >= self.next_offset:
             return None
-        _, start = self.index.lookup(offset)
-        end = self.size if limit is None else limit
-        quick = self._find_batch_quick(offset, start, end)
-        if quick is not None:
-            return quick
-        found = []
-
-        def look(batches):
-            for b in batches:
-                if b[2] >= offset:
-                    found.append(b)
-                    raise _Found
-        try:
-            stop, status = scan_file(self.log, start, end, look, verify_crc=False,
-                                     chunk=1 << 16)
-        except _Found:
-            return found[0]
-        if status != SCAN_OK:
-            raise CorruptRecordError(STATUS_TEXT[status], path=self.path(), position=stop)
-        return None
-
-    def _find_batch_quick(self, offset, start, end):
-        """find_batch's common case from a few small reads, or None to take the full scan.
-
-        A v2 batch larger than one read is judged by its header alone: with CRCs
-        unchecked, a scan of all its bytes would report exactly the header's facts once
-        the batch is known to end before ``end``; a batch that ends before ``offset`` is
-        stepped over the same way (the index entry in front of ``offset`` usually points
-        at the batch before the one holding it)."""
-        pos = start
-        for _ in range(_FIND_HOPS):
-            if pos >= end:
-                return None
-            data = self.log.pread(min(_FIND_READ, end - pos), pos)
-            # Every entry takes at least _MIN_ENTRY bytes: the cap never cuts the scan short,
-            # it only keeps the scratch array small.
-            batches, stop, status = _native.scan_batches(data, 0, len(data), False,
-                                                         len(data) // _MIN_ENTRY + 1)
-            for found in batches:
-                if found[2] >= offset:
-                    return (found[0] + pos,) + found[1:]
-            if status == SCAN_OK and stop == len(data):
-                pos += stop
-                continue
-            if status != SCAN_TRUNCATED or len(data) - stop < BATCH_OVERHEAD:
-                return None
-            base, length, _, magic = _HEAD.unpack_from(data, stop)
-            size = length + LOG_OVERHEAD
-            last = base + _DELTA.unpack_from(data, stop + LAST_OFFSET_DELTA_OFFSET)[0]
-            if magic != MAGIC_V2 or length < BATCH_OVERHEAD - LOG_OVERHEAD \
-                    or pos + stop + size > end or not _INT64_MIN <= last <= _INT64_MAX:
-                return None
-            if last >= offset:
-                max_ts = _INT64.unpack_from(data, stop + MAX_TIMESTAMP_OFFSET)[0]
-                return (pos + stop, base, last, max_ts, size, magic)
-            pos += stop + size
-        return None
-
-    def batch_extent(self, position, first_size, max_bytes, below_offset):
-        """Bytes from the v2 batch at ``position`` (of ``first_size`` bytes) through the
-        following whole v2 batches while the total stays within ``max_bytes`` and their
-        last offsets stay below ``below_offset``, judged from their headers alone; None
-        after _EXTENT_HOPS headers or at anything unusual (the caller then scans)."""
-        total = first_size
-        pos = position + first_size
-        for _ in range(_EXTENT_HOPS):
-            if pos >= self.size or total >= max_bytes:
-                return total
-            head = self.log.pread(BATCH_OVERHEAD, pos)
-            if len(head) < BATCH_OVERHEAD:
-                return None
-            base, length, _, magic = _HEAD.unpack_from(head)
-            size = length + LOG_OVERHEAD
-            last = base + _DELTA.unpack_from(head, LAST_OFFSET_DELTA_OFFSET)[0]
-            if magic != MAGIC_V2 or length < BATCH_OVERHEAD - LOG_OVERHEAD \
-                    or pos + size > self.size or not _INT64_MIN <= last <= _INT64_MAX:
-                return None
-            if last >= below_offset or total + size > max_bytes:
-                return total
-            total += size
-            pos += size
+        start = self.index.lookup(offset)[1]
+        walk = SegmentWalk(self.log, start, self.size if limit is None else limit,
+                           headers_only=True, chunk=LOOKUP_READ, from_offset=offset,
+                           trust_end=True)
+        chunk = walk.read()
+        while chunk is not None:
+            if chunk.batches:
+                return chunk.batches[0]
+            chunk = walk.read()
+        if walk.status != SCAN_OK:
+            raise CorruptRecordError(STATUS_TEXT[walk.status], path=self.path(),
+                                     position=walk.stop)
         return None
 
     def read(self, position, size):
@@ -313,23 +238,24 @@ class Segment:
         found = self.find_batch(offset)
         if found is None:
             return 0
-        position = found[0]
+        position = found.position
         removed = self.size - position
         self.log.truncate(position)
         self.size = position
         self.changes += 1
         self.index.truncate_to_position(position)
-        self.timeindex.truncate_to(found[1])
+        self.timeindex.truncate_to(found.base_offset)
         # Recompute end offset and max timestamp from what remains after the last index entry.
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
-        last_ts, last_off = self.timeindex.lookup(2 ** 63 - 1)
+        last_ts, last_off = self.timeindex.last_entry()
         if last_ts >= 0:
             self.max_timestamp, self.offset_of_max_timestamp = last_ts, last_off
-        start = self.index.lookup(2 ** 62)[1] if self.index.count else 0
+        start = self.index.last_position()
         if self.size == 0:
             self.first_batch_timestamp = None
-        scan_file(self.log, start, self.size, self._note_batches, verify_crc=False)
+        self.note_batches(SegmentWalk(self.log, start, self.size, headers_only=True,
+                                      trust_end=True))
         self.bytes_since_index_entry = self.size - start
         return removed
 
@@ -359,7 +285,7 @@ class Segment:
     def delete(self):
         """Remove the segment's files (readers in other processes keep open handles)."""
         self.close()
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        for suffix in SEGMENT_SUFFIXES:
             path = self.path(suffix)
             if self.fs.exists(path):
                 self.fs.remove(path)
@@ -372,9 +298,3 @@ class Segment:
     def __repr__(self):
         return (f"Segment(base={self.base_offset}, next={self.next_offset}, size={self.size})")
 
-
-class _Found(Exception):
-    pass
-
-
-assert LOG_OVERHEAD == 12

@@ -31,7 +31,7 @@ import logging
 import os
 
 from .locking import FileLock
-from .scan import SCAN_OK, scan_file
+from .scan import SCAN_OK, SegmentWalk
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_name, segment_name
 
 __all__ = ["swap_in", "remove_deleted", "recover_swaps", "remove_stale_cleaned",
@@ -105,10 +105,11 @@ def _swap_end(fs, path):
     """(next offset after the last valid batch, whole file valid) of a segment file."""
     f = fs.open(path)
     try:
-        ends = []
-        stop, status = scan_file(f, 0, f.size(), lambda bs: ends.append(bs[-1][2] + 1),
-                                 verify_crc=True)
-        return (ends[-1] if ends else None), status == SCAN_OK
+        end = None
+        walk = SegmentWalk(f, 0, f.size(), verify_crc=True)
+        for b in walk:
+            end = b.last_offset + 1
+        return end, walk.status == SCAN_OK
     finally:
         f.close()
 

@@ -4,8 +4,8 @@ import pytest
 
 import kqlite
 from kqlite.errors import ConfigError, KqliteError
-from kqlite.offsets import (OFFSETS_TOPIC, decode_key, decode_value, group_partition,
-                            java_hash)
+from kqlite.db.offsets import (OFFSETS_TOPIC, decode_key, decode_value, group_partition,
+                               java_hash)
 
 
 @pytest.fixture

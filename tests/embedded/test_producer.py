@@ -5,7 +5,7 @@ from kafka.partitioner.default import murmur2 as kp_murmur2
 
 import kqlite
 from kqlite.errors import InvalidRecordError, KqliteError
-from kqlite.partitioner import murmur2, partition_for_key
+from kqlite.db.partitioner import murmur2, partition_for_key
 
 
 def test_murmur2_matches_kafka_and_kafka_python():

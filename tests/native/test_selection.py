@@ -35,13 +35,25 @@ def test_c_is_the_default_when_built(value):
 
 def test_module_surface():
     for name in ("crc32c", "crc32", "encode_records", "decode_records", "scan_batches",
-                 "index_search"):
+                 "walk_records", "index_search"):
         assert getattr(_native, name) is getattr(
             _native.pure if _native.IMPLEMENTATION == "python" else _native.c, name)
         for impl in filter(None, (_native.pure, _native.c)):
             assert callable(getattr(impl, name))
     assert (_native.SCAN_OK, _native.SCAN_TRUNCATED, _native.SCAN_CORRUPT_CRC,
             _native.SCAN_BAD_HEADER) == (0, 1, 2, 3)
+    # The walk statuses are the C error codes of csrc/kqlite_native.h.
+    if _native.c is not None:
+        lib = _native.c.lib
+        assert (_native.WALK_VARINT, _native.WALK_LENGTH, _native.WALK_RECORD_SIZE,
+                _native.WALK_COUNT, _native.WALK_TRAILING, _native.WALK_HEADER_KEY,
+                _native.WALK_OVERFLOW, _native.WALK_MISSING, _native.WALK_HEADER_UTF8) == \
+            (lib.KQ_ERR_VARINT, lib.KQ_ERR_LENGTH, lib.KQ_ERR_RECORD_SIZE, lib.KQ_ERR_COUNT,
+             lib.KQ_ERR_TRAILING, lib.KQ_ERR_HEADER_KEY, lib.KQ_ERR_OVERFLOW,
+             lib.KQ_ERR_MISSING, lib.KQ_ERR_HEADER_UTF8)
+    statuses = {getattr(_native, name) for name in _native.__all__ if name.startswith("WALK_")
+                and name != "WALK_TEXT"}
+    assert _native.WALK_OK == 0 and len(statuses) == 10 and set(_native.WALK_TEXT) == statuses
     assert _native.pure.IMPLEMENTATION == "python"
     assert _native.IMPLEMENTATION in ("c", "python")
 

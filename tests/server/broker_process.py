@@ -15,12 +15,14 @@ import time
 
 
 class BrokerProcess:
-    def __init__(self, data_dir, extra=(), global_args=()):
+    def __init__(self, data_dir, extra=(), global_args=(), max_open_files=None):
+        """``max_open_files``: the broker's soft RLIMIT_NOFILE (``ulimit -n``)."""
         self.data_dir = str(data_dir)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kqlite.cli", *global_args, "serve", "--data-dir", self.data_dir,
              "--listen", "127.0.0.1:0", "--num-partitions", "3", *extra],
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True,
+            preexec_fn=None if max_open_files is None else lambda: _limit_files(max_open_files))
         self.port = None
         self.lines = []
         deadline = time.monotonic() + 30
@@ -58,6 +60,12 @@ class BrokerProcess:
         return self.proc.returncode
 
 
+def _limit_files(soft):
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,19 +79,33 @@ def unique(prefix):
 class RawClient:
     """Requests encoded by kqlite's own codec over a plain socket."""
 
-    def __init__(self, broker):
-        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    def __init__(self, broker, timeout=10):
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
         self.correlation = 0
 
     def call(self, api_key, version, body):
-        from kqlite.protocol.connection import decode_response, encode_request
+        self.send(api_key, version, body)
+        return self.receive(api_key, version)
+
+    def send(self, api_key, version, body):
+        """Send a request without waiting for its response (see :meth:`receive`)."""
+        from kqlite.protocol.connection import encode_request
         self.correlation += 1
         self.sock.sendall(encode_request(api_key, version, self.correlation, "raw", body))
+
+    def receive(self, api_key, version):
+        """The response to the last request sent."""
+        from kqlite.protocol.connection import decode_response
         frame = self.frame()
         assert frame is not None, "the broker closed the connection"
         correlation, response = decode_response(api_key, version, frame)
         assert correlation == self.correlation
         return response
+
+    def has_response(self):
+        """Whether response bytes are waiting to be read, without blocking."""
+        import select
+        return bool(select.select([self.sock], [], [], 0)[0])
 
     def frame(self):
         head = self._exactly(4)

@@ -15,7 +15,7 @@ pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'kq
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'kqlite[spark]')")
 
 import kqlite  # noqa: E402
-from kqlite.partitioner import partition_for_key
+from kqlite.db.partitioner import partition_for_key
 from kqlite.spark.source import ADMISSION_CONTROL
 
 T0 = 1_700_000_000_000

@@ -17,7 +17,7 @@ import pyarrow as pa  # noqa: E402
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
 import kqlite
-from kqlite.partitioner import partition_for_key
+from kqlite.db.partitioner import partition_for_key
 from kqlite.spark import KqliteDataSource, register
 from kqlite.spark import writing
 from kqlite.spark.options import (
@@ -478,19 +478,20 @@ def test_publish_cut_short_is_finished_not_repeated(data, monkeypatch):
     batch2 = pa.RecordBatch.from_pydict({"value": [b"b%d" % i for i in range(4)],
                                          "partition": pa.array([1] * 4, pa.int32())})
     staged = [writing.stage_rows(path, iter([b]), "t", "staged")[0] for b in (batch1, batch2)]
-    real_append = kqlite.Log.append
+    # Publishing appends whole encoded batches: the driver dies on the second append.
+    real_append = kqlite.Log.append_batches
     calls = []
 
-    def dying_append(self, records, **kw):
+    def dying_append(self, data, **kw):
         if calls:
             raise SystemExit("driver killed")
         calls.append(1)
-        return real_append(self, records, **kw)
+        return real_append(self, data, **kw)
 
-    monkeypatch.setattr(kqlite.Log, "append", dying_append)
+    monkeypatch.setattr(kqlite.Log, "append_batches", dying_append)
     with pytest.raises(SystemExit):
         writing.publish(path, staged, 7, "sink")
-    monkeypatch.setattr(kqlite.Log, "append", real_append)
+    monkeypatch.setattr(kqlite.Log, "append_batches", real_append)
     append(path, "t", 0, 2, b"other")                       # another writer meanwhile
     # The replay stages the same rows again (new files) and commits batch 7 again.
     again = [writing.stage_rows(path, iter([b]), "t", "staged")[0] for b in (batch1, batch2)]

@@ -229,16 +229,10 @@ class CrashFS(OsFileSystem):
 def abandon(log):
     """Drop a Log the way a dead process does: close its descriptors, write nothing."""
     flusher.unregister(log)
-    for seg in log._segments:
-        seg.close()
-    log._users.unlock()
-    log._users.file.close()
-    log._write_lock.unlock()
-    log._state_file.close()
+    log._segments.close_all()
+    log._shared.release()
     if log._data_dir is not None:
-        log._data_dir._users.unlock()
-        log._data_dir._users.file.close()
-        log._data_dir._lock.file.close()
+        log._data_dir.release(clean=False)     # the data dir's files close with the process
     log._closed = True
 
 

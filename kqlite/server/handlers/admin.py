@@ -1,11 +1,14 @@
-"""ApiVersions, Metadata, FindCoordinator, topic administration, DescribeConfigs."""
+"""ApiVersions, Metadata, FindCoordinator, topic administration, DescribeConfigs.
 
-from ...errors import TopicExistsError, UnknownTopicError
-from ...errors import ConfigError, KqliteError
+Topics and partitions come from the replica manager (``broker.replicas``), which reads
+and changes topic definitions in a storage thread; Metadata reports each partition's
+leadership (leader, leader epoch, replicas, ISR) as the partition states it.
+"""
+
+from ...errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ...protocol import SUPPORTED, ErrorCode
 from ...storage.config import DEFAULTS
-
-INTERNAL_TOPICS = ("__consumer_offsets",)
+from ..partition import PartitionError
 
 
 async def api_versions(broker, conn, request):
@@ -19,36 +22,21 @@ def _broker_entry(broker):
             "rack": None}
 
 
-def topic_metadata(broker, name, auto_create):
-    db = broker.db
+async def topic_metadata(broker, name, auto_create):
+    """The Metadata entry of one topic, auto-creating it if allowed."""
     try:
-        count = db.partitions_for(name)
-    except UnknownTopicError:
-        if not auto_create or not broker.auto_create_topics:
-            return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                    "is_internal": False, "partitions": []}
-        try:
-            db.create_topic(name, broker.default_partitions, exist_ok=True)
-        except ConfigError:
-            return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
-                    "is_internal": False, "partitions": []}
-        count = db.partitions_for(name)
-    me = broker.broker_id
-    return {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS,
-            "topic_id": _topic_uuid(db, name),
-            "partitions": [{"error_code": 0, "partition_index": p, "leader_id": me,
-                            "leader_epoch": 0, "replica_nodes": [me], "isr_nodes": [me],
-                            "offline_replicas": []} for p in range(count)]}
-
-
-def _topic_uuid(db, name):
-    import base64
-    import uuid
-    raw = db._topic(name).get("topic_id", "")
-    try:
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, TypeError):
-        return uuid.UUID(int=0)
+        info = await broker.replicas.topic(name,
+                                           auto_create=auto_create and broker.auto_create_topics)
+    except PartitionError as exc:
+        return {"error_code": exc.error_code, "name": name, "is_internal": False,
+                "partitions": []}
+    return {"error_code": 0, "name": name, "is_internal": info.internal,
+            "topic_id": info.topic_id,
+            "partitions": [{"error_code": 0, "partition_index": p.index,
+                            "leader_id": p.leader_id, "leader_epoch": p.leader_epoch,
+                            "replica_nodes": p.replicas, "isr_nodes": p.isr,
+                            "offline_replicas": p.offline_replicas}
+                           for p in info.partitions]}
 
 
 async def metadata(broker, conn, request):
@@ -56,13 +44,13 @@ async def metadata(broker, conn, request):
     topics = body.get("topics")
     auto = body.get("allow_auto_topic_creation", True) if request.api_version >= 4 else True
     if topics is None or (request.api_version == 0 and not topics):
-        names = broker.db.list_topics(internal=True)
+        names = await broker.replicas.topic_names()
         auto = False
     else:
         names = [t["name"] for t in topics if t.get("name")]
     return {"throttle_time_ms": 0, "brokers": [_broker_entry(broker)],
             "cluster_id": broker.cluster_id, "controller_id": broker.broker_id,
-            "topics": [topic_metadata(broker, n, auto) for n in names]}
+            "topics": [await topic_metadata(broker, n, auto) for n in names]}
 
 
 async def find_coordinator(broker, conn, request):
@@ -109,14 +97,10 @@ async def create_topics(broker, conn, request):
                     count = result["num_partitions"] = broker.default_partitions
                 if count < 1:
                     raise ConfigError("the partition count must be positive")
-                if body.get("validate_only"):
-                    from ...storage.config import LogConfig
-                    LogConfig(configs)
-                    if name in broker.db.list_topics(internal=True):
-                        raise TopicExistsError(f"topic {name!r} already exists")
-                else:
-                    broker.db.create_topic(name, count, configs)
-                    result["topic_id"] = _topic_uuid(broker.db, name)
+                topic_id = await broker.replicas.create_topic(
+                    name, count, configs, validate_only=bool(body.get("validate_only")))
+                if topic_id is not None:
+                    result["topic_id"] = topic_id
         except KqliteError as exc:
             code = ErrorCode.INVALID_PARTITIONS if "partition" in str(exc) and \
                 isinstance(exc, ConfigError) else _kafka_error(exc)
@@ -135,7 +119,7 @@ async def delete_topics(broker, conn, request):
         try:
             if name is None:
                 raise UnknownTopicError("deleting topics by id is not supported")
-            broker.db.delete_topic(name)
+            await broker.replicas.delete_topic(name)
         except KqliteError as exc:
             entry.update(error_code=_kafka_error(exc), error_message=str(exc))
         responses.append(entry)
@@ -148,7 +132,7 @@ async def create_partitions(broker, conn, request):
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         try:
             if not request.body.get("validate_only"):
-                broker.db.create_partitions(t["name"], t["count"])
+                await broker.replicas.create_partitions(t["name"], t["count"])
         except ConfigError as exc:
             entry.update(error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(exc))
         except KqliteError as exc:
@@ -169,8 +153,7 @@ async def describe_configs(broker, conn, request):
                  "resource_name": res["resource_name"], "configs": []}
         if res["resource_type"] == RESOURCE_TOPIC:
             try:
-                overrides = broker.db._topic(res["resource_name"])["config"]
-                effective = broker.db.topic_config(res["resource_name"]).as_dict()
+                overrides, effective = await broker.replicas.topic_config(res["resource_name"])
             except UnknownTopicError as exc:
                 entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              error_message=str(exc))

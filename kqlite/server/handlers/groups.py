@@ -1,27 +1,63 @@
-"""Group membership (via the coordinator) and committed offsets (via the data dir)."""
+"""Group membership (via the coordinator) and committed offsets (via the data dir).
+
+The membership handlers only translate: request bodies into the group state
+machine's inputs (kqlite.server.group_events) and its results into response
+bodies, in the layout of every version as the codec expects it.
+"""
 
 import logging
 
 from ...errors import UnknownTopicError
 from ...protocol import ErrorCode
-from ..coordinator import EMPTY
+from ..group_events import Commit, Heartbeat, Join, Sync
+from ..group_state import GroupState
 
 log = logging.getLogger("kqlite.server")
 
 
 async def join_group(broker, conn, request):
-    response = await broker.coordinator.join(request, request.client_id, conn.host)
-    if request.api_version < 7 and response["protocol_name"] is None:
-        response["protocol_name"] = ""  # nullable only from v7 (KIP-559)
-    return response
+    body = request.body
+    log.debug("group %s: JoinGroup v%d from %r", body["group_id"], request.api_version,
+              body["member_id"])
+    result = await broker.coordinator.join(body["group_id"], Join(
+        member_id=body["member_id"],
+        group_instance_id=body.get("group_instance_id"),
+        client_id=request.client_id or "",
+        client_host=conn.host,
+        session_timeout_ms=body["session_timeout_ms"],
+        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1),
+        protocol_type=body["protocol_type"],
+        protocols=tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
+        require_known_member_id=request.api_version >= 4))  # KIP-394
+    protocol_name = result.protocol_name
+    if request.api_version < 7 and protocol_name is None:
+        protocol_name = ""  # nullable only from v7 (KIP-559)
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "generation_id": result.generation, "protocol_type": result.protocol_type,
+            "protocol_name": protocol_name, "leader": result.leader, "skip_assignment": False,
+            "member_id": result.member_id,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "metadata": m.metadata} for m in result.members]}
 
 
 async def sync_group(broker, conn, request):
-    return await broker.coordinator.sync(request)
+    body = request.body
+    result = await broker.coordinator.sync(body["group_id"], Sync(
+        body["member_id"], body["generation_id"],
+        tuple((a["member_id"], bytes(a["assignment"])) for a in body["assignments"])))
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+            "assignment": result.assignment}
 
 
 async def heartbeat(broker, conn, request):
-    return {"throttle_time_ms": 0, "error_code": broker.coordinator.heartbeat(request.body)}
+    body = request.body
+    code = broker.coordinator.heartbeat(body["group_id"],
+                                        Heartbeat(body["member_id"], body["generation_id"]))
+    if code:
+        log.debug("group %s: heartbeat from %s (generation %d): error %d", body["group_id"],
+                  body["member_id"], body["generation_id"], code)
+    return {"throttle_time_ms": 0, "error_code": code}
 
 
 async def leave_group(broker, conn, request):
@@ -37,19 +73,28 @@ async def leave_group(broker, conn, request):
 async def offset_commit(broker, conn, request):
     body = request.body
     generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
-    code = broker.coordinator.check_commit(body["group_id"], generation, body.get("member_id", ""))
+    code = broker.coordinator.check_commit(body["group_id"],
+                                           Commit(body.get("member_id", ""), generation))
     if code:
         log.debug("group %s: OffsetCommit from %s (generation %d): error %d", body["group_id"],
                   body.get("member_id", ""), generation, code)
+    topics = await broker.io.run(_store_commits, broker.db, body["group_id"], body["topics"],
+                                 code)
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _store_commits(db, group_id, request_topics, code):
+    """Validate and store one OffsetCommit's offsets (a storage thread: the topic files
+    and the __consumer_offsets append touch the disk); the per-partition answers."""
     topics = []
     commits = {}
-    for t in body["topics"]:
+    for t in request_topics:
         parts = []
         for p in t["partitions"]:
             err = code
             if not err:
                 try:
-                    if not 0 <= p["partition_index"] < broker.db.partitions_for(t["name"]):
+                    if not 0 <= p["partition_index"] < db.partitions_for(t["name"]):
                         raise UnknownTopicError(t["name"])
                     commits[(t["name"], p["partition_index"])] = \
                         (p["committed_offset"], p.get("committed_metadata") or "")
@@ -61,12 +106,12 @@ async def offset_commit(broker, conn, request):
     for tp, (offset, metadata) in commits.items():
         by_metadata.setdefault(metadata, {})[tp] = offset
     for metadata, offsets in by_metadata.items():
-        broker.db.offsets.commit(body["group_id"], offsets, metadata)
-    return {"throttle_time_ms": 0, "topics": topics}
+        db.offsets.commit(group_id, offsets, metadata)
+    return topics
 
 
-def _fetch_group(broker, group_id, topics):
-    committed = broker.db.offsets.committed(group_id)
+def _fetch_group(db, group_id, topics):
+    committed = db.offsets.committed(group_id)     # may read __consumer_offsets: a storage thread
     if topics is None:
         wanted = {}
         for (t, p) in sorted(committed):
@@ -86,10 +131,12 @@ async def offset_fetch(broker, conn, request):
     if request.api_version >= 8:
         return {"throttle_time_ms": 0, "groups": [
             {"group_id": g["group_id"], "error_code": 0,
-             "topics": _fetch_group(broker, g["group_id"], g.get("topics"))}
+             "topics": await broker.io.run(_fetch_group, broker.db, g["group_id"],
+                                           g.get("topics"))}
             for g in body["groups"]]}
     return {"throttle_time_ms": 0, "error_code": 0,
-            "topics": _fetch_group(broker, body["group_id"], body.get("topics"))}
+            "topics": await broker.io.run(_fetch_group, broker.db, body["group_id"],
+                                          body.get("topics"))}
 
 
 async def describe_groups(broker, conn, request):
@@ -97,30 +144,32 @@ async def describe_groups(broker, conn, request):
     for group_id in request.body["groups"]:
         g = broker.coordinator.group(group_id)
         if g is None:
-            state = EMPTY if broker.db.offsets.committed(group_id) else "Dead"
+            committed = await broker.io.run(broker.db.offsets.committed, group_id)
+            state = GroupState.EMPTY if committed else GroupState.DEAD
             out.append({"error_code": 0, "error_message": None, "group_id": group_id,
-                        "group_state": state, "protocol_type": "", "protocol_data": "",
+                        "group_state": state.value, "protocol_type": "", "protocol_data": "",
                         "members": [], "authorized_operations": -2147483648})
             continue
         out.append({"error_code": 0, "error_message": None, "group_id": group_id,
-                    "group_state": g.state, "protocol_type": g.protocol_type or "",
-                    "protocol_data": g.protocol or "",
+                    "group_state": g.state.value, "protocol_type": g.protocol_type or "",
+                    "protocol_data": g.protocol_name or "",
                     "authorized_operations": -2147483648,
-                    "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                    "members": [{"member_id": m.member_id,
+                                 "group_instance_id": m.group_instance_id,
                                  "client_id": m.client_id, "client_host": m.client_host,
-                                 "member_metadata": m.metadata_for(g.protocol),
+                                 "member_metadata": m.metadata,
                                  "member_assignment": m.assignment}
-                                for m in g.members.values()]})
+                                for m in g.members()]})
     return {"throttle_time_ms": 0, "groups": out}
 
 
 async def list_groups(broker, conn, request):
     states = set(request.body.get("states_filter") or [])
     groups = {}
-    for group_id in broker.db.offsets.groups():
-        groups[group_id] = ("consumer", EMPTY)
+    for group_id in await broker.io.run(broker.db.offsets.groups):
+        groups[group_id] = ("consumer", GroupState.EMPTY.value)
     for group_id, g in broker.coordinator.groups.items():
-        groups[group_id] = (g.protocol_type or "consumer", g.state)
+        groups[group_id] = (g.protocol_type or "consumer", g.state.value)
     return {"throttle_time_ms": 0, "error_code": 0, "groups": [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
         for gid, (ptype, state) in sorted(groups.items()) if not states or state in states]}

@@ -15,7 +15,8 @@ import time
 import uuid
 from collections import namedtuple
 
-from .errors import ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError
+from ..errors import (ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError,
+                      UnknownTopicError)
 from .groups import GroupMembership, assign_range, assign_roundrobin
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
@@ -82,16 +83,20 @@ class Consumer:
     # -- Assignment ---------------------------------------------------------------------------
 
     def _take(self, tp, committed=None):
-        log = self.db.log(*tp)
+        if not 0 <= tp[1] < self.db.partitions_for(tp[0]):
+            raise UnknownTopicError(f"topic {tp[0]!r} has no partition {tp[1]}")
         if committed is None and self.group is not None:
             committed = self.db.offsets.committed(self.group).get(tp)
         if committed is not None:
             self._positions[tp] = committed
             self._committed_pos[tp] = committed
         elif self.reset == "earliest":
-            self._positions[tp] = log.start_offset
+            # Resolved at the first fetch (or position()): with thousands of partitions,
+            # opening every log here would cost an open and an eviction each.
+            self._positions[tp] = None
         elif self.reset == "latest":
-            self._positions[tp] = log.end_offset
+            with self.db.leased_log(*tp) as log:
+                self._positions[tp] = log.end_offset
         else:
             raise KqliteError(f"no committed offset for {tp} and auto_offset_reset=none")
 
@@ -107,26 +112,24 @@ class Consumer:
             if self._on_revoke:
                 self._on_revoke(revoked)
             if self.auto_commit:
-                self.commit({tp: self._positions[tp] for tp in revoked})
+                self.commit({tp: self._positions[tp] for tp in revoked
+                             if self._positions[tp] is not None})
             for tp in revoked:
                 del self._positions[tp]
                 self._committed_pos.pop(tp, None)
-                self._membership.release(tp)
+            self._membership.release(revoked)
         wanted = [tp for tp in sorted(mine) if tp not in self._positions]
         if wanted:
             committed = self.db.offsets.committed(self.group)
-            gained = []
-            for tp in wanted:
-                if self._membership.try_own(tp):
-                    self._take(tp, committed.get(tp))
-                    gained.append(tp)
+            gained = self._membership.claim(wanted)
+            for tp in gained:
+                self._take(tp, committed.get(tp))
             if gained and self._on_assign:
                 self._on_assign(gained)
 
     def _refresh_partition_count(self, topic):
-        self.db._topics.pop(topic, None)  # another process may have added partitions
-        try:
-            return self.db.partitions_for(topic)
+        try:   # refresh: another process may have added partitions
+            return self.db.partitions_for(topic, refresh=True)
         except KqliteError:
             return 0
 
@@ -169,10 +172,12 @@ class Consumer:
         for tp in tps[self._rotate:] + tps[:self._rotate]:
             if len(out) >= limit:
                 break
-            log = self.db.log(*tp)
             pos = self._positions[tp]
             try:
-                records = list(log.read(pos, limit - len(out)))
+                with self.db.leased_log(*tp) as log:
+                    if pos is None:
+                        pos = self._positions[tp] = log.start_offset
+                    records = list(log.read(pos, limit - len(out)))
             except OffsetOutOfRangeError as exc:
                 if self.reset == "none":
                     raise
@@ -210,7 +215,7 @@ class Consumer:
             raise KqliteError("commit() needs a consumer group")
         if offsets is None:
             offsets = {tp: pos for tp, pos in self._positions.items()
-                       if self._committed_pos.get(tp) != pos}
+                       if pos is not None and self._committed_pos.get(tp) != pos}
         self._last_commit = time.monotonic()
         if offsets:
             self.db.offsets.commit(self.group, offsets)
@@ -222,7 +227,11 @@ class Consumer:
         return self.db.offsets.committed(self.group).get(tuple(tp))
 
     def position(self, tp):
-        return self._positions[tuple(tp)]
+        tp = tuple(tp)
+        if self._positions[tp] is None:
+            with self.db.leased_log(*tp) as log:
+                self._positions[tp] = log.start_offset
+        return self._positions[tp]
 
     def seek(self, tp, offset):
         tp = tuple(tp)
@@ -232,28 +241,32 @@ class Consumer:
 
     def seek_to_beginning(self, *tps):
         for tp in tps or list(self._positions):
-            self.seek(tp, self.db.log(*tp).start_offset)
+            with self.db.leased_log(*tp) as log:
+                self.seek(tp, log.start_offset)
 
     def seek_to_end(self, *tps):
         for tp in tps or list(self._positions):
-            self.seek(tp, self.db.log(*tp).end_offset)
+            with self.db.leased_log(*tp) as log:
+                self.seek(tp, log.end_offset)
 
     def offsets_for_times(self, timestamps):
         """``{tp: OffsetAndTimestamp or None}``: the earliest offset at or after each time."""
         result = {}
         for tp, ts in timestamps.items():
-            log = self.db.log(*tp)
-            offset = log.offset_for_time(ts)
-            if offset is None:
-                result[tuple(tp)] = None
-            else:
-                rec = next(iter(log.read(offset, 1)))
-                result[tuple(tp)] = OffsetAndTimestamp(offset, rec.timestamp)
+            with self.db.leased_log(*tp) as log:
+                offset = log.offset_for_time(ts)
+                rec = None if offset is None else next(iter(log.read(offset, 1)))
+            result[tuple(tp)] = None if rec is None else OffsetAndTimestamp(offset, rec.timestamp)
         return result
 
     def lag(self):
         """``{tp: log end offset - position}`` for the assigned partitions."""
-        return {tp: self.db.log(*tp).end_offset - pos for tp, pos in self._positions.items()}
+        lags = {}
+        for tp in list(self._positions):
+            pos = self.position(tp)
+            with self.db.leased_log(*tp) as log:
+                lags[tp] = log.end_offset - pos
+        return lags
 
     def close(self, commit=True):
         if self._closed:

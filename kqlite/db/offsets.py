@@ -11,11 +11,12 @@ group coordinator computes it.
 import struct
 import threading
 
-from .errors import CorruptRecordError
-from .format.record import Record
+from ..errors import CorruptRecordError
+from ..format.batch import now_ms
+from ..format.record import Record
 
-__all__ = ["OffsetStore", "OFFSETS_TOPIC", "OFFSETS_PARTITIONS", "encode_key", "encode_value",
-           "decode_key", "decode_value", "group_partition"]
+__all__ = ["OffsetStore", "OFFSETS_TOPIC", "OFFSETS_PARTITIONS", "OFFSETS_CONFIG", "encode_key",
+           "encode_value", "decode_key", "decode_value", "group_partition", "java_hash"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_PARTITIONS = 50  # Kafka's offsets.topic.num.partitions default
@@ -88,7 +89,11 @@ def decode_value(data):
 
 
 class OffsetStore:
-    """Reads and writes commits; caches what it has read of each offsets partition."""
+    """Reads and writes commits; caches what it has read of each offsets partition.
+
+    The ``__consumer_offsets`` topic is created on the first commit or read, as a
+    Kafka broker creates it on the first FindCoordinator. Every log is used under a
+    lease (see log_manager.py)."""
 
     def __init__(self, database):
         self.db = database
@@ -96,12 +101,13 @@ class OffsetStore:
         self._read_upto = {}   # offsets partition -> next offset to read
         self._commits = {}     # (group, topic, partition) -> (offset, metadata, ts)
 
-    def _log(self, group):
-        self.db._ensure_offsets_topic()
-        return self.db.log(OFFSETS_TOPIC, group_partition(group))
+    def _ensure_topic(self):
+        if self.db.topics.get(OFFSETS_TOPIC) is None:
+            self.db.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_CONFIG, exist_ok=True)
 
-    def _catch_up(self, group):
-        self._catch_up_partition(group_partition(group), self._log(group))
+    def _leased(self, group):
+        self._ensure_topic()
+        return self.db.leased_log(OFFSETS_TOPIC, group_partition(group))
 
     def _catch_up_partition(self, p, log):
         start = max(self._read_upto.get(p, 0), log.start_offset)
@@ -119,29 +125,40 @@ class OffsetStore:
 
     def commit(self, group, offsets, metadata="", timestamp=None):
         """Store ``{(topic, partition): offset}`` for ``group`` atomically (one batch)."""
-        from .format.batch import now_ms
         ts = now_ms() if timestamp is None else timestamp
         records = [Record(key=encode_key(group, t, p), value=encode_value(o, metadata, ts),
                           timestamp=ts) for (t, p), o in sorted(offsets.items())]
         if records:
-            self._log(group).append(records)
+            with self._leased(group) as log:
+                log.append(records)
 
     def delete(self, group, partitions):
         records = [Record(key=encode_key(group, t, p), value=None) for t, p in partitions]
         if records:
-            self._log(group).append(records)
+            with self._leased(group) as log:
+                log.append(records)
 
     def committed(self, group):
         """``{(topic, partition): offset}`` currently committed for ``group``."""
         with self._lock:
-            self._catch_up(group)
+            with self._leased(group) as log:
+                self._catch_up_partition(group_partition(group), log)
             return {(t, p): v[0] for (g, t, p), v in self._commits.items() if g == group}
 
     def groups(self):
         """Every group with committed offsets (reads every offsets partition in use)."""
-        names = set()
         with self._lock:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
-                self._catch_up_partition(p, self.db.log(OFFSETS_TOPIC, p))
-            names.update(g for g, _t, _p in self._commits)
-        return sorted(names)
+                with self.db.leased_log(OFFSETS_TOPIC, p) as log:
+                    self._catch_up_partition(p, log)
+            return sorted({g for g, _t, _p in self._commits})
+
+    def known_commits(self):
+        """``{(group, topic, partition): offset}`` of every commit read so far, after
+        catching up the offsets partitions that are open; opens no log (for metrics)."""
+        with self._lock:
+            for p in self.db._existing_partitions(OFFSETS_TOPIC):
+                with self.db.logs.lease_if_open((OFFSETS_TOPIC, p)) as log:
+                    if log is not None:
+                        self._catch_up_partition(p, log)
+            return {key: v[0] for key, v in self._commits.items()}

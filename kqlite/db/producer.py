@@ -14,9 +14,9 @@ import time
 from collections import namedtuple
 from concurrent.futures import Future
 
-from .errors import ConfigError, InvalidRecordError, KqliteError, LogClosedError
-from .format.batch import now_ms
-from .format.record import Record
+from ..errors import ConfigError, InvalidRecordError, KqliteError, LogClosedError
+from ..format.batch import now_ms
+from ..format.record import Record
 from .partitioner import StickyPartitioner, partition_for_key
 
 __all__ = ["Producer", "RecordMetadata"]
@@ -100,7 +100,8 @@ class Producer:
 
     def _append(self, topic, partition, records, futures):
         try:
-            first = self.db.log(topic, partition).append(records, codec=self.codec)
+            with self.db.leased_log(topic, partition) as log:
+                first = log.append(records, codec=self.codec)
         except Exception as exc:
             for f in futures:
                 f.set_exception(exc)

@@ -1,0 +1,163 @@
+"""Spark jobs through the ``kqlite`` data source next to Spark's own text and Parquet
+sources, on the same records in the same run (local[2]).
+
+N JSON records of about 40 B are written once to a 4-partition kqlite topic, to 4
+text files (one record a line) and to 4 Parquet files (one string column). Then:
+
+* **read**: ``sum(length(value))`` over all records, from each source;
+* **write**: append all records (read back from the Parquet copy, so every sink gets
+  the same DataFrame) to a kqlite topic, to Parquet and to text files;
+* **stream**: one ``readStream`` micro-batch (``trigger(availableNow=True)``) over the
+  whole topic computing the same sum, next to the batch read of the same range.
+
+Skipped when pyspark, pyarrow or Java is missing.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+
+import kqlite
+
+from common import best_time, optional
+
+NAME = "spark"
+DESCRIPTION = "Spark read/write/stream through the kqlite source vs text and Parquet"
+
+KQ = "kqlite source"
+KQ_SINK = "kqlite sink"
+TEXT = "Spark text"
+PARQUET = "Spark Parquet"
+PARTITIONS = 4
+
+
+def _records(n):
+    # About 40 B of JSON each, distinct and deterministic.
+    return [json.dumps({"id": i, "u": f"user{i % 9973}", "v": i * 7 % 1000},
+                       separators=(",", ":")).encode() for i in range(n)]
+
+
+def _session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[2]").appName("kqlite-bench")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.memory", "2g")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    from kqlite.spark import KqliteDataSource
+    spark.dataSource.register(KqliteDataSource)
+    return spark
+
+
+def _prepare(root, recs):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    data = os.path.join(root, "kq")
+    db = kqlite.open(data, retention_check_interval_ms=0)
+    try:
+        db.create_topic("src", partitions=PARTITIONS)
+        db.create_topic("dst", partitions=PARTITIONS)
+        share = (len(recs) + PARTITIONS - 1) // PARTITIONS
+        for p in range(PARTITIONS):
+            part = recs[p * share:(p + 1) * share]
+            lg = db.log("src", p)
+            for i in range(0, len(part), 20_000):
+                lg.append(part[i:i + 20_000])
+            lg.flush()
+    finally:
+        db.close()
+    text_dir = os.path.join(root, "text")
+    pq_dir = os.path.join(root, "parquet")
+    os.makedirs(text_dir)
+    os.makedirs(pq_dir)
+    for p in range(PARTITIONS):
+        part = recs[p * share:(p + 1) * share]
+        with open(os.path.join(text_dir, f"part-{p}.txt"), "wb") as f:
+            f.write(b"\n".join(part) + b"\n")
+        pq.write_table(pa.table({"value": pa.array([r.decode() for r in part], pa.string())}),
+                       os.path.join(pq_dir, f"part-{p}.parquet"))
+    return data, text_dir, pq_dir
+
+
+def run(ctx):
+    if optional("pyspark") is None or optional("pyarrow") is None:
+        ctx.skip("read", KQ, "pyspark or pyarrow not installed (pip install -e '.[spark]')")
+        return
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        ctx.skip("read", KQ, "no Java runtime for Spark")
+        return
+    n = ctx.pick(20_000, 500_000, 2_000_000)
+    recs = _records(n)
+    with ctx.workdir("data") as root:
+        data, text_dir, pq_dir = _prepare(root, recs)
+        expected = sum(len(r) for r in recs)
+        del recs
+        spark = _session()
+        try:
+            _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected)
+        finally:
+            spark.stop()
+
+
+def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected):
+    from pyspark.sql import functions as F
+
+    def total(df):
+        got = df.select(F.sum(F.length("value"))).collect()[0][0]
+        assert got == expected, (got, expected)
+
+    kq = lambda: spark.read.format("kqlite").option("subscribe", "src").load(data)  # noqa: E731
+    jobs = [(KQ, lambda _: total(kq())),
+            (TEXT, lambda _: total(spark.read.text(text_dir))),
+            (PARQUET, lambda _: total(spark.read.parquet(pq_dir)))]
+    for system, job in jobs:
+        job(None)   # warm up: the Python workers, the JVM's code, the page cache
+        ctx.add_rate("read_sum_lengths", system, n, best_time(ctx.repeats, job, sync=False),
+                     note="sum(length(value))")
+
+    source = spark.read.parquet(pq_dir)
+    out = os.path.join(root, "out")
+
+    def kq_write(_):
+        source.write.format("kqlite").option("topic", "dst").mode("append").save(data)
+
+    def file_write(fmt):
+        def job(_):
+            shutil.rmtree(out, ignore_errors=True)
+            getattr(source.write.mode("overwrite"), fmt)(out)
+        return job
+
+    for system, job in [(KQ_SINK, kq_write), (TEXT, file_write("text")),
+                        (PARQUET, file_write("parquet"))]:
+        job(None)
+        ctx.add_rate("write_append", system, n, best_time(ctx.repeats, job, sync=False),
+                     note="parquet -> sink, mode append/overwrite")
+    shutil.rmtree(out, ignore_errors=True)
+
+    def stream(_):
+        ckpt = os.path.join(root, f"ckpt-{time.monotonic_ns()}")
+        sums = []
+        q = (spark.readStream.format("kqlite").option("subscribe", "src")
+             .option("startingOffsets", "earliest").load(data)
+             .writeStream.trigger(availableNow=True).option("checkpointLocation", ckpt)
+             .foreachBatch(lambda df, _id: sums.append(
+                 df.select(F.sum(F.length("value"))).collect()[0][0]))
+             .start())
+        q.awaitTermination()
+        shutil.rmtree(ckpt, ignore_errors=True)
+        assert sum(s or 0 for s in sums) == expected, (sums, expected)
+
+    stream(None)
+    ctx.add_rate("stream_micro_batch", KQ + " (readStream)", n,
+                 best_time(ctx.repeats, stream, sync=False),
+                 note="one availableNow micro-batch, sum(length(value))")
+    batch = [r for r in ctx.results if r["workload"] == NAME and r["case"] ==
+             "read_sum_lengths" and r["system"] == KQ][0]
+    ctx.add_rate("stream_micro_batch", KQ + " (batch read)", n, batch["seconds"],
+                 note="the read_sum_lengths figure, for the streaming target")

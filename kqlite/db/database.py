@@ -1,0 +1,282 @@
+"""Database: a Kafka ``log.dirs`` data directory of topics and partitions.
+
+``kqlite.open(path)`` gives a Database. Partition directories are laid out as
+Kafka's (``<topic>-<partition>``). A Database is four pieces, each in its module:
+
+``topic_store.py``     the topic definitions (partition count, config overrides, topic
+                       id), by default in ``.kqlite/topics/<topic>.json`` because Kafka
+                       keeps them in ZooKeeper, not in the data dir
+``log_manager.py``     the open logs: leases, and an LRU bounding their descriptors
+``retention.py``       retention and compaction, and the thread running them
+``offsets.py``         committed consumer offsets in ``__consumer_offsets``
+
+Many processes may open the same data dir: every Log handles its own locking, the
+topic store serializes its changes between processes, and a process re-reads a
+definition when it meets a topic it does not know.
+"""
+
+import logging
+import os
+from collections import namedtuple
+
+from ..errors import (ConfigError, KqliteError, LogClosedError, StorageError, TopicExistsError,
+                      UnknownTopicError)
+from ..storage.config import LogConfig
+from ..storage.data_dir import write_meta_properties
+from ..storage.fs import DEFAULT_FS
+from ..storage.log import Log
+from .files import make_dirs_durable
+from .log_manager import LogManager
+from .offsets import OFFSETS_TOPIC, OffsetStore
+from .partition_dirs import (delete_partition_dirs, drop_deletion_record, ensure_partition_dirs,
+                             finish_pending_deletions, record_deletion,
+                             remove_new_partition_dirs)
+from .retention import RetentionThread, compact, enforce_retention
+from .topic_store import FileTopicStore, check_topic_name
+
+__all__ = ["Database", "open_database", "TopicDescription", "PartitionInfo"]
+
+log = logging.getLogger("kqlite")
+
+PartitionInfo = namedtuple("PartitionInfo", "partition start_offset end_offset size segments")
+TopicDescription = namedtuple("TopicDescription", "name topic_id partitions config internal")
+
+
+class Database:
+    """Topics and partitions in one data dir. Use ``kqlite.open(path)``.
+
+    Options: ``retention_check_interval_ms`` (how often the background thread runs
+    retention and compaction; 0 disables it), ``auto_create_topics`` and
+    ``default_partitions`` (a topic used before it is created is created with that
+    many partitions), ``max_open_logs`` (logs kept open at once, default the soft
+    RLIMIT_NOFILE // 8; see log_manager.py), ``topic_store`` (where topic
+    definitions live, default :class:`~kqlite.db.topic_store.FileTopicStore`) and
+    ``fs`` (the file-system seam, for tests).
+    """
+
+    def __init__(self, path, defaults=None, *, fs=None, retention_check_interval_ms=300000,
+                 auto_create_topics=False, default_partitions=1, max_open_logs=None,
+                 topic_store=None):
+        self.path = os.path.abspath(os.fspath(path))
+        self.fs = fs or DEFAULT_FS
+        self.defaults = LogConfig(defaults).overrides()
+        self.auto_create_topics = auto_create_topics
+        self.default_partitions = default_partitions
+        self._closed = False
+        self.logs = LogManager(self._open_log, max_open_logs)
+        self._checked_dirs = set()   # (topic, partition, topic id) whose directory is right
+        make_dirs_durable(self.fs, self.path)
+        write_meta_properties(self.fs, self.path)
+        self.topics = topic_store or FileTopicStore(self.path, self.fs)
+        try:
+            finish_pending_deletions(self.fs, self.path, self.topics)
+        except BaseException:
+            self.topics.close()
+            raise
+        self.offsets = OffsetStore(self)
+        self._retention = None
+        if retention_check_interval_ms and retention_check_interval_ms > 0:
+            self._retention = RetentionThread(self, retention_check_interval_ms / 1000.0)
+
+    # -- Topics -------------------------------------------------------------------------------
+
+    def _topic(self, name):
+        meta = self.topics.get(name)
+        if meta is None:
+            if self.auto_create_topics and name != OFFSETS_TOPIC:
+                return self.create_topic(name, self.default_partitions, exist_ok=True)
+            raise UnknownTopicError(f"unknown topic {name!r} in {self.path}")
+        return meta
+
+    def topic_metadata(self, name, refresh=False):
+        """The definition of ``name``: ``{"name", "topic_id", "partitions", "config"}``
+        (config: the per-topic overrides). ``refresh`` re-reads it, to see a change made
+        by another process. Raises UnknownTopicError."""
+        if refresh:
+            self.topics.refresh(name)
+        return dict(self._topic(name))
+
+    def create_topic(self, name, partitions=1, config=None, *, exist_ok=False):
+        """Create ``name`` with ``partitions`` partitions and per-topic config overrides;
+        returns its definition (see :meth:`topic_metadata`)."""
+        check_topic_name(name)
+        if not isinstance(partitions, int) or partitions < 1:
+            raise ConfigError(f"partitions must be a positive integer, not {partitions!r}")
+        overrides = LogConfig(config).overrides()
+        self._check_open()
+        finish_pending_deletions(self.fs, self.path, self.topics)
+        try:
+            meta = self.topics.create(name, partitions, overrides)
+        except TopicExistsError:
+            if exist_ok:
+                self.topics.refresh(name)
+                existing = self.topics.get(name)
+                if existing is not None:
+                    return existing
+            raise
+        try:
+            ensure_partition_dirs(self.fs, self.path, meta, range(partitions))
+        except (KqliteError, OSError) as exc:
+            self._undo_create(meta)
+            if isinstance(exc, KqliteError):
+                raise
+            raise StorageError(f"cannot create the partition directories of topic {name!r}: "
+                               f"{exc}") from exc
+        log.info("created topic %s with %d partition(s)", name, partitions)
+        return meta
+
+    def _undo_create(self, meta):
+        try:
+            self.topics.delete(meta["name"])
+            remove_new_partition_dirs(self.fs, self.path, meta)
+        except (KqliteError, OSError) as exc:
+            log.error("could not take back the half-created topic %s: %s", meta["name"], exc)
+
+    def create_partitions(self, name, total):
+        """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions)."""
+        self._topic(name)
+        meta = self.topics.add_partitions(name, total)
+        ensure_partition_dirs(self.fs, self.path, meta, range(meta["partitions"]))
+
+    def alter_topic_config(self, name, config):
+        """Set (or with value None, remove) per-topic config overrides."""
+        self._topic(name)
+        self.topics.alter_config(name, config)
+        merged = self.topic_config(name)
+        for (topic, _p), lg in self.logs.open_logs():
+            if topic == name:
+                lg.config = merged
+
+    def delete_topic(self, name):
+        """Delete a topic and its data (like Kafka, the files go at once; see
+        partition_dirs.py for what a crash part-way leaves and how it is finished)."""
+        self.topics.refresh(name)
+        meta = self._topic(name)
+        record_deletion(self.fs, self.path, meta)
+        self.logs.drop(lambda key: key[0] == name)
+        try:
+            self.topics.delete(name)
+        except (KqliteError, OSError):
+            # The record must go only if the definition is still there; when the delete
+            # failed after removing it (a failed directory fsync), the next open finishes.
+            self.topics.refresh(name)
+            if self.topics.get(name) is not None:
+                drop_deletion_record(self.fs, self.path, meta)
+            raise
+        self._checked_dirs = {c for c in self._checked_dirs if c[0] != name}
+        try:
+            delete_partition_dirs(self.fs, self.path, meta, redefined=False)
+        except OSError as exc:
+            log.error("topic %s is deleted but removing its files failed (%s); they are "
+                      "removed when the data dir is next opened or a topic is created",
+                      name, exc)
+        log.info("deleted topic %s", name)
+
+    def list_topics(self, internal=False):
+        return [n for n in self.topics.names() if internal or not n.startswith("__")]
+
+    def topic_config(self, name):
+        merged = dict(self.defaults)
+        merged.update(self._topic(name)["config"])
+        return LogConfig(merged)
+
+    def partitions_for(self, name, refresh=False):
+        """The partition count of ``name``; ``refresh`` re-reads the definition (another
+        process may have added partitions)."""
+        if refresh:
+            self.topics.refresh(name)
+        return self._topic(name)["partitions"]
+
+    def _existing_partitions(self, name):
+        try:
+            return list(range(self._topic(name)["partitions"]))
+        except UnknownTopicError:
+            return []
+
+    def describe_topic(self, name):
+        meta = self._topic(name)
+        parts = []
+        for p in range(meta["partitions"]):
+            with self.leased_log(name, p) as lg:
+                parts.append(PartitionInfo(p, lg.start_offset, lg.end_offset, lg.size,
+                                           len(lg.segments)))
+        return TopicDescription(name, meta["topic_id"], parts, self.topic_config(name).as_dict(),
+                                name.startswith("__"))
+
+    # -- Logs ---------------------------------------------------------------------------------
+
+    def _check_open(self):
+        if self._closed:
+            raise LogClosedError(f"database {self.path} is closed")
+
+    def _open_log(self, key):
+        topic, partition = key
+        self._check_open()
+        meta = self._topic(topic)
+        if not isinstance(partition, int) or not 0 <= partition < meta["partitions"]:
+            raise UnknownTopicError(f"topic {topic!r} has no partition {partition}")
+        checked = (topic, partition, meta["topic_id"])
+        if checked not in self._checked_dirs:
+            ensure_partition_dirs(self.fs, self.path, meta, (partition,))
+            self._checked_dirs.add(checked)
+        return Log(os.path.join(self.path, f"{topic}-{partition}"), self.topic_config(topic),
+                   self.fs)
+
+    def leased_log(self, topic, partition):
+        """``with db.leased_log(topic, partition) as log:`` the Log of one partition,
+        opened if needed and never closed before the block ends. Outside such blocks
+        idle logs are closed when more than ``max_open_logs`` are open; use this for
+        anything that may touch many partitions."""
+        self._check_open()
+        return self.logs.lease((topic, partition))
+
+    def log(self, topic, partition):
+        """The open Log of one partition, which the caller may keep: it stays open until
+        the Database closes (it is pinned, never closed to make room for others). Code
+        that touches many partitions should use :meth:`leased_log` instead."""
+        self._check_open()
+        return self.logs.pin((topic, partition))
+
+    def producer(self, **config):
+        from .producer import Producer
+        return Producer(self, **config)
+
+    def consumer(self, topics=None, group=None, **config):
+        from .consumer import Consumer
+        return Consumer(self, topics, group=group, **config)
+
+    # -- Maintenance --------------------------------------------------------------------------
+
+    def enforce_retention(self, now_ms=None):
+        """Run retention on every partition that may have expired segments (see
+        retention.py); returns {(topic, partition): [deleted base offsets]}."""
+        return enforce_retention(self, now_ms)
+
+    def compact(self, now_ms=None):
+        """Compact every partition whose cleanup.policy includes compact (and that may be
+        dirty enough); returns {(topic, partition): CompactionReport}."""
+        return compact(self, now_ms)
+
+    def close(self):
+        if self._retention is not None:
+            self._retention.stop()
+        if self._closed:
+            return
+        self._closed = True
+        self.logs.close()
+        self.topics.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<kqlite.Database {self.path}>"
+
+
+def open_database(path, config=None, **options):
+    """Open (creating if needed) the data dir ``path``; ``config`` holds default topic
+    settings, e.g. ``{"retention.ms": 3600000}``."""
+    return Database(path, config, **options)

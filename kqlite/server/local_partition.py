@@ -1,0 +1,321 @@
+"""LocalPartition: the single-broker implementation of the partition seam.
+
+Theory of operation: this broker is the only replica, so it is always the leader, the
+ISR is itself, and the high watermark follows the log end (every record is committed
+once appended). The leader epoch is the one the partition's leader-epoch cache last
+recorded (0 for a new partition): a data dir that once belonged to a replicated cluster
+keeps its epochs monotonic. Every batch the broker appends is stamped with that epoch
+(``Log.append_batches(..., leader_epoch=)``), which also records it in the cache.
+
+The object holds no ``Log``: each storage operation leases the partition's log from
+the Database for its duration, inside a storage thread (storage_io.py), so a broker
+over thousands of partitions keeps only the logs in use open. After each operation the
+positions it saw (log start, high watermark, log end) are folded into the partition's
+own, on the event loop; a change notifies the replica manager, which retries the
+delayed produces and fetches watching this partition (purgatory.py).
+"""
+
+import logging
+import os
+
+from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidRecordError,
+                      InvalidTxnStateError, KqliteError, OffsetOutOfRangeError,
+                      OutOfOrderSequenceError, RecordTooLargeError, UnknownTopicError,
+                      UnsupportedCodecError)
+from ..protocol import ErrorCode, FileRegion
+from ..storage import Isolation
+from ..storage.leader_epoch import LeaderEpochCache
+from .partition import CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError, ReadResult
+from .purgatory import DelayedProduce
+
+__all__ = ["LocalPartition", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP"]
+
+# WIRE: ListOffsets' special timestamps.
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+# Storage's refusals of a produced batch, as Kafka answers them (nothing was written).
+_REFUSALS = {
+    InvalidRecordError: ErrorCode.INVALID_RECORD,
+    CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+    RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+    UnsupportedCodecError: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+logger = logging.getLogger("kqlite.server")
+
+
+class LocalPartition(Partition):
+    """A partition of this broker's data dir, led by this broker alone."""
+
+    def __init__(self, db, io, topic, index, *, broker_id, leader_epoch, delayed_produce,
+                 on_change):
+        super().__init__(topic, index)
+        self._db = db
+        self._io = io
+        self._broker_id = broker_id
+        self._leader_epoch = leader_epoch
+        self._delayed_produce = delayed_produce
+        self._on_change = on_change
+
+    @staticmethod
+    def initial_leader_epoch(db, topic, index):
+        """The epoch to lead ``topic-index`` with: the latest in its leader-epoch cache, at
+        least 0. Reads only the checkpoint file (opening the log could mean recovering it,
+        which Metadata must not cost); call it in a storage thread."""
+        # ON-DISK: Kafka's <topic>-<partition> directory name.
+        directory = os.path.join(db.path, f"{topic}-{index}")
+        try:
+            return max(0, LeaderEpochCache(db.fs, directory).latest_epoch)
+        except (KqliteError, OSError) as exc:
+            logger.warning("%s-%d: cannot read the leader-epoch cache (%s); leading with "
+                           "epoch 0", topic, index, exc)
+            return 0
+
+    # -- Leadership -------------------------------------------------------------------------
+
+    @property
+    def leader_id(self):
+        return self._broker_id
+
+    @property
+    def leader_epoch(self):
+        return self._leader_epoch
+
+    @property
+    def replicas(self):
+        return [self._broker_id]
+
+    @property
+    def isr(self):
+        return [self._broker_id]
+
+    @property
+    def offline_replicas(self):
+        return []
+
+    def check_enough_replicas_reach_offset(self, offset):
+        if self.is_deleted:
+            return True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return self.high_watermark >= offset, ErrorCode.NONE
+
+    # -- Positions --------------------------------------------------------------------------
+
+    def _lease(self):
+        return self._db.leased_log(self.topic, self.index)
+
+    @staticmethod
+    def _positions(log):
+        """(log start, high watermark, log end) of a leased log, in a storage thread."""
+        end = log.end_offset          # re-reads the shared state: other writers' appends
+        return log.start_offset, log.high_watermark, end
+
+    def observe(self, positions):
+        """Fold positions a storage call saw into ours (event loop). They only grow here:
+        results of concurrent calls may arrive out of order, and one leader never
+        truncates its log."""
+        if positions is None:
+            return
+        start, hw, end = positions
+        new = (max(start, self.log_start_offset), max(hw, self.high_watermark),
+               max(end, self.log_end_offset))
+        if new != (self.log_start_offset, self.high_watermark, self.log_end_offset):
+            self.log_start_offset, self.high_watermark, self.log_end_offset = new
+            self._on_change(self)
+
+    async def refresh(self):
+        try:
+            positions = await self._io.run(self.positions_in_storage)
+        except UnknownTopicError:
+            return
+        except KqliteError as exc:
+            logger.debug("%s-%d: cannot re-read the log end: %s", self.topic, self.index, exc)
+            return
+        self.observe(positions)
+
+    def positions_in_storage(self):
+        """(log start, high watermark, log end) as storage has them now; in a storage
+        thread. The replica manager calls it for many partitions in one thread hop."""
+        with self._lease() as log:
+            return self._positions(log)
+
+    # -- Produce ----------------------------------------------------------------------------
+
+    async def append(self, records, *, acks, timeout_ms):
+        result, positions = await self._io.run(self._append_as_leader, records)
+        self.observe(positions)
+        if acks == -1 and result.error_code == ErrorCode.NONE:
+            op = DelayedProduce(self, result.last_offset + 1, timeout_ms)
+            await self._delayed_produce.wait(op, [self.key])
+            if op.error_code:
+                return AppendResult(op.error_code, log_start_offset=result.log_start_offset,
+                                    record_count=result.record_count, size=result.size)
+        return result
+
+    def _append_as_leader(self, records):
+        """The append, in a storage thread; returns ``(AppendResult, positions or None)``.
+        Storage validates the bytes once (Kafka's LogValidator rules) and judges them
+        against the idempotent-producer state under the log's write lock
+        (Log.append_as_leader); this maps its refusals to Kafka's error codes."""
+        try:
+            with self._lease() as log:
+                info = log.append_as_leader(records, leader_epoch=self._leader_epoch)
+                positions = self._positions(log)
+        except UnknownTopicError:
+            return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+        except KqliteError as exc:
+            for kind, code in _REFUSALS.items():
+                if isinstance(exc, kind):
+                    return AppendResult(code, error_message=str(exc)), None
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
+        return AppendResult(base_offset=info.first_offset, last_offset=info.last_offset,
+                            log_start_offset=positions[0], record_count=info.record_count,
+                            size=0 if info.duplicate else len(records)), positions
+
+    # -- Fetch ------------------------------------------------------------------------------
+
+    async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,
+                   replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True):
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code:
+            return ReadResult(code)
+        result = await self._io.run(self._read_from_log, offset, max_bytes, isolation,
+                                    zero_copy, on_abandon=ReadResult.release)
+        if result.high_watermark >= 0:
+            self.observe((result.log_start_offset, result.high_watermark,
+                           result.log_end_offset))
+        return result
+
+    def _read_from_log(self, offset, max_bytes, isolation, zero_copy):
+        result = ReadResult()
+        try:
+            with self._lease() as log:
+                start, hw, end = self._positions(log)
+                result.log_start_offset, result.log_end_offset = start, end
+                result.high_watermark = result.last_stable_offset = hw
+                # Nothing past the positions reported with the records.
+                limit = end if isolation is Isolation.LOG_END else hw
+                region = log.fetch_region(offset, max_bytes, max_offset=limit,
+                                          isolation=isolation)
+        except UnknownTopicError:
+            return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        except OffsetOutOfRangeError:
+            result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            return result
+        except KqliteError as exc:    # a damaged segment fails this partition, not the request
+            logger.error("fetch %s-%d at %d: %s", self.topic, self.index, offset, exc)
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            return result
+        if region is None:
+            result.records = b""
+            return result
+        fd, position, length = region
+        if zero_copy:
+            result.records, result.size = FileRegion(fd, position, length), length
+            return result
+        try:
+            data = _pread_exactly(fd, length, position)
+        except OSError as exc:
+            logger.error("fetch %s-%d at %d: %s", self.topic, self.index, offset, exc)
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            return result
+        finally:
+            os.close(fd)
+        result.records, result.size = data, len(data)
+        return result
+
+    # -- Offsets ----------------------------------------------------------------------------
+
+    async def list_offset(self, timestamp, *, current_leader_epoch=-1):
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code:
+            raise PartitionError(code)
+        found, positions = await self._io.run(self._storage_call, "list offsets",
+                                              self._offset_for_timestamp, timestamp)
+        self.observe(positions)
+        return found
+
+    def _offset_for_timestamp(self, log, timestamp):
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = log.start_offset
+            return offset, -1, _epoch_for_offset(log, offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return log.high_watermark, -1, self._leader_epoch
+        if timestamp == MAX_TIMESTAMP:
+            offset, found_ts = log.max_timestamp()
+            return offset, found_ts, _epoch_for_offset(log, offset) if offset >= 0 else -1
+        offset = log.offset_for_time(timestamp)
+        if offset is None:
+            return -1, -1, -1
+        record = next(iter(log.read(offset, 1)))
+        return offset, record.timestamp, _epoch_for_offset(log, offset)
+
+    async def end_offset_for_epoch(self, epoch, *, current_leader_epoch=-1):
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code:
+            raise PartitionError(code)
+        found, positions = await self._io.run(self._storage_call, "offset for leader epoch",
+                                              self._epoch_end, epoch)
+        self.observe(positions)
+        return found
+
+    def _epoch_end(self, log, epoch):
+        end = log.end_offset
+        if not log.epochs.entries:
+            # Nothing was ever stamped (the embedded API writes no epoch): all of the log
+            # belongs to the epoch we lead with.
+            return self._leader_epoch, end
+        return log.epochs.end_offset_for(epoch, end)
+
+    async def delete_records(self, offset):
+        low, positions = await self._io.run(self._storage_call, "delete records",
+                                            self._delete_below, offset)
+        self.observe(positions)
+        return low
+
+    @staticmethod
+    def _delete_below(log, offset):
+        return log.delete_records(log.high_watermark if offset == -1 else offset)
+
+    def _storage_call(self, action, fn, *args):
+        """``fn(log, *args)`` on the leased log in a storage thread, with Kafka's error
+        codes for the failures; returns ``(result, positions)``."""
+        try:
+            with self._lease() as log:
+                result = fn(log, *args)
+                return result, self._positions(log)
+        except UnknownTopicError as exc:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
+        except OffsetOutOfRangeError as exc:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from None
+        except KqliteError as exc:
+            logger.error("%s of %s-%d: %s", action, self.topic, self.index, exc)
+            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+
+
+def _pread_exactly(fd, length, position):
+    """The bytes of a region fetch_region found (whole batches, so never past the end)."""
+    chunks = []
+    while length:
+        chunk = os.pread(fd, length, position)
+        if not chunk:
+            raise OSError(f"segment ended {length} bytes before the batches it indexes")
+        chunks.append(chunk)
+        length -= len(chunk)
+        position += len(chunk)
+    return b"".join(chunks)
+
+
+def _epoch_for_offset(log, offset):
+    """The leader epoch ``offset`` was written in, by the leader-epoch cache (Kafka's
+    epochForOffset): the latest epoch starting at or before it, -1 if none does."""
+    found = -1
+    for epoch, start in list(log.epochs.entries):
+        if start > offset:
+            break
+        found = epoch
+    return found

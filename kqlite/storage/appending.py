@@ -1,0 +1,289 @@
+"""The append path of a Log: records to batches, offsets, segment rolls.
+
+Theory of operation
+-------------------
+``Log.append`` builds v2 batches of about 1 MiB (each within
+``max.message.bytes``); ``Log.append_batches`` takes whole batches that arrive
+as bytes (a client's produce, a leader's fetch response) and checks their
+framing and CRC without decoding them. Either way the batches are written under
+the write lock, one after the other: each gets the next offsets (its baseOffset
+is rewritten in place; the CRC does not cover it) unless the caller assigns them
+(replication), the active segment is rolled first when the batch would take it
+past ``segment.bytes``, ``segment.ms``, its index capacity or the 32-bit
+relative offsets of its indexes (Kafka's rules), and a new leader epoch is
+recorded where its first batch starts. The shared state is written once for the
+whole call; the fsync that ``fsync="always"`` or ``flush.messages`` asks for
+happens after the write lock is released, so concurrent appenders share it
+(group commit, Log._sync_to).
+
+A failed write of a batch's bytes is undone (the partial bytes are cut) and
+reported as StorageError; if the undo fails too, the log fails.
+"""
+
+import logging
+from bisect import bisect_right
+from itertools import accumulate
+
+from typing import NamedTuple
+
+from ..errors import InvalidRecordError, LogFailedError, RecordTooLargeError, StorageError
+from ..format import batch as batch_format
+from ..format.constants import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
+from ..format.record import Record
+from ..format.validate import AppendOrigin, validate_batches
+from . import cleaner
+from .producer_state import ProducerStateManager
+from .segment import MAX_RELATIVE_OFFSET
+from .sharing import write_shared_state
+
+__all__ = ["append", "append_batches", "roll", "group_records", "AppendInfo",
+           "producer_state"]
+
+
+class AppendInfo(NamedTuple):
+    """What one append_batches call did: the offsets its records have, how many there
+    are, and whether it was a producer's retry of batches already in the log (then
+    nothing was written and the offsets are those of the first time)."""
+    first_offset: int
+    last_offset: int
+    record_count: int
+    duplicate: bool = False
+
+log = logging.getLogger("kqlite.storage")
+
+_BATCH_TARGET = 1 << 20       # bytes per batch when one append() is split
+_SPLIT_WRITE = 1 << 16        # batches with more record bytes are written as two pieces
+_BYTES_TYPES = frozenset((bytes, bytearray))
+
+
+def append(lg, records, timestamp, codec, leader_epoch):
+    """Log.append."""
+    if records is None or isinstance(records, (bytes, bytearray, memoryview, Record)):
+        records = [records]
+    elif not isinstance(records, list):
+        records = list(records)
+    if not records:
+        raise InvalidRecordError("append() needs at least one record")
+    config = lg.config
+    if "compact" in config["cleanup.policy"]:
+        cleaner.require_keys(records)
+    codec = _codec(config, codec)
+    timestamp_type = 1 if config["message.timestamp.type"] == "LogAppendTime" else 0
+    if timestamp_type:
+        timestamp = batch_format.now_ms()
+    epoch = NO_PARTITION_LEADER_EPOCH if leader_epoch is None else leader_epoch
+    limit = config["max.message.bytes"]
+    # A list of bytes values only (the common case) takes C-level passes throughout.
+    plain = _BYTES_TYPES.issuperset(map(type, records))
+    build = batch_format.build_values_batch_parts if plain else batch_format.build_batch_parts
+    built = []
+    for group in group_records(config, records, plain):
+        # Header and records stay two pieces: the records are not copied again.
+        head, body, count, max_ts = build(
+            group, timestamp=timestamp, codec=codec, timestamp_type=timestamp_type,
+            partition_leader_epoch=epoch)
+        size = len(head) + len(body)
+        if size > limit:
+            raise RecordTooLargeError(size, limit)
+        built.append((head, body, 0, count - 1, max_ts, size))
+    return _append_pieces(lg, built, leader_epoch).first_offset
+
+
+def append_batches(lg, data, leader_epoch, assign_offsets, origin):
+    """Log.append_batches and Log.append_as_leader: validate the bytes once (format/
+    validate.py: framing, CRC, Kafka's LogValidator rules for ``origin``), then append
+    them; returns an AppendInfo."""
+    origin = AppendOrigin(origin)
+    data = bytearray(data)
+    limit = None if origin is AppendOrigin.REPLICATION else lg.config["max.message.bytes"]
+    # Compacted logs need keys (a follower copies its leader's bytes as they are).
+    batches = validate_batches(data, origin=origin, max_batch_size=limit,
+                               compacted="compact" in lg.config["cleanup.policy"]
+                               and origin is not AppendOrigin.REPLICATION)
+    view = memoryview(data)     # pieces are writable views of our private copy
+    pieces = []
+    for b in batches:
+        if leader_epoch is not None:
+            batch_format.set_leader_epoch(data, b.position, leader_epoch)
+        pieces.append((view[b.position:b.position + b.size], None, b.base_offset,
+                       b.last_offset, b.max_timestamp, b.size))
+    return _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin)
+
+
+def producer_state(lg):
+    """The log's ProducerStateManager (caller holds the write lock), loaded on first use:
+    a log no idempotent producer writes to never pays for it. Once loaded it follows
+    every append, is snapshotted at each roll and at close, and catches up with what
+    other processes appended since it last looked."""
+    ps = lg._producer_state
+    if ps is None:
+        ps = ProducerStateManager.load(lg.path, lg.log_start_offset, lg.next_offset,
+                                       lg.batch_headers, fs=lg.fs)
+        lg._producer_state = ps
+        lg._on_roll.append(ps.take_snapshot)
+    elif ps.end_offset != lg.next_offset:
+        ps.catch_up(lg.log_start_offset, lg.next_offset, lg.batch_headers)
+    return ps
+
+
+def _codec(config, codec):
+    if codec is None:
+        configured = config["compression.type"]
+        codec = "none" if configured in ("producer", "uncompressed") else configured
+    return codec
+
+
+def group_records(config, records, plain=False):
+    """Split records into batches of about _BATCH_TARGET bytes (``plain``: the records
+    are all bytes or bytearray)."""
+    target = min(_BATCH_TARGET, config["max.message.bytes"])
+    if plain:
+        yield from _split_by_size(records, target)
+        return
+    start, size = 0, 0
+    for i, rec in enumerate(records):
+        if isinstance(rec, Record):
+            n = 24 + len(rec[3] or b"") + len(rec[2] or b"") + \
+                sum(len(k) + len(v or b"") + 4 for k, v in rec[4])
+        else:
+            n = 12 + (len(rec) if rec is not None and hasattr(rec, "__len__") else 0)
+        if size + n > target and i > start:
+            yield records[start:i]
+            start, size = i, 0
+        size += n
+    yield records[start:]
+
+
+def _split_by_size(records, target):
+    """group_records for a list of bytes values, with C-level passes: cut before the
+    record that takes a group past ``target`` bytes, counting 12 + len per record."""
+    n = len(records)
+    lens = list(map(len, records))
+    if 12 * n + sum(lens) <= target:
+        yield records
+        return
+    # size(records[:i]) == sums[i] + 12 * i, increasing in i.
+    sums = list(accumulate(lens, initial=0))
+    ends = range(n + 1)
+    start = 0
+    while True:
+        # The first i > start with size(records[start:i + 1]) > target begins a new group.
+        limit = sums[start] + 12 * start + target
+        cut = max(bisect_right(ends, limit, key=lambda i: sums[i] + 12 * i) - 1, start + 1)
+        if cut >= n:
+            yield records[start:]
+            return
+        yield records[start:cut]
+        start = cut
+
+
+def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
+                   origin=AppendOrigin.LOCAL):
+    """Write ``pieces`` under the write lock. ``batches`` (ValidatedBatch, one per piece)
+    carry the producer fields the producer state judges and learns."""
+    with lg._locked_write():
+        lg._check_writable()
+        ps = lg._producer_state
+        if batches is not None and (ps is not None or any(b.producer_id >= 0
+                                                          for b in batches)):
+            ps = producer_state(lg)
+            for b in batches:
+                duplicate = ps.check(b, origin)
+                if duplicate is not None:     # a retry: answer with the first time's offsets
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                      sum(x.record_count for x in batches), True)
+        elif ps is not None:
+            ps = producer_state(lg)
+        first = lg.next_offset
+        for i, piece in enumerate(pieces):
+            base = _append_one(lg, piece, leader_epoch, assign_offsets)
+            if ps is not None and batches is not None:
+                ps.update(batches[i], base)
+        last = lg.next_offset
+        if ps is not None:
+            ps.advance(last)
+        if lg.hw_follows_leo:
+            lg._high_watermark = last
+        write_shared_state(lg)
+        lg._unflushed += last - first
+        need_sync = lg.config["fsync"] == "always" \
+            or lg._unflushed >= lg.config["flush.messages"]
+    if need_sync:
+        lg._sync_to(last)
+    count = sum(b.record_count for b in batches) if batches is not None else last - first
+    return AppendInfo(first, last - 1, count)
+
+
+def _append_one(lg, piece, leader_epoch, assign_offsets):
+    """Write one validated v2 batch: ``piece`` is (head, body, base, last, max_ts,
+    size); ``head`` is writable and starts the batch, ``body`` (or None) follows it.
+    Returns the batch's base offset in the log."""
+    head, body, base, last, max_ts, size = piece
+    if body is None:
+        data = head
+    elif len(body) < _SPLIT_WRITE:
+        head += body            # small: one write
+        data = head
+    else:
+        data = [head, body]
+    delta = last - base
+    if assign_offsets:
+        base = lg.next_offset
+        batch_format.set_base_offset(head, 0, base)
+    elif base < lg.next_offset:
+        raise InvalidRecordError(f"batch base offset {base} is below the log end "
+                                 f"offset {lg.next_offset}")
+    _maybe_roll(lg, size, max_ts, base + delta)
+    seg = lg._segments[-1]
+    if leader_epoch is not None and leader_epoch > lg.epochs.latest_epoch:
+        lg.epochs.assign(leader_epoch, base)
+        lg._generation += 1
+    old_size = seg.size
+    try:
+        seg.append(data, base, base + delta, max_ts, size, MAGIC_V2)
+    except OSError as exc:
+        _undo_append(lg, seg, old_size, exc)
+    return base
+
+
+def _undo_append(lg, seg, old_size, exc):
+    """A write failed: cut the partial bytes so the log stays valid, then report."""
+    try:
+        seg.log.truncate(old_size)
+        seg.size = old_size
+        seg.index.truncate_to_position(old_size)
+    except OSError as second:
+        lg._failed = second
+        raise LogFailedError(f"write to {seg.path()} failed ({exc}) and could not be "
+                             f"undone ({second}); reopen the log to recover") from exc
+    raise StorageError(f"append to {seg.path()} failed: {exc}") from exc
+
+
+def _maybe_roll(lg, incoming_size, incoming_max_ts, incoming_last_offset):
+    seg = lg._segments[-1]
+    if seg.size == 0:
+        return
+    cfg = lg.config
+    reason = None
+    if seg.size + incoming_size > cfg["segment.bytes"]:
+        reason = "segment.bytes"
+    elif seg.rolling_timestamp is not None and \
+            incoming_max_ts - seg.rolling_timestamp > cfg["segment.ms"]:
+        reason = "segment.ms"
+    elif seg.index.is_full() or seg.timeindex.is_full():
+        reason = "segment.index.bytes"
+    elif incoming_last_offset - seg.base_offset > MAX_RELATIVE_OFFSET:
+        reason = "offset overflow"
+    if reason:
+        roll(lg, reason)
+
+
+def roll(lg, reason="requested"):
+    """Roll a new active segment at the log end (caller holds the write lock), then tell
+    the roll listeners (Log._on_roll)."""
+    new = lg._segments.roll(lg.next_offset)
+    lg._generation += 1
+    lg._dir_dirty = True
+    log.debug("%s: rolled new segment %d (%s)", lg.path, new.base_offset, reason)
+    for listener in lg._on_roll:
+        listener(new.base_offset)

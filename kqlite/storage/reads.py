@@ -1,0 +1,381 @@
+"""The read side of a Log: records, raw batches, fetch regions, time and header lookups.
+
+Theory of operation
+-------------------
+Every read first settles, under the Log's thread lock and after catching up
+with other processes, the range it may return: from its offset (which must lie
+in [log start, log end]) up to the *limit* its :class:`Isolation` gives (the log
+end for LOG_END, the high watermark for HIGH_WATERMARK and COMMITTED), lowered
+to ``max_offset`` when one is given. Records are cut at the limit one by one;
+raw batches (read_batches, fetch_region, batch_headers) are whole, so a batch
+is returned only when it ends below the limit, as Kafka's fetch stops at the
+batch holding its high watermark.
+
+The bytes are then read through the segment walker (scan.py) one bounded step at
+a time, each step under the thread lock, so that retention or a compaction swap
+in between is noticed (the segment is looked up again by offset) and never
+closes a file mid-read:
+
+* :func:`read` decodes one chunk of about 256 KiB at a time (with
+  ``max_records``, the first chunk ends with the batch holding the offset). A
+  chunk starts at the offset index entry in front of the offset, so that the
+  batches the lookup stepped over by their unchecked headers are CRC-checked too,
+  and offsets must rise within the segment (:func:`_rising`): baseOffset is
+  outside the CRC.
+* :func:`read_batches` and :func:`fetch_region` walk batch headers only, keeping
+  a running total, so their cost is linear in what they return; read_batches
+  then reads exactly those bytes (reusing what the walk read when it read them
+  all), fetch_region hands out a duplicated descriptor for sendfile.
+* :func:`batch_headers` walks headers a few thousand batches per step.
+"""
+
+import os
+
+from ..errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
+from ..format import batch as batch_format
+from ..format.constants import MAGIC_V2
+from ..format.legacy import read_legacy_entry
+from .isolation import Isolation
+from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
+from .segment import LOOKUP_READ
+
+__all__ = ["read", "read_batches", "fetch_region", "offset_for_time", "max_timestamp",
+           "batch_headers"]
+
+_READ_CHUNK = 1 << 18        # bytes of batches decoded per step of read()
+_HEADERS_PER_STEP = 4096     # batch headers batch_headers reads per step
+
+
+def _check_open(lg):
+    if lg._closed:
+        raise LogClosedError(f"log {lg.path} is closed")
+
+
+def _check_range(lg, offset):
+    if offset < lg.log_start_offset or offset > lg.next_offset:
+        raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
+
+
+def _limit(lg, isolation, max_offset=None):
+    """The offset a read stops below (caller holds lg._lock, refreshed)."""
+    if isolation is Isolation.LOG_END:
+        limit = lg.next_offset
+    elif isolation is Isolation.HIGH_WATERMARK or isolation is Isolation.COMMITTED:
+        limit = lg._high_watermark
+    else:
+        raise TypeError(f"isolation must be a kqlite.storage.Isolation (LOG_END, "
+                        f"HIGH_WATERMARK or COMMITTED), not {isolation!r}")
+    return limit if max_offset is None else min(max_offset, limit)
+
+
+# -- Records ---------------------------------------------------------------------------------
+
+def read(lg, offset, max_records, max_offset, isolation):
+    """Log.read."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        if offset is None:
+            offset = lg.log_start_offset
+        _check_range(lg, offset)
+        stop = _limit(lg, isolation, max_offset)
+    return _iter_records(lg, offset, stop, max_records)
+
+
+def _iter_records(lg, offset, stop, max_records):
+    left = -1 if max_records is None else max_records
+    resume = None
+    # A few records may all be in the batch holding ``offset``: read no further at first.
+    read_more = _READ_CHUNK if max_records is None else 0
+    while offset < stop and left:
+        step = _read_chunk(lg, offset, resume, read_more)
+        read_more = _READ_CHUNK
+        if step is None:
+            return
+        path, chunk, batches = step
+        data, position = chunk.data, chunk.position
+        for b in batches:
+            records = _decode(data, b.position - position, b.magic, path, position)
+            last = b.last_offset
+            if records and offset <= b.base_offset and last < stop \
+                    and offset <= records[0][0] and records[-1][0] < stop \
+                    and (left < 0 or len(records) <= left):
+                # The whole batch is wanted (offsets increase inside a batch): no
+                # per-record checks.
+                yield from records
+                if left > 0:
+                    left -= len(records)
+            else:
+                for rec in records:
+                    if rec[0] < offset:
+                        continue
+                    if rec[0] >= stop or not left:
+                        return
+                    yield rec
+                    left -= 1
+            offset = max(offset, last + 1)
+        b = batches[-1]
+        resume = (path, b.position + b.size)
+
+
+def _decode(data, pos, magic, path, position):
+    try:
+        if magic == MAGIC_V2:
+            # _read_chunk's walk already checked the CRC of every batch it returned.
+            return batch_format.decode_records(data, pos, verify=False)
+        return read_legacy_entry(data, pos)
+    except CorruptRecordError as exc:
+        at = position + (exc.position if exc.position is not None else pos)
+        raise CorruptRecordError(exc.reason, path=path, position=at) from None
+
+
+def _read_chunk(lg, offset, resume=None, read_more=_READ_CHUNK):
+    """(segment path, Chunk, its CRC-checked whole batches from the one holding
+    ``offset`` on), or None at the end. The chunk starts at the index entry in front of
+    ``offset`` (see the module docstring) unless ``resume`` (path, file position) says
+    the previous chunk's checked batches ended just where the batch holding ``offset``
+    starts; it reaches ``read_more`` bytes past the start of that batch, or its end."""
+    with lg._lock:
+        if offset < lg.log_start_offset:
+            raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
+        seg = lg._segments.for_offset(offset)
+        if seg is None:
+            return None
+        found = seg.find_batch(offset)
+        if found is None:
+            return None
+        path = seg.path()
+        limit = lg._segments.limit_of(seg)
+        if resume == (path, found.position):
+            entry, bounds, position = None, (offset, limit), found.position
+        else:
+            entry, position = seg.index.lookup(offset)
+            position = min(position, found.position)
+            bounds = (seg.base_offset, limit)
+        size = found.position - position + max(read_more, found.size)
+        walk = SegmentWalk(seg.log, position, seg.size, verify_crc=True, chunk=size)
+        chunk = walk.read()
+        if walk.status > SCAN_TRUNCATED and walk.stop < found.position:
+            # A batch in front of ``offset`` is damaged. Its header placed it below
+            # ``offset``; that holds if the batch found after it starts at or before
+            # ``offset``, which then cannot be in the damaged one.
+            if found.base_offset > offset:
+                raise CorruptRecordError(
+                    f"{STATUS_TEXT[walk.status]} in the batch in front of offset {offset}, "
+                    f"which may hold it", path=path, position=walk.stop)
+            position, entry = found.position, None
+            walk = SegmentWalk(seg.log, position, seg.size, verify_crc=True,
+                               chunk=max(read_more, found.size))
+            chunk = walk.read()
+    batches = chunk.batches if chunk is not None else []
+    if batches:
+        # An index entry at position 0 is lookup()'s "no entry".
+        batches = _rising(batches, offset, entry if position else None, bounds, path)
+    if not batches:
+        if walk.status == SCAN_OK or walk.status == SCAN_TRUNCATED:
+            return None
+        raise CorruptRecordError(STATUS_TEXT[walk.status], path=path, position=walk.stop)
+    return path, chunk, batches
+
+
+def _rising(batches, offset, entry, bounds, path):
+    """The batches from the first one that ends at or after ``offset``, once checked: each
+    batch's offsets lie above the previous batch's and within ``bounds`` (the segment's
+    [base offset, limit)), and the first batch reaching the index entry's offset
+    ``entry`` ends exactly there (the entry was written for it). A flipped baseOffset
+    bit, which the CRC does not cover, fails one of these."""
+    prev, limit = bounds[0] - 1, bounds[1]
+    keep = None
+    for i, b in enumerate(batches):
+        base, last = b.base_offset, b.last_offset
+        if not prev < base <= last < limit or (entry is not None and last > entry and
+                                                 prev < entry):
+            raise CorruptRecordError(
+                f"batch offsets [{base}, {last}] do not follow offset {prev} within "
+                f"[{bounds[0]}, {limit}) (a damaged baseOffset?)", path=path,
+                position=b.position)
+        prev = last
+        if keep is None and last >= offset:
+            keep = i
+    return batches[keep:] if keep is not None else []
+
+
+# -- Raw batches ------------------------------------------------------------------------------
+
+def read_batches(lg, offset, max_bytes, isolation):
+    """Log.read_batches."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        _check_range(lg, offset)
+        extent = _extent(lg, offset, max_bytes, _limit(lg, isolation), keep_chunks=True)
+        if extent is None:
+            return b""
+        seg, position, length, chunks = extent
+        data = _bytes_from(chunks, position, length)
+        if data is None:
+            data = seg.read(position, length)
+            if len(data) < length:
+                # Another process truncated the log meanwhile: the whole batches left.
+                walk = SegmentWalk(seg.log, position, position + len(data), chunk=len(data))
+                chunk = walk.read()
+                data = data[:walk.stop - position] if chunk is not None else b""
+        return data
+
+
+def fetch_region(lg, offset, max_bytes, max_offset, isolation):
+    """Log.fetch_region."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        _check_range(lg, offset)
+        limit = _limit(lg, isolation, max_offset)
+        if offset >= limit:
+            return None
+        extent = _extent(lg, offset, max_bytes, limit)
+        if extent is None:
+            return None
+        seg, position, length, _ = extent
+        return os.dup(seg.log.fileno()), position, length
+
+
+def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
+    """Where the batches to return from ``offset`` lie: ``(segment, position, length,
+    chunks read)``, or None when no batch there ends below ``limit``. The batches are
+    whole, end below ``limit`` and take at most ``max_bytes`` but at least one batch;
+    they are found by their headers, a running total deciding where to stop (caller
+    holds lg._lock)."""
+    seg = lg._segments.for_offset(offset)
+    if seg is None:
+        return None
+    walk = SegmentWalk(seg.log, seg.index.lookup(offset)[1], seg.size, headers_only=True,
+                       chunk=LOOKUP_READ, from_offset=offset, trust_end=True)
+    chunks = []
+    start, total = None, 0
+    read = walk.read
+    while True:
+        chunk = read()
+        if chunk is None:
+            break
+        if keep_chunks:
+            chunks.append(chunk)
+        for b in chunk.batches:
+            if b.last_offset >= limit or (start is not None and total + b.size > max_bytes):
+                return None if start is None else (seg, start, total, chunks)
+            if start is None:
+                start = b.position
+            total += b.size
+            if total >= max_bytes:      # no further batch can fit
+                return seg, start, total, chunks
+    if start is None:
+        if walk.status != SCAN_OK:
+            raise CorruptRecordError(STATUS_TEXT[walk.status], path=seg.path(),
+                                     position=walk.stop)
+        return None
+    return seg, start, total, chunks
+
+
+def _bytes_from(chunks, position, length):
+    """File bytes [position, position + length) from the chunks a walk read, or None when
+    they do not hold them all (the walk stepped over a large batch)."""
+    end, at, pieces = position + length, position, []
+    for c in chunks:
+        c_end = c.position + len(c.data)
+        if c_end <= at:
+            continue
+        if c.position > at:
+            return None
+        pieces.append(c.data[at - c.position:min(end, c_end) - c.position])
+        at = min(end, c_end)
+        if at >= end:
+            return b"".join(pieces)
+    return None
+
+
+# -- Time and headers -------------------------------------------------------------------------
+
+def offset_for_time(lg, timestamp, isolation):
+    """Log.offset_for_time."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        for seg in lg._segments:
+            if seg.max_timestamp >= timestamp:
+                break
+        else:
+            return None
+        # An entry (T, O) with T < timestamp proves every record up to O is older.
+        _, from_offset = seg.timeindex.lookup(timestamp - 1)
+        start = max(from_offset, lg.log_start_offset, seg.base_offset)
+        stop = _limit(lg, isolation)
+    for rec in _iter_records(lg, start, stop, None):
+        if rec[1] >= timestamp:
+            return rec[0]
+    return None
+
+
+def max_timestamp(lg):
+    """Log.max_timestamp: as Kafka 3.9, the earliest record carrying the largest batch
+    max timestamp, in the batch that first reached it."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        seg, ts = lg._segments.max_timestamp()
+        if seg is None:
+            return -1, -1
+        offset = seg.offset_of_max_timestamp
+        found = seg.find_batch(offset)
+        if found is None or found.max_timestamp != ts:
+            return offset, ts
+        data = seg.read(found.position, found.size)
+        path = seg.path()
+    try:
+        if found.magic == MAGIC_V2:
+            records = batch_format.decode_records(data, 0)
+        else:
+            records = read_legacy_entry(data, 0)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, path=path, position=found.position) from None
+    for rec in records:
+        if rec[1] == ts:
+            return rec[0], ts
+    return found.last_offset, ts
+
+
+def batch_headers(lg, start_offset, isolation):
+    """Log.batch_headers."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        offset = lg.log_start_offset if start_offset is None else start_offset
+        _check_range(lg, offset)
+        limit = _limit(lg, isolation)
+    return _iter_headers(lg, offset, limit)
+
+
+def _iter_headers(lg, offset, limit):
+    while offset < limit:
+        with lg._lock:
+            if offset < lg.log_start_offset:
+                raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
+            seg = lg._segments.for_offset(offset)
+            if seg is None:
+                return
+            walk = SegmentWalk(seg.log, seg.index.lookup(offset)[1], seg.size,
+                               headers_only=True, chunk=LOOKUP_READ, from_offset=offset,
+                               trust_end=True)
+            headers = []
+            for chunk in walk.chunks():
+                headers.extend(batch_header(chunk, b, seg.base_offset) for b in chunk.batches)
+                if len(headers) >= _HEADERS_PER_STEP:
+                    break
+            if not headers:
+                if walk.status != SCAN_OK:
+                    raise CorruptRecordError(STATUS_TEXT[walk.status], path=seg.path(),
+                                             position=walk.stop)
+                return
+        for header in headers:
+            if header.last_offset >= limit:
+                return
+            yield header
+        offset = headers[-1].last_offset + 1

@@ -1,0 +1,238 @@
+"""How several processes share one log directory.
+
+Theory of operation
+-------------------
+Each process has its own Log, with its own view of the segments. A change (an
+append, a roll, retention, truncation, a compaction swap) happens under the
+write lock (:class:`Locked`: the Log's thread lock, then the exclusive flock on
+``.kqlite-state``). The first thing done under it is :func:`refresh`, which reads
+the shared State record (state.py) and catches up with whatever other processes
+wrote; the last is :func:`write_shared_state`. Offsets therefore stay dense and
+unique across processes. Readers take only the thread lock and refresh the same
+way, so they see other processes' records without reopening.
+
+Catching up (:func:`refresh`):
+
+* the same generation, a longer active segment: read the new batch headers
+  (:func:`catch_up`);
+* another generation (segments rolled, deleted or replaced by compaction, or a
+  leader epoch assigned): list the directory again, under the write lock so a
+  swap or deletion is never seen half done, keep the segments whose files are
+  unchanged (``fs.same_file``) and open the others (:func:`reload_segments`);
+* another truncation epoch (the generation's high bits): forget every segment,
+  its sizes, indexes and timestamps may describe replaced bytes.
+
+A writer that dies mid-append leaves bytes past the end the State names, or a
+segment it rolled but never named. They were never acknowledged; the next writer
+cuts them (:func:`cut_dead_writer_tail`) so they cannot resurface.
+"""
+
+import logging
+import os
+
+from ..errors import LogClosedError
+from . import swap
+from .locking import FileLock
+from .scan import SegmentWalk
+from .segment import SEGMENT_SUFFIXES, Segment, segment_name
+from .segments import list_segment_bases
+from .state import State, read_state, write_state
+
+__all__ = ["SharedFiles", "Locked", "refresh", "write_shared_state", "catch_up",
+           "reload_segments", "next_truncation_generation", "STATE_FILE",
+           "USERS_FILE"]
+
+log = logging.getLogger("kqlite.storage")
+
+# kqlite's own files (Kafka ignores them); locking.py describes both.
+STATE_FILE = ".kqlite-state"
+USERS_FILE = ".kqlite-users"
+# The shared generation counts rolls and deletions in its low 32 bits and truncations in
+# the high bits: a process that sees the high bits change must re-read every segment.
+_TRUNCATION_EPOCH = 1 << 32
+
+
+def next_truncation_generation(generation):
+    return (generation // _TRUNCATION_EPOCH + 1) * _TRUNCATION_EPOCH
+
+
+class SharedFiles:
+    """``.kqlite-state`` (the State record; its flock is the write lock) and
+    ``.kqlite-users`` (a shared flock held by every open Log), open for one Log."""
+
+    __slots__ = ("state_file", "write_lock", "users")
+
+    def __init__(self, fs, directory):
+        self.state_file = fs.open(os.path.join(directory, STATE_FILE), create=True)
+        self.write_lock = FileLock(self.state_file)
+        try:
+            self.users = FileLock(fs.open(os.path.join(directory, USERS_FILE), create=True))
+        except BaseException:
+            self.state_file.close()
+            raise
+
+    def read(self):
+        return read_state(self.state_file)
+
+    def release(self):
+        self.users.unlock()
+        self.users.file.close()
+        self.write_lock.unlock()
+        self.state_file.close()
+
+
+class Locked:
+    """The write lock as a context: the Log's thread lock, then the flock on
+    ``.kqlite-state``; then, with ``refresh``, catch up and cut a dead writer's tail."""
+
+    __slots__ = ("log", "refresh")
+
+    def __init__(self, log, refresh):
+        self.log, self.refresh = log, refresh
+
+    def __enter__(self):
+        lg = self.log
+        lg._lock.acquire()
+        try:
+            if lg._closed:
+                raise LogClosedError(f"log {lg.path} is closed")
+            lg._shared.write_lock.lock(timeout=lg._lock_timeout(), what=f"log {lg.path}")
+        except BaseException:
+            lg._lock.release()
+            raise
+        if self.refresh:
+            try:
+                refresh(lg)
+                cut_dead_writer_tail(lg)
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
+
+    def __exit__(self, *exc):
+        self.log._shared.write_lock.unlock()
+        self.log._lock.release()
+
+
+def write_shared_state(lg, flags=0, sync=False):
+    """Publish this process's view (caller holds the write lock)."""
+    active = lg._segments[-1]
+    write_state(lg._shared.state_file, State(
+        flags, lg._generation, active.next_offset, active.base_offset, active.size,
+        lg.log_start_offset, lg.recovery_point), sync)
+
+
+def refresh(lg):
+    """Catch up with changes other processes made (caller holds lg._lock)."""
+    state = lg._shared.read()
+    if state is None:
+        return
+    active = lg._segments[-1]
+    if state.generation != lg._generation:
+        reload_segments(lg, state)
+    elif state.active_size != active.size:
+        catch_up(active, state.active_size)
+    lg.log_start_offset = state.log_start_offset  # every change writes it; it can go down
+    lg.recovery_point = max(lg.recovery_point, state.recovery_point)
+    end = lg._segments[-1].next_offset
+    if lg.hw_follows_leo:
+        lg._high_watermark = end
+    else:
+        # A pinned high watermark moves only forward, except that the log cannot end
+        # below it (another process truncated) nor start above it.
+        lg._high_watermark = max(min(lg._high_watermark, end), lg.log_start_offset)
+
+
+def catch_up(seg, size):
+    """Learn the batches another process appended to ``seg`` up to ``size`` bytes."""
+    seg.index.reload_tail()
+    seg.timeindex.reload_tail()
+    start = seg.size
+    seg.size = size
+    seg.note_batches(SegmentWalk(seg.log, start, size, headers_only=True))
+    seg.bytes_since_index_entry = size - seg.index.last_position()
+
+
+def cut_dead_writer_tail(lg):
+    """Bytes past the shared state were written by a writer that died before
+    acknowledging them; cut them so they cannot resurface (we hold the write lock)."""
+    if lg._closed:
+        return
+    active = lg._segments[-1]
+    if active.log.size() > active.size:
+        active.log.truncate(active.size)
+        active.changes += 1
+    # A writer that died right after rolling left a segment the state never named;
+    # a roll always starts the new segment at the active segment's end offset.
+    if active.next_offset > active.base_offset and \
+            lg.fs.exists(os.path.join(lg.path, segment_name(active.next_offset))):
+        log.warning("%s: deleting segment %d rolled by a writer that died before "
+                    "acknowledging it", lg.path, active.next_offset)
+        for suffix in SEGMENT_SUFFIXES:
+            orphan = os.path.join(lg.path, segment_name(active.next_offset, suffix))
+            if lg.fs.exists(orphan):
+                lg.fs.remove(orphan)
+
+
+def reload_segments(lg, state):
+    """List the segments again after another process rolled, deleted, replaced or
+    truncated some (see the module docstring)."""
+    write_lock = lg._shared.write_lock
+    if write_lock.held is None:
+        # A reader lists the files under the write lock too, so that it never sees a
+        # compaction swap or a retention deletion half done.
+        write_lock.lock(timeout=lg._lock_timeout(), what=f"log {lg.path}")
+        try:
+            reload_segments(lg, lg._shared.read() or state)
+        finally:
+            write_lock.unlock()
+        return
+    fs, path = lg.fs, lg.path
+    repaired = swap.recover_swaps(fs, path)  # a compactor died mid-swap
+    if state.generation // _TRUNCATION_EPOCH != lg._generation // _TRUNCATION_EPOCH:
+        # A truncation since we last looked: our views of the segments (sizes, end
+        # offsets, indexes, max timestamps) may describe bytes that were replaced.
+        lg._segments.close_all()
+        lg._segments.reset(())
+    known = {seg.base_offset: seg for seg in lg._segments}
+    # Only the segments the shared state knows: a newer one is being rolled right now
+    # (or was rolled by a writer that died before naming it).
+    bases = [base for base in list_segment_bases(fs, path) if base <= state.active_base]
+    segments = []
+    for base in bases:
+        seg = known.pop(base, None)
+        if seg is not None and not fs.same_file(seg.log, seg.path()):
+            seg.close()  # replaced by compaction (or deleted and created again)
+            seg = None
+        if seg is None:
+            try:
+                seg = Segment.open(fs, path, base, lg.config)
+            except FileNotFoundError:
+                continue  # deleted by another process since the listing
+        segments.append(seg)
+    for gone in known.values():
+        gone.close()
+    for seg in segments[:-1]:
+        # A segment we knew as active may have grown before another process rolled it.
+        size = seg.log.size()
+        if size > seg.size:
+            catch_up(seg, size)
+        elif size < seg.size:
+            seg.size = size
+            seg.rebuild_indexes()
+        else:
+            # The roller may have appended a final time index entry when it rolled.
+            seg.index.reload_tail()
+            seg.timeindex.reload_tail()
+    lg._segments.reset(segments)
+    active = segments[-1]
+    if active.size != state.active_size:
+        if active.size < state.active_size:
+            catch_up(active, state.active_size)
+        else:
+            active.size = state.active_size
+            active.rebuild_indexes()
+    lg.epochs.reload()
+    lg._generation = state.generation
+    if repaired:
+        lg._generation += 1
+        write_shared_state(lg)

@@ -1,0 +1,88 @@
+"""A broker over 2,000 partitions under ``ulimit -n 1024``: partitions hold no open log
+between requests (each storage call leases its log), and a Fetch of every partition at
+once holds a bounded number of segment descriptors until its response is sent.
+
+Slow by nature: the Database keeps about 128 logs open under that limit, so every
+request here opens and closes logs in turn (a close is a clean shutdown, with fsyncs).
+"""
+
+import asyncio
+
+import pytest
+
+import kqlite
+from broker_process import BrokerProcess, RawClient
+
+from kqlite.format.batch import build_batch, parse_header
+from kqlite.protocol import ErrorCode, FileRegion
+from kqlite.server.replica_manager import FetchPartition, ReplicaManager
+from kqlite.server.storage_io import StorageExecutor
+
+PARTITIONS = 2000
+
+
+def produce_everywhere(client, value):
+    body = client.call(0, 7, {"acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": "wide", "partition_data": [{"index": p, "records": build_batch([value])}
+                                            for p in range(PARTITIONS)]}]})
+    return body["responses"][0]["partition_responses"]
+
+
+def fetch_everywhere(client, offset):
+    body = client.call(1, 11, {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+                               "topics": [{"topic": "wide", "partitions": [
+                                   {"partition": p, "fetch_offset": offset,
+                                    "partition_max_bytes": 1 << 20}
+                                   for p in range(PARTITIONS)]}]})
+    return body["responses"][0]["partitions"]
+
+
+def test_reads_past_the_region_budget_return_bytes_and_every_region_is_given_back(tmp_path):
+    async def main(db):
+        io = StorageExecutor(2)
+        replicas = ReplicaManager(db, io)
+        replicas.regions.limit = 2
+        try:
+            for p in range(5):
+                partition = await replicas.get("t", p)
+                await partition.append(build_batch([b"v%d" % p]), acks=1, timeout_ms=0)
+            results = await replicas.fetch_messages(
+                [FetchPartition("t", p, 0, 1 << 20) for p in range(5)], max_bytes=1 << 20,
+                min_bytes=1, max_wait_ms=0)
+            kinds = [type(r.records) for r in results]
+            held = replicas.regions.held
+            for r in results:
+                r.release()
+            return kinds, held, replicas.regions.held
+        finally:
+            io.shutdown()
+
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
+        db.create_topic("t", 5)
+        kinds, held, after = asyncio.run(main(db))
+    assert kinds == [FileRegion, FileRegion, bytes, bytes, bytes]
+    assert (held, after) == (2, 0)
+
+
+@pytest.mark.slow
+def test_two_thousand_partitions_under_a_1024_descriptor_limit(tmp_path):
+    data = tmp_path / "data"
+    with kqlite.open(data, retention_check_interval_ms=0) as db:
+        db.create_topic("wide", PARTITIONS)
+    broker = BrokerProcess(data, max_open_files=1024)
+    try:
+        client = RawClient(broker, timeout=300)
+        answers = produce_everywhere(client, b"value")
+        assert [(a["error_code"], a["base_offset"]) for a in answers] == \
+            [(ErrorCode.NONE, 0)] * PARTITIONS
+        parts = fetch_everywhere(client, 0)
+        assert [p["error_code"] for p in parts] == [ErrorCode.NONE] * PARTITIONS
+        assert all(parse_header(p["records"]).base_offset == 0 for p in parts)
+        meta = client.call(3, 9, {"topics": [{"name": "wide"}],
+                                  "allow_auto_topic_creation": False})
+        assert len(meta["topics"][0]["partitions"]) == PARTITIONS
+        client.close()
+    finally:
+        code = broker.stop()
+    assert code == 0, broker.stderr()
+    assert "Too many open files" not in broker.stderr()

@@ -1,0 +1,374 @@
+"""ProducerStateManager: every check outcome, update, Kafka's snapshot layout read back
+by an independent decoder, corrupt snapshots, truncation and replay from a snapshot."""
+
+import logging
+import os
+import struct
+from typing import NamedTuple
+
+import crcmod.predefined
+import pytest
+
+from kqlite.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kqlite.format.batch import build_batch
+from kqlite.format.validate import AppendOrigin, validate_batches
+from kqlite.storage.fs import OsFileSystem
+from kqlite.storage.producer_state import (BatchMetadata, CorruptSnapshotError,
+                                           ProducerStateManager, decode_snapshot, snapshot_name)
+
+INT32_MAX = 2 ** 31 - 1
+
+
+class Header(NamedTuple):
+    """The fields Log.batch_headers will yield."""
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    is_transactional: bool = False
+    is_control: bool = False
+
+
+class FakeLog:
+    """Batch headers at increasing offsets, as a log would hold them."""
+
+    def __init__(self):
+        self.headers = []
+        self.asked = []
+
+    @property
+    def end(self):
+        return self.headers[-1].last_offset + 1 if self.headers else 0
+
+    def append(self, pid, epoch, seq, count, ts=None, control=False):
+        base = self.end
+        header = Header(base, base + count - 1, 1_000 + base if ts is None else ts, pid, epoch,
+                        seq, count, False, control)
+        self.headers.append(header)
+        return header
+
+    def truncate(self, end):
+        self.headers = [h for h in self.headers if h.last_offset < end]
+
+    def batch_headers(self, offset):
+        self.asked.append(offset)
+        return iter([h for h in self.headers if h.last_offset >= offset])
+
+
+def batch(pid, epoch, seq, count=1, base=0):
+    return Header(base, base + count - 1, 5, pid, epoch, seq, count)
+
+
+@pytest.fixture
+def log():
+    return FakeLog()
+
+
+def appended(state, log, *args, **kwargs):
+    header = log.append(*args, **kwargs)
+    assert state.check(header) is None
+    state.update(header)
+    return header
+
+
+# -- check --------------------------------------------------------------------------------------
+
+def test_unknown_producers_and_batches_without_producer_are_appended():
+    state = ProducerStateManager("/nonexistent")
+    assert state.check(batch(-1, -1, -1)) is None
+    assert state.check(batch(7, 0, 1234)) is None        # its earlier batches may be gone
+    assert state.check(batch(7, 0, -1)) is None
+
+
+def test_in_sequence_duplicates_and_gaps(log):
+    state = ProducerStateManager("/nonexistent")
+    sent = [appended(state, log, 7, 0, seq, 10) for seq in range(0, 60, 10)]
+    assert state.check(batch(7, 0, 60, 3)) is None
+    for header in sent[1:]:                               # the newest five are remembered
+        duplicate = state.check(batch(7, 0, header.base_sequence, 10, base=99))
+        assert duplicate == BatchMetadata(header.base_sequence, header.base_sequence + 9,
+                                          header.base_offset, header.last_offset,
+                                          header.max_timestamp)
+    with pytest.raises(OutOfOrderSequenceError, match="next expected is 60") as err:
+        state.check(batch(7, 0, 0, 10))                   # older than the window
+    assert (err.value.producer_id, err.value.sequence, err.value.expected) == (7, 0, 60)
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(7, 0, 61))                      # a gap
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(7, 0, 50, 5))                   # overlaps, not a retry
+    assert state.check(batch(8, 0, 60)) is None           # producers are independent
+
+
+def test_epochs(log):
+    state = ProducerStateManager("/nonexistent")
+    appended(state, log, 7, 3, 0, 5)
+    with pytest.raises(InvalidProducerEpochError, match="fenced") as err:
+        state.check(batch(7, 2, 5))
+    assert (err.value.epoch, err.value.current_epoch) == (2, 3)
+    with pytest.raises(InvalidProducerEpochError):
+        state.check(batch(7, 2, 0, 5))                    # not a duplicate in another epoch
+    with pytest.raises(OutOfOrderSequenceError, match="new epoch 4"):
+        state.check(batch(7, 4, 5))
+    assert state.check(batch(7, 4, 0)) is None
+    appended(state, log, 7, 4, 0, 2)
+    assert state.producers[7].epoch == 4 and len(state.producers[7].batches) == 1
+    assert state.check(batch(7, 4, 2)) is None
+
+
+def test_sequence_wraps_after_int32_max(log):
+    state = ProducerStateManager("/nonexistent")
+    first = appended(state, log, 7, 0, INT32_MAX - 4, 10)
+    assert state.producers[7].last_seq == 4
+    assert state.check(batch(7, 0, 5)) is None
+    assert state.check(batch(7, 0, INT32_MAX - 4, 10)).first_offset == first.base_offset
+
+
+def test_only_client_appends_are_judged(log):
+    state = ProducerStateManager("/nonexistent")
+    appended(state, log, 7, 3, 0, 5)
+    for origin in (AppendOrigin.LOCAL, AppendOrigin.REPLICATION, "replication"):
+        assert state.check(batch(7, 1, 99), origin) is None
+        assert state.check(batch(7, 3, 0, 5), origin) is None
+
+
+def test_update_uses_the_assigned_offset_and_validated_batches():
+    state = ProducerStateManager("/nonexistent")
+    data = build_batch([b"a", b"b", b"c"], producer_id=11, producer_epoch=1, base_sequence=0,
+                       timestamp=77)
+    (validated,) = validate_batches(data)
+    assert state.check(validated) is None
+    state.update(validated, first_offset=500)
+    assert state.end_offset == 503
+    assert state.check(validated) == BatchMetadata(0, 2, 500, 502, 77)
+    state.update(batch(-1, -1, -1, 4, base=503))           # no producer: the end moves
+    assert state.end_offset == 507 and set(state.producers) == {11}
+
+
+def test_control_batches_move_the_epoch_only(log):
+    state = ProducerStateManager("/nonexistent")
+    appended(state, log, 7, 0, 0, 3)
+    state.update(log.append(7, 1, -1, 1, control=True))
+    entry = state.producers[7]
+    assert entry.epoch == 1 and not entry.batches
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(7, 1, 3))
+    assert state.check(batch(7, 1, 0)) is None
+
+
+def test_remove_expired(log):
+    state = ProducerStateManager("/nonexistent")
+    appended(state, log, 1, 0, 0, 1, ts=1_000)
+    appended(state, log, 2, 0, 0, 1, ts=5_000)
+    assert state.remove_expired(now_ms=6_000, expiration_ms=5_000) == 1
+    assert set(state.producers) == {2}
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+def kafka_decode(data):
+    """Kafka's PRODUCER_SNAPSHOT v1 read from its documented schema, independently of
+    kqlite: [(producer_id, epoch, last_seq, last_offset, offset_delta, timestamp,
+    coordinator_epoch, current_txn_first_offset)]."""
+    version, crc, count = struct.unpack_from(">hIi", data, 0)
+    assert version == 1
+    assert crc == crcmod.predefined.mkPredefinedCrcFun("crc-32c")(data[6:])
+    entries = [struct.unpack_from(">qhiqiqiq", data, 10 + 46 * i) for i in range(count)]
+    assert 10 + 46 * count == len(data)
+    return entries
+
+
+def kafka_encode(entries):
+    body = struct.pack(">i", len(entries)) + b"".join(struct.pack(">qhiqiqiq", *e)
+                                                      for e in entries)
+    crc = crcmod.predefined.mkPredefinedCrcFun("crc-32c")(body)
+    return struct.pack(">hI", 1, crc) + body
+
+
+def test_snapshot_is_kafkas_file(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path))
+    for seq in range(0, 70, 10):
+        appended(state, log, 7, 2, seq, 10)
+    appended(state, log, 9, 0, 0, 1)
+    state.update(log.append(12, 5, -1, 1, control=True))
+    path = state.take_snapshot()
+    assert os.path.basename(path) == "00000000000000000072.snapshot" == snapshot_name(72)
+    entries = kafka_decode(open(path, "rb").read())
+    # Kafka's reader keeps the last entry of each producer id: its newest batch.
+    newest = {e[0]: e for e in entries}
+    assert newest == {
+        7: (7, 2, 69, 69, 9, 1_060, -1, -1),
+        9: (9, 0, 0, 70, 0, 1_070, -1, -1),
+        12: (12, 5, -1, -1, 0, 1_071, -1, -1),
+    }
+    assert [e[3] for e in entries if e[0] == 7] == [29, 39, 49, 59, 69]   # the whole window
+
+
+def test_snapshot_round_trip_keeps_the_duplicate_window(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path))
+    sent = [appended(state, log, 7, 2, seq, 10) for seq in range(0, 50, 10)]
+    state.take_snapshot()
+    reloaded = ProducerStateManager.load(str(tmp_path), 0, log.end, log.batch_headers)
+    assert log.asked == [log.end]                  # nothing before the snapshot is read
+    assert reloaded.end_offset == log.end
+    for header in sent:
+        assert reloaded.check(batch(7, 2, header.base_sequence, 10)).first_offset == \
+            header.base_offset
+    assert reloaded.check(batch(7, 2, 50)) is None
+
+
+def test_a_kafka_snapshot_is_a_window_of_one(tmp_path):
+    (tmp_path / snapshot_name(40)).write_bytes(kafka_encode([
+        (7, 2, 39, 39, 9, 1_000, -1, -1), (8, 0, -1, -1, 0, 900, 3, -1)]))
+    state = ProducerStateManager.load(str(tmp_path), 0, 40, lambda offset: iter(()))
+    assert list(state.producers[7].batches) == [BatchMetadata(30, 39, 30, 39, 1_000)]
+    assert state.producers[8].epoch == 0 and not state.producers[8].batches
+    assert state.check(batch(7, 2, 30, 10)).last_offset == 39
+    assert state.check(batch(7, 2, 40)) is None
+
+
+def test_load_replays_after_the_newest_snapshot(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path))
+    appended(state, log, 7, 0, 0, 5)
+    state.take_snapshot()
+    appended(state, log, 7, 0, 5, 5)
+    appended(state, log, 8, 0, 0, 5)
+    state.take_snapshot(log.end + 3)               # batches without producers filled the gap
+    appended(state, log, 7, 0, 10, 5)
+    reloaded = ProducerStateManager.load(str(tmp_path), 0, log.end, log.batch_headers)
+    assert log.asked == [18]
+    assert reloaded.producers[7].last_seq == 14 and reloaded.producers[8].last_seq == 4
+    assert reloaded.check(batch(7, 0, 0, 5)).first_offset == 0
+    assert reloaded.snapshot_offsets() == [5, 18]
+
+
+def test_corrupt_snapshots_fall_back(tmp_path, log, caplog):
+    state = ProducerStateManager(str(tmp_path))
+    appended(state, log, 7, 0, 0, 5)
+    state.take_snapshot()
+    appended(state, log, 7, 0, 5, 5)
+    newest = state.take_snapshot()
+    with open(newest, "r+b") as f:
+        f.seek(20)
+        f.write(b"\xff")
+    with caplog.at_level(logging.WARNING, logger="kqlite.storage"):
+        reloaded = ProducerStateManager.load(str(tmp_path), 0, log.end, log.batch_headers)
+    assert "CRC mismatch" in caplog.text and not os.path.exists(newest)
+    assert log.asked == [5]                        # the older snapshot, then a replay
+    assert reloaded.producers[7].last_seq == 9
+    for damage in (b"\x00\x02" + b"\x00" * 8, b"\x00\x01", b""):   # version, size
+        (tmp_path / snapshot_name(5)).write_bytes(damage)
+        reloaded = ProducerStateManager.load(str(tmp_path), 0, log.end, log.batch_headers)
+        assert log.asked[-1] == 0                  # nothing usable: the whole log
+        assert reloaded.producers[7].last_seq == 9 and reloaded.snapshot_offsets() == []
+
+
+def test_truncation_forgets_truncated_batches(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path))
+    appended(state, log, 7, 0, 0, 5)
+    state.take_snapshot()
+    appended(state, log, 7, 0, 5, 5)
+    appended(state, log, 8, 0, 0, 5)
+    state.take_snapshot()
+    appended(state, log, 7, 0, 10, 5)
+    log.truncate(10)
+    state.truncate(0, 10, log.batch_headers)
+    assert state.snapshot_offsets() == [5]         # the snapshot at 15 described cut batches
+    assert state.end_offset == 10 and set(state.producers) == {7}
+    assert state.producers[7].last_seq == 9
+    assert state.check(batch(7, 0, 10, 5)) is None            # no longer a duplicate
+    with pytest.raises(OutOfOrderSequenceError):
+        state.check(batch(7, 0, 15))
+    state.truncate(0, 10, log.batch_headers)       # nothing to forget: nothing re-read
+    assert log.asked == [5]
+    log.append(7, 0, 10, 5)
+    state.reload(0, 10, log.batch_headers)         # headers past log_end are not used
+    assert state.producers[7].last_seq == 9 and state.end_offset == 10
+
+
+def test_catch_up_with_appends_and_truncations_of_another_process(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path))
+    appended(state, log, 7, 0, 0, 5)
+    log.append(7, 0, 5, 5)                         # written by another process
+    log.append(-1, -1, -1, 3)
+    log.append(8, 0, 0, 2)
+    state.catch_up(0, log.end, log.batch_headers)
+    assert log.asked == [5] and state.end_offset == 15
+    assert state.producers[7].last_seq == 9 and state.producers[8].last_seq == 1
+    assert state.check(batch(7, 0, 5, 5)).first_offset == 5
+    state.catch_up(0, log.end, log.batch_headers)  # nothing new: nothing read
+    log.append(-1, -1, -1, 4)                      # this process's own Log.append
+    state.advance(log.end)
+    state.advance(3)                               # (never backwards)
+    state.catch_up(0, log.end, log.batch_headers)
+    assert log.asked == [5] and state.end_offset == 19
+    log.truncate(10)
+    state.catch_up(0, log.end, log.batch_headers)   # the other process truncated
+    assert state.end_offset == 10 and set(state.producers) == {7}
+    state.catch_up(6, log.end, log.batch_headers)
+    assert state.end_offset == 10 and state.producers[7].last_seq == 9
+
+
+def test_log_start_moves_and_full_truncation(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path))
+    for seq in range(0, 20, 5):
+        appended(state, log, 7, 0, seq, 5)
+        state.take_snapshot()
+    assert state.snapshot_offsets() == [10, 15, 20]           # the newest three are kept
+    state.on_log_start_moved(16)
+    assert state.snapshot_offsets() == [20] and state.producers[7].last_seq == 19
+    reloaded = ProducerStateManager.load(str(tmp_path), 25, 30, lambda offset: iter(()))
+    assert reloaded.snapshot_offsets() == [] and not reloaded.producers   # below the start
+    assert reloaded.end_offset == 30
+    state.take_snapshot()
+    state.truncate_fully(100)
+    assert state.snapshot_offsets() == [] and not state.producers and state.end_offset == 100
+
+
+def test_take_snapshot_rules(tmp_path, log):
+    state = ProducerStateManager(str(tmp_path), keep_snapshots=1)
+    appended(state, log, 7, 0, 0, 5)
+    assert state.take_snapshot(5)
+    assert state.take_snapshot(5) is None                     # already there
+    with pytest.raises(ValueError, match="already includes batches up to offset 4"):
+        state.take_snapshot(4)
+    state.take_snapshot(9)
+    assert state.snapshot_offsets() == [9]
+    state.delete_snapshots_before(10)
+    assert state.snapshot_offsets() == []
+    with pytest.raises(ValueError):
+        ProducerStateManager(str(tmp_path), keep_snapshots=0)
+
+
+def test_files_go_through_the_file_system_seam(tmp_path, log):
+    class Recording(OsFileSystem):
+        def __init__(self):
+            self.calls = []
+
+        def rename(self, src, dst):
+            self.calls.append(("rename", os.path.basename(src), os.path.basename(dst)))
+            super().rename(src, dst)
+
+        def remove(self, path):
+            self.calls.append(("remove", os.path.basename(path)))
+            super().remove(path)
+
+    fs = Recording()
+    (tmp_path / (snapshot_name(3) + ".tmp")).write_bytes(b"half")   # a crash mid-snapshot
+    state = ProducerStateManager.load(str(tmp_path), 0, 0, log.batch_headers, fs=fs)
+    appended(state, log, 7, 0, 0, 5)
+    state.take_snapshot()
+    assert fs.calls == [("remove", snapshot_name(3) + ".tmp"),
+                        ("rename", snapshot_name(5) + ".tmp", snapshot_name(5))]
+    assert sorted(os.listdir(tmp_path)) == [snapshot_name(5)]
+
+
+def test_decode_snapshot_rejects_what_is_not_a_snapshot():
+    good = kafka_encode([(7, 2, 39, 39, 9, 1_000, -1, -1)])
+    assert set(decode_snapshot(good)) == {7}
+    for bad in (good[:-1], good + b"\x00", b"\x00\x01" + good[2:6] + b"\xff" * 4 + good[10:],
+                b"\x00\x03" + good[2:], b"\x00"):
+        with pytest.raises(CorruptSnapshotError):
+            decode_snapshot(bad)
