@@ -10,7 +10,7 @@ from ..format import batch as batch_format
 from ..format.constants import CODEC_NAMES, MAGIC_V2
 from ..format.legacy import read_legacy_entry
 from ..storage.fs import DEFAULT_FS
-from ..storage.scan import SCAN_OK, STATUS_TEXT, scan_file
+from ..storage.scan import SCAN_OK, STATUS_TEXT, SegmentWalk
 from ..storage.segment import parse_segment_name
 
 
@@ -74,11 +74,14 @@ def _dump_log(path, args, out):
 
     try:
         print(f"Dumping {path}", file=out)
-        stop, status = scan_file(f, 0, f.size(), show, verify_crc=False)
+        walk = SegmentWalk(f, 0, f.size())
+        for chunk in walk.chunks():
+            if chunk.batches:
+                show(chunk.batches)
     finally:
         f.close()
-    if status != SCAN_OK:
-        print(f"Found {STATUS_TEXT[status]} at position {stop}", file=out)
+    if walk.status != SCAN_OK:
+        print(f"Found {STATUS_TEXT[walk.status]} at position {walk.stop}", file=out)
         return 1
     return 1 if bad else 0
 

@@ -50,7 +50,7 @@ from ..format.constants import (
 )
 
 __all__ = ["SegmentWalk", "Chunk", "BatchPosition", "BatchHeader", "batch_header",
-           "scan_file", "CHUNK", "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC",
+           "CHUNK", "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC",
            "SCAN_BAD_HEADER", "STATUS_TEXT"]
 
 SCAN_OK = _native.SCAN_OK
@@ -234,17 +234,6 @@ def _positions(found, pos, low):
         return [_new(BatchPosition, (p + pos, b, l, t, s, m)) for p, b, l, t, s, m in found]
     return [_new(BatchPosition, (p + pos, b, l, t, s, m)) for p, b, l, t, s, m in found
             if l >= low]
-
-
-def scan_file(file, start, end, on_batches, verify_crc=True, max_size=None, chunk=CHUNK):
-    """SegmentWalk for callers that take batches through a callback: ``on_batches(list
-    of BatchPosition)`` per read that found any. Returns ``(stop, status)``. Kept for callers outside
-    storage (kqlite/server/producer_state.py) until they read Log.batch_headers."""
-    walk = SegmentWalk(file, start, end, verify_crc=verify_crc, max_size=max_size, chunk=chunk)
-    for c in walk.chunks():
-        if c.batches:
-            on_batches(c.batches)
-    return walk.stop, walk.status
 
 
 class BatchHeader(namedtuple("BatchHeader", "position segment_base base_offset last_offset "

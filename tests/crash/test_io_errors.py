@@ -327,10 +327,10 @@ def test_failed_log_does_not_mark_the_data_dir_clean(disk):
 
 
 def test_scan_stops_at_the_end_of_a_short_file(tmp_path):
-    """scan_file asked to scan past the end of a file that ends inside a batch used to
+    """A segment walk asked to go past the end of a file that ends inside a batch used to
     re-read the same bytes forever (found by the loops through the stale-state bug)."""
     from kqlite.storage.fs import DEFAULT_FS
-    from kqlite.storage.scan import SCAN_TRUNCATED, scan_file
+    from kqlite.storage.scan import SCAN_TRUNCATED, SegmentWalk
     with kqlite.Log.open(tmp_path / "t-0") as log:
         log.append(b"x" * 500)
         seg = os.path.join(log.path, "%020d.log" % 0)
@@ -338,7 +338,9 @@ def test_scan_stops_at_the_end_of_a_short_file(tmp_path):
     os.truncate(seg, size - 100)
     f = DEFAULT_FS.open(seg)
     try:
-        assert scan_file(f, 0, size + 1000, lambda b: None) == (0, SCAN_TRUNCATED)
+        walk = SegmentWalk(f, 0, size + 1000)
+        assert [b for c in walk.chunks() for b in c.batches] == []
+        assert (walk.stop, walk.status) == (0, SCAN_TRUNCATED)
     finally:
         f.close()
 
