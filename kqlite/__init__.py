@@ -1,6 +1,6 @@
 """kqlite: Apache Kafka's log storage as an embedded Python library.
 
-General layout (each layer imports only the ones before it; see DESIGN.md):
+General layout (each layer imports only the ones before it; docs/architecture.md is the map):
 
 ``kqlite._native``   C helpers (cffi) and their pure-Python twins
 ``kqlite.format``    Kafka record formats: RecordBatch v2, legacy v0/v1, codecs

@@ -4,7 +4,7 @@ Every error kqlite raises on purpose derives from :class:`KqliteError`, so an
 application can catch the whole family with one ``except``. Names follow
 Kafka's exceptions where one exists (``CorruptRecordException`` becomes
 :class:`CorruptRecordError`), with short aliases (``CorruptRecord``,
-``OffsetOutOfRange``, ...) for the names DESIGN.md uses.
+``OffsetOutOfRange``, ...) for the shorter names the docs use.
 
 This module imports nothing from kqlite: every layer may use it.
 """
@@ -138,7 +138,7 @@ class InvalidTxnStateError(KqliteError):
     transactional batch from a client."""
 
 
-# Short names used in DESIGN.md and the brief.
+# Short names the docs use (Kafka's names without the "Exception"/"Error" suffix).
 CorruptRecord = CorruptRecordError
 OffsetOutOfRange = OffsetOutOfRangeError
 RecordTooLarge = RecordTooLargeError

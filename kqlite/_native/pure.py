@@ -594,11 +594,12 @@ def arrow_partitions(key, rows, partitions):
     for a null key."""
     out = []
     for k in _arrow_cells(key, 0, rows):
-        out.append(-1 if k is None else (_murmur2(k) & 0x7FFFFFFF) % partitions)
+        out.append(-1 if k is None else (murmur2(k) & 0x7FFFFFFF) % partitions)
     return out
 
 
-def _murmur2(data):
+def murmur2(data):
+    """Kafka's 32-bit murmur2 of ``data``, unsigned (the partitioner's one definition)."""
     m, mask = 0x5BD1E995, 0xFFFFFFFF
     length = len(data)
     h = (0x9747B28C ^ length) & mask

@@ -2,9 +2,9 @@
 
 Theory of operation
 -------------------
-An open Log holds file descriptors: its two lock files, the data dir's two lock
-files, one per segment and, once appended to, the active segment's two index files
-(seven for a one-segment log). Thousands of partitions cannot all be open under the
+An open Log holds file descriptors: its two lock files, one per segment and, once
+appended to, the active segment's two index files (five for a one-segment log; the
+data dir's two lock files are opened once per process, whatever the number of logs). Thousands of partitions cannot all be open under the
 usual limit of 1024 descriptors, so the manager keeps at most ``max_open`` logs open
 and closes idle ones, least recently used first. A closed log reopens on its next
 use with its data (closing is a clean shutdown, so reopening runs no recovery).
@@ -37,14 +37,15 @@ __all__ = ["LogManager", "default_max_open_logs"]
 
 log = logging.getLogger("kqlite")
 
-_FDS_PER_LOG = 8          # a log's descriptors (7 with one segment), rounded up
+_FDS_PER_LOG = 8          # a log's descriptors (5 with one segment), with room for more segments
 _NO_LIMIT_FDS = 1 << 16   # what to plan for when the descriptor limit is unlimited
 _WINDOWS_FDS = 512        # the C runtime's default number of open files
 
 
 def default_max_open_logs():
-    """The soft RLIMIT_NOFILE divided by 8 (at least 4): a one-segment log holds about 7
-    descriptors, so the logs take at most about seven eighths of the limit. Logs with
+    """The soft RLIMIT_NOFILE divided by 8 (at least 4): a one-segment log holds 5
+    descriptors, so the logs take at most about five eighths of the limit, leaving room
+    for sockets, sendfile regions and logs of a few segments. Logs with
     many segments hold one descriptor more per segment; lower ``max_open_logs`` for
     those, or raise the limit (``ulimit -n``)."""
     try:

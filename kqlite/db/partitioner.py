@@ -9,35 +9,15 @@ sticky partition that changes when a batch is sent (KIP-480).
 import random
 import threading
 
+from .._native import pure
+
 __all__ = ["murmur2", "partition_for_key", "StickyPartitioner"]
 
-_M = 0x5BD1E995
-_SEED = 0x9747B28C
-_MASK = 0xFFFFFFFF
 
 
 def murmur2(data):
     """Kafka's 32-bit murmur2 of ``data`` as a signed int (Java int semantics)."""
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    end = length - length % 4
-    for i in range(0, end, 4):
-        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    rest = length % 4
-    if rest == 3:
-        h ^= data[end + 2] << 16
-    if rest >= 2:
-        h ^= data[end + 1] << 8
-    if rest >= 1:
-        h ^= data[end]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
+    h = pure.murmur2(data)
     return h - (1 << 32) if h & 0x80000000 else h
 
 

@@ -24,12 +24,13 @@ from ..format.constants import (
 )
 from .options import SparkOptionError
 
-__all__ = ["staged_columns", "append_runs", "runs", "encode_run"]
+__all__ = ["staged_columns", "append_runs", "runs", "encode_run", "column_of"]
 
 _TARGET = 1 << 20
 
 
-def _column(batch, name):
+def column_of(batch, name):
+    """The column ``name`` of an Arrow batch (Spark may pass it in another case), or None."""
     idx = batch.schema.get_field_index(name)
     if idx < 0:
         for i, field in enumerate(batch.schema):
@@ -85,20 +86,20 @@ def staged_columns(batch, topic_option, db, now_ms, rng, counts_cache, compacted
     import pyarrow as pa
     import pyarrow.compute as pc
     n = batch.num_rows
-    values = _binary(pa, _column(batch, "value"))
-    keys = _binary(pa, _column(batch, "key"))
+    values = _binary(pa, column_of(batch, "value"))
+    keys = _binary(pa, column_of(batch, "key"))
     if keys is None:
         keys = pa.nulls(n, pa.binary())
     if topic_option is not None:
         topics = pa.repeat(pa.scalar(topic_option, pa.string()), n)
     else:
-        topics = _column(batch, "topic").cast(pa.string())
+        topics = column_of(batch, "topic").cast(pa.string())
         if topics.null_count:
             raise InvalidRecordError("a row has a null topic and the sink has no topic option")
-    part_col = _column(batch, "partition")
+    part_col = column_of(batch, "partition")
     given = part_col.cast(pa.int32()) if part_col is not None else pa.nulls(n, pa.int32())
-    stamps = _timestamps(pa, pc, _column(batch, "timestamp"), n, now_ms)
-    headers = _headers(pa, _column(batch, "headers"))
+    stamps = _timestamps(pa, pc, column_of(batch, "timestamp"), n, now_ms)
+    headers = _headers(pa, column_of(batch, "headers"))
     if headers is None:
         htype = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
         headers = pa.ListArray.from_arrays(pa.repeat(pa.scalar(0, pa.int32()), n + 1),

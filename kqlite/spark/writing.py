@@ -42,7 +42,7 @@ from ..db.layout import meta_dir
 from ..db.partitioner import partition_for_key
 from ..storage.fs import DEFAULT_FS, atomic_write
 from .options import SparkOptionError
-from .arrow_write import append_runs, runs, staged_columns
+from .arrow_write import append_runs, column_of, runs, staged_columns
 from .reading import open_data_dir, partition_count
 
 __all__ = ["check_sink_schema", "stage_rows", "publish", "discard", "SinkState",
@@ -97,16 +97,6 @@ def check_topic_exists(path, topic):
 
 # -- Rows to records (tasks) -------------------------------------------------------------------
 
-def _column(batch, name):
-    idx = batch.schema.get_field_index(name)
-    if idx < 0:
-        for i, field in enumerate(batch.schema):
-            if field.name.lower() == name:
-                return batch.column(i)
-        return None
-    return batch.column(idx)
-
-
 def _as_bytes(values):
     return [v.encode() if isinstance(v, str) else v for v in values]
 
@@ -117,22 +107,22 @@ def batch_to_records(batch, topic_option, db, now_ms, rng, counts_cache):
     n = batch.num_rows
     if n == 0:
         return {}
-    values = _as_bytes(_column(batch, "value").to_pylist())
-    key_col = _column(batch, "key")
+    values = _as_bytes(column_of(batch, "value").to_pylist())
+    key_col = column_of(batch, "key")
     keys = _as_bytes(key_col.to_pylist()) if key_col is not None else [None] * n
     if topic_option is not None:
         topics = [topic_option] * n
     else:
-        topics = _column(batch, "topic").to_pylist()
-    part_col = _column(batch, "partition")
+        topics = column_of(batch, "topic").to_pylist()
+    part_col = column_of(batch, "partition")
     parts = part_col.to_pylist() if part_col is not None else [None] * n
-    head_col = _column(batch, "headers")
+    head_col = column_of(batch, "headers")
     if head_col is not None:
         headers = [[(h["key"], h["value"].encode() if isinstance(h["value"], str)
                      else h["value"]) for h in hs] if hs else () for hs in head_col.to_pylist()]
     else:
         headers = [()] * n
-    ts_col = _column(batch, "timestamp")
+    ts_col = column_of(batch, "timestamp")
     if ts_col is None:
         stamps = [now_ms] * n
     elif pa.types.is_timestamp(ts_col.type):

@@ -277,15 +277,7 @@ class ProducerStateManager:
                     self._delete_snapshot(offset)
                 else:
                     start = offset
-        if start is None:
-            start = log_start
-        self.end_offset = start
-        for header in batch_headers(start):
-            if header.base_offset >= log_end:
-                break
-            if header.last_offset >= start:
-                self.update(header)
-        self.end_offset = log_end
+        self._replay(log_start if start is None else start, log_end, batch_headers)
 
     def catch_up(self, log_start, log_end, batch_headers):
         """Follow a log that changed behind this manager's back (another process appended
@@ -295,14 +287,18 @@ class ProducerStateManager:
             self.reload(log_start, log_end, batch_headers)
             return
         if log_end > self.end_offset:
-            start = self.end_offset
-            for header in batch_headers(start):
-                if header.base_offset >= log_end:
-                    break
-                if header.last_offset >= start:
-                    self.update(header)
-            self.end_offset = log_end
+            self._replay(self.end_offset, log_end, batch_headers)
         self.on_log_start_moved(log_start)
+
+    def _replay(self, start, log_end, batch_headers):
+        """Learn the batches of [start, log_end) from their headers."""
+        self.end_offset = start
+        for header in batch_headers(start):
+            if header.base_offset >= log_end:
+                break
+            if header.last_offset >= start:
+                self.update(header)
+        self.end_offset = log_end
 
     def truncate(self, log_start, log_end, batch_headers):
         """The log now holds [log_start, log_end): forget batches at or after
