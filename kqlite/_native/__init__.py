@@ -93,7 +93,7 @@ scan_batches = _impl.scan_batches
 walk_records = _impl.walk_records
 index_search = _impl.index_search
 
-# Arrow columns for the Spark data source (csrc/arrow.c), documented in pure.py:
+# Arrow columns for the Spark data source (csrc/arrow.c), documented in pure_arrow.py:
 # ``arrow_decode``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``
 # appends already decoded rows (legacy message sets) to the same buffers.
 from ._inputs import (  # noqa: E402

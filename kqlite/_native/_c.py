@@ -23,6 +23,8 @@ from ._inputs import header_key as _header_key
 from ._inputs import timestamp_delta as _delta
 from ._inputs import walk_args as _walk_args
 from ._inputs import WALK_COUNT, WALK_OK
+from ._inputs import ARROW_NO_SPACE, ARROW_TOO_LARGE, arrow_check
+from .pure_arrow import arrow_append_rows  # noqa: F401  (one implementation for both)
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
@@ -375,12 +377,8 @@ def index_search(buf, count, entry_size, target):
             _release(cdata)
 
 
-# -- Arrow columns (csrc/arrow.c; documented with the twins in pure.py) ----------------------
+# -- Arrow columns (csrc/arrow.c; documented with the twins in pure_arrow.py) -----------
 
-from ._inputs import (  # noqa: E402
-    ARROW_COLUMNS, ARROW_NO_SPACE, ARROW_TOO_LARGE, arrow_check,
-)
-from .pure import arrow_append_rows  # noqa: E402,F401  (one implementation for both)
 
 _arrow_decode_c = lib.kq_arrow_decode
 _arrow_encode_c = lib.kq_arrow_encode

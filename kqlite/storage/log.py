@@ -4,16 +4,9 @@ Theory of operation
 -------------------
 A Log is Kafka's UnifiedLog: this facade keeps the partition's offsets and its
 locks, and its work is split by responsibility the way Kafka splits UnifiedLog,
-LocalLog, LogSegments and LogLoader:
-
-``segments.py``            the ordered segments: lookup by offset, roll, delete
-``loader.py``              opening: leftovers, segments, crash recovery
-``sharing.py``             what several processes share: the state record, catch-up
-``appending.py``           appends: batches, offsets, when to roll
-``reads.py``               reads, fetches, time lookups, batch headers
-``retention.py``           retention, DeleteRecords and truncation
-``offset_checkpoints.py``  the partition's offsets in Kafka's checkpoint files
-``cleanable.py``           the part of a Log that compaction (cleaner.py) may use
+LocalLog, LogSegments and LogLoader, one module each (docs/architecture.md lists
+them: segments, loader, sharing, appending, reads, retention, offset_checkpoints,
+cleanable).
 
 Those modules are the Log's implementation and share its private fields (set in
 ``Log.__init__`` and ``Log._load``); nothing outside this package uses them.
@@ -42,19 +35,8 @@ records, and concurrent appenders share fsyncs (group commit). A failed fsync
 puts the log in the failed state: no retry, every later write raises
 LogFailedError until the log is reopened (see docs/durability.md).
 
-Lock order
-----------
-Locks are taken in this order and never the other way round:
-
-1. the cleaner lock (flock on ``.kqlite-cleaner``; compaction only, cleaner.py)
-2. ``Log._sync_lock`` (one fsync round at a time; :meth:`Log._sync_to`)
-3. ``Log._lock`` (thread RLock: the Log's memory)
-4. the write lock (exclusive flock on ``.kqlite-state``; sharing.Locked)
-5. the data dir lock (a thread lock, then the flock on ``.kqlite-datadir.lock``;
-   checkpoint files; data_dir.py): innermost, nothing is taken while it is held
-
-``.kqlite-users`` and ``.kqlite-datadir.users`` are waited for only while
-opening, before 4 and with nothing else held; closing only tries them.
+Lock order: docs/architecture.md states it, for this package and the layers above;
+every path here follows it.
 """
 
 import functools

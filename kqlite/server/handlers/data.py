@@ -3,8 +3,9 @@
 These handlers only translate between the wire and the partition seam
 (``broker.replicas``, replica_manager.py and partition.py): they never touch a Log,
 and every storage call behind them runs in a storage thread. The produce path never
-decodes records: the partition validates the batch bytes (framing and CRC in C),
-stamps its leader epoch, assigns offsets by rewriting baseOffset and appends them.
+decodes records: storage validates the batch bytes once (framing, CRC and Kafka's
+LogValidator rules, record boundaries walked in C), the partition stamps its leader
+epoch, and offsets are assigned by rewriting baseOffset before the bytes are appended.
 Fetch answers with file regions of whole batches, sent with sendfile.
 """
 
