@@ -194,7 +194,7 @@ class ReplicaManager:
         return await self.io.run(self._topic_config, name)
 
     def _topic_config(self, name):
-        overrides = _topic_definition(self.db, name)["config"]
+        overrides = self.db.topic_metadata(name)["config"]
         return overrides, self.db.topic_config(name).as_dict()
 
     # -- Fetch ------------------------------------------------------------------------------
@@ -292,17 +292,9 @@ def _positions_of(partitions):
     return found
 
 
-def _topic_definition(db, name):
-    """The topic's stored definition: ``{"name", "topic_id", "partitions", "config"}``.
-    (``kqlite.db.Database.topic_metadata``; the older kqlite/database.py it replaces
-    has only the private ``_topic``: the one place that knows both.)"""
-    lookup = getattr(db, "topic_metadata", None) or db._topic
-    return lookup(name)
-
-
 def _topic_uuid(db, name):
     """The topic id as a UUID (stored in URL-safe base64, Kafka's text form)."""
-    raw = _topic_definition(db, name).get("topic_id", "")
+    raw = db.topic_metadata(name).get("topic_id", "")
     try:
         return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
     except (ValueError, TypeError):
