@@ -232,22 +232,10 @@ class _WalkStop(Exception):
 
 def _walk_varint(buf, pos, end, bits):
     """_zigzag with a WALK_VARINT stop instead of an exception that names the field."""
-    raw = shift = 0
-    max_bytes = (bits + 6) // 7
-    while True:
-        if pos >= end:
-            raise _WalkStop(WALK_VARINT)
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift >= 7 * max_bytes:
-            raise _WalkStop(WALK_VARINT)
-    if raw >> bits:
-        raise _WalkStop(WALK_VARINT)
-    return (raw >> 1) ^ -(raw & 1), pos
+    try:
+        return _zigzag(buf, pos, end, bits, "varint")
+    except CorruptRecordError:
+        raise _WalkStop(WALK_VARINT) from None
 
 
 def _walk_field(buf, pos, end):

@@ -8,25 +8,11 @@ from hypothesis import given, settings, strategies as st
 
 from kqlite import _native
 from kqlite.errors import CorruptRecordError, InvalidRecordError
+from record_bytes import record, zigzag
 
 NATIVE = settings.get_profile("kqlite-native")
 IMPLS = [_native.pure] + ([_native.c] if _native.c is not None else [])
 INT64_MAX = 2 ** 63 - 1
-
-
-def zigzag(n, width=64):
-    z = ((n << 1) ^ (n >> (width - 1))) & ((1 << width) - 1)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def record(body):
-    """A record: its zigzag length, then the body bytes."""
-    return zigzag(len(body)) + body
 
 
 def outcome(impl, data, count, base_offset=0, base_timestamp=0):

@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from kqlite import _native
 from kqlite.errors import CorruptRecordError
+from record_bytes import record, zigzag
 
 NATIVE = settings.get_profile("kqlite-native")
 IMPLS = [_native.pure] + ([_native.c] if _native.c is not None else [])
@@ -17,20 +18,6 @@ INT64_MAX = 2 ** 63 - 1
                  _native.WALK_RECORD_SIZE, _native.WALK_COUNT, _native.WALK_TRAILING,
                  _native.WALK_HEADER_KEY, _native.WALK_OVERFLOW, _native.WALK_MISSING,
                  _native.WALK_HEADER_UTF8)
-
-
-def zigzag(n, width=64):
-    z = ((n << 1) ^ (n >> (width - 1))) & ((1 << width) - 1)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-def record(body):
-    return zigzag(len(body)) + body
 
 
 def encode(records):

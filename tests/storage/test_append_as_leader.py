@@ -7,6 +7,7 @@ import os
 import pytest
 
 import kqlite
+from kqlite import _native
 from kqlite.errors import (
     InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError, RecordTooLargeError,
 )
@@ -18,6 +19,13 @@ from kqlite.storage.producer_state import decode_snapshot
 def produced(values, *, pid=-1, epoch=-1, seq=-1):
     return build_batch([Record(v) for v in values], producer_id=pid, producer_epoch=epoch,
                        base_sequence=seq)
+
+
+def produce_six_over_several_segments(log):
+    """Producer 5's sequences 0..5, one 60-byte record each; with segment_bytes=300
+    the log rolls (and snapshots) on the way."""
+    for seq in range(6):
+        log.append_as_leader(produced([b"v" * 60], pid=5, epoch=0, seq=seq), leader_epoch=0)
 
 
 def snapshots(log):
@@ -78,7 +86,6 @@ def test_kafka_validator_refusals_store_nothing(tmp_path):
         log.append([b"kept"])
         bad = bytearray(produced([b"a"]))
         bad[23:27] = (-5).to_bytes(4, "big", signed=True)     # lastOffsetDelta, CRC-covered
-        from kqlite import _native
         bad[17:21] = _native.crc32c(bytes(bad[21:])).to_bytes(4, "big")
         with pytest.raises(InvalidRecordError):
             log.append_as_leader(bytes(bad), leader_epoch=0)
@@ -93,9 +100,7 @@ def test_kafka_validator_refusals_store_nothing(tmp_path):
 def test_snapshots_at_roll_and_close_keep_the_retry_window_across_a_reopen(tmp_path):
     path = tmp_path / "t-0"
     with kqlite.Log.open(path, segment_bytes=300) as log:
-        for seq in range(6):
-            log.append_as_leader(produced([b"v" * 60], pid=5, epoch=0, seq=seq),
-                                 leader_epoch=0)
+        produce_six_over_several_segments(log)
         assert len(log.segments) > 1
         rolled = snapshots(log)
         assert rolled                                      # written at the rolls
@@ -116,9 +121,7 @@ def test_snapshots_at_roll_and_close_keep_the_retry_window_across_a_reopen(tmp_p
 def test_truncation_removes_the_snapshots_above_the_new_end(tmp_path):
     path = tmp_path / "t-0"
     with kqlite.Log.open(path, segment_bytes=300) as log:
-        for seq in range(6):
-            log.append_as_leader(produced([b"v" * 60], pid=5, epoch=0, seq=seq),
-                                 leader_epoch=0)
+        produce_six_over_several_segments(log)
     with kqlite.Log.open(path) as log:            # producer state not loaded in this handle
         assert max(int(n.split(".")[0]) for n in snapshots(log)) == 6
         log.truncate_to(2)
