@@ -5,7 +5,7 @@ ISR is itself, and the high watermark follows the log end (every record is commi
 once appended). The leader epoch is the one the partition's leader-epoch cache last
 recorded (0 for a new partition): a data dir that once belonged to a replicated cluster
 keeps its epochs monotonic. Every batch the broker appends is stamped with that epoch
-(``Log.append_batches(..., leader_epoch=)``), which also records it in the cache.
+(``Log.append_as_leader(..., leader_epoch=)``), which also records it in the cache.
 
 The object holds no ``Log``: each storage operation leases the partition's log from
 the Database for its duration, inside a storage thread (storage_io.py), so a broker
