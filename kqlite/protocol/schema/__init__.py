@@ -4,17 +4,17 @@
 API's flexible versions). ``API_NAMES`` names every API key Kafka defines, served or not, so
 that an unsupported request can still be logged by name.
 
-Adding an API: declare it in the module of its family (data, metadata, groups, admin), add it
+Adding an API: declare it in the module of its family (data, fetch, metadata, groups, admin), add it
 to that module's ``APIS`` list, and run tests/protocol/test_schema_crosscheck.py.
 """
 
-from . import admin, data, groups, metadata, refused
+from . import admin, data, fetch, groups, metadata, refused
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
 __all__ = ["APIS", "API_NAMES", "REFUSED", "Api", "F", "Field", "MISSING", "in_range",
            "parse_versions"]
 
-APIS = {a.key: a for module in (data, metadata, groups, admin, refused) for a in module.APIS}
+APIS = {a.key: a for module in (data, fetch, metadata, groups, admin, refused) for a in module.APIS}
 
 # Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
 REFUSED = frozenset(a.key for a in refused.APIS)

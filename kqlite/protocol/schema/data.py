@@ -1,5 +1,5 @@
-"""Data-path APIs: Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId,
-OffsetForLeaderEpoch.
+"""Data-path APIs: Produce, ListOffsets, DeleteRecords, InitProducerId, OffsetForLeaderEpoch
+(Fetch has its own module, fetch.py).
 
 Written by hand from Kafka's message definitions (clients/src/main/resources/common/message/
 *.json); only the fields that exist in the versions kqlite serves are declared.
@@ -36,66 +36,6 @@ PRODUCE = api(0, "Produce", "3-9", flexible="9+", request=[
         ]),
     ]),
     F("throttle_time_ms", "int32", "1+", default=0),
-])
-
-# WIRE: Kafka-defined (FetchRequest.json / FetchResponse.json)
-FETCH = api(1, "Fetch", "4-12", flexible="12+", request=[
-    F("cluster_id", "string", "12+", nullable="12+", default=None, tag=0),
-    F("replica_id", "int32", "0-14", default=-1),
-    F("max_wait_ms", "int32"),
-    F("min_bytes", "int32"),
-    F("max_bytes", "int32", "3+", default=0x7FFFFFFF),
-    F("isolation_level", "int8", "4+", default=0),
-    F("session_id", "int32", "7+", default=0),
-    F("session_epoch", "int32", "7+", default=-1),
-    F("topics", "[]", fields=[
-        F("topic", "string", "0-12"),
-        F("partitions", "[]", fields=[
-            F("partition", "int32"),
-            F("current_leader_epoch", "int32", "9+", default=-1),
-            F("fetch_offset", "int64"),
-            F("last_fetched_epoch", "int32", "12+", default=-1),
-            F("log_start_offset", "int64", "5+", default=-1),
-            F("partition_max_bytes", "int32"),
-        ]),
-    ]),
-    F("forgotten_topics_data", "[]", "7+", fields=[
-        F("topic", "string", "7-12"),
-        F("partitions", "[]int32", "7+"),
-    ]),
-    F("rack_id", "string", "11+", default=""),
-], response=[
-    F("throttle_time_ms", "int32", "1+"),
-    F("error_code", "int16", "7+"),
-    F("session_id", "int32", "7+", default=0),
-    F("responses", "[]", fields=[
-        F("topic", "string", "0-12"),
-        F("partitions", "[]", fields=[
-            F("partition_index", "int32"),
-            F("error_code", "int16"),
-            F("high_watermark", "int64"),
-            F("last_stable_offset", "int64", "4+", default=-1),
-            F("log_start_offset", "int64", "5+", default=-1),
-            F("diverging_epoch", "{}", "12+", tag=0, fields=[
-                F("epoch", "int32", "12+", default=-1),
-                F("end_offset", "int64", "12+", default=-1),
-            ]),
-            F("current_leader", "{}", "12+", tag=1, fields=[
-                F("leader_id", "int32", "12+", default=-1),
-                F("leader_epoch", "int32", "12+", default=-1),
-            ]),
-            F("snapshot_id", "{}", "12+", tag=2, fields=[
-                F("end_offset", "int64", default=-1),
-                F("epoch", "int32", default=-1),
-            ]),
-            F("aborted_transactions", "[]", "4+", nullable="4+", fields=[
-                F("producer_id", "int64", "4+"),
-                F("first_offset", "int64", "4+"),
-            ]),
-            F("preferred_read_replica", "int32", "11+", default=-1),
-            F("records", "records", nullable="0+"),
-        ]),
-    ]),
 ])
 
 # WIRE: Kafka-defined (ListOffsetsRequest.json / ListOffsetsResponse.json)
@@ -183,4 +123,4 @@ OFFSET_FOR_LEADER_EPOCH = api(23, "OffsetForLeaderEpoch", "2-4", flexible="4+", 
     ]),
 ])
 
-APIS = [PRODUCE, FETCH, LIST_OFFSETS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH]
+APIS = [PRODUCE, LIST_OFFSETS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH]

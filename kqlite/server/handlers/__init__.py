@@ -4,10 +4,10 @@ Each returns the response body for ``request.api_version`` (the codec ignores
 fields that version does not have) or None when no response is due (acks=0).
 """
 
-from . import admin, data, groups, refused
+from . import admin, fetch, group_offsets, membership, offsets, produce, refused
 
 HANDLERS = {}
-for _module in (admin, data, groups, refused):
+for _module in (admin, produce, fetch, offsets, membership, group_offsets, refused):
     HANDLERS.update(_module.HANDLERS)
 
 __all__ = ["HANDLERS"]

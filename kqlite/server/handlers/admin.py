@@ -1,4 +1,4 @@
-"""ApiVersions, Metadata, FindCoordinator, topic administration, DescribeConfigs.
+"""ApiVersions, Metadata, topic administration, DescribeConfigs.
 
 Topics and partitions come from the replica manager (``broker.replicas``), which reads
 and changes topic definitions in a storage thread; Metadata reports each partition's
@@ -51,20 +51,6 @@ async def metadata(broker, conn, request):
     return {"throttle_time_ms": 0, "brokers": [_broker_entry(broker)],
             "cluster_id": broker.cluster_id, "controller_id": broker.broker_id,
             "topics": [await topic_metadata(broker, n, auto) for n in names]}
-
-
-async def find_coordinator(broker, conn, request):
-    body = request.body
-    me = {"node_id": broker.broker_id, "host": broker.advertised_host, "port": broker.port}
-    if request.api_version >= 4:
-        return {"throttle_time_ms": 0, "coordinators": [
-            dict(me, key=k, error_code=0, error_message=None) for k in body["coordinator_keys"]]}
-    key_type = body.get("key_type", 0)
-    if key_type != 0:  # transactions are not supported
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "kqlite has no transaction coordinator", "node_id": -1,
-                "host": "", "port": -1}
-    return dict(me, throttle_time_ms=0, error_code=0, error_message=None)
 
 
 def _kafka_error(exc):
@@ -184,6 +170,6 @@ async def describe_configs(broker, conn, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-HANDLERS = {18: api_versions, 3: metadata, 10: find_coordinator, 19: create_topics,
+HANDLERS = {18: api_versions, 3: metadata, 19: create_topics,
             20: delete_topics, 37: create_partitions, 32: describe_configs}
 

@@ -1,15 +1,14 @@
-"""Group membership (via the coordinator) and committed offsets (via the data dir).
+"""Group membership through the coordinator: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups.
 
-The membership handlers only translate: request bodies into the group state
-machine's inputs (kqlite.server.group_events) and its results into response
-bodies, in the layout of every version as the codec expects it.
+The handlers only translate: request bodies into the group state machine's inputs
+(kqlite.server.group_events) and its results into response bodies, in the layout of every
+version as the codec expects it.
 """
 
 import logging
 
-from ...errors import UnknownTopicError
-from ...protocol import ErrorCode
-from ..group_events import Commit, Heartbeat, Join, Sync
+from ..group_events import Heartbeat, Join, Sync
 from ..group_state import GroupState
 
 log = logging.getLogger("kqlite.server")
@@ -70,75 +69,6 @@ async def leave_group(broker, conn, request):
         {"member_id": m, "group_instance_id": None, "error_code": code} for m, code in results]}
 
 
-async def offset_commit(broker, conn, request):
-    body = request.body
-    generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
-    code = broker.coordinator.check_commit(body["group_id"],
-                                           Commit(body.get("member_id", ""), generation))
-    if code:
-        log.debug("group %s: OffsetCommit from %s (generation %d): error %d", body["group_id"],
-                  body.get("member_id", ""), generation, code)
-    topics = await broker.io.run(_store_commits, broker.db, body["group_id"], body["topics"],
-                                 code)
-    return {"throttle_time_ms": 0, "topics": topics}
-
-
-def _store_commits(db, group_id, request_topics, code):
-    """Validate and store one OffsetCommit's offsets (a storage thread: the topic files
-    and the __consumer_offsets append touch the disk); the per-partition answers."""
-    topics = []
-    commits = {}
-    for t in request_topics:
-        parts = []
-        for p in t["partitions"]:
-            err = code
-            if not err:
-                try:
-                    if not 0 <= p["partition_index"] < db.partitions_for(t["name"]):
-                        raise UnknownTopicError(t["name"])
-                    commits[(t["name"], p["partition_index"])] = \
-                        (p["committed_offset"], p.get("committed_metadata") or "")
-                except UnknownTopicError:
-                    err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            parts.append({"partition_index": p["partition_index"], "error_code": err})
-        topics.append({"name": t["name"], "partitions": parts})
-    by_metadata = {}
-    for tp, (offset, metadata) in commits.items():
-        by_metadata.setdefault(metadata, {})[tp] = offset
-    for metadata, offsets in by_metadata.items():
-        db.offsets.commit(group_id, offsets, metadata)
-    return topics
-
-
-def _fetch_group(db, group_id, topics):
-    committed = db.offsets.committed(group_id)     # may read __consumer_offsets: a storage thread
-    if topics is None:
-        wanted = {}
-        for (t, p) in sorted(committed):
-            wanted.setdefault(t, []).append(p)
-        topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
-    out = []
-    for t in topics:
-        out.append({"name": t["name"], "partitions": [
-            {"partition_index": p, "committed_offset": committed.get((t["name"], p), -1),
-             "committed_leader_epoch": -1, "metadata": "", "error_code": 0}
-            for p in t["partition_indexes"]]})
-    return out
-
-
-async def offset_fetch(broker, conn, request):
-    body = request.body
-    if request.api_version >= 8:
-        return {"throttle_time_ms": 0, "groups": [
-            {"group_id": g["group_id"], "error_code": 0,
-             "topics": await broker.io.run(_fetch_group, broker.db, g["group_id"],
-                                           g.get("topics"))}
-            for g in body["groups"]]}
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "topics": await broker.io.run(_fetch_group, broker.db, body["group_id"],
-                                          body.get("topics"))}
-
-
 async def describe_groups(broker, conn, request):
     out = []
     for group_id in request.body["groups"]:
@@ -175,5 +105,5 @@ async def list_groups(broker, conn, request):
         for gid, (ptype, state) in sorted(groups.items()) if not states or state in states]}
 
 
-HANDLERS = {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group, 8: offset_commit,
-            9: offset_fetch, 15: describe_groups, 16: list_groups}
+HANDLERS = {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group,
+            15: describe_groups, 16: list_groups}
