@@ -1,0 +1,196 @@
+"""The controller: one broker of the cluster decides leaders and ISRs, as in Kafka's
+ZooKeeper mode.
+
+Theory of operation. Every broker runs a ``Controller``; at most one is *active*. On
+start (and after a ZooKeeper session expiry) a broker registers itself and tries to
+create the ephemeral ``/controller`` node while bumping ``/controller_epoch``, in one
+multi. The winner reads the whole cluster into its context and from then on is the only
+writer of partition states, every write fenced by the zkVersion of ``/controller_epoch``
+it got at election: a controller that was paused past its session timeout and comes back
+cannot overwrite its successor's decisions, its writes fail the check and it resigns.
+
+All work happens in one asyncio task draining an event queue (Kafka's
+ControllerEventManager): ZooKeeper watches fire in kazoo's thread and only enqueue
+events, so decisions never interleave. ZooKeeper calls run in one dedicated thread,
+never on the event loop. Decisions (who leads, who is in sync) are the pure rules of
+election.py; what the brokers must hear is sent through ``channels`` (one ordered queue
+per broker), LeaderAndIsr first, then UpdateMetadata, as Kafka orders them.
+
+Handlers of the active controller's events live in controller_events.py.
+"""
+
+import asyncio
+import concurrent.futures
+import logging
+
+from kazoo.protocol.states import KazooState
+
+from . import controller_events as events
+from .controller_context import ControllerContext
+from .zk_store import ControllerMovedError
+
+__all__ = ["Controller"]
+
+log = logging.getLogger("kqlite.cluster.controller")
+
+
+class Controller:
+    """The controller role of one broker.
+
+    ``store``: a ZkStore over a started kazoo client; ``broker``: this broker's
+    ``znodes.BrokerInfo`` (registered by the controller, as Kafka's controller does, so
+    that registration and re-election follow the same session); ``channels``: an object
+    with ``update_brokers({id: (host, port)})`` and
+    ``send(broker_id, api_key, version, body) -> Future``.
+    """
+
+    def __init__(self, store, broker, channels, *, auto_rebalance=False):
+        self.store = store
+        self.broker = broker
+        self.channels = channels
+        self.auto_rebalance = auto_rebalance
+        self.broker_epoch = -1
+        self.context = None            # a ControllerContext while active
+        self.active_controller_id = -1
+        self._queue = asyncio.Queue()
+        self._loop = None
+        self._task = None
+        self._zk_thread = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix=f"kqlite-zk-{broker.broker_id}")
+        self._session_lost = False
+        self._stopped = False
+
+    @property
+    def is_active(self):
+        return self.context is not None
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    async def start(self):
+        self._loop = asyncio.get_running_loop()
+        self.store.zk.add_listener(self._on_session_state)
+        await self.zk(self.store.ensure_paths)
+        self.cluster_id = await self.zk(self.store.cluster_id)
+        self.broker_epoch = await self.zk(self.store.register_broker, self.broker)
+        log.info("broker %d registered (broker epoch %d)", self.broker.broker_id,
+                 self.broker_epoch)
+        self._task = asyncio.create_task(self._run(), name="kqlite-controller")
+        self.post("elect")
+
+    async def stop(self):
+        """Resign (deleting /controller, fenced) and stop processing events."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.store.zk.remove_listener(self._on_session_state)
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.context is not None:
+            fence = self.context.epoch_zk_version
+            self.context = None
+            try:
+                await self.zk(self.store.resign_controller, fence)
+            except Exception as exc:   # the session may already be gone
+                log.debug("resigning: %s", exc)
+        self._zk_thread.shutdown(wait=True)
+
+    async def zk(self, fn, *args):
+        """Run a blocking ZooKeeper call in the controller's ZooKeeper thread."""
+        return await self._loop.run_in_executor(self._zk_thread, fn, *args)
+
+    def post(self, kind, *payload):
+        """Enqueue an event; safe from any thread (watch callbacks run in kazoo's)."""
+        if self._loop is None or self._stopped:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (kind, payload))
+        except RuntimeError:
+            pass   # the loop is closed: the broker is going away
+
+    def watcher(self, kind, *payload):
+        """A kazoo watch callback that enqueues ``kind``."""
+        return lambda _event: self.post(kind, *payload)
+
+    def _on_session_state(self, state):
+        # kazoo's thread: only record and enqueue. LOST means the session expired, so the
+        # ephemeral registration and /controller are gone; the next CONNECTED is a new
+        # session in which we register again and re-run the election.
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self.post("expire")
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self.post("register_and_reelect")
+
+    # ---- the event loop ------------------------------------------------------------------
+
+    async def _run(self):
+        while True:
+            kind, payload = await self._queue.get()
+            try:
+                await self._process(kind, payload)
+            except ControllerMovedError as exc:
+                log.warning("controller %d: %s; resigning", self.broker.broker_id, exc)
+                self._resign()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller %d: event %s failed", self.broker.broker_id, kind)
+                for item in payload:
+                    if isinstance(item, asyncio.Future) and not item.done():
+                        item.set_exception(RuntimeError(f"controller event {kind} failed"))
+
+    async def _process(self, kind, payload):
+        if kind == "elect":
+            await self._elect()
+        elif kind == "controller_change":
+            await self._controller_changed()
+        elif kind == "expire":
+            self.active_controller_id = -1
+            self._resign()
+        elif kind == "register_and_reelect":
+            self.broker_epoch = await self.zk(self.store.register_broker, self.broker)
+            log.info("broker %d registered again after a session expiry (broker epoch %d)",
+                     self.broker.broker_id, self.broker_epoch)
+            await self._elect()
+        elif self.context is None:
+            # Only the active controller acts on cluster changes; requests for it are
+            # answered as Kafka answers a broker that is not the controller.
+            events.not_active(kind, payload)
+        else:
+            await events.HANDLERS[kind](self, *payload)
+
+    async def _elect(self):
+        current = await self.zk(self.store.controller_id, self.watcher("controller_change"))
+        self.active_controller_id = current
+        if current != -1:
+            return
+        try:
+            epoch, fence = await self.zk(self.store.elect_controller, self.broker.broker_id)
+        except ControllerMovedError:
+            self.active_controller_id = await self.zk(self.store.controller_id)
+            return
+        self.active_controller_id = self.broker.broker_id
+        log.info("broker %d is the controller (epoch %d)", self.broker.broker_id, epoch)
+        self.context = ControllerContext(self.broker.broker_id, epoch, fence)
+        await events.on_failover(self)
+
+    async def _controller_changed(self):
+        """/controller was created, changed or deleted (Kafka's ControllerChange and
+        Reelect): resign if it no longer names us, run an election if it is gone."""
+        current = await self.zk(self.store.controller_id, self.watcher("controller_change"))
+        self.active_controller_id = current
+        if self.context is not None and current != self.broker.broker_id:
+            log.warning("controller %d: /controller now names %d; resigning",
+                        self.broker.broker_id, current)
+            self._resign()
+        if current == -1:
+            await self._elect()
+
+    def _resign(self):
+        self.context = None
+
