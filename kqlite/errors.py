@@ -12,7 +12,8 @@ This module imports nothing from kqlite: every layer may use it.
 __all__ = [
     "KqliteError", "CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError",
     "LogLockedError", "LogClosedError", "StorageError", "LogFailedError", "UnsupportedCodecError",
-    "ConfigError", "InvalidRecordError", "UnknownTopicError", "TopicExistsError",
+    "ConfigError", "InvalidRecordError", "InvalidTimestampError", "UnknownTopicError",
+    "TopicExistsError",
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
     "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
 ]
@@ -42,6 +43,11 @@ class CorruptRecordError(KqliteError):
 
 class InvalidRecordError(KqliteError, ValueError):
     """A record or batch handed to kqlite is not acceptable (bad type, bad field)."""
+
+
+class InvalidTimestampError(InvalidRecordError):
+    """A produced batch whose timestamps the topic refuses (Kafka's INVALID_TIMESTAMP, 32):
+    a producer's batch marked LogAppendTime for a LogAppendTime topic."""
 
 
 class OffsetOutOfRangeError(KqliteError, IndexError):

@@ -28,6 +28,26 @@ def add_parser(sub):
     p.add_argument("--io-threads", type=_positive, metavar="N",
                    help="num.io.threads: threads that do the storage work of requests "
                         "(reads, appends, fsyncs, topic changes); default 8, as Kafka's")
+    p.add_argument("--connections-max-idle-ms", type=_idle_ms, default=600000, metavar="MS",
+                   help="connections.max.idle.ms: close a connection that sent no request "
+                        "for this long (-1: never); default 600000 (10 minutes), as Kafka's")
+    p.add_argument("--max-connections", type=_positive, metavar="N",
+                   help="max.connections: at this many open connections stop accepting "
+                        "until one closes; default a quarter of the descriptor limit "
+                        "(ulimit -n), at least 64")
+    p.add_argument("--max-connections-per-ip", type=_non_negative, metavar="N",
+                   help="max.connections.per.ip: close at once a new connection from an "
+                        "address that already has N; default three quarters of "
+                        "--max-connections")
+    p.add_argument("--max-connections-per-ip-overrides", type=_overrides,
+                   metavar="HOST:N[,HOST:N...]",
+                   help="max.connections.per.ip.overrides: caps for particular addresses "
+                        "or host names")
+    p.add_argument("--queued-max-request-bytes", type=_positive, metavar="BYTES",
+                   help="queued.max.request.bytes: bytes of requests read and not yet "
+                        "answered; over it the broker stops reading from sockets until "
+                        "memory is released. Default 268435456 (256 MiB), or "
+                        "--max-request-bytes if larger; never below --max-request-bytes")
     p.set_defaults(run=run)
 
 
@@ -39,6 +59,30 @@ def _positive(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
     return value
+
+
+def _non_negative(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, not {text!r}")
+    return value
+
+
+def _idle_ms(text):
+    if text.strip() == "-1":
+        return -1
+    return _positive(text)
+
+
+def _overrides(text):
+    from ..server.connection_limits import parse_overrides
+    try:
+        return parse_overrides(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _split(address):
@@ -55,11 +99,22 @@ async def _main(args):
     if args.metrics_listen:
         _mhost, metrics_port = _split(args.metrics_listen)
     options = {"io_threads": args.io_threads} if args.io_threads else {}
+    if args.queued_max_request_bytes is not None and \
+            args.queued_max_request_bytes < args.max_request_bytes:
+        print(f"kqlite serve: --queued-max-request-bytes ({args.queued_max_request_bytes}) "
+              f"must be at least --max-request-bytes ({args.max_request_bytes})",
+              file=sys.stderr)
+        return 2
     broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
                     advertised_host=args.advertised_host, metrics_port=metrics_port,
                     max_request_size=args.max_request_bytes,
                     auto_create_topics=not args.no_auto_create_topics,
-                    default_partitions=args.num_partitions, **options)
+                    default_partitions=args.num_partitions,
+                    connections_max_idle_ms=args.connections_max_idle_ms,
+                    max_connections=args.max_connections,
+                    max_connections_per_ip=args.max_connections_per_ip,
+                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
+                    queued_max_request_bytes=args.queued_max_request_bytes, **options)
     await broker.start()
     print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
           f"data dir {broker.db.path}", file=sys.stderr, flush=True)

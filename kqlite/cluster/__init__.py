@@ -6,6 +6,13 @@ Layout:
 - ``zk_store``: the cluster's reads and writes on ZooKeeper through kazoo (broker
   registration, controller election, epoch-fenced controller writes, topics, configs,
   producer-id blocks);
+- ``assignment``, ``election``: where replicas go and who leads (pure rules);
+- ``controller``, ``controller_events``, ``controller_context``: the controller role;
+- ``replica_state``, ``truncation``: the leader's follower tracking, high watermark and
+  ISR rules, and the follower's truncation rules (pure);
+- ``broker_client``: one asyncio connection to another broker over the sans-I/O codec;
+- ``channels``: ordered per-broker request queues with reconnect and backoff (Kafka's
+  ControllerChannelManager);
 - ``zookeeper_process``: a standalone ZooKeeper server as a child process, for the
   development cluster and the tests.
 """

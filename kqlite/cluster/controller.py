@@ -39,9 +39,9 @@ class Controller:
 
     ``store``: a ZkStore over a started kazoo client; ``broker``: this broker's
     ``znodes.BrokerInfo`` (registered by the controller, as Kafka's controller does, so
-    that registration and re-election follow the same session); ``channels``: an object
-    with ``update_brokers({id: (host, port)})`` and
-    ``send(broker_id, api_key, version, body) -> Future``.
+    that registration and re-election follow the same session); ``channels``: a
+    ``channels.ChannelManager`` (``broker_ids``, ``add_broker``, ``remove_broker``,
+    ``send(broker_id, api_key, version, body) -> Future``).
     """
 
     def __init__(self, store, broker, channels, *, auto_rebalance=False):
@@ -97,6 +97,17 @@ class Controller:
             except Exception as exc:   # the session may already be gone
                 log.debug("resigning: %s", exc)
         self._zk_thread.shutdown(wait=True)
+
+    def halt(self):
+        """Stop processing events at once, without resigning or touching ZooKeeper: what
+        a crashed broker does (its session then expires and takes /controller with it)."""
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
+    @property
+    def stopped(self):
+        return self._stopped
 
     async def zk(self, fn, *args):
         """Run a blocking ZooKeeper call in the controller's ZooKeeper thread."""

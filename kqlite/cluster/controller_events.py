@@ -33,7 +33,7 @@ async def on_failover(c):
     ctx = c.context
     store = c.store
     ctx.live_brokers = await c.zk(store.brokers, c.watcher("broker_change"))
-    c.channels.update_brokers({b: (i.host, i.port) for b, i in ctx.live_brokers.items()})
+    _update_channels(c, ctx.live_brokers)
     topics = await c.zk(store.topics, c.watcher("topic_change"))
     for topic in topics:
         await _load_topic(c, topic)
@@ -121,6 +121,15 @@ async def _write_state(c, tp, new):
 
 # ---- sending -----------------------------------------------------------------------------
 
+def _update_channels(c, brokers):
+    """One channel per live broker (channels.ChannelManager): new ones opened, moved
+    ones re-pointed, dead ones removed (their pending requests fail)."""
+    for b in set(c.channels.broker_ids) - set(brokers):
+        c.channels.remove_broker(b)
+    for b, info in sorted(brokers.items()):
+        c.channels.add_broker(b, info.host, info.port)
+
+
 def _send(c, broker_id, api_key, version, body):
     future = c.channels.send(broker_id, api_key, version, body)
     future.add_done_callback(lambda f: _log_failure(broker_id, api_key, f))
@@ -174,7 +183,7 @@ async def broker_change(c):
     if dead | bounced:
         await _on_brokers_failed(c, dead | bounced)
     ctx.live_brokers = now
-    c.channels.update_brokers({b: (i.host, i.port) for b, i in now.items()})
+    _update_channels(c, now)
     if new | bounced:
         await _on_brokers_started(c, new | bounced)
 

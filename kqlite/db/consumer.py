@@ -18,6 +18,7 @@ from collections import namedtuple
 from ..errors import (ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError,
                       UnknownTopicError)
 from .groups import GroupMembership, assign_range, assign_roundrobin
+from .offsets import OffsetAndMetadata
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
@@ -209,7 +210,9 @@ class Consumer:
     # -- Offsets ------------------------------------------------------------------------------
 
     def commit(self, offsets=None):
-        """Commit ``{(topic, partition): next offset}``, by default the current positions."""
+        """Commit ``{(topic, partition): next offset}``, by default the current positions.
+        A value may be an :class:`~kqlite.db.offsets.OffsetAndMetadata` to store metadata
+        and a leader epoch with the offset, as Kafka clients do."""
         self._check_open()
         if self.group is None:
             raise KqliteError("commit() needs a consumer group")
@@ -219,7 +222,9 @@ class Consumer:
         self._last_commit = time.monotonic()
         if offsets:
             self.db.offsets.commit(self.group, offsets)
-            self._committed_pos.update(offsets)
+            self._committed_pos.update(
+                (tuple(tp), o.offset if isinstance(o, OffsetAndMetadata) else o)
+                for tp, o in offsets.items())
 
     def committed(self, tp):
         if self.group is None:

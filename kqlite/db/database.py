@@ -26,13 +26,15 @@ from ..storage.data_dir import write_meta_properties
 from ..storage.fs import DEFAULT_FS
 from ..storage.log import Log
 from .files import make_dirs_durable
+from .layout import partition_dir
 from .log_manager import LogManager
 from .offsets import OFFSETS_TOPIC, OffsetStore
 from .partition_dirs import (delete_partition_dirs, drop_deletion_record, ensure_partition_dirs,
                              finish_pending_deletions, record_deletion,
                              remove_new_partition_dirs)
 from .retention import RetentionThread, compact, enforce_retention
-from .topic_store import FileTopicStore, check_topic_name
+from .topic_names import check_topic_name
+from .topic_store import FileTopicStore
 
 __all__ = ["Database", "open_database", "TopicDescription", "PartitionInfo"]
 
@@ -81,6 +83,7 @@ class Database:
     # -- Topics -------------------------------------------------------------------------------
 
     def _topic(self, name):
+        check_topic_name(name)
         meta = self.topics.get(name)
         if meta is None:
             if self.auto_create_topics and name != OFFSETS_TOPIC:
@@ -91,7 +94,8 @@ class Database:
     def topic_metadata(self, name, refresh=False):
         """The definition of ``name``: ``{"name", "topic_id", "partitions", "config"}``
         (config: the per-topic overrides). ``refresh`` re-reads it, to see a change made
-        by another process. Raises UnknownTopicError."""
+        by another process. Raises UnknownTopicError (InvalidTopicError, one of them,
+        for a name that breaks Kafka's rules: every method taking a topic name does)."""
         if refresh:
             self.topics.refresh(name)
         return dict(self._topic(name))
@@ -150,6 +154,7 @@ class Database:
     def delete_topic(self, name):
         """Delete a topic and its data (like Kafka, the files go at once; see
         partition_dirs.py for what a crash part-way leaves and how it is finished)."""
+        check_topic_name(name)
         self.topics.refresh(name)
         meta = self._topic(name)
         record_deletion(self.fs, self.path, meta)
@@ -219,7 +224,7 @@ class Database:
         if checked not in self._checked_dirs:
             ensure_partition_dirs(self.fs, self.path, meta, (partition,))
             self._checked_dirs.add(checked)
-        return Log(os.path.join(self.path, f"{topic}-{partition}"), self.topic_config(topic),
+        return Log(partition_dir(self.path, topic, partition), self.topic_config(topic),
                    self.fs)
 
     def leased_log(self, topic, partition):

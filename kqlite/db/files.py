@@ -9,7 +9,7 @@ removes every file through the seam and only the emptied directories with
 
 import os
 
-__all__ = ["make_dirs_durable", "remove_tree", "SequentialWriter"]
+__all__ = ["make_dirs_durable", "remove_tree", "replace_file", "SequentialWriter"]
 
 
 def make_dirs_durable(fs, path):
@@ -30,6 +30,22 @@ def make_dirs_durable(fs, path):
     for made in reversed(missing):
         fs.fsync_dir(os.path.dirname(made))
     return True
+
+
+def replace_file(fs, path, data, tmp):
+    """Replace ``path`` with ``data`` crash-safely, as
+    :func:`~kqlite.storage.fs.atomic_write` does, through the temporary file ``tmp``
+    (in the same directory): for files whose name leaves no room for atomic_write's
+    suffix. Callers serialize writers of one ``tmp`` (a lock)."""
+    f = fs.open(tmp, create=True)
+    try:
+        f.truncate(0)
+        f.pwrite(data, 0)
+        f.sync()
+    finally:
+        f.close()
+    fs.rename(tmp, path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
 
 
 def remove_tree(fs, path, last=()):

@@ -14,6 +14,7 @@ and other layers add their own entries (the broker's producer ids, the Spark sin
 import os
 
 from ..storage.fs import atomic_write
+from .topic_names import check_topic_name
 
 __all__ = ["META_DIR", "meta_dir", "partition_dir", "PARTITION_METADATA",
            "read_partition_metadata", "write_partition_metadata"]
@@ -28,6 +29,11 @@ def meta_dir(data_dir, *parts):
 
 
 def partition_dir(data_dir, topic, partition):
+    """``<data_dir>/<topic>-<partition>``; raises InvalidTopicError for a name that
+    would put it anywhere else."""
+    check_topic_name(topic)
+    if not isinstance(partition, int) or partition < 0:
+        raise ValueError(f"a partition is a non-negative integer, not {partition!r}")
     return os.path.join(data_dir, f"{topic}-{partition}")
 
 

@@ -10,7 +10,8 @@ opened; a directory holding another topic id is refused, never adopted or remove
 Deleting a topic follows Kafka's ZooKeeper mode, where ``/admin/delete_topics/<topic>``
 records a deletion the controller then completes:
 
-1. record the deletion in ``.kqlite/deleting/<topic>.<topic id>.json`` (durable);
+1. record the deletion in ``.kqlite/deleting/<topic>.<topic id>.json`` (durable; the
+   topic part shortened when the name would pass 255 bytes);
 2. remove the definition from the topic store: the commit point, the topic is gone;
 3. remove the partition directories, each one's ``partition.metadata`` last, so that
    a half-removed directory still says whose it was, and fsync the data dir;
@@ -31,10 +32,11 @@ import logging
 import os
 
 from ..errors import KqliteError, StorageError
-from ..storage.fs import atomic_write
+from ..storage.fs import TMP_SUFFIX, atomic_write
 from .files import make_dirs_durable, remove_tree
 from .layout import (PARTITION_METADATA, meta_dir, partition_dir, read_partition_metadata,
                      write_partition_metadata)
+from .topic_names import fit_file_name, valid_topic_name
 
 __all__ = ["ensure_partition_dirs", "remove_new_partition_dirs", "record_deletion",
            "drop_deletion_record", "delete_partition_dirs", "finish_pending_deletions"]
@@ -83,7 +85,11 @@ def _deleting_dir(data_dir):
 
 
 def _record_path(data_dir, meta):
-    return os.path.join(_deleting_dir(data_dir), f"{meta['name']}.{meta['topic_id']}.json")
+    # The record holds the whole definition; its name only has to be unique (the topic
+    # id) and readable, so a long topic name is shortened to fit.
+    return os.path.join(_deleting_dir(data_dir),
+                        fit_file_name(meta["name"], f".{meta['topic_id']}.json",
+                                      spare=len(TMP_SUFFIX)))
 
 
 def record_deletion(fs, data_dir, meta):
@@ -148,6 +154,9 @@ def _finish_pending_deletions(fs, data_dir, store):
             continue
         finally:
             f.close()
+        if not isinstance(meta, dict) or not valid_topic_name(meta.get("name")):
+            log.error("ignoring %s: it does not name a topic this data dir can hold", path)
+            continue
         store.refresh(meta["name"])
         current = store.get(meta["name"])
         if current is not None and current["topic_id"] == meta["topic_id"]:

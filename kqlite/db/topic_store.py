@@ -29,39 +29,33 @@ The contract every store keeps
   mutations at once.
 * Failures are KqliteErrors: StorageError for the medium, KqliteError for a
   damaged definition, UnknownTopicError, TopicExistsError.
+* A name that breaks Kafka's rules (topic_names.py) never reaches the medium:
+  ``get`` answers None, mutations raise InvalidTopicError (an UnknownTopicError).
 """
 
 import abc
 import base64
 import contextlib
 import json
+import logging
 import os
 import threading
 import uuid
 
 from ..errors import ConfigError, KqliteError, StorageError, TopicExistsError, UnknownTopicError
-from ..storage.config import LogConfig
-from ..storage.fs import DEFAULT_FS, atomic_write
+from ..storage.config import DEFAULTS, LogConfig, salvage
+from ..storage.fs import DEFAULT_FS
 from ..storage.locking import FileLock
-from .files import make_dirs_durable
+from .files import make_dirs_durable, replace_file
 from .layout import meta_dir
+from .topic_names import InvalidTopicError, check_topic_name, fit_file_name, valid_topic_name
 
 __all__ = ["TopicStore", "FileTopicStore", "check_topic_name", "valid_topic_name",
-           "new_topic_id"]
+           "InvalidTopicError", "new_topic_id"]
 
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 _LOCK_TIMEOUT = 30.0
 
-
-def valid_topic_name(name):
-    """Kafka's rule: 1-249 of [a-zA-Z0-9._-], and not "." or ".."."""
-    return (isinstance(name, str) and 0 < len(name) <= 249 and name not in (".", "..")
-            and _NAME_CHARS.issuperset(name))
-
-
-def check_topic_name(name):
-    if not valid_topic_name(name):
-        raise ConfigError(f"invalid topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
+log = logging.getLogger("kqlite")
 
 
 def new_topic_id():
@@ -134,7 +128,9 @@ class FileTopicStore(TopicStore):
     :func:`~kqlite.storage.fs.atomic_write` (temporary file, fsync, rename, directory
     fsync); deletion removes the file and fsyncs the directory. The kernel drops the
     flock of a process that dies, so a crashed process never wedges the others.
-    Definitions read are cached for the life of the store (see ``refresh``).
+    Definitions read are cached for the life of the store (see ``refresh``). A config
+    value stored by an earlier kqlite version that today's rules refuse is read as its
+    default, with a warning, rather than making the topic unreadable.
     """
 
     def __init__(self, data_dir, fs=None):
@@ -144,9 +140,14 @@ class FileTopicStore(TopicStore):
         self._flock = FileLock(self.fs.open(meta_dir(data_dir, "topics.lock"), create=True))
         self._mutex = threading.Lock()
         self._cache = {}
+        self._warned = set()     # (topic, key, value) of stored configs already logged
 
     def _path(self, name):
+        check_topic_name(name)    # the name becomes a path: never one outside self.dir
         return os.path.join(self.dir, name + ".json")
+
+    def _tmp_path(self, name):
+        return os.path.join(self.dir, fit_file_name(name, ".json.tmp"))
 
     def _read(self, name):
         path = self._path(name)
@@ -169,18 +170,38 @@ class FileTopicStore(TopicStore):
             if not isinstance(meta, dict) or {"name", "topic_id", "partitions",
                                               "config"} - set(meta):
                 raise ValueError("keys name, topic_id, partitions and config expected")
+            if not isinstance(meta["config"], dict):
+                raise ValueError("config is not an object")
         except ValueError as exc:
             raise KqliteError(f"topic file {path} is damaged: {exc}") from None
+        meta["config"] = self._salvage(name, meta["config"])
         return meta
+
+    def _salvage(self, name, config):
+        """``config`` with each value today's rules refuse left to its default (see
+        storage.config.salvage), each logged once per store; the file is rewritten clean
+        by the topic's next mutation."""
+        kept, dropped = salvage(config)
+        for key, value, reason in dropped:
+            if (name, key, repr(value)) in self._warned:
+                continue
+            self._warned.add((name, key, repr(value)))
+            instead = (f"its default {DEFAULTS[key][0]!r} applies instead" if key in DEFAULTS
+                       else "it is ignored")
+            log.warning("topic %s: stored config %s=%r is refused by today's rules (%s); %s "
+                        "(the topic's next config change stores its definition without it)",
+                        name, key, value, reason, instead)
+        return kept
 
     def _write(self, meta):
         path = self._path(meta["name"])
+        tmp = self._tmp_path(meta["name"])
         data = json.dumps(meta, indent=1, sort_keys=True).encode()
         try:
-            atomic_write(self.fs, path, data)
+            replace_file(self.fs, path, data, tmp)
         except OSError as exc:
             with contextlib.suppress(OSError):
-                self.fs.remove(path + ".tmp")
+                self.fs.remove(tmp)
             raise StorageError(f"cannot write the definition of topic {meta['name']!r} "
                                f"({path}): {exc}") from exc
 
@@ -224,7 +245,8 @@ class FileTopicStore(TopicStore):
             entries = self.fs.listdir(self.dir)
         except OSError as exc:
             raise StorageError(f"cannot list topics in {self.dir}: {exc}") from exc
-        return sorted(e[:-5] for e in entries if e.endswith(".json"))
+        return sorted(e[:-5] for e in entries
+                      if e.endswith(".json") and valid_topic_name(e[:-5]))
 
     def update(self, name, change):
         with self._locked():

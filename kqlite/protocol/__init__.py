@@ -16,7 +16,8 @@ Layout:
 Body dicts use the snake_case of Kafka's JSON field names; see docs/protocol.md.
 """
 
-from .connection import (SUPPORTED as SUPPORTED, Request as Request,
+from .connection import (CLUSTER_SUPPORTED as CLUSTER_SUPPORTED, SUPPORTED as SUPPORTED,
+                         Request as Request,
                          ServerConnection as ServerConnection,
                          decode_request as decode_request, decode_response as decode_response,
                          encode_request as encode_request, encode_response as encode_response)
@@ -25,6 +26,7 @@ from .primitives import (EncodeError as EncodeError, EncodeRangeError as EncodeR
                          FileRegion as FileRegion)
 from .schema import API_NAMES as API_NAMES
 
-__all__ = ["ProtocolError", "ErrorCode", "FileRegion", "Request", "SUPPORTED", "API_NAMES",
+__all__ = ["ProtocolError", "ErrorCode", "FileRegion", "Request", "SUPPORTED",
+           "CLUSTER_SUPPORTED", "API_NAMES",
            "ServerConnection", "encode_request", "encode_response", "decode_request",
            "decode_response", "EncodeError", "EncodeRangeError"]

@@ -3,9 +3,10 @@
 Theory of operation: a Kafka connection is a stream of frames, each a 4-byte big-endian
 length followed by that many bytes. A request frame is a request header (v1: api key,
 api version, correlation id, client id; v2 adds tagged fields and is used by flexible
-versions) and the body; a response frame is a response header (v0: correlation id; v1 adds
-tagged fields) and the body. ApiVersions responses always use header v0 (KIP-511), so a
-client can read the answer to a version the broker does not know.
+versions; v0, without the client id, is used only by ControlledShutdown v0) and the body;
+a response frame is a response header (v0: correlation id; v1 adds tagged fields) and the
+body. ApiVersions responses always use header v0 (KIP-511), so a client can read the
+answer to a version the broker does not know.
 
 :class:`ServerConnection` holds no socket: the caller feeds it the bytes it read
 (``receive_data``) and gets back complete requests, and asks it for the bytes of a response
@@ -20,10 +21,10 @@ from .codec import message, read_tags
 from .errors import ProtocolError
 from .primitives import (EncodeError, EncodeRangeError, FileRegion, Reader, Writer,
                          read_int16, read_int32, read_length, write_length)
-from .schema import API_NAMES, APIS, REFUSED, in_range
+from .schema import API_NAMES, APIS, CLUSTER_ONLY, REFUSED, REQUEST_HEADER_V0, in_range
 
 __all__ = ["Request", "ServerConnection", "encode_request", "encode_response",
-           "decode_request", "decode_response", "SUPPORTED"]
+           "decode_request", "decode_response", "SUPPORTED", "CLUSTER_SUPPORTED"]
 
 API_VERSIONS_KEY = 18  # WIRE: Kafka-defined; its response header is always v0
 UNSUPPORTED_VERSION = 35  # WIRE: Kafka-defined error code
@@ -31,7 +32,11 @@ _HEADER = struct.Struct(">hhi")  # WIRE: Kafka-defined request header v1 prefix
 _INT32 = struct.Struct(">i")
 
 # api_key -> (min, max): the versions kqlite serves and advertises in ApiVersions.
-SUPPORTED = {key: api.versions for key, api in sorted(APIS.items()) if key not in REFUSED}
+SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())
+             if key not in REFUSED and key not in CLUSTER_ONLY}
+# What a cluster broker advertises: SUPPORTED plus the inter-broker APIs.
+CLUSTER_SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())
+                     if key not in REFUSED}
 
 
 class Request:
@@ -105,7 +110,10 @@ def _decode_request(buf):
             client_id = None
         return Request(api_key, api_version, correlation_id, client_id, name, None, True,
                        flexible, len(buf))
-    client_id = _read_client_id(r)
+    if (api_key, api_version) in REQUEST_HEADER_V0:
+        client_id = ""  # Kafka reads the absent client id as its default, the empty string
+    else:
+        client_id = _read_client_id(r)
     if flexible:
         read_tags(r, {}, {})  # header v2 defines no tags; skip whatever was sent
     # Bytes after the body are ignored, as Kafka's parsers do: librdkafka, for one, sends
@@ -134,13 +142,16 @@ def _encode(m, w, body):
 def encode_request(api_key, api_version, correlation_id, client_id, body):
     """A full request frame (length prefix, header v1 or v2, body) as bytes.
 
-    Raises ValueError for a version kqlite has no schema for, and EncodeError (TypeError /
-    ValueError) for a body value of the wrong type or range.
+    A version whose header is v0 (ControlledShutdown v0) has no client id: ``client_id`` is
+    then not sent, as Kafka drops it. Raises ValueError for a version kqlite has no schema
+    for, and EncodeError (TypeError / ValueError) for a body value of the wrong type or range.
     """
     m = _compiled(api_key, api_version, "request")
     w = Writer()
     w.out += b"\0\0\0\0" + _HEADER.pack(api_key, api_version, correlation_id)
-    if client_id is None:
+    if (api_key, api_version) in REQUEST_HEADER_V0:
+        pass  # header v0 ends at the correlation id
+    elif client_id is None:
         write_length(w, -1, False, False)
     else:
         data = client_id.encode("utf-8")  # TypeError unless a str

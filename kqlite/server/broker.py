@@ -10,27 +10,50 @@ The event loop thread does sockets, the codec and sendfile only: handlers reach 
 data through the replica manager (``replicas``: partitions, topics, delayed
 operations), whose storage calls run in ``io_threads`` storage threads, so a large
 Fetch or a slow fsync on one connection never holds up the others.
+
+Every resource a client can make the broker hold is bounded (Kafka's settings):
+connections in total and per address (``max.connections``, ``max.connections.per.ip``:
+acceptor.py, connection_limits.py), the bytes of requests read and not yet answered
+(``queued.max.request.bytes``: request_memory.py; a connection over it stops reading
+until memory is released), and the time a connection may sit idle
+(``connections.max.idle.ms``: no request in that long and it is closed, as Kafka's
+Selector expires idle connections; a connection with a request in progress is never
+idle). Running out of descriptors or disk space is logged once per episode and
+recovered from without a restart (exhaustion.py).
 """
 
 import asyncio
 import logging
 import os
 import socket
+import struct
 import time
 
 from ..db import Database
 from ..protocol import API_NAMES, ErrorCode, FileRegion, ProtocolError, ServerConnection
+from .acceptor import Acceptor, open_listeners
+from .connection_limits import ConnectionLimits
 from .coordinator import GroupCoordinator
 from .handlers import HANDLERS
 from .metrics import Metrics
 from .producer_ids import ProducerIdAllocator
 from .replica_manager import ReplicaManager
+from .request_memory import RequestMemory
 from .sendfile import send_region
 from .storage_io import DEFAULT_IO_THREADS, StorageExecutor
 
 __all__ = ["Broker"]
 
 log = logging.getLogger("kqlite.server")
+
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000    # Kafka's connections.max.idle.ms: 10 minutes
+_READ_CHUNK = 1 << 16
+_LENGTH = struct.Struct(">i")    # WIRE: a frame's length prefix
+_timeout = getattr(asyncio, "timeout", None)     # Python 3.11+
+
+
+class _IdleConnection(Exception):
+    """No bytes arrived for connections.max.idle.ms while no request was in progress."""
 
 
 class Broker:
@@ -39,8 +62,24 @@ class Broker:
     def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id=0,
                  advertised_host=None, max_request_size=104857600, auto_create_topics=True,
                  default_partitions=1, topic_defaults=None, metrics_port=None,
-                 group_initial_rebalance_delay_ms=300, io_threads=DEFAULT_IO_THREADS, fs=None):
-        # ``fs``: the storage file-system seam (tests inject faults and blocking calls).
+                 group_initial_rebalance_delay_ms=300, io_threads=DEFAULT_IO_THREADS, fs=None,
+                 connections_max_idle_ms=DEFAULT_CONNECTIONS_MAX_IDLE_MS, max_connections=None,
+                 max_connections_per_ip=None, max_connections_per_ip_overrides=None,
+                 queued_max_request_bytes=None):
+        """``fs``: the storage file-system seam (tests inject faults and blocking calls).
+        ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
+        ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
+        picks the defaults connection_limits.py and request_memory.py state;
+        ``max_connections_per_ip_overrides`` maps addresses to their own caps."""
+        if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
+                                              or connections_max_idle_ms < 1):
+            raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
+                             f"not {connections_max_idle_ms!r}")
+        self.limits = ConnectionLimits(max_connections, max_connections_per_ip,
+                                       max_connections_per_ip_overrides)
+        self.request_memory = RequestMemory(queued_max_request_bytes, max_request_size)
+        self.idle_seconds = None if connections_max_idle_ms == -1 \
+            else connections_max_idle_ms / 1000.0
         self.db = Database(data_dir, topic_defaults, auto_create_topics=False,
                            retention_check_interval_ms=300000, fs=fs)
         self.host = host
@@ -53,12 +92,12 @@ class Broker:
         self.cluster_id = self._cluster_id()
         self.metrics = Metrics(self)
         self.metrics_port = metrics_port
+        self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
         self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0)
         self.producer_ids = ProducerIdAllocator(self.db.path)
-        self.io = StorageExecutor(io_threads)
         self.replicas = ReplicaManager(self.db, self.io, broker_id=broker_id,
                                        default_partitions=default_partitions)
-        self._server = None
+        self._acceptor = None
         self._metrics_server = None
         self._connections = set()
         self._stopping = False
@@ -77,9 +116,11 @@ class Broker:
 
     async def start(self):
         self.replicas.start()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port,
-                                                  reuse_address=True)
-        self.port = self._server.sockets[0].getsockname()[1]
+        sockets = await open_listeners(self.host, self.port)
+        self.port = sockets[0].getsockname()[1]
+        self._acceptor = Acceptor(sockets, self.limits, self.io.alarms, self.metrics,
+                                  self._serve)
+        self._acceptor.start()
         if self.metrics_port is not None:
             self._metrics_server = await self.metrics.start(self.host, self.metrics_port)
         self.coordinator.start()
@@ -89,8 +130,8 @@ class Broker:
     async def stop(self, grace=10.0):
         """Stop accepting, let in-flight requests finish, then flush and close the data."""
         self._stopping = True
-        if self._server is not None:
-            self._server.close()
+        if self._acceptor is not None:
+            await self._acceptor.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
         await self.replicas.stop()   # waiting fetches answer now
@@ -100,6 +141,10 @@ class Broker:
             await asyncio.sleep(0.01)
         for conn in list(self._connections):
             conn.writer.close()
+        if self._acceptor is not None:     # connections waiting for request memory
+            for task in list(self._acceptor.connections):
+                task.cancel()
+            await asyncio.gather(*self._acceptor.connections, return_exceptions=True)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.io.shutdown)
         # Flushes every log and writes the clean-shutdown marker.
@@ -108,7 +153,13 @@ class Broker:
 
     # -- Connections --------------------------------------------------------------------------
 
-    async def _serve(self, reader, writer):
+    async def _serve(self, sock, address):
+        try:
+            reader, writer = await asyncio.open_connection(sock=sock)
+        except OSError as exc:
+            sock.close()
+            log.info("connection from %s ended before it was set up: %s", address, exc)
+            return
         conn = _Connection(self, reader, writer)
         self._connections.add(conn)
         try:
@@ -125,6 +176,8 @@ class _Connection:
         self.codec = ServerConnection(max_request_size=broker.max_request_size)
         self.peer = writer.get_extra_info("peername")
         self.busy = False
+        self.reserved = 0          # request-memory bytes held for the request being read
+        self.handling = "unknown"  # the API of the request in progress
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -132,31 +185,78 @@ class _Connection:
 
     async def run(self):
         metrics = self.broker.metrics
+        memory = self.broker.request_memory
         metrics.connections += 1
         try:
             while not self.broker._stopping:
-                data = await self.reader.read(1 << 16)
-                if not data:
-                    return
                 try:
-                    requests = self.codec.receive_data(data)
+                    request = await self._read_request()
                 except ProtocolError as exc:
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     metrics.protocol_errors += 1
                     return
-                for request in requests:
-                    self.busy = True
-                    try:
-                        await self._handle(request)
-                    finally:
-                        self.busy = False
+                if request is None:
+                    return
+                self.busy = True
+                try:
+                    await self._handle(request)
+                finally:
+                    self.busy = False
+                    memory.release(self.reserved)
+                    self.reserved = 0
+        except _IdleConnection:
+            metrics.idle_closed += 1
+            log.debug("closing connection from %s: idle for connections.max.idle.ms",
+                      self.peer)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             log.info("connection from %s ended: %s", self.peer, exc)
+        except OSError as exc:
+            # Out of descriptors or space outside a partition (a topic change, say):
+            # logged once per episode, not as a traceback per connection.
+            if self.broker.io.alarms.check(exc, f"{self.handling} requests",
+                                           f"a {self.handling} request") is None:
+                log.exception("connection from %s failed", self.peer)
         except Exception:
             log.exception("connection from %s failed", self.peer)
         finally:
+            memory.release(self.reserved)
+            self.reserved = 0
             metrics.connections -= 1
             self.writer.close()
+
+    async def _read_request(self):
+        """The next request, or None at the end of the stream. The frame's size is
+        reserved from the request memory before its body is read (waiting, and so not
+        reading, while the broker is over queued.max.request.bytes)."""
+        head = await self._read(4, exactly=True)
+        if head is None:
+            return None
+        requests = self.codec.receive_data(head)   # refuses a bad length prefix at once
+        if requests:
+            return requests[0]
+        size = _LENGTH.unpack(head)[0]
+        self.reserved = await self.broker.request_memory.acquire(size)
+        while size:
+            chunk = await self._read(min(size, _READ_CHUNK))
+            if chunk is None:
+                return None
+            size -= len(chunk)
+            requests = self.codec.receive_data(chunk)
+        return requests[0]
+
+    async def _read(self, n, exactly=False):
+        """Up to ``n`` bytes (exactly ``n`` with ``exactly``), None at the end of the
+        stream; _IdleConnection when nothing arrives for connections.max.idle.ms."""
+        read = self.reader.readexactly(n) if exactly else self.reader.read(n)
+        try:
+            if _timeout is None:       # Python 3.10: a task per read, but correct
+                return await asyncio.wait_for(read, self.broker.idle_seconds) or None
+            async with _timeout(self.broker.idle_seconds):
+                return await read or None
+        except asyncio.IncompleteReadError:
+            return None
+        except asyncio.TimeoutError:
+            raise _IdleConnection() from None
 
     async def _handle(self, request):
         started = time.perf_counter()
@@ -172,9 +272,18 @@ class _Connection:
                 raise ConnectionError("unsupported request")
             await self._send(self.codec.respond(request, body, version=version))
             return
+        self.handling = name
         response = await handler(self.broker, self, request)
+        self.broker.io.alarms.recovered(f"{name} requests")
         if response is not None:  # None: acks=0 produce, no response is sent
-            await self._send(self.codec.respond(request, response))
+            try:
+                chunks = self.codec.respond(request, response)
+            except BaseException:
+                # The regions never reach _send, which closes them after sending.
+                for region in _regions_in(response):
+                    self.broker.replicas.regions.close(region)
+                raise
+            await self._send(chunks)
         self.broker.metrics.observe(name, time.perf_counter() - started, request.size)
 
     async def _send(self, chunks):
@@ -192,6 +301,18 @@ class _Connection:
                 if isinstance(chunk, FileRegion):
                     self.broker.replicas.regions.close(chunk)
             self.broker.metrics.bytes_out += sent
+
+
+def _regions_in(body):
+    """Every FileRegion in a response body (fetched records are sent as file regions)."""
+    if isinstance(body, FileRegion):
+        yield body
+    elif isinstance(body, dict):
+        for value in body.values():
+            yield from _regions_in(value)
+    elif isinstance(body, (list, tuple)):
+        for value in body:
+            yield from _regions_in(value)
 
 
 def _unsupported(request):

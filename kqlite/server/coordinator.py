@@ -20,47 +20,77 @@ Empty group), which gives Kafka's answers: UNKNOWN_MEMBER_ID, or acceptance of a
 commit with generation -1. After :meth:`stop` every group is unloaded: waiting
 requests get NOT_COORDINATOR and later ones COORDINATOR_NOT_AVAILABLE.
 
+Group metadata (Kafka's GroupMetadata records in ``__consumer_offsets``, through a
+``kqlite.db.group_metadata.GroupMetadataStore``) is written when a machine queues it,
+in order, by one writer task in a storage thread; the replies produced together with
+a record are delivered once it is written, so a member that has its assignment finds
+it again after a restart. :meth:`start` loads the groups back; until they are loaded,
+JoinGroup, SyncGroup, DescribeGroups and ListGroups wait, a heartbeat is accepted
+blindly and other requests get COORDINATOR_LOAD_IN_PROGRESS, as in Kafka.
+
 Committed offsets are not kept here: they go to the data dir's
 ``__consumer_offsets`` (shared with the embedded API); the coordinator only
 says whether a commit is allowed.
 """
 
 import asyncio
+import collections
+import dataclasses
 import itertools
 import logging
 import time
 import uuid
 
+from ..db.group_metadata import GroupMetadataStore
 from ..protocol import ErrorCode
-from .group_events import JoinResult, Leave
-from .group_state import GroupStateMachine
+from .group_events import Delete, JoinResult, SyncResult
+from .group_state import GroupState, GroupStateMachine
 
 __all__ = ["GroupCoordinator"]
 
 log = logging.getLogger("kqlite.server")
 
+_STOP_WRITE_GRACE = 10.0   # seconds a stopping broker waits for queued group records
 
-def _new_member_id(client_id):
-    return f"{client_id or 'member'}-{uuid.uuid4()}"
+
+def _new_member_id(prefix):
+    return f"{prefix or 'member'}-{uuid.uuid4()}"
+
+
+async def _call_here(fn, *args):
+    return fn(*args)
 
 
 class GroupCoordinator:
     """The groups of one broker. ``initial_delay`` is group.initial.rebalance.delay.ms in
-    seconds; ``clock`` returns seconds on a monotonic clock (tests pass a fake one)."""
+    seconds; ``clock`` returns seconds on a monotonic clock (tests pass a fake one).
+
+    ``store`` keeps group metadata (``store(group_id, value_or_None)`` and ``load()`` ->
+    {group id: value}, both blocking) and ``run`` is how a blocking call is awaited; with
+    a broker they default to a GroupMetadataStore of its data dir and its storage threads.
+    Without either nothing is persisted."""
 
     def __init__(self, broker=None, initial_delay=0.3, *, clock=time.monotonic,
-                 member_ids=_new_member_id):
+                 member_ids=_new_member_id, store=None, run=None, wall_clock=time.time):
         self.broker = broker
         self.initial_delay_ms = initial_delay * 1000.0
         self.groups = {}             # group id -> GroupStateMachine
         self._clock = clock
+        self._wall_clock = wall_clock
         self._member_ids = member_ids
+        if store is None and broker is not None:
+            store = GroupMetadataStore(broker.db)
+        self._store = store
+        self._run = run or (broker.io.run if broker is not None else _call_here)
         self._tickets = itertools.count()
         self._waiting = {}           # ticket -> future of a deferred JoinGroup/SyncGroup
         self._task = None
         self._wake = None            # set when a deadline moved before the timer's alarm
         self._alarm = None           # the deadline the timer task sleeps until
         self._stopped = False
+        self._loader = None          # the task loading the groups (None: nothing to load)
+        self._writes = collections.deque()  # (group id, records, replies) to store, in order
+        self._writer = None
 
     def now(self):
         return self._clock() * 1000.0
@@ -68,18 +98,56 @@ class GroupCoordinator:
     # -- Lifecycle ----------------------------------------------------------------------------
 
     def start(self):
+        loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._task = asyncio.get_running_loop().create_task(self._timer())
+        self._task = loop.create_task(self._timer())
+        if self._store is not None:
+            self._loader = loop.create_task(self._load())
+
+    @property
+    def loading(self):
+        return self._loader is not None and not self._loader.done()
+
+    async def loaded(self):
+        """Return once the stored groups are loaded."""
+        if self.loading:
+            await asyncio.wait({self._loader})
+
+    async def _load(self):
+        try:
+            stored = await self._run(self._store.load)
+        except Exception:
+            log.exception("group coordinator: loading the groups from %s failed; every group "
+                          "starts empty", "__consumer_offsets")
+            return
+        now = self.now()
+        for group_id, value in stored.items():
+            if group_id and group_id not in self.groups:
+                self.groups[group_id] = GroupStateMachine.restore(
+                    group_id, self.initial_delay_ms, self._member_ids, value, now)
+        if stored:
+            log.info("group coordinator: loaded %d group(s)", len(stored))
+            self._rearm()
 
     async def stop(self):
-        """Stop the timer and unload every group, answering the requests still waiting."""
+        """Stop the timer, store what is queued and unload every group, answering the
+        requests still waiting."""
         self._stopped = True
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        for task in (self._loader, self._task):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait({self._writer}, timeout=_STOP_WRITE_GRACE)
+            if not self._writer.done():
+                log.warning("group coordinator: %d group metadata record(s) not written "
+                            "before stopping (storage is not answering)", len(self._writes))
+                self._writer.cancel()
+                while self._writes:
+                    self._deliver(self._writes.popleft()[2])
         now = self.now()
         for g in self.groups.values():
             self._deliver(g.unload(now))
@@ -94,40 +162,69 @@ class GroupCoordinator:
         """A :class:`~kqlite.server.group_events.Join`; returns a ``JoinResult``."""
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID)
+        await self.loaded()
         return await self._request(group_id, join, create=not join.member_id)
 
     async def sync(self, group_id, sync):
         """A :class:`~kqlite.server.group_events.Sync`; returns a ``SyncResult``."""
+        if not group_id:
+            return SyncResult(ErrorCode.INVALID_GROUP_ID)
+        await self.loaded()
         return await self._request(group_id, sync)
 
     def heartbeat(self, group_id, heartbeat):
         """A :class:`~kqlite.server.group_events.Heartbeat`; returns an ErrorCode."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if self.loading:
+            return ErrorCode.NONE  # Kafka answers blindly: the member may well be known
         return self._answer(group_id, heartbeat)
 
-    def leave(self, group_id, member_ids):
-        """[(member id, ErrorCode)] for the members leaving."""
-        return [(member_id, self._answer(group_id, Leave(member_id))) for member_id in member_ids]
+    def leave(self, group_id, leaves):
+        """``leaves``: :class:`~kqlite.server.group_events.Leave` values. Returns (the
+        request's ErrorCode, [(leave, ErrorCode)]); with a request error no member left."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        g = self.groups.get(group_id)
+        if g is not None and g.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        return ErrorCode.NONE, [(leave, self._answer(group_id, leave)) for leave in leaves]
 
     def check_commit(self, group_id, commit):
         """A :class:`~kqlite.server.group_events.Commit`; returns the ErrorCode for the
         OffsetCommit's partitions (NONE: store the offsets)."""
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return self._answer(group_id, commit)
 
+    async def delete(self, group_id):
+        """DeleteGroups of one group: NONE once its tombstone is written (an Empty group),
+        NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND if the coordinator has no such group (it
+        may still have committed offsets)."""
+        await self.loaded()
+        if group_id not in self.groups:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        return await self._request(group_id, Delete())
+
     async def _request(self, group_id, event, create=False):
-        ticket, result = self._submit(group_id, event, create)
-        if result is not None:
-            return result
+        ticket = next(self._tickets)
         future = self._waiting[ticket] = asyncio.get_running_loop().create_future()
+        self._submit(group_id, event, create, ticket)
         return await future
 
     def _answer(self, group_id, event):
-        _, result = self._submit(group_id, event, False)
+        ticket = next(self._tickets)
+        result = self._submit(group_id, event, False, ticket)
         if result is None:
             raise RuntimeError(f"group {group_id!r}: {type(event).__name__} was not answered")
         return result
 
-    def _submit(self, group_id, event, create):
-        """Feed ``event`` to the group; (ticket, its result if already answered)."""
+    def _submit(self, group_id, event, create, ticket):
+        """Feed ``event`` to the group. Returns its result if it was answered and nobody
+        awaits ``ticket``; every other reply goes to the request awaiting it, after the
+        records this event produced are stored."""
         g = self.groups.get(group_id)
         now = self.now()
         if g is None:
@@ -136,18 +233,24 @@ class GroupCoordinator:
                 g.unload(now)
             elif create:
                 self.groups[group_id] = g
-        ticket = next(self._tickets)
         own = None
+        replies = []
         for reply in g.handle(event, now, ticket):
-            if reply.ticket == ticket:
+            if reply.ticket == ticket and ticket not in self._waiting:
                 own = reply.result
             else:
-                self._deliver([reply])
-        deadline = g.next_deadline()
+                replies.append(reply)
+        if g.state is GroupState.DEAD and not self._stopped and self.groups.get(group_id) is g:
+            del self.groups[group_id]      # deleted: the next JoinGroup starts a new group
+        self._persist(group_id, g.take_records(), replies)
+        self._rearm()
+        return own
+
+    def _rearm(self):
+        deadline = self.next_deadline()
         if deadline is not None and self._wake is not None \
                 and (self._alarm is None or deadline < self._alarm):
             self._wake.set()
-        return ticket, own
 
     def _deliver(self, replies):
         for reply in replies:
@@ -156,15 +259,42 @@ class GroupCoordinator:
             if future is not None and not future.done():
                 future.set_result(reply.result)
 
+    # -- Storing group metadata ---------------------------------------------------------------
+
+    def _persist(self, group_id, records, replies):
+        """Deliver ``replies`` once ``records`` (and any queued before) are stored."""
+        if self._store is None or not records:
+            self._deliver(replies)
+            return
+        self._writes.append((group_id, records, replies))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write_queued())
+
+    async def _write_queued(self):
+        while self._writes:
+            group_id, records, replies = self._writes[0]
+            stamp = int(self._wall_clock() * 1000)
+            for value in records:
+                if value is not None:
+                    value = dataclasses.replace(value, current_state_timestamp=stamp)
+                try:
+                    await self._run(self._store.store, group_id, value)
+                except Exception:
+                    # The group goes on in memory; only a restart would lose this generation.
+                    log.exception("group %s: storing its metadata failed", group_id)
+            self._writes.popleft()
+            self._deliver(replies)
+
     # -- Timeouts -----------------------------------------------------------------------------
 
     def tick(self):
         """Apply every timeout that is due now."""
         now = self.now()
-        for g in list(self.groups.values()):
+        for group_id, g in list(self.groups.items()):
             deadline = g.next_deadline()
             if deadline is not None and deadline <= now:
-                self._deliver(g.expire(now))
+                replies = g.expire(now)
+                self._persist(group_id, g.take_records(), replies)
 
     def next_deadline(self):
         return min((d for g in self.groups.values() if (d := g.next_deadline()) is not None),

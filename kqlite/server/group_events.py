@@ -10,8 +10,8 @@ from typing import Hashable, Optional
 
 from ..protocol import ErrorCode
 
-__all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "Reply", "JoinResult", "SyncResult",
-           "JoinedMember", "MemberSummary"]
+__all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "Delete", "Reply", "JoinResult",
+           "SyncResult", "JoinedMember", "MemberSummary"]
 
 
 # -- Inputs ---------------------------------------------------------------------------------
@@ -25,8 +25,9 @@ class Join:
     rebalance_timeout_ms: int        # -1 before JoinGroup v1: the session timeout applies
     protocol_type: str               # "consumer" for consumers
     protocols: tuple                 # ((name, metadata bytes), ...), preferred first
-    group_instance_id: Optional[str] = None
+    group_instance_id: Optional[str] = None  # a static member's (KIP-345), JoinGroup v5+
     require_known_member_id: bool = False  # JoinGroup v4+ (KIP-394)
+    supports_skipping_assignment: bool = False  # JoinGroup v9+ (KIP-814)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,17 +35,20 @@ class Sync:
     member_id: str
     generation: int
     assignments: tuple = ()          # ((member_id, assignment bytes), ...): the leader's only
+    group_instance_id: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Heartbeat:
     member_id: str
     generation: int
+    group_instance_id: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Leave:
-    member_id: str
+    member_id: str                   # "" with a group_instance_id: the instance's member
+    group_instance_id: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +56,12 @@ class Commit:
     """Whether an OffsetCommit may store offsets (they are stored by the caller)."""
     member_id: str
     generation: int                  # -1: not using group management
+    group_instance_id: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Delete:
+    """DeleteGroups: whether the group may be removed (only an Empty group may)."""
 
 
 # -- Outputs --------------------------------------------------------------------------------
@@ -72,6 +82,7 @@ class JoinResult:
     protocol_name: Optional[str] = None
     leader: str = ""
     members: tuple = ()              # JoinedMember, in the leader's answer only
+    skip_assignment: bool = False    # the leader of a stable group must not assign (KIP-814)
 
 
 @dataclasses.dataclass(frozen=True)

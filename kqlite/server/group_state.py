@@ -4,11 +4,12 @@ Theory of operation
 -------------------
 A group moves Empty -> PreparingRebalance -> CompletingRebalance -> Stable, as in
 Kafka's GroupCoordinator (``core/.../coordinator/group/GroupCoordinator.scala``);
-Dead is where an unloaded group ends (the broker is stopping).
+Dead is where a group ends when it is deleted or unloaded (the broker is stopping).
 
-Rule 1: everything that decides what a group does lives in this file: no I/O, no
-asyncio, no clock, no protocol objects. Inputs are the small values of
-``group_events`` (Join, Sync, Heartbeat, Leave, Commit) handed to
+Rule 1: everything that decides what a group does lives in this file and in its
+transition table (group_table.py): no I/O, no asyncio, no clock, no protocol objects.
+Inputs are the small values of ``group_events`` (Join, Sync, Heartbeat, Leave, Commit,
+Delete) handed to
 :meth:`GroupStateMachine.handle` with the time ``now`` (milliseconds on any
 monotonic clock) and an opaque ``ticket`` naming the request. Outputs are
 ``Reply`` values: the answer for a ticket. A JoinGroup or SyncGroup is often
@@ -21,19 +22,22 @@ the initial rebalance delay); the caller calls :meth:`expire` at or after it.
 
 The transition table
 --------------------
-``TRANSITIONS[state][event]`` is a :class:`Rule`: the checks a request must pass
-first (each maps to its error code: unknown member, illegal generation,
-inconsistent protocol), then the action, the code to answer with and the next
+``TRANSITIONS[state][event]`` (group_table.py) is a :class:`Rule`: the checks a request must pass
+first (each maps to its error code: fenced instance, unknown member, illegal
+generation, inconsistent protocol), then the action, the code to answer with and the next
 state. The code looks every event up in the table, so the table is the behaviour.
-Requests are JOIN_NEW (no member id), JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT and
-SIMPLE_COMMIT (generation -1: a consumer not using group management). The other
+Requests are JOIN_NEW (no member id), JOIN_STATIC (no member id, a known
+group.instance.id), JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, SIMPLE_COMMIT (generation
+-1: a consumer not using group management) and DELETE (DeleteGroups). The other
 events follow from these or from timers:
 
 - COMPLETE_JOIN: every member rejoined, after the initial delay (only the first
   rebalance of an Empty group waits ``group.initial.rebalance.delay.ms``);
-- REBALANCE_TIMEOUT: the largest rebalance timeout passed; members that did not
-  rejoin are dropped and the rebalance completes with the rest;
+- REBALANCE_TIMEOUT: the largest rebalance timeout passed; dynamic members that did
+  not rejoin are dropped and the rebalance completes with the rest;
 - LEADER_SYNC: the leader's SyncGroup brought the assignments;
+- STATIC_PROTOCOL_CHANGE: a restarted static member of a Stable group changes the
+  protocol the group would choose, so the group must rebalance after all;
 - MEMBER_REMOVED / LAST_MEMBER_REMOVED: a member left or its session expired;
 - UNLOAD: the coordinator stops; waiting requests get NOT_COORDINATOR.
 
@@ -42,25 +46,43 @@ A JoinGroup without a member id from a v4+ client only reserves an id (a
 when it comes back with that id. Pending members hold up the completion of a
 rebalance like members that have not rejoined yet.
 
-Known differences from Kafka 3.9 (kept on purpose, for now): every JoinGroup
-outside a rebalance starts one (Kafka answers a follower that rejoins with
-unchanged metadata without rebalancing); the initial delay is not extended by
-later joiners; session timeouts are not bounded by group.min/max.session.timeout.ms;
-a member waiting for its assignment is not protected from session expiry; a
-second JoinGroup of a waiting member answers the first REBALANCE_IN_PROGRESS
-(Kafka never answers it); a rebalance timeout also forgets pending member ids; a
-SIMPLE_COMMIT to a group with members gets ILLEGAL_GENERATION (Kafka:
-UNKNOWN_MEMBER_ID); static membership (group.instance.id) is not implemented.
+Static members (KIP-345) give a ``group.instance.id``. One that comes back without a
+member id (it restarted) takes the place of its previous incarnation: a new member
+id, the same assignment, the old id fenced (its waiting requests and every later one
+get FENCED_INSTANCE_ID); in a Stable group this needs no rebalance. A static member
+that does not rejoin within the rebalance timeout stays in the group (only its
+session timeout removes it).
+
+Persistence: the machine queues the group's metadata (a GroupMetadataValue, None for a
+tombstone) when Kafka writes it: when the leader's assignments complete a generation, a
+static member is replaced in a Stable group, the group empties or is deleted. The caller
+takes them (:meth:`take_records`), stores them, then delivers the replies of that call.
+:meth:`restore` rebuilds a Stable (or Empty) group from its last record.
+
+Known differences from Kafka 3.9 (kept on purpose, for now): every JoinGroup of a
+member with a member id outside a rebalance starts one (Kafka answers a follower that
+rejoins with unchanged metadata without rebalancing); the initial delay is not
+extended by later joiners; session timeouts are not bounded by
+group.min/max.session.timeout.ms; a member waiting for its assignment is not
+protected from session expiry; a second JoinGroup of a waiting member answers the
+first REBALANCE_IN_PROGRESS (Kafka never answers it); a rebalance timeout also
+forgets pending member ids; SyncGroup v5's protocol type and name are not checked;
+the protocol is the first member's preferred one that all support (Kafka: a vote);
+the group does not stay CompletingRebalance while the leader's assignment is stored.
 """
 
 import dataclasses
-import enum
 import logging
-from typing import Callable, Optional
+from typing import Callable
 
 from ..protocol import ErrorCode
-from .group_events import (Commit, Heartbeat, JoinedMember, Join, JoinResult, Leave,
+from .group_events import (Commit, Delete, Heartbeat, JoinedMember, Join, JoinResult, Leave,
                            MemberSummary, Reply, Sync, SyncResult)
+from .group_members import Member, restored_members, stored_group
+from .group_table import TRANSITIONS, Check, Event, GroupState, Rule
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = GroupState
+E = Event
 
 __all__ = ["GroupState", "Event", "Check", "Rule", "TRANSITIONS", "GroupStateMachine",
            "GroupStateError"]
@@ -72,148 +94,9 @@ class GroupStateError(RuntimeError):
     """An event reached a state the transition table has no rule for (a bug)."""
 
 
-class GroupState(enum.Enum):
-    # WIRE: Kafka-defined names (DescribeGroups and ListGroups group_state).
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
-class Event(enum.Enum):
-    JOIN_NEW = "JoinGroup without a member id"
-    JOIN = "JoinGroup of a member or pending member"
-    SYNC = "SyncGroup"
-    HEARTBEAT = "Heartbeat"
-    LEAVE = "LeaveGroup"
-    COMMIT = "OffsetCommit of a generation"
-    SIMPLE_COMMIT = "OffsetCommit with generation -1"
-    COMPLETE_JOIN = "every member rejoined"
-    REBALANCE_TIMEOUT = "the rebalance timeout passed"
-    LEADER_SYNC = "the leader sent the assignments"
-    MEMBER_REMOVED = "a member left or expired, others remain"
-    LAST_MEMBER_REMOVED = "the last member left or expired"
-    UNLOAD = "the coordinator stops"
-
-
-class Check(enum.Enum):
-    """What a request must satisfy before its rule applies, and the refusal if it does not."""
-    PROTOCOLS = ("shares a protocol type and name with the group",
-                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    MEMBER = ("is a member", ErrorCode.UNKNOWN_MEMBER_ID)
-    MEMBER_OR_PENDING = ("is a member or holds a pending member id", ErrorCode.UNKNOWN_MEMBER_ID)
-    GENERATION = ("names the current generation", ErrorCode.ILLEGAL_GENERATION)
-
-    @property
-    def refusal(self):
-        return self.value[1]
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    checks: tuple = ()                 # run in order; the first that fails answers the request
-    action: Optional[str] = None       # GroupStateMachine._<action>(event, ticket)
-    answer: Optional[ErrorCode] = None  # the code to answer with after the action (None: the
-    #                                    action answers, maybe later)
-    next: Optional[GroupState] = None  # the state afterwards (None: unchanged)
-
-
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = GroupState
-E = Event
-_CURRENT = (Check.MEMBER, Check.GENERATION)
-_JOINING = (Check.PROTOCOLS, Check.MEMBER_OR_PENDING)
-_LEAVING = (Check.MEMBER_OR_PENDING,)
-NONE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS = (
-    ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
-    ErrorCode.REBALANCE_IN_PROGRESS)
-
-TRANSITIONS = {
-    # Only pending members (if any): the member-scoped answers are Kafka's for Empty.
-    EMPTY: {
-        E.JOIN_NEW: Rule((Check.PROTOCOLS,), "new_member_id"),
-        E.JOIN: Rule(_JOINING, "await_join", next=PREPARING),
-        E.SYNC: Rule(answer=UNKNOWN_MEMBER_ID),
-        E.HEARTBEAT: Rule(answer=UNKNOWN_MEMBER_ID),
-        E.LEAVE: Rule(_LEAVING, "remove", NONE),
-        E.COMMIT: Rule(answer=UNKNOWN_MEMBER_ID),
-        E.SIMPLE_COMMIT: Rule(answer=NONE),
-        E.UNLOAD: Rule(action="unload", next=DEAD),
-    },
-    PREPARING: {
-        E.JOIN_NEW: Rule((Check.PROTOCOLS,), "new_member_id"),
-        E.JOIN: Rule(_JOINING, "await_join"),
-        E.SYNC: Rule(_CURRENT, answer=REBALANCE_IN_PROGRESS),
-        E.HEARTBEAT: Rule(_CURRENT, "touch", REBALANCE_IN_PROGRESS),
-        E.LEAVE: Rule(_LEAVING, "remove", NONE),
-        # Kafka accepts commits while preparing: the heartbeat tells the member to rejoin.
-        E.COMMIT: Rule(_CURRENT, "touch", NONE),
-        E.SIMPLE_COMMIT: Rule(answer=ILLEGAL_GENERATION),
-        E.COMPLETE_JOIN: Rule(action="complete_join", next=COMPLETING),
-        E.REBALANCE_TIMEOUT: Rule(action="drop_silent_members"),
-        E.MEMBER_REMOVED: Rule(),
-        E.LAST_MEMBER_REMOVED: Rule(action="empty", next=EMPTY),
-        E.UNLOAD: Rule(action="unload", next=DEAD),
-    },
-    COMPLETING: {
-        E.JOIN_NEW: Rule((Check.PROTOCOLS,), "new_member_id"),
-        E.JOIN: Rule(_JOINING, "await_join", next=PREPARING),
-        E.SYNC: Rule(_CURRENT, "await_assignment"),
-        E.HEARTBEAT: Rule(_CURRENT, "touch", NONE),
-        E.LEAVE: Rule(_LEAVING, "remove", NONE),
-        # The member has the new generation but not its assignment yet.
-        E.COMMIT: Rule(_CURRENT, answer=REBALANCE_IN_PROGRESS),
-        E.SIMPLE_COMMIT: Rule(answer=ILLEGAL_GENERATION),
-        E.LEADER_SYNC: Rule(action="distribute_assignment", next=STABLE),
-        E.MEMBER_REMOVED: Rule(next=PREPARING),
-        E.LAST_MEMBER_REMOVED: Rule(action="empty", next=EMPTY),
-        E.UNLOAD: Rule(action="unload", next=DEAD),
-    },
-    STABLE: {
-        E.JOIN_NEW: Rule((Check.PROTOCOLS,), "new_member_id"),
-        E.JOIN: Rule(_JOINING, "await_join", next=PREPARING),
-        E.SYNC: Rule(_CURRENT, "send_assignment"),
-        E.HEARTBEAT: Rule(_CURRENT, "touch", NONE),
-        E.LEAVE: Rule(_LEAVING, "remove", NONE),
-        E.COMMIT: Rule(_CURRENT, "touch", NONE),
-        E.SIMPLE_COMMIT: Rule(answer=ILLEGAL_GENERATION),
-        E.MEMBER_REMOVED: Rule(next=PREPARING),
-        E.LAST_MEMBER_REMOVED: Rule(action="empty", next=EMPTY),
-        E.UNLOAD: Rule(action="unload", next=DEAD),
-    },
-    # Kafka refuses everything for a Dead group before it looks at the member.
-    DEAD: {**{e: Rule(answer=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-              for e in (E.JOIN_NEW, E.JOIN, E.SYNC, E.HEARTBEAT, E.LEAVE, E.COMMIT,
-                        E.SIMPLE_COMMIT)},
-           E.UNLOAD: Rule()},
-}
-"""What each event does in each state; an event missing from a state's row cannot happen
-there (an Empty group has no member to remove, only a rebalance completes, ...)."""
-
-
-class _Member:
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "protocol_type",
-                 "protocols", "session_timeout_ms", "rebalance_timeout_ms", "last_seen",
-                 "assignment", "join_ticket", "sync_tickets")
-
-    def __init__(self, member_id, join):
-        self.member_id = member_id
-        self.group_instance_id = join.group_instance_id
-        self.client_id = join.client_id
-        self.client_host = join.client_host
-        self.assignment = None       # set by the leader's SyncGroup of each generation
-        self.join_ticket = None      # the JoinGroup waiting for the rebalance to complete
-        self.sync_tickets = []       # SyncGroups waiting for the leader's assignments
-
-    def metadata_for(self, protocol):
-        return next((metadata for name, metadata in self.protocols if name == protocol), b"")
-
-    def session_deadline(self):
-        return self.last_seen + self.session_timeout_ms
-
-
 class GroupStateMachine:
-    """One group. ``member_ids(client_id)`` makes a new unique member id."""
+    """One group. ``member_ids(prefix)`` makes a new unique member id (the prefix is the
+    client id, or a static member's group.instance.id, as in Kafka)."""
 
     def __init__(self, group_id, initial_rebalance_delay_ms, member_ids: Callable[[str], str]):
         self.group_id = group_id
@@ -224,12 +107,29 @@ class GroupStateMachine:
         self._protocol_type = None
         self._protocol_name = None
         self._leader = None
-        self._members = {}           # member id -> _Member, in the order they joined
+        self._members = {}           # member id -> Member, in the order they joined
+        self._static = {}            # group.instance.id -> member id of its current incarnation
         self._pending = {}           # member id handed out with MEMBER_ID_REQUIRED -> deadline
         self._rebalance_deadline = None
         self._join_delay_deadline = None
         self._now = 0
         self._outbox = []
+        self._records = []           # GroupMetadataValue (None: a tombstone) to store
+
+    @classmethod
+    def restore(cls, group_id, initial_rebalance_delay_ms, member_ids, stored, now):
+        """The group as its last metadata record (``stored``, a GroupMetadataValue) left it:
+        Stable with its members and their assignments, or Empty; sessions start at ``now``."""
+        g = cls(group_id, initial_rebalance_delay_ms, member_ids)
+        g._generation = stored.generation
+        g._protocol_type = stored.protocol_type or None
+        g._protocol_name = stored.protocol
+        g._leader = stored.leader
+        g._members = restored_members(stored, now)
+        g._static = {m.group_instance_id: m.member_id for m in g._members.values()
+                     if m.group_instance_id is not None}
+        g._state = STABLE if g._members else EMPTY
+        return g
 
     # -- What the group looks like ------------------------------------------------------------
 
@@ -247,10 +147,21 @@ class GroupStateMachine:
     def pending_member_ids(self):
         return tuple(self._pending)
 
+    def static_member(self, group_instance_id):
+        """The member id of the instance's current incarnation, or None."""
+        return self._static.get(group_instance_id)
+
     def waiting_tickets(self):
         """The tickets of requests this group holds to answer later."""
         return [t for m in self._members.values()
                 for t in ([m.join_ticket] if m.join_ticket is not None else []) + m.sync_tickets]
+
+    def take_records(self):
+        """The metadata records queued since the last call, oldest first (see the module
+        docstring); the caller stores them before it delivers the replies of the call
+        that queued them."""
+        out, self._records = self._records, []
+        return out
 
     # -- Driving the machine ------------------------------------------------------------------
 
@@ -259,11 +170,22 @@ class GroupStateMachine:
         unless it waits for the rebalance)."""
         self._now = now
         if isinstance(event, Join):
-            kind = E.JOIN if event.member_id else E.JOIN_NEW
+            if event.member_id:
+                kind = E.JOIN
+            elif event.group_instance_id in self._static:
+                kind = E.JOIN_STATIC
+            else:
+                kind = E.JOIN_NEW
         elif isinstance(event, Commit):
             kind = E.COMMIT if event.generation >= 0 else E.SIMPLE_COMMIT
+        elif isinstance(event, Leave):
+            kind = E.LEAVE
+            if not event.member_id and event.group_instance_id is not None:
+                # An administrative removal names only the instance (LeaveGroup v3+).
+                event = dataclasses.replace(
+                    event, member_id=self._static.get(event.group_instance_id, ""))
         else:
-            kind = {Sync: E.SYNC, Heartbeat: E.HEARTBEAT, Leave: E.LEAVE}[type(event)]
+            kind = {Sync: E.SYNC, Heartbeat: E.HEARTBEAT, Delete: E.DELETE}[type(event)]
         self._dispatch(kind, event, ticket)
         self._maybe_complete_join()
         return self._flush()
@@ -322,10 +244,16 @@ class GroupStateMachine:
 
     def _passes(self, check, event):
         member_id = event.member_id
+        instance = event.group_instance_id
+        if check is Check.FENCED:
+            current = self._static.get(instance)
+            # A pending member may leave whatever instance it names, as in Kafka.
+            return current is None or current == member_id \
+                or (isinstance(event, Leave) and member_id in self._pending)
         if check is Check.MEMBER:
-            return member_id in self._members
+            return self._is_member(member_id, instance)
         if check is Check.MEMBER_OR_PENDING:
-            return member_id in self._members or member_id in self._pending
+            return member_id in self._pending or self._is_member(member_id, instance)
         if check is Check.GENERATION:
             return event.generation == self._generation
         assert check is Check.PROTOCOLS, check
@@ -335,6 +263,11 @@ class GroupStateMachine:
         others = [m for m in self._members.values() if m.member_id != member_id]
         return not others or any(all(any(n == name for n, _ in m.protocols) for m in others)
                                  for name, _ in event.protocols)
+
+    def _is_member(self, member_id, instance):
+        if instance is None:
+            return member_id in self._members
+        return self._static.get(instance) == member_id
 
     def _enter(self, state):
         previous, self._state = self._state, state
@@ -353,9 +286,10 @@ class GroupStateMachine:
     # -- Actions (named by the table) ---------------------------------------------------------
 
     def _new_member_id(self, join, ticket):
-        member_id = self._member_ids(join.client_id)
+        member_id = self._member_ids(join.group_instance_id or join.client_id)
         self._pending[member_id] = self._now + join.session_timeout_ms
-        if join.require_known_member_id:
+        # A static member is known by its instance id: it never needs a member id first.
+        if join.require_known_member_id and join.group_instance_id is None:
             self._reply(ticket, JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id))
         else:
             self._dispatch(E.JOIN, dataclasses.replace(join, member_id=member_id), ticket)
@@ -364,16 +298,58 @@ class GroupStateMachine:
         member = self._members.get(join.member_id)
         if member is None:
             del self._pending[join.member_id]
-            member = self._members[join.member_id] = _Member(join.member_id, join)
-        member.protocol_type = join.protocol_type
-        member.protocols = tuple(join.protocols)
-        member.session_timeout_ms = join.session_timeout_ms
-        member.rebalance_timeout_ms = max(join.rebalance_timeout_ms, join.session_timeout_ms)
-        member.last_seen = self._now
+            member = self._members[join.member_id] = Member(join.member_id, join)
+            if member.group_instance_id is not None:
+                self._static[member.group_instance_id] = member.member_id
+        member.update(join, self._now)
         if member.join_ticket is not None:  # the member gave up on its earlier JoinGroup
             self._reply(member.join_ticket,
                         JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         member.join_ticket = ticket
+
+    def _replace_static_member(self, join, ticket):
+        """The restarted static member takes its old place under a new member id; the old
+        id is fenced."""
+        old_id = self._static[join.group_instance_id]
+        member = self._members[old_id]
+        if member.join_ticket is not None:
+            self._reply(member.join_ticket,
+                        JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        for t in member.sync_tickets:
+            self._reply(t, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        member.sync_tickets = []
+        member.member_id = new_id = self._member_ids(join.group_instance_id)
+        # Same place in the join order: the first member still picks the protocol.
+        self._members = {(new_id if k == old_id else k): m for k, m in self._members.items()}
+        self._static[join.group_instance_id] = new_id
+        if self._leader == old_id:
+            self._leader = new_id
+        member.update(join, self._now)
+        member.join_ticket = ticket
+        log.info("group %s: static member %s replaced member %s by %s", self.group_id,
+                 join.group_instance_id, old_id, new_id)
+        return member
+
+    def _replace_static_member_in_place(self, join, ticket):
+        leader_before = self._leader
+        member = self._replace_static_member(join, ticket)
+        if self._select_protocol() != self._protocol_name:
+            self._dispatch(E.STATIC_PROTOCOL_CHANGE)
+            return
+        member.join_ticket = None
+        self._store()
+        is_leader = member.member_id == self._leader
+        if join.supports_skipping_assignment:
+            # KIP-814: the leader learns it leads but keeps the stable group's assignment.
+            self._reply(ticket, JoinResult(
+                ErrorCode.NONE, member.member_id, self._generation, self._protocol_type,
+                self._protocol_name, self._leader, self._joined_members() if is_leader else (),
+                skip_assignment=is_leader))
+        else:
+            # Older clients are told the previous leader id, so none of them reassigns.
+            self._reply(ticket, JoinResult(
+                ErrorCode.NONE, member.member_id, self._generation, self._protocol_type,
+                self._protocol_name, leader_before))
 
     def _start_rebalance(self, initial):
         for m in self._members.values():  # pending syncs of the old generation are void
@@ -381,45 +357,61 @@ class GroupStateMachine:
                 self._reply(t, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS, self._protocol_type,
                                           self._protocol_name))
             m.sync_tickets = []
-        self._rebalance_deadline = self._now + max(m.rebalance_timeout_ms
-                                                   for m in self._members.values())
+        self._rebalance_deadline = self._now + self._rebalance_timeout()
         # A new group waits a little so members starting together land in one generation.
         self._join_delay_deadline = self._now + (self.initial_rebalance_delay_ms if initial else 0)
         log.info("group %s preparing rebalance (generation %d)", self.group_id, self._generation)
 
+    def _rebalance_timeout(self):
+        return max(m.rebalance_timeout_ms for m in self._members.values())
+
     def _drop_silent_members(self, event, ticket):
         for m in list(self._members.values()):
-            if m.join_ticket is None:
+            if m.join_ticket is None and m.group_instance_id is None:
                 log.info("group %s: member %s did not rejoin in time", self.group_id, m.member_id)
                 del self._members[m.member_id]
         self._pending.clear()
         if self._leader not in self._members:
             self._leader = None
-        self._dispatch(E.COMPLETE_JOIN if self._members else E.LAST_MEMBER_REMOVED)
+        if not self._members:
+            self._dispatch(E.LAST_MEMBER_REMOVED)
+        elif any(m.join_ticket is not None for m in self._members.values()):
+            self._dispatch(E.COMPLETE_JOIN)
+        else:
+            # Only static members, none back yet: wait again; their sessions may expire.
+            self._rebalance_deadline = self._now + self._rebalance_timeout()
 
     def _complete_join(self, event, ticket):
         self._generation += 1
-        first = next(iter(self._members.values()))
-        self._protocol_type = first.protocol_type
-        self._protocol_name = self._select_protocol(first)
-        if self._leader not in self._members:
-            self._leader = first.member_id
-        everyone = tuple(JoinedMember(m.member_id, m.group_instance_id,
-                                      m.metadata_for(self._protocol_name))
-                         for m in self._members.values())
+        joined = [m for m in self._members.values() if m.join_ticket is not None]
+        self._protocol_type = joined[0].protocol_type
+        self._protocol_name = self._select_protocol()
+        leader = self._members.get(self._leader)
+        if leader is None or leader.join_ticket is None:
+            self._leader = joined[0].member_id
+        everyone = self._joined_members()
         for m in self._members.values():
             m.last_seen = self._now
             m.assignment = None
-            self._reply(m.join_ticket, JoinResult(
-                ErrorCode.NONE, m.member_id, self._generation, self._protocol_type,
-                self._protocol_name, self._leader,
-                everyone if m.member_id == self._leader else ()))
-            m.join_ticket = None
+            if m.join_ticket is not None:
+                self._reply(m.join_ticket, JoinResult(
+                    ErrorCode.NONE, m.member_id, self._generation, self._protocol_type,
+                    self._protocol_name, self._leader,
+                    everyone if m.member_id == self._leader else ()))
+                m.join_ticket = None
         log.info("group %s generation %d: %d member(s), protocol %s, leader %s", self.group_id,
                  self._generation, len(self._members), self._protocol_name, self._leader)
 
-    def _select_protocol(self, first):
+    def _joined_members(self):
+        """What the leader is told of every member (static members that have not rejoined
+        are still members)."""
+        return tuple(JoinedMember(m.member_id, m.group_instance_id,
+                                  m.metadata_for(self._protocol_name))
+                     for m in self._members.values())
+
+    def _select_protocol(self):
         """The first member's most preferred protocol that every member supports."""
+        first = next(iter(self._members.values()))
         for name, _ in first.protocols:
             if all(any(n == name for n, _ in m.protocols) for m in self._members.values()):
                 return name
@@ -436,6 +428,8 @@ class GroupStateMachine:
         given = dict(sync.assignments)
         for m in self._members.values():
             m.assignment = given.get(m.member_id, b"")
+        self._store()
+        for m in self._members.values():
             for t in m.sync_tickets:
                 self._reply(t, SyncResult(ErrorCode.NONE, self._protocol_type,
                                           self._protocol_name, m.assignment))
@@ -456,6 +450,8 @@ class GroupStateMachine:
 
     def _remove_member(self, member, why):
         del self._members[member.member_id]
+        if member.group_instance_id is not None:
+            self._static.pop(member.group_instance_id, None)
         log.info("group %s: member %s %s", self.group_id, member.member_id, why)
         if member.join_ticket is not None:
             self._reply(member.join_ticket, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -468,6 +464,12 @@ class GroupStateMachine:
     def _empty(self, event, ticket):
         self._generation += 1
         self._leader = None
+        self._protocol_name = None
+        self._store()
+
+    def _delete(self, event, ticket):
+        self._pending.clear()
+        self._records.append(None)
 
     def _unload(self, event, ticket):
         for m in self._members.values():
@@ -476,10 +478,16 @@ class GroupStateMachine:
             for t in m.sync_tickets:
                 self._reply(t, SyncResult(ErrorCode.NOT_COORDINATOR))
         self._members.clear()
+        self._static.clear()
         self._pending.clear()
         self._leader = None
 
     # -- Output -------------------------------------------------------------------------------
+
+    def _store(self):
+        self._records.append(stored_group(self._protocol_type, self._generation,
+                                          self._protocol_name, self._leader,
+                                          self._members.values()))
 
     def _reply(self, ticket, result):
         self._outbox.append(Reply(ticket, result))

@@ -19,9 +19,9 @@ import logging
 import os
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidRecordError,
-                      InvalidTxnStateError, KqliteError, OffsetOutOfRangeError,
-                      OutOfOrderSequenceError, RecordTooLargeError, UnknownTopicError,
-                      UnsupportedCodecError)
+                      InvalidTimestampError, InvalidTxnStateError, KqliteError, LogFailedError,
+                      OffsetOutOfRangeError, OutOfOrderSequenceError, RecordTooLargeError,
+                      UnknownTopicError, UnsupportedCodecError)
 from ..protocol import ErrorCode, FileRegion
 from ..storage import Isolation
 from ..storage.leader_epoch import LeaderEpochCache
@@ -37,6 +37,7 @@ MAX_TIMESTAMP = -3
 
 # Storage's refusals of a produced batch, as Kafka answers them (nothing was written).
 _REFUSALS = {
+    InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,     # before its base class
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
     RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
@@ -132,7 +133,7 @@ class LocalPartition(Partition):
             positions = await self._io.run(self.positions_in_storage)
         except UnknownTopicError:
             return
-        except KqliteError as exc:
+        except (KqliteError, OSError) as exc:
             logger.debug("%s-%d: cannot re-read the log end: %s", self.topic, self.index, exc)
             return
         self.observe(positions)
@@ -171,15 +172,24 @@ class LocalPartition(Partition):
             for kind, code in _REFUSALS.items():
                 if isinstance(exc, kind):
                     return AppendResult(code, error_message=str(exc)), None
+            self._storage_failed(exc, f"append to {self.topic}-{self.index}")
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
+        except OSError as exc:       # opening the log: its directory, metadata, files
+            self._storage_failed(exc, f"append to {self.topic}-{self.index}")
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
+        self._io.alarms.recovered(self.key)
         return AppendResult(base_offset=info.first_offset, last_offset=info.last_offset,
                             log_start_offset=positions[0], record_count=info.record_count,
-                            size=0 if info.duplicate else len(records)), positions
+                            size=0 if info.duplicate else len(records),
+                            log_append_time=info.log_append_time), positions
 
     # -- Fetch ------------------------------------------------------------------------------
 
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,
-                   replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True):
+                   replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True,
+                   last_fetched_epoch=-1, follower_log_start_offset=-1):
+        # The follower fields are unused: a single broker has no followers, and only a
+        # follower sends a last fetched epoch.
         code = self.check_leader_epoch(current_leader_epoch)
         if code:
             return ReadResult(code)
@@ -206,10 +216,11 @@ class LocalPartition(Partition):
         except OffsetOutOfRangeError:
             result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
             return result
-        except KqliteError as exc:    # a damaged segment fails this partition, not the request
-            logger.error("fetch %s-%d at %d: %s", self.topic, self.index, offset, exc)
+        except (KqliteError, OSError) as exc:  # a damaged segment fails this partition only
+            self._storage_failed(exc, f"fetch {self.topic}-{self.index} at {offset}")
             result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
             return result
+        self._io.alarms.recovered(self.key)
         if region is None:
             result.records = b""
             return result
@@ -254,6 +265,12 @@ class LocalPartition(Partition):
         record = next(iter(log.read(offset, 1)))
         return offset, record.timestamp, _epoch_for_offset(log, offset)
 
+    async def active_producers(self):
+        found, positions = await self._io.run(self._storage_call, "describe producers",
+                                              lambda log: log.active_producers())
+        self.observe(positions)
+        return found
+
     async def end_offset_for_epoch(self, epoch, *, current_leader_epoch=-1):
         code = self.check_leader_epoch(current_leader_epoch)
         if code:
@@ -287,14 +304,31 @@ class LocalPartition(Partition):
         try:
             with self._lease() as log:
                 result = fn(log, *args)
-                return result, self._positions(log)
+                positions = self._positions(log)
         except UnknownTopicError as exc:
             raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
         except OffsetOutOfRangeError as exc:
             raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from None
-        except KqliteError as exc:
-            logger.error("%s of %s-%d: %s", action, self.topic, self.index, exc)
+        except (KqliteError, OSError) as exc:
+            self._storage_failed(exc, f"{action} of {self.topic}-{self.index}")
             raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from None
+        self._io.alarms.recovered(self.key)
+        return result, positions
+
+    def _storage_failed(self, exc, what):
+        """Report a storage failure (in a storage thread): a full disk or descriptor table
+        once per episode (exhaustion.py), anything else every time. A log that a failed
+        write left refusing writes (LogFailedError) is closed, so that the next call
+        reopens it, recovering from what is on disk: the partition works again, without
+        a restart, once the cause is gone."""
+        if self._io.alarms.check(exc, self.key, what) is None:
+            logger.error("%s: %s", what, exc)
+        if isinstance(exc, LogFailedError):
+            key = self.key
+            try:
+                self._db.logs.drop(lambda k: k == key)
+            except Exception as close_exc:    # noqa: BLE001 -- the next lease retries
+                logger.warning("%s: closing the failed log: %s", what, close_exc)
 
 
 def _pread_exactly(fd, length, position):

@@ -1,7 +1,10 @@
 """Prometheus ``/metrics`` for the broker, in the text exposition format (no dependency).
 
 Counters: messages and bytes in, bytes out, requests and summed latency per API,
-protocol errors; gauges: open connections, open logs and their limit, log
+protocol errors, connections refused over their address's cap, connections closed
+idle, failed accepts, operations failed for lack of disk space or descriptors;
+gauges: open connections and their cap, request bytes held (queued.max.request.bytes)
+now and at most, connections waiting for that memory, open logs and their limit, log
 size/segments/end offset per open partition, committed-offset lag per consumer
 group and open partition. A scrape never opens a log: partitions whose logs are
 closed (idle, see kqlite/db/log_manager.py) have no per-partition samples.
@@ -23,6 +26,8 @@ class Metrics:
         self.bytes_out = 0
         self.connections = 0
         self.protocol_errors = 0
+        self.idle_closed = 0
+        self.accept_errors = 0
         self.requests = {}     # api name -> [count, total seconds, request bytes]
 
     def observe(self, api, seconds, size):
@@ -50,6 +55,32 @@ class Metrics:
                [({}, self.connections)])
         metric("kqlite_protocol_errors_total", "counter", "Connections closed on bad frames.",
                [({}, self.protocol_errors)])
+        broker = self.broker
+        metric("kqlite_max_connections", "gauge", "max.connections: the acceptor waits there.",
+               [({}, broker.limits.max_connections)])
+        metric("kqlite_connections_refused_total", "counter",
+               "Connections closed at once: their address was at max.connections.per.ip.",
+               [({}, broker.limits.refused)])
+        metric("kqlite_idle_connections_closed_total", "counter",
+               "Connections closed after connections.max.idle.ms without a request.",
+               [({}, self.idle_closed)])
+        metric("kqlite_accept_errors_total", "counter",
+               "Failed accepts (out of descriptors: each waits for a close or 1 s).",
+               [({}, self.accept_errors)])
+        memory = broker.request_memory
+        metric("kqlite_queued_request_bytes", "gauge",
+               "Bytes of requests read and not yet answered.", [({}, memory.in_use)])
+        metric("kqlite_queued_request_bytes_max", "gauge",
+               "The most bytes of requests ever held at once.", [({}, memory.peak)])
+        metric("kqlite_queued_max_request_bytes", "gauge",
+               "queued.max.request.bytes: over it connections stop reading.",
+               [({}, memory.capacity)])
+        metric("kqlite_connections_waiting_for_memory", "gauge",
+               "Connections not reading until request memory is released.",
+               [({}, memory.waiting)])
+        metric("kqlite_resource_exhausted_total", "counter",
+               "Operations failed for lack of disk space or file descriptors.",
+               [({"resource": r}, n) for r, n in sorted(broker.io.alarms.failures.items())])
         metric("kqlite_requests_total", "counter", "Requests handled, per API.",
                [({"api": api}, v[0]) for api, v in sorted(self.requests.items())])
         metric("kqlite_request_seconds_total", "counter", "Time spent handling requests, per API.",

@@ -60,6 +60,7 @@ class AppendResult:
     error_message: str = None
     record_count: int = 0          # records and bytes written (0 for a duplicate)
     size: int = 0
+    log_append_time: int = -1      # the time stamped into a LogAppendTime topic's batch
 
 
 @dataclass
@@ -75,6 +76,9 @@ class ReadResult:
     records: object = None
     size: int = 0
     budget: object = field(default=None, repr=False)
+    # (epoch, end offset) when a follower's log diverged from the leader's after that
+    # epoch (Fetch v12+'s DivergingEpoch): no records, truncate first.
+    diverging_epoch: tuple = None
 
     def release(self):
         """Close the descriptor of an unsent region and forget the records."""
@@ -195,16 +199,23 @@ class Partition(abc.ABC):
 
     @abc.abstractmethod
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,
-                   replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True):
+                   replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True,
+                   last_fetched_epoch=-1, follower_log_start_offset=-1):
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least
         one batch) and below the isolation's limit. Returns ReadResult, whose records are
-        a FileRegion with ``zero_copy``, else bytes."""
+        a FileRegion with ``zero_copy``, else bytes. A follower's fetch also carries the
+        epoch of its last batch (``last_fetched_epoch``, -1: none), which may be answered
+        with ``ReadResult.diverging_epoch`` instead of records, and its log start."""
 
     @abc.abstractmethod
     async def list_offset(self, timestamp, *, current_leader_epoch=-1):
         """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp in ms or the
         special values -2 (earliest), -1 (latest) and -3 (max timestamp); the epoch is
         the one the returned offset was written in, -1 if unknown. Raises PartitionError."""
+
+    @abc.abstractmethod
+    async def active_producers(self):
+        """DescribeProducers: ``[(producer id, epoch, last sequence, last timestamp)]``."""
 
     @abc.abstractmethod
     async def end_offset_for_epoch(self, epoch, *, current_leader_epoch=-1):

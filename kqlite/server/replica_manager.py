@@ -8,6 +8,18 @@ never see a Log or the Database. Partition objects are made on first use and kep
 they are small (they hold no open files, see local_partition.py). Everything that
 reads topic definitions, creates or deletes topics runs in a storage thread.
 
+Every method taking a topic name checks it against Kafka's rules first, on the event
+loop, and answers ``PartitionError(INVALID_TOPIC_EXCEPTION)``: whatever API a name came
+through, it never reaches the disk (the Database checks again below).
+
+Metadata's auto-creation (:meth:`describe_topics`) creates at most
+``auto_create_limit`` topics per request, one storage-thread call each, one after the
+other, so that a request naming thousands of new topics neither takes every storage
+thread nor holds the others' requests behind a long queue; the topics past the limit,
+and those another request is creating at that moment, answer
+UNKNOWN_TOPIC_OR_PARTITION as Kafka answers topics still being created (clients ask
+again, and the next request creates the next ones).
+
 A Fetch reads its partitions in request order under the response's ``max_bytes``. If
 that gives fewer than ``min_bytes`` it becomes a :class:`~.purgatory.DelayedFetch`
 watching exactly those partitions: an append or high-watermark change on one of them
@@ -23,17 +35,24 @@ import logging
 import uuid
 from typing import NamedTuple
 
-from ..errors import ConfigError, TopicExistsError, UnknownTopicError
+from ..db.topic_names import InvalidTopicError
+from ..errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ..protocol import ErrorCode, FileRegion
-from ..storage.config import LogConfig
+from ..storage.config import LogConfig, check_kafka_names
 from .local_partition import LocalPartition
 from .partition import (CONSUMER_REPLICA_ID, PartitionError, ReadResult, RegionBudget,
                         fetch_isolation)
 from .purgatory import DelayedFetch, Purgatory
+from .topic_checks import check_new_partitions, check_topic
 
-__all__ = ["ReplicaManager", "TopicInfo", "FetchPartition", "INTERNAL_TOPICS"]
+__all__ = ["ReplicaManager", "TopicInfo", "FetchPartition", "INTERNAL_TOPICS",
+           "AUTO_CREATE_LIMIT"]
 
-INTERNAL_TOPICS = ("__consumer_offsets",)
+# Kafka's Topic.isInternal: clients may not delete them (the group coordinator's offsets
+# and the transaction coordinator's state live there).
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+AUTO_CREATE_LIMIT = 100   # topics one Metadata request may auto-create
 
 log = logging.getLogger("kqlite.server")
 
@@ -47,23 +66,29 @@ class TopicInfo(NamedTuple):
 
 
 class FetchPartition(NamedTuple):
-    """One partition of a Fetch request."""
+    """One partition of a Fetch request (the last two from followers: the epoch of their
+    last batch, v12+, and their log start, v5+)."""
     topic: str
     partition: int
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
 
 
 class ReplicaManager:
     """The partitions of one broker over one Database (single node: all led here)."""
 
     def __init__(self, db, io, *, broker_id=0, default_partitions=1,
-                 other_writers_check_ms=50):
+                 other_writers_check_ms=50, auto_create_limit=AUTO_CREATE_LIMIT):
         self.db = db
         self.io = io
         self.broker_id = broker_id
         self.default_partitions = default_partitions
+        self.auto_create_limit = auto_create_limit
+        self._creating = set()           # topics being auto-created by some request
+        self._indexes = {}               # topic -> indexes of its partitions in _partitions
         self.delayed_produce = Purgatory("produce")
         self.delayed_fetch = Purgatory("fetch")
         self.regions = RegionBudget()    # fetch regions open until their response is sent
@@ -91,10 +116,12 @@ class ReplicaManager:
     # -- Partitions -------------------------------------------------------------------------
 
     async def get(self, topic, index):
-        """The partition ``topic-index``; raises PartitionError(UNKNOWN_TOPIC_OR_PARTITION)."""
+        """The partition ``topic-index``; raises PartitionError(UNKNOWN_TOPIC_OR_PARTITION
+        or INVALID_TOPIC_EXCEPTION)."""
         partition = self._partitions.get((topic, index))
         if partition is not None:
             return partition
+        check_topic(topic)
         _count, _topic_id, epochs = await self.io.run(
             self._load_topic, topic, False, self._known(topic), index)
         if index not in epochs and (topic, index) not in self._partitions:
@@ -106,15 +133,89 @@ class ReplicaManager:
     async def topic(self, name, *, auto_create=False):
         """TopicInfo of ``name``, creating it (``default_partitions``) if ``auto_create``.
         Raises PartitionError(UNKNOWN_TOPIC_OR_PARTITION or INVALID_TOPIC_EXCEPTION)."""
-        count, topic_id, epochs = await self.io.run(self._load_topic, name, auto_create,
-                                                    self._known(name))
+        check_topic(name)
+        loaded = await self.io.run(self._load_topic, name, auto_create, self._known(name))
+        return self._topic_info(name, loaded)
+
+    def _topic_info(self, name, loaded):
+        count, topic_id, epochs = loaded
         self._adopt(name, epochs)
         partitions = [self._partitions[(name, i)] for i in range(count)
                       if (name, i) in self._partitions]
         return TopicInfo(name, topic_id, name in INTERNAL_TOPICS, partitions)
 
+    async def describe_topics(self, names, *, auto_create=False):
+        """Metadata's lookup: ``{name: TopicInfo or PartitionError}`` for ``names``
+        (distinct), in one storage-thread call, then -- with ``auto_create`` -- the
+        creation of at most ``auto_create_limit`` of the unknown ones (see the module
+        docstring)."""
+        found = {}
+        valid = []
+        for name in names:
+            try:
+                check_topic(name)
+                valid.append(name)
+            except PartitionError as exc:
+                found[name] = exc
+        loaded = await self.io.run(self._load_topics, valid,
+                                   {n: self._known(n) for n in valid})
+        unknown = []
+        for name, result in loaded.items():
+            if isinstance(result, PartitionError):
+                found[name] = result
+                if result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    unknown.append(name)
+            else:
+                found[name] = self._topic_info(name, result)
+        if auto_create and unknown:
+            found.update(await self._auto_create(unknown))
+        return found
+
+    def _load_topics(self, names, known):
+        """_load_topic of each name, in one storage-thread call; a PartitionError (or any
+        failure, as one) stands for a topic that cannot be described."""
+        out = {}
+        for name in names:
+            try:
+                out[name] = self._load_topic(name, False, known[name])
+            except PartitionError as exc:
+                out[name] = exc
+            except KqliteError as exc:
+                log.error("cannot read the definition of topic %s: %s", name, exc)
+                out[name] = PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+        return out
+
+    async def _auto_create(self, names):
+        """Create up to ``auto_create_limit`` of ``names`` (unknown topics), one per
+        storage-thread call; ``{name: TopicInfo or PartitionError}`` for every name."""
+        out = {}
+        chosen = []
+        for name in names:
+            if name in self._creating or len(chosen) >= self.auto_create_limit:
+                out[name] = PartitionError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {name!r} is not created yet; ask again")
+            else:
+                chosen.append(name)
+        self._creating.update(chosen)
+        try:
+            for name in chosen:
+                try:
+                    loaded = await self.io.run(self._load_topic, name, True,
+                                               self._known(name))
+                except PartitionError as exc:
+                    out[name] = exc
+                except KqliteError as exc:
+                    log.error("cannot auto-create topic %s: %s", name, exc)
+                    out[name] = PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+                else:
+                    out[name] = self._topic_info(name, loaded)
+        finally:
+            self._creating.difference_update(chosen)
+        return out
+
     def _known(self, topic):
-        return frozenset(i for t, i in self._partitions if t == topic)
+        return frozenset(self._indexes.get(topic, ()))
 
     def _load_topic(self, name, auto_create, known, index=None):
         """(partition count, topic id, {index: leader epoch} of the partitions not in
@@ -122,6 +223,8 @@ class ReplicaManager:
         db = self.db
         try:
             count = db.partitions_for(name)
+        except InvalidTopicError as exc:
+            raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
         except UnknownTopicError:
             if not auto_create:
                 raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -145,6 +248,7 @@ class ReplicaManager:
                     self.db, self.io, topic, index, broker_id=self.broker_id,
                     leader_epoch=epoch, delayed_produce=self.delayed_produce,
                     on_change=self._partition_changed)
+                self._indexes.setdefault(topic, set()).add(index)
 
     def _partition_changed(self, partition):
         """A partition's log start, high watermark or log end moved (or it is gone)."""
@@ -152,8 +256,8 @@ class ReplicaManager:
         self.delayed_fetch.check_and_complete(partition.key)
 
     def _forget(self, topic):
-        for key in [k for k in self._partitions if k[0] == topic]:
-            partition = self._partitions.pop(key)
+        for index in self._indexes.pop(topic, ()):
+            partition = self._partitions.pop((topic, index))
             partition.is_deleted = True
             self._partition_changed(partition)
 
@@ -165,32 +269,74 @@ class ReplicaManager:
 
     async def create_topic(self, name, partitions, configs, *, validate_only=False):
         """Create ``name``; returns its topic id (None when only validating). Raises
-        KqliteError (TopicExistsError, ConfigError, ...)."""
+        PartitionError(INVALID_TOPIC_EXCEPTION) or KqliteError (TopicExistsError,
+        ConfigError, ...). ``configs`` come from a Kafka client: only Kafka's topic configs
+        (kqlite's own settings are for the embedded API)."""
+        check_topic(name)
+        check_kafka_names(configs)
         return await self.io.run(self._create_topic, name, partitions, configs, validate_only)
 
     def _create_topic(self, name, partitions, configs, validate_only):
         if validate_only:
             LogConfig(configs)
-            if name in self.db.list_topics(internal=True):
-                raise TopicExistsError(f"topic {name!r} already exists")
-            return None
+            try:
+                self.db.topic_metadata(name, refresh=True)
+            except UnknownTopicError:
+                return None
+            raise TopicExistsError(f"topic {name!r} already exists")
         self.db.create_topic(name, partitions, configs)
         return _topic_uuid(self.db, name)
 
     async def delete_topic(self, name):
         """Delete ``name`` and its data; its partitions answer UNKNOWN_TOPIC_OR_PARTITION
-        from now on and their waiting operations complete."""
+        from now on and their waiting operations complete. Raises
+        PartitionError(INVALID_TOPIC_EXCEPTION, or TOPIC_DELETION_DISABLED for an
+        internal topic) or KqliteError."""
+        check_topic(name)
+        if name in INTERNAL_TOPICS:
+            # Deleting __consumer_offsets would drop every group's committed offsets.
+            raise PartitionError(ErrorCode.TOPIC_DELETION_DISABLED,
+                                 f"{name} is an internal topic; clients cannot delete it")
         try:
             await self.io.run(self.db.delete_topic, name)
         finally:
             self._forget(name)
 
-    async def create_partitions(self, name, total):
-        """Grow ``name`` to ``total`` partitions."""
-        await self.io.run(self.db.create_partitions, name, total)
+    async def create_partitions(self, name, total, *, assignments=None, validate_only=False):
+        """Grow ``name`` to ``total`` partitions (only check that it could, with
+        ``validate_only``); ``assignments``: the replicas of each new partition, if the
+        client chose them. Raises PartitionError (INVALID_TOPIC_EXCEPTION,
+        INVALID_PARTITIONS, INVALID_REPLICA_ASSIGNMENT) or KqliteError
+        (UnknownTopicError)."""
+        check_topic(name)
+        await self.io.run(self._create_partitions, name, total, assignments, validate_only)
+
+    def _create_partitions(self, name, total, assignments, validate_only):
+        current = self.db.partitions_for(name, refresh=True)
+        check_new_partitions(self.broker_id, current, total, assignments)
+        if not validate_only:
+            self.db.create_partitions(name, total)
+
+    async def topic_names_by_id(self, topic_ids):
+        """``{topic id: name}`` of the ``topic_ids`` (UUIDs) that name a topic here."""
+        wanted = set(topic_ids)
+        return await self.io.run(self._topic_names_by_id, wanted) if wanted else {}
+
+    def _topic_names_by_id(self, wanted):
+        found = {}
+        for name in self.db.list_topics(internal=True):
+            try:
+                topic_id = _topic_uuid(self.db, name)
+            except UnknownTopicError:
+                continue          # deleted meanwhile
+            if topic_id in wanted:
+                found[topic_id] = name
+        return found
 
     async def topic_config(self, name):
-        """(per-topic overrides, effective config dict) of ``name``."""
+        """(per-topic overrides, effective config dict) of ``name``. Raises
+        PartitionError(INVALID_TOPIC_EXCEPTION) or UnknownTopicError."""
+        check_topic(name)
         return await self.io.run(self._topic_config, name)
 
     def _topic_config(self, name):
@@ -200,22 +346,29 @@ class ReplicaManager:
     # -- Fetch ------------------------------------------------------------------------------
 
     async def fetch_messages(self, fetches, *, max_bytes, min_bytes, max_wait_ms,
-                             replica_id=CONSUMER_REPLICA_ID):
-        """Read ``fetches`` (FetchPartition, in request order); wait up to ``max_wait_ms``
-        for ``min_bytes``. Returns one ReadResult per fetch, in order."""
+                             replica_id=CONSUMER_REPLICA_ID, zero_copy=True):
+        """Read ``fetches`` (FetchPartition, in request order, each partition once); wait
+        up to ``max_wait_ms`` for ``min_bytes``. Returns one ReadResult per fetch, in order;
+        the caller owns their regions (send or release them). ``zero_copy=False`` reads
+        bytes only (a caller that rewrites the records)."""
+        if not fetches:
+            return []
         isolation = fetch_isolation(replica_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
         while True:
             partitions, results = await self._read_all(fetches, max_bytes, isolation,
-                                                       replica_id)
+                                                       replica_id, zero_copy)
             total = sum(r.size for r in results)
             left = deadline - loop.time()
-            if total >= min_bytes or left <= 0 or self._stopping or \
-                    any(r.error_code for r in results):
+            # As Kafka: partitions it does not know neither end the wait nor wait; an
+            # error or a diverging epoch ends it (the follower must truncate first).
+            read = [(p, r) for p, r in zip(partitions, results) if p is not None]
+            if total >= min_bytes or left <= 0 or self._stopping or not read or \
+                    any(r.error_code or r.diverging_epoch is not None for _, r in read):
                 return results
-            seen = [(p, isolation, r.position(isolation))
-                    for p, r in zip(partitions, results) if p is not None]
+            seen = [(p, isolation, r.position(isolation)) for p, r in read]
+            # A waiting fetch holds no descriptor: it reads again when woken.
             for r in results:
                 r.release()
             op = DelayedFetch(seen, left * 1000.0)
@@ -223,32 +376,40 @@ class ReplicaManager:
             if not await self.delayed_fetch.wait(op, [p.key for p, _, _ in seen]):
                 deadline = loop.time()    # expired: read once more and answer
 
-    async def _read_all(self, fetches, max_bytes, isolation, replica_id):
+    async def _read_all(self, fetches, max_bytes, isolation, replica_id, zero_copy=True):
         partitions, results, total = [], [], 0
         try:
+            # Partitions not met yet are looked up in one storage-thread call for the
+            # whole request, so that naming thousands of unknown ones costs one call.
+            unmet = sorted({f.topic for f in fetches
+                            if (f.topic, f.partition) not in self._partitions})
+            described = await self.describe_topics(unmet) if unmet else {}
             for f in fetches:
-                try:
-                    partition = await self.get(f.topic, f.partition)
-                except PartitionError as exc:
+                partition = self._partitions.get((f.topic, f.partition))
+                if partition is None:
+                    found = described.get(f.topic)
+                    code = found.error_code if isinstance(found, PartitionError) \
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     partitions.append(None)
-                    results.append(ReadResult(exc.error_code))
+                    results.append(ReadResult(code, records=b""))
                     continue
                 # The first partition with data returns at least one batch, whatever
                 # max_bytes says (as Kafka does); later ones only what still fits.
                 room = max(max_bytes - total, 1) if total == 0 else max_bytes - total
-                zero_copy = self.regions.take()
+                region = zero_copy and self.regions.take()
                 try:
                     result = await partition.read(
                         f.fetch_offset, min(f.max_bytes, room), isolation=isolation,
                         replica_id=replica_id, current_leader_epoch=f.current_leader_epoch,
-                        zero_copy=zero_copy)
+                        zero_copy=region, last_fetched_epoch=f.last_fetched_epoch,
+                        follower_log_start_offset=f.log_start_offset)
                 except BaseException:
-                    if zero_copy:     # an abandoned read closes its own region
+                    if region:     # an abandoned read closes its own region
                         self.regions.give_back()
                     raise
                 if isinstance(result.records, FileRegion):
                     result.budget = self.regions
-                elif zero_copy:
+                elif region:
                     self.regions.give_back()
                 if total and result.size > max_bytes - total:
                     result.release()

@@ -14,12 +14,17 @@ A coroutine may be cancelled while its function is still running (its connection
 closed); the function then finishes in its thread regardless, and a result that holds
 resources (a fetch's duplicated file descriptor) is handed to ``on_abandon`` so it is
 released rather than leaked.
+
+Running out of disk space or descriptors in these calls is reported through ``alarms``
+(exhaustion.py): once per episode, not once per request.
 """
 
 import asyncio
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
+
+from .exhaustion import ResourceAlarms
 
 __all__ = ["StorageExecutor", "DEFAULT_IO_THREADS"]
 
@@ -36,6 +41,7 @@ class StorageExecutor:
             raise ValueError(f"num.io.threads must be a positive integer, not {threads!r}")
         self.threads = threads
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kqlite-io")
+        self.alarms = ResourceAlarms()
 
     async def run(self, fn, *args, on_abandon=None, **kwargs):
         """``fn(*args, **kwargs)`` in a storage thread; returns its result or raises its

@@ -5,7 +5,10 @@ Theory of operation
 ``Log.append`` builds v2 batches of about 1 MiB (each within
 ``max.message.bytes``); ``Log.append_batches`` takes whole batches that arrive
 as bytes (a client's produce, a leader's fetch response) and checks their
-framing and CRC without decoding them. Either way the batches are written under
+framing and CRC without decoding them; unless they come from replication, the log's
+``message.timestamp.type`` is applied to them first (format/timestamps.py: a
+LogAppendTime log stamps its clock into each batch, as Kafka's LogValidator does, and
+answers it as ``AppendInfo.log_append_time``). Either way the batches are written under
 the write lock, one after the other: each gets the next offsets (its baseOffset
 is rewritten in place; the CRC does not cover it) unless the caller assigns them
 (replication), the active segment is rolled first when the batch would take it
@@ -28,8 +31,9 @@ from typing import NamedTuple
 
 from ..errors import InvalidRecordError, LogFailedError, RecordTooLargeError, StorageError
 from ..format import batch as batch_format
-from ..format.constants import MAGIC_V2, NO_PARTITION_LEADER_EPOCH
+from ..format.constants import MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP
 from ..format.record import Record
+from ..format.timestamps import InvalidTimestampError, set_timestamp_type
 from ..format.validate import AppendOrigin, validate_batches
 from . import cleaner
 from .producer_state import ProducerStateManager
@@ -48,6 +52,7 @@ class AppendInfo(NamedTuple):
     last_offset: int
     record_count: int
     duplicate: bool = False
+    log_append_time: int = -1     # the time stamped into LogAppendTime batches, else -1
 
 log = logging.getLogger("kqlite.storage")
 
@@ -100,6 +105,9 @@ def append_batches(lg, data, leader_epoch, assign_offsets, origin):
     batches = validate_batches(data, origin=origin, max_batch_size=limit,
                                compacted="compact" in lg.config["cleanup.policy"]
                                and origin is not AppendOrigin.REPLICATION)
+    append_time = NO_TIMESTAMP
+    if origin is not AppendOrigin.REPLICATION:
+        append_time = _apply_timestamp_type(lg, data, batches, origin)
     view = memoryview(data)     # pieces are writable views of our private copy
     pieces = []
     for b in batches:
@@ -107,7 +115,30 @@ def append_batches(lg, data, leader_epoch, assign_offsets, origin):
             batch_format.set_leader_epoch(data, b.position, leader_epoch)
         pieces.append((view[b.position:b.position + b.size], None, b.base_offset,
                        b.last_offset, b.max_timestamp, b.size))
-    return _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin)
+    return _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin,
+                          append_time)
+
+
+def _apply_timestamp_type(lg, data, batches, origin):
+    """The topic's message.timestamp.type applied to validated batches, as Kafka's
+    LogValidator does before offsets are assigned (``batches`` is updated in place).
+    Returns the log append time, or NO_TIMESTAMP for a CreateTime topic."""
+    if lg.config["message.timestamp.type"] != "LogAppendTime":
+        if origin is AppendOrigin.CLIENT:
+            for i, b in enumerate(batches):
+                if b.timestamp_type:
+                    batches[i] = b._replace(attributes=set_timestamp_type(
+                        data, b.position, False, b.max_timestamp))
+        return NO_TIMESTAMP
+    now = batch_format.now_ms()
+    for i, b in enumerate(batches):
+        if origin is AppendOrigin.CLIENT and b.timestamp_type:
+            raise InvalidTimestampError(
+                f"the record batch at byte {b.position} has the LogAppendTime timestamp "
+                f"type; a producer may not set it (the broker stamps it)")
+        batches[i] = b._replace(attributes=set_timestamp_type(data, b.position, True, now),
+                                max_timestamp=now)
+    return now
 
 
 def producer_state(lg):
@@ -178,7 +209,7 @@ def _split_by_size(records, target):
 
 
 def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
-                   origin=AppendOrigin.LOCAL):
+                   origin=AppendOrigin.LOCAL, append_time=NO_TIMESTAMP):
     """Write ``pieces`` under the write lock. ``batches`` (ValidatedBatch, one per piece)
     carry the producer fields the producer state judges and learns."""
     with lg._locked_write():
@@ -189,9 +220,12 @@ def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
             ps = producer_state(lg)
             for b in batches:
                 duplicate = ps.check(b, origin)
-                if duplicate is not None:     # a retry: answer with the first time's offsets
+                if duplicate is not None:
+                    # A retry is answered with the first time's offsets and, as Kafka
+                    # answers it, the timestamp that batch was stored with.
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
-                                      sum(x.record_count for x in batches), True)
+                                      sum(x.record_count for x in batches), True,
+                                      duplicate.timestamp)
         elif ps is not None:
             ps = producer_state(lg)
         first = lg.next_offset
@@ -211,7 +245,7 @@ def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
     if need_sync:
         lg._sync_to(last)
     count = sum(b.record_count for b in batches) if batches is not None else last - first
-    return AppendInfo(first, last - 1, count)
+    return AppendInfo(first, last - 1, count, False, append_time)
 
 
 def _append_one(lg, piece, leader_epoch, assign_offsets):

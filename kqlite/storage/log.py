@@ -435,6 +435,14 @@ class Log:
         at the whole log, the high watermark notwithstanding."""
         return reads.max_timestamp(self)
 
+    def active_producers(self):
+        """``[(producer id, epoch, last sequence, last timestamp)]`` of the idempotent
+        producers whose state the log keeps (Kafka's DescribeProducers). Read under the
+        write lock, as an append reads it, so another process's appends are included."""
+        with self._locked_write():
+            return [(e.producer_id, e.epoch, e.last_seq, e.last_timestamp)
+                    for e in appending.producer_state(self).producers.values()]
+
     def batch_headers(self, start_offset=None, *, isolation=Isolation.LOG_END):
         """Iterate :class:`~kqlite.storage.BatchHeader` of the batches whose last offset is
         >= ``start_offset`` (default: the log start) and below the isolation's limit (by

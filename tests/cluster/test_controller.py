@@ -5,6 +5,7 @@ channel that records what the controller sends them (the broker side is tested w
 broker processes elsewhere)."""
 
 import asyncio
+import contextlib
 import json
 
 from kazoo.client import KazooClient
@@ -12,7 +13,7 @@ from kazoo.client import KazooClient
 from kqlite.cluster import znodes as zn
 from kqlite.cluster.controller import Controller
 from kqlite.cluster.zk_store import ZkStore
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ErrorCode, decode_request, encode_request
 
 LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = 4, 5 + 1, 5
 
@@ -24,10 +25,20 @@ class RecordingChannels:
         self.sent = []
         self.brokers = {}
 
-    def update_brokers(self, brokers):
-        self.brokers = dict(brokers)
+    @property
+    def broker_ids(self):
+        return sorted(self.brokers)
+
+    def add_broker(self, broker_id, host, port):
+        self.brokers[broker_id] = (host, port)
+
+    def remove_broker(self, broker_id):
+        self.brokers.pop(broker_id, None)
 
     def send(self, broker_id, api_key, version, body):
+        # Every body must be a valid request of its version: decode what the codec encodes.
+        frame = encode_request(api_key, version, 1, "controller", body)
+        assert decode_request(frame[4:]).body is not None
         self.sent.append((broker_id, api_key, version, body))
         future = asyncio.get_running_loop().create_future()
         future.set_result({"error_code": 0})
@@ -54,15 +65,27 @@ class Node:
 
     async def crash(self):
         """The broker dies: its session ends, so its ephemeral nodes go."""
-        self.controller._stopped = True
-        if self.controller._task:
-            self.controller._task.cancel()
+        self.controller.halt()
         await asyncio.get_running_loop().run_in_executor(None, self.zk.stop)
 
     async def close(self):
-        await self.controller.stop()
-        await asyncio.get_running_loop().run_in_executor(None, self.zk.stop)
+        if not self.controller.stopped:
+            await self.controller.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.zk.stop)
         self.zk.close()
+
+
+@contextlib.asynccontextmanager
+async def brokers(hosts, ids):
+    """{id: Node} of started brokers, all closed at the end (crashed ones included)."""
+    nodes = {}
+    try:
+        for b in ids:
+            nodes[b] = await Node(hosts, b).start()
+        yield nodes
+    finally:
+        for n in nodes.values():
+            await n.close()
 
 
 async def until(predicate, timeout=20.0, what="condition"):
@@ -89,8 +112,8 @@ def admin(hosts):
 
 def test_one_controller_and_leaders_for_a_new_topic(zk_hosts):
     async def scenario():
-        nodes = [await Node(zk_hosts, b).start() for b in (1, 2, 3)]
-        try:
+        async with brokers(zk_hosts, (1, 2, 3)) as by_id:
+            nodes = list(by_id.values())
             await until(lambda: len(active(nodes)) == 1, what="an active controller")
             leader = active(nodes)[0]
             for n in nodes:
@@ -115,16 +138,12 @@ def test_one_controller_and_leaders_for_a_new_topic(zk_hosts):
             um = chans.of(UPDATE_METADATA, 1)[-1]
             assert {b["id"] for b in um["live_brokers"]} == {1, 2, 3}
             client.stop()
-        finally:
-            for n in nodes:
-                await n.close()
     run(scenario())
 
 
 def test_leader_failover_and_controller_failover(zk_hosts):
     async def scenario():
-        nodes = {b: await Node(zk_hosts, b).start() for b in (1, 2, 3)}
-        try:
+        async with brokers(zk_hosts, (1, 2, 3)) as nodes:
             await until(lambda: len(active(nodes.values())) == 1)
             client, store = admin(zk_hosts)
             store.create_topic("t", zn.TopicAssignment(None, {0: (1, 2, 3), 1: (2, 3, 1),
@@ -151,17 +170,12 @@ def test_leader_failover_and_controller_failover(zk_hosts):
             await until(lambda: new_controller.channels.of(LEADER_AND_ISR, first),
                         what="LeaderAndIsr to the returning broker")
             client.stop()
-        finally:
-            for n in nodes.values():
-                if not n.controller._stopped:
-                    await n.close()
     run(scenario())
 
 
 def test_last_replica_standing_keeps_its_isr_and_no_unclean_leader(zk_hosts):
     async def scenario():
-        nodes = {b: await Node(zk_hosts, b).start() for b in (1, 2)}
-        try:
+        async with brokers(zk_hosts, (1, 2)) as nodes:
             await until(lambda: len(active(nodes.values())) == 1)
             client, store = admin(zk_hosts)
             ctrl = active(nodes.values())[0].broker_id
@@ -173,17 +187,12 @@ def test_last_replica_standing_keeps_its_isr_and_no_unclean_leader(zk_hosts):
             st = store.partition_state("solo", 0)
             assert st.isr == (other,) and st.leader_epoch == 1
             client.stop()
-        finally:
-            for n in nodes.values():
-                if not n.controller._stopped:
-                    await n.close()
     run(scenario())
 
 
 def test_controlled_shutdown_and_alter_partition(zk_hosts):
     async def scenario():
-        nodes = {b: await Node(zk_hosts, b).start() for b in (1, 2, 3)}
-        try:
+        async with brokers(zk_hosts, (1, 2, 3)) as nodes:
             await until(lambda: len(active(nodes.values())) == 1)
             ctrl = active(nodes.values())[0]
             client, store = admin(zk_hosts)
@@ -229,9 +238,6 @@ def test_controlled_shutdown_and_alter_partition(zk_hosts):
             other.controller.post("alter_partition", 1, e1, [], f)
             assert (await asyncio.wait_for(f, 20))["error_code"] == ErrorCode.NOT_CONTROLLER
             client.stop()
-        finally:
-            for n in nodes.values():
-                await n.close()
     run(scenario())
 
 
@@ -247,8 +253,8 @@ def _expire(hosts, zk):
 
 def test_repeated_session_expiry_leaves_exactly_one_controller(zk_hosts):
     async def scenario():
-        nodes = [await Node(zk_hosts, b).start() for b in (1, 2, 3)]
-        try:
+        async with brokers(zk_hosts, (1, 2, 3)) as by_id:
+            nodes = list(by_id.values())
             loop = asyncio.get_running_loop()
             client, store = admin(zk_hosts)
             for round_ in range(10):
@@ -262,7 +268,4 @@ def test_repeated_session_expiry_leaves_exactly_one_controller(zk_hosts):
             assert ids == {active(nodes)[0].broker_id}
             assert int(client.get("/controller_epoch")[0]) >= 11
             client.stop()
-        finally:
-            for n in nodes:
-                await n.close()
     run(scenario())

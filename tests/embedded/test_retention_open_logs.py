@@ -7,7 +7,10 @@ import pytest
 import kqlite
 from kqlite.db.layout import partition_dir
 from kqlite.db.retention import may_compact, may_delete
+from kqlite.server.connection_limits import ConnectionLimits
 from kqlite.server.metrics import Metrics
+from kqlite.server.request_memory import RequestMemory
+from kqlite.server.storage_io import StorageExecutor
 
 T0 = 1_000_000
 
@@ -131,7 +134,11 @@ def test_the_guesses_agree_with_the_log(tmp_path):
 
 def test_metrics_report_only_open_logs(data):
     with open_db(data) as db:
-        metrics = Metrics(types.SimpleNamespace(db=db))
+        # The broker's parts the scrape reads, real ones, around the data dir under test.
+        broker = types.SimpleNamespace(db=db, limits=ConnectionLimits(),
+                                       request_memory=RequestMemory(None, 1 << 20),
+                                       io=StorageExecutor(1))
+        metrics = Metrics(broker)
         text = metrics.render()
         assert "kqlite_open_logs 0" in text
         assert "kqlite_log_end_offset{" not in text

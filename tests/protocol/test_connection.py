@@ -103,14 +103,14 @@ def test_refused_api_is_decoded_but_not_advertised():
 
 
 def test_unsupported_version_of_known_api():
-    # A future client's ApiVersions v4 (flexible, header v2): header parsed, body skipped.
-    frame = _frame(18, 4, 9, "new-client", b"\x00\x03abc\x021\x00", flexible=True)
+    # A future client's ApiVersions v5 (flexible, header v2): header parsed, body skipped.
+    frame = _frame(18, 5, 9, "new-client", b"\x00\x03abc\x021\x00", flexible=True)
     (req,) = ServerConnection().receive_data(frame)
     assert req.unsupported and req.body is None and req.flexible
-    assert (req.api_version, req.correlation_id, req.client_id) == (4, 9, "new-client")
-    # Too old: Produce v2 is below the supported range.
-    (req,) = ServerConnection().receive_data(_frame(0, 2, 3, "old", b"garbage"))
-    assert req.unsupported and req.name == "Produce" and not req.flexible
+    assert (req.api_version, req.correlation_id, req.client_id) == (5, 9, "new-client")
+    # Too new for a served API: Fetch v18 (Kafka 4.x) is above Kafka 3.9's ceiling.
+    (req,) = ServerConnection().receive_data(_frame(1, 18, 3, "new", b"garbage", flexible=True))
+    assert req.unsupported and req.name == "Fetch" and req.flexible
 
 
 def test_unsupported_header_with_a_broken_client_id_still_returns():
@@ -128,7 +128,7 @@ def test_api_versions_answer_to_unsupported_version_is_v0_with_header_v0():
     assert frame[4:8] == struct.pack(">i", 31) and frame[8:10] == b"\x00\x23"
     # A client that asked for v3 reads it as v0 because of the error code.
     corr, decoded = decode_response(18, 3, frame[4:])
-    assert corr == 31 and decoded["error_code"] == 35 and len(decoded["api_keys"]) == 21
+    assert corr == 31 and decoded["error_code"] == 35 and len(decoded["api_keys"]) == len(SUPPORTED)
 
 
 def test_flexible_response_headers():
@@ -190,8 +190,8 @@ def test_encode_errors_name_the_field():
         encode_response(11, 5, 1, {"protocol_name": None})
     with pytest.raises(EncodeError, match="expected a list"):
         encode_request(3, 1, 1, "c", {"topics": "t"})
-    with pytest.raises(ValueError, match="no response schema for Fetch v13"):
-        encode_response(1, 13, 1, {})
+    with pytest.raises(ValueError, match="no response schema for Fetch v18"):
+        encode_response(1, 18, 1, {})
 
 
 def test_bytes_after_the_body_are_ignored_as_kafka_does():

@@ -1,20 +1,86 @@
-"""docs/compatibility.md lists exactly the APIs and versions ApiVersions advertises."""
+"""docs/compatibility.md says what the code does: the APIs and versions ApiVersions
+advertises, the requests kqlite decodes only to refuse, the inter-broker APIs only a cluster
+broker advertises, the tests it names, and the kafkajs version the Node.js tests pin."""
 
+import ast
+import json
 import os
 import re
 
 import pytest
 
 protocol = pytest.importorskip("kqlite.protocol")
+from kqlite.protocol.schema import APIS, CLUSTER_ONLY  # noqa: E402
 
-DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "compatibility.md")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+DOC = os.path.join(ROOT, "docs", "compatibility.md")
+
+
+def _doc():
+    return open(DOC, encoding="utf-8").read()
+
+
+def _section(text, heading):
+    return text.split(heading)[1].split("\n#")[0]
+
+
+def _api_table(heading):
+    """{key: (lo, hi)} of the ``| key | API | lo-hi |`` rows under ``heading``; checks
+    that each key has one row, in key order, under Kafka's name for it."""
+    table = _section(_doc(), heading)
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \|", table, re.M)
+    keys = [int(k) for k, _name, _lo, _hi in rows]
+    assert len(keys) == len(set(keys)), "an API has two rows"
+    assert keys == sorted(keys), "rows out of API key order"
+    for k, name, _lo, _hi in rows:
+        assert protocol.API_NAMES[int(k)] == name
+    return {int(k): (int(lo), int(hi)) for k, _name, lo, hi in rows}
 
 
 def test_api_table_matches_what_the_broker_advertises():
-    text = open(DOC, encoding="utf-8").read()
-    table = text.split("## Kafka APIs served by `kqlite serve`")[1].split("###")[0]
-    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \|", table, re.M)
-    documented = {int(k): (int(lo), int(hi)) for k, _name, lo, hi in rows}
-    assert documented == protocol.SUPPORTED
-    for k, name, _lo, _hi in rows:
-        assert protocol.API_NAMES[int(k)] == name
+    assert _api_table("## Kafka APIs served by `kqlite serve`") == protocol.SUPPORTED
+
+
+def test_inter_broker_table_matches_what_a_cluster_broker_adds():
+    documented = _api_table("### Inter-broker APIs (cluster mode only)")
+    assert documented == {k: protocol.CLUSTER_SUPPORTED[k] for k in CLUSTER_ONLY}
+    assert not set(documented) & set(protocol.SUPPORTED)
+
+
+def test_refused_table_matches_the_decoded_apis():
+    """Each row names APIs kqlite decodes but never advertises, in the versions it decodes."""
+    table = _section(_doc(), "### Requests kqlite refuses")
+    listed = {}
+    for names, keys, lo, hi in re.findall(
+            r"((?:\w+)(?: / \w+)*) \((\d+(?:/\d+)*)\) v(\d+)-(\d+)", table):
+        for name, key in zip(names.split(" / "), keys.split("/"), strict=True):
+            listed[int(key)] = (name, (int(lo), int(hi)))
+    decoded_only = {k: (api.name, api.versions) for k, api in APIS.items()
+                    if k not in protocol.SUPPORTED and k not in CLUSTER_ONLY}
+    assert listed == decoded_only
+
+
+def _named_tests(text):
+    return sorted(set(re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", text)))
+
+
+def test_every_named_test_exists():
+    """A row proven by a test names a file (and function) that is there."""
+    for path, function in _named_tests(_doc()):
+        full = os.path.join(ROOT, path)
+        assert os.path.isfile(full), f"docs/compatibility.md names {path}, which does not exist"
+        if function:
+            tree = ast.parse(open(full, encoding="utf-8").read())
+            defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+            assert function in defined, f"{path} has no {function}"
+
+
+def test_kafkajs_row_names_the_pinned_version():
+    table = _section(_doc(), "## Kafka clients tested against `kqlite serve`")
+    (row,) = [line for line in table.splitlines() if line.startswith("| kafkajs")]
+    documented = row.split("|")[2].strip()
+    node = os.path.join(ROOT, "tests", "server", "node")
+    pinned = json.load(open(os.path.join(node, "package.json")))["dependencies"]["kafkajs"]
+    lock = json.load(open(os.path.join(node, "package-lock.json")))
+    assert lock["packages"]["node_modules/kafkajs"]["version"] == pinned
+    assert documented == pinned

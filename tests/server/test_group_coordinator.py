@@ -10,7 +10,8 @@ import itertools
 
 from kqlite.protocol import ErrorCode
 from kqlite.server.coordinator import GroupCoordinator
-from kqlite.server.group_events import Commit, Heartbeat, Join, JoinResult, Sync, SyncResult
+from kqlite.server.group_events import (Commit, Heartbeat, Join, JoinResult, Leave, Sync,
+                                       SyncResult)
 from kqlite.server.group_state import GroupState
 
 
@@ -74,8 +75,10 @@ def test_requests_for_unknown_groups_get_empty_group_answers_and_create_nothing(
         assert c.heartbeat("nope", Heartbeat("m", 1)) == ErrorCode.UNKNOWN_MEMBER_ID
         assert c.check_commit("nope", Commit("", -1)) == ErrorCode.NONE
         assert c.check_commit("nope", Commit("m", 3)) == ErrorCode.UNKNOWN_MEMBER_ID
-        assert c.leave("nope", ["m", "n"]) == [("m", ErrorCode.UNKNOWN_MEMBER_ID),
-                                              ("n", ErrorCode.UNKNOWN_MEMBER_ID)]
+        leaves = [Leave("m"), Leave("n")]
+        assert c.leave("nope", leaves) == (ErrorCode.NONE,
+                                           [(leaves[0], ErrorCode.UNKNOWN_MEMBER_ID),
+                                            (leaves[1], ErrorCode.UNKNOWN_MEMBER_ID)])
         assert await c.sync("nope", Sync("m", 1)) == SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         assert await c.join("nope", join("m")) == JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)
         assert c.groups == {} and c.group("nope") is None

@@ -13,7 +13,8 @@ import itertools
 import pytest
 
 from kqlite.protocol import ErrorCode
-from kqlite.server.group_events import Commit, Heartbeat, Join, JoinResult, Leave, Sync, SyncResult
+from kqlite.server.group_events import (Commit, Delete, Heartbeat, Join, JoinResult, Leave, Sync,
+                                       SyncResult)
 from kqlite.server.group_state import (TRANSITIONS, Event, GroupState, GroupStateError,
                                        GroupStateMachine)
 
@@ -111,7 +112,8 @@ def cells(*pairs):
 
 # -- The table itself --------------------------------------------------------------------------
 
-REQUESTS = (E.JOIN_NEW, E.JOIN, E.SYNC, E.HEARTBEAT, E.LEAVE, E.COMMIT, E.SIMPLE_COMMIT)
+REQUESTS = (E.JOIN_NEW, E.JOIN, E.SYNC, E.HEARTBEAT, E.LEAVE, E.COMMIT, E.SIMPLE_COMMIT,
+            E.DELETE)
 
 
 def test_every_state_answers_every_request():
@@ -134,6 +136,7 @@ def test_an_event_with_no_rule_is_a_bug_with_a_clear_message():
 
 
 def test_every_cell_of_the_table_is_exercised():
+    import test_static_membership  # noqa: F401  (its tests mark the static-membership cells)
     table = {(state, event) for state, row in TRANSITIONS.items() for event in row}
     assert table - COVERED == set(), "cells without a test"
     assert COVERED - table == set(), "tests claim cells the table does not have"
@@ -215,7 +218,7 @@ def test_simple_commit_to_an_empty_group_is_allowed():
 
 @cells((EMPTY, E.UNLOAD), (DEAD, E.JOIN_NEW), (DEAD, E.JOIN), (DEAD, E.SYNC),
        (DEAD, E.HEARTBEAT), (DEAD, E.LEAVE), (DEAD, E.COMMIT), (DEAD, E.SIMPLE_COMMIT),
-       (DEAD, E.UNLOAD))
+       (DEAD, E.DELETE), (DEAD, E.UNLOAD))
 def test_a_dead_group_refuses_everything_with_coordinator_not_available():
     h = Harness()
     h.ask(join(client="p", require_id=True))
@@ -230,6 +233,7 @@ def test_a_dead_group_refuses_everything_with_coordinator_not_available():
     assert h.ask(Leave("p-0")) == unavailable
     assert h.ask(Commit("p-0", 0)) == unavailable
     assert h.ask(Commit("", -1)) == unavailable
+    assert h.ask(Delete()) == unavailable
     h.unload()
     assert h.state is DEAD and h.machine.next_deadline() is None
 
@@ -296,14 +300,19 @@ def test_commit_while_preparing_is_accepted_as_in_kafka():
 
 
 @cells((PREPARING, E.SIMPLE_COMMIT), (COMPLETING, E.SIMPLE_COMMIT), (STABLE, E.SIMPLE_COMMIT))
-def test_simple_commit_to_a_group_with_members_is_illegal_generation():
+def test_simple_commit_to_a_group_with_members_is_refused_as_kafka_refuses_it():
+    # Kafka's validateOffsetCommit: only members may commit to a group that has some; a
+    # member gets ILLEGAL_GENERATION for generation -1.
     h, _ = rebalancing()
-    assert h.ask(Commit("", -1)) == ErrorCode.ILLEGAL_GENERATION
+    assert h.ask(Commit("", -1)) == ErrorCode.UNKNOWN_MEMBER_ID
     assert h.ask(Commit("b-1", -1)) == ErrorCode.ILLEGAL_GENERATION
+    assert h.ask(Commit("zz", -1)) == ErrorCode.UNKNOWN_MEMBER_ID
     h = completing()
-    assert h.ask(Commit("", -1)) == ErrorCode.ILLEGAL_GENERATION
+    assert h.ask(Commit("", -1)) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.ask(Commit("a-0", -1)) == ErrorCode.ILLEGAL_GENERATION
     h = stable()
-    assert h.ask(Commit("", -1)) == ErrorCode.ILLEGAL_GENERATION
+    assert h.ask(Commit("", -1)) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.ask(Commit("b-1", -1)) == ErrorCode.ILLEGAL_GENERATION
 
 
 @cells((PREPARING, E.LEAVE), (PREPARING, E.MEMBER_REMOVED))

@@ -46,7 +46,7 @@ def test_acl_requests_get_security_disabled(broker):
     c.close()
 
 
-@pytest.mark.parametrize("api_key,version", [(25, 0), (26, 3), (26, 5)])
+@pytest.mark.parametrize("api_key,version", [(25, 0), (26, 3), (26, 4)])
 def test_transaction_coordinator_requests_are_refused(broker, api_key, version):
     c = RawClient(broker)
     body = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,

@@ -15,7 +15,7 @@ from kqlite.protocol import ErrorCode  # noqa: E402
 
 
 def fetch(client, topic, partition, offset):
-    body = client.call(1, 4, {
+    body = client.call(1, 11, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
             {"partition": partition, "fetch_offset": offset,

@@ -6,18 +6,29 @@ that an unsupported request can still be logged by name.
 
 Adding an API: declare it in the module of its family (data, fetch, metadata, groups, admin), add it
 to that module's ``APIS`` list, and run tests/protocol/test_schema_crosscheck.py.
+
+``CLUSTER_ONLY`` names the inter-broker APIs (``interbroker``): decoded and encoded like the
+others, advertised only by a cluster broker. ``REQUEST_HEADER_V0`` is the (key, version)
+pairs whose request header has no client id.
 """
 
-from . import admin, data, fetch, groups, metadata, refused
+from . import (admin, admin_ops, data, fetch, group_admin, groups, interbroker, metadata,
+               refused)
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
-__all__ = ["APIS", "API_NAMES", "REFUSED", "Api", "F", "Field", "MISSING", "in_range",
-           "parse_versions"]
+__all__ = ["APIS", "API_NAMES", "REFUSED", "CLUSTER_ONLY", "REQUEST_HEADER_V0", "Api", "F",
+           "Field", "MISSING", "in_range", "parse_versions"]
 
-APIS = {a.key: a for module in (data, fetch, metadata, groups, admin, refused) for a in module.APIS}
+APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admin, admin_ops,
+                                refused, interbroker) for a in module.APIS}
 
 # Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
 REFUSED = frozenset(a.key for a in refused.APIS)
+
+# Kafka's ZooKeeper-mode inter-broker APIs: a single broker does not serve them, a cluster
+# broker does (connection.CLUSTER_SUPPORTED).
+CLUSTER_ONLY = frozenset(a.key for a in interbroker.APIS)
+REQUEST_HEADER_V0 = interbroker.REQUEST_HEADER_V0
 
 # WIRE: Kafka-defined. The API keys of Apache Kafka (4.1), from the apiKey of each
 # clients/src/main/resources/common/message/*Request.json. Keys 4-7 (LeaderAndIsr,

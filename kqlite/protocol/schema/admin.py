@@ -9,7 +9,7 @@ from ._dsl import F, api
 # WIRE: Kafka-defined (CreateTopicsRequest.json / CreateTopicsResponse.json).
 # Kafka's JSON spells two fields in lower camel case (timeoutMs, validateOnly); the snake_case
 # names are the same either way.
-CREATE_TOPICS = api(19, "CreateTopics", "2-7", flexible="5+", request=[
+CREATE_TOPICS = api(19, "CreateTopics", "0-7", flexible="5+", request=[
     F("topics", "[]", fields=[
         F("name", "string"),
         F("num_partitions", "int32"),
@@ -47,7 +47,7 @@ CREATE_TOPICS = api(19, "CreateTopics", "2-7", flexible="5+", request=[
 
 # WIRE: Kafka-defined (DeleteTopicsRequest.json / DeleteTopicsResponse.json).
 # Version 6 replaced the list of names by a list of (name, topic id).
-DELETE_TOPICS = api(20, "DeleteTopics", "1-6", flexible="4+", request=[
+DELETE_TOPICS = api(20, "DeleteTopics", "0-6", flexible="4+", request=[
     F("topics", "[]", "6+", fields=[
         F("name", "string", "6+", nullable="6+", default=None),
         F("topic_id", "uuid", "6+"),
@@ -65,11 +65,11 @@ DELETE_TOPICS = api(20, "DeleteTopics", "1-6", flexible="4+", request=[
 ])
 
 # WIRE: Kafka-defined (DescribeConfigsRequest.json / DescribeConfigsResponse.json)
-DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "1-4", flexible="4+", request=[
+DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "0-4", flexible="4+", request=[
     F("resources", "[]", fields=[
         F("resource_type", "int8"),
         F("resource_name", "string"),
-        F("configuration_keys", "[]string", nullable="0+"),
+        F("configuration_keys", "[]string", nullable="0+", default=[]),
     ]),
     F("include_synonyms", "bool", "1+", default=False),
     F("include_documentation", "bool", "3+", default=False),
@@ -84,6 +84,7 @@ DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "1-4", flexible="4+", request=[
             F("name", "string"),
             F("value", "string", nullable="0+"),
             F("read_only", "bool"),
+            F("is_default", "bool", "0"),
             F("config_source", "int8", "1+", default=-1),
             F("is_sensitive", "bool"),
             F("synonyms", "[]", "1+", fields=[

@@ -8,7 +8,7 @@ Written by hand from Kafka's message definitions (clients/src/main/resources/com
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (ProduceRequest.json / ProduceResponse.json)
-PRODUCE = api(0, "Produce", "3-9", flexible="9+", request=[
+PRODUCE = api(0, "Produce", "0-11", flexible="9+", request=[
     F("transactional_id", "string", "3+", nullable="3+", default=None),
     F("acks", "int16"),
     F("timeout_ms", "int32"),
@@ -33,13 +33,23 @@ PRODUCE = api(0, "Produce", "3-9", flexible="9+", request=[
                 F("batch_index_error_message", "string", "8+", nullable="8+", default=None),
             ]),
             F("error_message", "string", "8+", nullable="8+", default=None),
+            F("current_leader", "{}", "10+", tag=0, fields=[
+                F("leader_id", "int32", "10+", default=-1),
+                F("leader_epoch", "int32", "10+", default=-1),
+            ]),
         ]),
     ]),
     F("throttle_time_ms", "int32", "1+", default=0),
+    F("node_endpoints", "[]", "10+", tag=0, fields=[
+        F("node_id", "int32", "10+"),
+        F("host", "string", "10+"),
+        F("port", "int32", "10+"),
+        F("rack", "string", "10+", nullable="10+", default=None),
+    ]),
 ])
 
 # WIRE: Kafka-defined (ListOffsetsRequest.json / ListOffsetsResponse.json)
-LIST_OFFSETS = api(2, "ListOffsets", "1-7", flexible="6+", request=[
+LIST_OFFSETS = api(2, "ListOffsets", "0-9", flexible="6+", request=[
     F("replica_id", "int32"),
     F("isolation_level", "int8", "2+"),
     F("topics", "[]", fields=[
@@ -48,6 +58,7 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-7", flexible="6+", request=[
             F("partition_index", "int32"),
             F("current_leader_epoch", "int32", "4+", default=-1),
             F("timestamp", "int64"),
+            F("max_num_offsets", "int32", "0", default=1),
         ]),
     ]),
 ], response=[
@@ -57,6 +68,7 @@ LIST_OFFSETS = api(2, "ListOffsets", "1-7", flexible="6+", request=[
         F("partitions", "[]", fields=[
             F("partition_index", "int32"),
             F("error_code", "int16"),
+            F("old_style_offsets", "[]int64", "0"),
             F("timestamp", "int64", "1+", default=-1),
             F("offset", "int64", "1+", default=-1),
             F("leader_epoch", "int32", "4+", default=-1),
@@ -87,7 +99,7 @@ DELETE_RECORDS = api(21, "DeleteRecords", "0-2", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (InitProducerIdRequest.json / InitProducerIdResponse.json)
-INIT_PRODUCER_ID = api(22, "InitProducerId", "0-4", flexible="2+", request=[
+INIT_PRODUCER_ID = api(22, "InitProducerId", "0-5", flexible="2+", request=[
     F("transactional_id", "string", nullable="0+"),
     F("transaction_timeout_ms", "int32"),
     F("producer_id", "int64", "3+", default=-1),
@@ -100,7 +112,7 @@ INIT_PRODUCER_ID = api(22, "InitProducerId", "0-4", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (OffsetForLeaderEpochRequest.json / OffsetForLeaderEpochResponse.json)
-OFFSET_FOR_LEADER_EPOCH = api(23, "OffsetForLeaderEpoch", "2-4", flexible="4+", request=[
+OFFSET_FOR_LEADER_EPOCH = api(23, "OffsetForLeaderEpoch", "0-4", flexible="4+", request=[
     F("replica_id", "int32", "3+", default=-2),
     F("topics", "[]", fields=[
         F("topic", "string"),

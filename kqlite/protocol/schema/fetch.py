@@ -1,15 +1,20 @@
 """The Fetch API (key 1): consumers' and followers' reads.
 
-Written by hand from Kafka's message definitions (FetchRequest.json / FetchResponse.json);
-only the fields that exist in the versions kqlite serves are declared.
+Written by hand from Kafka 3.9's message definitions (FetchRequest.json /
+FetchResponse.json), every version Kafka 3.9 serves: v0-3 (answered with records
+down-converted to message format v0/v1), v4-12 by topic name, v13+ by topic id.
 """
 
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (FetchRequest.json / FetchResponse.json)
-FETCH = api(1, "Fetch", "4-12", flexible="12+", request=[
+FETCH = api(1, "Fetch", "0-17", flexible="12+", request=[
     F("cluster_id", "string", "12+", nullable="12+", default=None, tag=0),
     F("replica_id", "int32", "0-14", default=-1),
+    F("replica_state", "{}", "15+", tag=1, fields=[
+        F("replica_id", "int32", "15+", default=-1),
+        F("replica_epoch", "int64", "15+", default=-1),
+    ]),
     F("max_wait_ms", "int32"),
     F("min_bytes", "int32"),
     F("max_bytes", "int32", "3+", default=0x7FFFFFFF),
@@ -18,6 +23,7 @@ FETCH = api(1, "Fetch", "4-12", flexible="12+", request=[
     F("session_epoch", "int32", "7+", default=-1),
     F("topics", "[]", fields=[
         F("topic", "string", "0-12"),
+        F("topic_id", "uuid", "13+"),
         F("partitions", "[]", fields=[
             F("partition", "int32"),
             F("current_leader_epoch", "int32", "9+", default=-1),
@@ -25,10 +31,12 @@ FETCH = api(1, "Fetch", "4-12", flexible="12+", request=[
             F("last_fetched_epoch", "int32", "12+", default=-1),
             F("log_start_offset", "int64", "5+", default=-1),
             F("partition_max_bytes", "int32"),
+            F("replica_directory_id", "uuid", "17+", tag=0),
         ]),
     ]),
     F("forgotten_topics_data", "[]", "7+", fields=[
         F("topic", "string", "7-12"),
+        F("topic_id", "uuid", "13+"),
         F("partitions", "[]int32", "7+"),
     ]),
     F("rack_id", "string", "11+", default=""),
@@ -38,6 +46,7 @@ FETCH = api(1, "Fetch", "4-12", flexible="12+", request=[
     F("session_id", "int32", "7+", default=0),
     F("responses", "[]", fields=[
         F("topic", "string", "0-12"),
+        F("topic_id", "uuid", "13+"),
         F("partitions", "[]", fields=[
             F("partition_index", "int32"),
             F("error_code", "int16"),
@@ -63,6 +72,12 @@ FETCH = api(1, "Fetch", "4-12", flexible="12+", request=[
             F("preferred_read_replica", "int32", "11+", default=-1),
             F("records", "records", nullable="0+"),
         ]),
+    ]),
+    F("node_endpoints", "[]", "16+", tag=0, fields=[
+        F("node_id", "int32", "16+"),
+        F("host", "string", "16+"),
+        F("port", "int32", "16+"),
+        F("rack", "string", "16+", nullable="16+", default=None),
     ]),
 ])
 

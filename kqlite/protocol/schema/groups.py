@@ -9,25 +9,27 @@ from ._dsl import F, api
 
 # WIRE: Kafka-defined (OffsetCommitRequest.json / OffsetCommitResponse.json).
 # Kafka renamed GenerationId to GenerationIdOrMemberEpoch (KIP-848); the wire is unchanged.
-OFFSET_COMMIT = api(8, "OffsetCommit", "2-8", flexible="8+", request=[
+# Version 1 alone carries a commit timestamp per partition; v9 is v8 for KIP-848 clients.
+OFFSET_COMMIT = api(8, "OffsetCommit", "0-9", flexible="8+", request=[
     F("group_id", "string"),
     F("generation_id_or_member_epoch", "int32", "1+", default=-1),
     F("member_id", "string", "1+"),
     F("group_instance_id", "string", "7+", nullable="7+", default=None),
     F("retention_time_ms", "int64", "2-4", default=-1),
     F("topics", "[]", fields=[
-        F("name", "string", "0-9"),
+        F("name", "string"),
         F("partitions", "[]", fields=[
             F("partition_index", "int32"),
             F("committed_offset", "int64"),
             F("committed_leader_epoch", "int32", "6+", default=-1),
+            F("commit_timestamp", "int64", "1", default=-1),
             F("committed_metadata", "string", nullable="0+"),
         ]),
     ]),
 ], response=[
     F("throttle_time_ms", "int32", "3+"),
     F("topics", "[]", fields=[
-        F("name", "string", "0-9"),
+        F("name", "string"),
         F("partitions", "[]", fields=[
             F("partition_index", "int32"),
             F("error_code", "int16"),
@@ -36,12 +38,22 @@ OFFSET_COMMIT = api(8, "OffsetCommit", "2-8", flexible="8+", request=[
 ])
 
 # WIRE: Kafka-defined (OffsetFetchRequest.json / OffsetFetchResponse.json).
-# Version 8 moved from one group per request to a list of groups.
-OFFSET_FETCH = api(9, "OffsetFetch", "1-7", flexible="6+", request=[
+# Version 8 moved from one group per request to a list of groups; v9 adds the KIP-848
+# member id and epoch, which classic groups ignore.
+OFFSET_FETCH = api(9, "OffsetFetch", "0-9", flexible="6+", request=[
     F("group_id", "string", "0-7"),
     F("topics", "[]", "0-7", nullable="2-7", fields=[
         F("name", "string", "0-7"),
         F("partition_indexes", "[]int32", "0-7"),
+    ]),
+    F("groups", "[]", "8+", fields=[
+        F("group_id", "string", "8+"),
+        F("member_id", "string", "9+", nullable="9+", default=None),
+        F("member_epoch", "int32", "9+", default=-1),
+        F("topics", "[]", "8+", nullable="8+", fields=[
+            F("name", "string", "8+"),
+            F("partition_indexes", "[]int32", "8+"),
+        ]),
     ]),
     F("require_stable", "bool", "7+", default=False),
 ], response=[
@@ -57,6 +69,20 @@ OFFSET_FETCH = api(9, "OffsetFetch", "1-7", flexible="6+", request=[
         ]),
     ]),
     F("error_code", "int16", "2-7", default=0),
+    F("groups", "[]", "8+", fields=[
+        F("group_id", "string", "8+"),
+        F("topics", "[]", "8+", fields=[
+            F("name", "string", "8+"),
+            F("partitions", "[]", "8+", fields=[
+                F("partition_index", "int32", "8+"),
+                F("committed_offset", "int64", "8+"),
+                F("committed_leader_epoch", "int32", "8+", default=-1),
+                F("metadata", "string", "8+", nullable="8+"),
+                F("error_code", "int16", "8+"),
+            ]),
+        ]),
+        F("error_code", "int16", "8+", default=0),
+    ]),
 ])
 
 # WIRE: Kafka-defined (JoinGroupRequest.json / JoinGroupResponse.json)
@@ -163,8 +189,10 @@ DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-5", flexible="5+", request=[
 ])
 
 # WIRE: Kafka-defined (ListGroupsRequest.json / ListGroupsResponse.json)
-LIST_GROUPS = api(16, "ListGroups", "0-4", flexible="3+", request=[
+# Version 5 adds the group type filter and the group type (KIP-848).
+LIST_GROUPS = api(16, "ListGroups", "0-5", flexible="3+", request=[
     F("states_filter", "[]string", "4+"),
+    F("types_filter", "[]string", "5+"),
 ], response=[
     F("throttle_time_ms", "int32", "1+"),
     F("error_code", "int16"),
@@ -172,6 +200,7 @@ LIST_GROUPS = api(16, "ListGroups", "0-4", flexible="3+", request=[
         F("group_id", "string"),
         F("protocol_type", "string"),
         F("group_state", "string", "4+"),
+        F("group_type", "string", "5+"),
     ]),
 ])
 

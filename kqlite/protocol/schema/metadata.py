@@ -9,7 +9,9 @@ from ._dsl import F, api
 # WIRE: Kafka-defined (ApiVersionsRequest.json / ApiVersionsResponse.json).
 # The response header of ApiVersions is always v0, even in flexible versions (KIP-511): a
 # client that sent a version the broker does not know must still be able to read the reply.
-API_VERSIONS = api(18, "ApiVersions", "0-3", flexible="3+", request=[
+# Version 4 (KAFKA-17011) only lets SupportedFeatures list features whose minimum version is
+# 0, which v0-3 must omit; kqlite lists no features, so every version answers alike.
+API_VERSIONS = api(18, "ApiVersions", "0-4", flexible="3+", request=[
     F("client_software_name", "string", "3+"),
     F("client_software_version", "string", "3+"),
 ], response=[
@@ -72,8 +74,10 @@ METADATA = api(3, "Metadata", "0-12", flexible="9+", request=[
     F("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
 ])
 
-# WIRE: Kafka-defined (FindCoordinatorRequest.json / FindCoordinatorResponse.json)
-FIND_COORDINATOR = api(10, "FindCoordinator", "0-4", flexible="3+", request=[
+# WIRE: Kafka-defined (FindCoordinatorRequest.json / FindCoordinatorResponse.json).
+# Version 5 only allows the TRANSACTION_ABORTABLE error (KIP-890); v6 adds the share key
+# type (KIP-932). The wire of v4-6 is the same.
+FIND_COORDINATOR = api(10, "FindCoordinator", "0-6", flexible="3+", request=[
     F("key", "string", "0-3"),
     F("key_type", "int8", "1+", default=0),
     F("coordinator_keys", "[]string", "4+"),

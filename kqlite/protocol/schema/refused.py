@@ -109,7 +109,7 @@ ADD_OFFSETS_TO_TXN = api(25, "AddOffsetsToTxn", "0-4", flexible="3+", request=[
 ])
 
 # WIRE: Kafka-defined (EndTxnRequest.json / EndTxnResponse.json).
-END_TXN = api(26, "EndTxn", "0-5", flexible="3+", request=[
+END_TXN = api(26, "EndTxn", "0-4", flexible="3+", request=[
     F("transactional_id", "string"),
     F("producer_id", "int64"),
     F("producer_epoch", "int16"),
@@ -117,8 +117,6 @@ END_TXN = api(26, "EndTxn", "0-5", flexible="3+", request=[
 ], response=[
     F("throttle_time_ms", "int32"),
     F("error_code", "int16"),
-    F("producer_id", "int64", "5+", default=-1),
-    F("producer_epoch", "int16", "5+", default=-1),
 ])
 
 APIS = [SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,

@@ -4,10 +4,12 @@ Each returns the response body for ``request.api_version`` (the codec ignores
 fields that version does not have) or None when no response is due (acks=0).
 """
 
-from . import admin, fetch, group_offsets, membership, offsets, produce, refused
+from . import (admin, admin_ops, fetch, group_admin, group_offsets, membership, offsets,
+               produce, refused)
 
 HANDLERS = {}
-for _module in (admin, produce, fetch, offsets, membership, group_offsets, refused):
+for _module in (admin, admin_ops, produce, fetch, offsets, membership, group_offsets,
+                group_admin, refused):
     HANDLERS.update(_module.HANDLERS)
 
 __all__ = ["HANDLERS"]

@@ -1,14 +1,39 @@
-"""ApiVersions, Metadata, topic administration, DescribeConfigs.
+"""ApiVersions, Metadata, topic administration, DescribeConfigs (entries built as Kafka
+builds them, config_entries.py).
 
 Topics and partitions come from the replica manager (``broker.replicas``), which reads
 and changes topic definitions in a storage thread; Metadata reports each partition's
 leadership (leader, leader epoch, replicas, ISR) as the partition states it.
+
+A topic name is checked against Kafka's rules before anything else looks at it
+(``INVALID_TOPIC_EXCEPTION``); the replica manager and the Database check it again, so
+no path reaches the disk with a name like ``../x``. Metadata auto-creates a bounded
+number of topics per request (see replica_manager.py).
 """
+
+import collections
+import uuid
 
 from ...errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ...protocol import SUPPORTED, ErrorCode
-from ...storage.config import DEFAULTS
+from ..config_changes import RESOURCE_BROKER, RESOURCE_TOPIC, check_name
+from ..config_entries import broker_entries, topic_entries
 from ..partition import PartitionError
+from ..replica_manager import INTERNAL_TOPICS
+from ..topic_checks import assigned_partition_count, check_topic
+
+# WIRE: Kafka's AclOperation codes, as Utils.to32BitField packs them (bit n = code n):
+# every operation Kafka's AclEntry.supportedOperations lists for the resource type,
+# which is what a broker without an authorizer answers.
+_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
+_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+TOPIC_OPERATIONS = sum(1 << op for op in (_READ, _WRITE, _CREATE, _DESCRIBE, _DELETE, _ALTER,
+                                          _DESCRIBE_CONFIGS, _ALTER_CONFIGS))
+CLUSTER_OPERATIONS = sum(1 << op for op in (_CREATE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS,
+                                            _ALTER_CONFIGS, _IDEMPOTENT_WRITE, _ALTER,
+                                            _DESCRIBE))
+OPERATIONS_NOT_ASKED = -2147483648   # WIRE: Kafka's default (Integer.MIN_VALUE)
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 async def api_versions(broker, conn, request):
@@ -22,14 +47,11 @@ def _broker_entry(broker):
             "rack": None}
 
 
-async def topic_metadata(broker, name, auto_create):
-    """The Metadata entry of one topic, auto-creating it if allowed."""
-    try:
-        info = await broker.replicas.topic(name,
-                                           auto_create=auto_create and broker.auto_create_topics)
-    except PartitionError as exc:
-        return {"error_code": exc.error_code, "name": name, "is_internal": False,
-                "partitions": []}
+def _topic_entry(name, info):
+    """The Metadata entry of ``name``: ``info`` is a TopicInfo or a PartitionError."""
+    if isinstance(info, PartitionError):
+        return {"error_code": info.error_code, "name": name, "topic_id": _ZERO_UUID,
+                "is_internal": name in INTERNAL_TOPICS, "partitions": []}
     return {"error_code": 0, "name": name, "is_internal": info.internal,
             "topic_id": info.topic_id,
             "partitions": [{"error_code": 0, "partition_index": p.index,
@@ -40,20 +62,53 @@ async def topic_metadata(broker, name, auto_create):
 
 
 async def metadata(broker, conn, request):
-    body = request.body
+    body, version = request.body, request.api_version
     topics = body.get("topics")
-    auto = body.get("allow_auto_topic_creation", True) if request.api_version >= 4 else True
-    if topics is None or (request.api_version == 0 and not topics):
+    response = {"throttle_time_ms": 0, "brokers": [_broker_entry(broker)],
+                "cluster_id": broker.cluster_id, "controller_id": broker.broker_id,
+                "cluster_authorized_operations": OPERATIONS_NOT_ASKED}
+    all_topics = topics is None or (version == 0 and not topics)
+    if not all_topics and version < 12 and any(
+            t.get("name") is None or t.get("topic_id", _ZERO_UUID) != _ZERO_UUID
+            for t in topics):
+        # Kafka refuses the whole request (InvalidRequestException): ids need v12.
+        response.update(brokers=[], topics=[
+            {"error_code": ErrorCode.INVALID_REQUEST, "name": t.get("name") or "",
+             "topic_id": t.get("topic_id", _ZERO_UUID), "is_internal": False,
+             "partitions": []} for t in topics])
+        return response
+    entries = []
+    if all_topics:
         names = await broker.replicas.topic_names()
         auto = False
     else:
-        names = [t["name"] for t in topics if t.get("name")]
-    return {"throttle_time_ms": 0, "brokers": [_broker_entry(broker)],
-            "cluster_id": broker.cluster_id, "controller_id": broker.broker_id,
-            "topics": [await topic_metadata(broker, n, auto) for n in names]}
+        ids = [t["topic_id"] for t in topics if t.get("topic_id", _ZERO_UUID) != _ZERO_UUID]
+        if ids:
+            # As Kafka: a request naming topic ids is answered for those ids only.
+            known = await broker.replicas.topic_names_by_id(ids)
+            names = list(dict.fromkeys(known[i] for i in ids if i in known))
+            entries += [{"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
+                         "topic_id": i, "is_internal": False, "partitions": []}
+                        for i in dict.fromkeys(ids) if i not in known]
+            auto = False
+        else:
+            names = list(dict.fromkeys(t["name"] for t in topics))
+            auto = body.get("allow_auto_topic_creation", True) if version >= 4 else True
+    found = await broker.replicas.describe_topics(
+        names, auto_create=auto and broker.auto_create_topics)
+    described = [_topic_entry(n, found[n]) for n in names]
+    if version >= 8 and body.get("include_topic_authorized_operations"):
+        for entry in described:
+            entry["topic_authorized_operations"] = TOPIC_OPERATIONS
+    if 8 <= version <= 10 and body.get("include_cluster_authorized_operations"):
+        response["cluster_authorized_operations"] = CLUSTER_OPERATIONS
+    response["topics"] = entries + described
+    return response
 
 
 def _kafka_error(exc):
+    if isinstance(exc, PartitionError):
+        return exc.error_code
     if isinstance(exc, TopicExistsError):
         return ErrorCode.TOPIC_ALREADY_EXISTS
     if isinstance(exc, UnknownTopicError):
@@ -63,113 +118,152 @@ def _kafka_error(exc):
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+async def _create_one(broker, topic, validate_only):
+    """Create (or with ``validate_only`` check) one topic of a CreateTopics request, in
+    Kafka's order of checks (ZkAdminManager.createTopics); returns (partition count,
+    topic id or None). Raises PartitionError or KqliteError."""
+    name = topic["name"]
+    check_topic(name)
+    configs = topic.get("configs") or []
+    nulls = [c["name"] for c in configs if c["value"] is None]
+    if nulls:
+        raise ConfigError(f"null value not supported for topic configs: {', '.join(nulls)}")
+    count, factor = topic["num_partitions"], topic["replication_factor"]
+    if topic.get("assignments"):
+        if count != -1 or factor != -1:
+            raise PartitionError(ErrorCode.INVALID_REQUEST,
+                                 "both numPartitions or replicationFactor and "
+                                 "replicasAssignments were set; both cannot be used at the "
+                                 "same time")
+        count = assigned_partition_count(broker.broker_id, topic["assignments"])
+    else:
+        if factor != -1 and factor < 1:
+            raise PartitionError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 "replication factor must be larger than 0")
+        if factor > 1:
+            raise PartitionError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"replication factor: {factor} larger than available "
+                                 f"brokers: 1")
+        if count == -1:
+            count = broker.default_partitions
+        if count < 1:
+            raise PartitionError(ErrorCode.INVALID_PARTITIONS,
+                                 "number of partitions must be larger than 0")
+    topic_id = await broker.replicas.create_topic(
+        name, count, {c["name"]: c["value"] for c in configs}, validate_only=validate_only)
+    return count, topic_id
+
+
 async def create_topics(broker, conn, request):
     body = request.body
+    validate_only = bool(body.get("validate_only"))
+    seen = collections.Counter(t["name"] for t in body["topics"])
     results = []
     for t in body["topics"]:
-        name, count = t["name"], t["num_partitions"]
-        configs = {c["name"]: c["value"] for c in t.get("configs") or []}
-        result = {"name": name, "error_code": 0, "error_message": None,
-                  "num_partitions": count, "replication_factor": 1, "configs": None}
+        result = {"name": t["name"], "error_code": 0, "error_message": None,
+                  "num_partitions": -1, "replication_factor": -1, "configs": None}
         try:
-            if t["replication_factor"] not in (-1, 1):
-                result.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
-                              error_message="a single kqlite broker keeps one replica")
-            elif t.get("assignments"):
-                result.update(error_code=ErrorCode.INVALID_REQUEST,
-                              error_message="replica assignments are not supported")
-            else:
-                if count == -1:
-                    count = result["num_partitions"] = broker.default_partitions
-                if count < 1:
-                    raise ConfigError("the partition count must be positive")
-                topic_id = await broker.replicas.create_topic(
-                    name, count, configs, validate_only=bool(body.get("validate_only")))
-                if topic_id is not None:
-                    result["topic_id"] = topic_id
-        except KqliteError as exc:
-            code = ErrorCode.INVALID_PARTITIONS if "partition" in str(exc) and \
-                isinstance(exc, ConfigError) else _kafka_error(exc)
-            result.update(error_code=code, error_message=str(exc))
+            if seen[t["name"]] > 1:
+                raise PartitionError(ErrorCode.INVALID_REQUEST,
+                                     "found multiple entries for this topic")
+            count, topic_id = await _create_one(broker, t, validate_only)
+            result.update(num_partitions=count, replication_factor=1)
+            if topic_id is not None:
+                result["topic_id"] = topic_id
+        except (PartitionError, KqliteError) as exc:
+            result.update(error_code=_kafka_error(exc), error_message=str(exc))
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
 
 
 async def delete_topics(broker, conn, request):
-    body = request.body
-    names = body.get("topic_names") if request.api_version < 6 else \
-        [t.get("name") for t in body.get("topics", [])]
+    body, version = request.body, request.api_version
+    if version < 6:
+        wanted = [(name, _ZERO_UUID) for name in body.get("topic_names") or []]
+    else:
+        wanted = [(t.get("name"), t.get("topic_id", _ZERO_UUID)) for t in body.get("topics")]
+    if any(name is not None and topic_id != _ZERO_UUID for name, topic_id in wanted):
+        # Kafka refuses the whole request (InvalidRequestException).
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
+             "error_message": "topic name and topic id cannot both be specified"}
+            for name, topic_id in wanted]}
+    by_id = await broker.replicas.topic_names_by_id(
+        [i for name, i in wanted if name is None and i != _ZERO_UUID])
     responses = []
-    for name in names:
-        entry = {"name": name, "error_code": 0, "error_message": None}
+    for name, topic_id in wanted:
+        entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
             if name is None:
-                raise UnknownTopicError("deleting topics by id is not supported")
+                name = entry["name"] = by_id.get(topic_id)
+                if name is None:
+                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID,
+                                         f"unknown topic id {topic_id}")
             await broker.replicas.delete_topic(name)
-        except KqliteError as exc:
-            entry.update(error_code=_kafka_error(exc), error_message=str(exc))
+        except (PartitionError, KqliteError) as exc:
+            code = _kafka_error(exc)
+            if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+                code = ErrorCode.INVALID_REQUEST     # as Kafka answers before v3
+            entry.update(error_code=code, error_message=str(exc))
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
 async def create_partitions(broker, conn, request):
+    body = request.body
+    seen = collections.Counter(t["name"] for t in body["topics"])
     results = []
-    for t in request.body["topics"]:
+    for t in body["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         try:
-            if not request.body.get("validate_only"):
-                await broker.replicas.create_partitions(t["name"], t["count"])
-        except ConfigError as exc:
-            entry.update(error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(exc))
-        except KqliteError as exc:
-            entry.update(error_code=_kafka_error(exc), error_message=str(exc))
+            if seen[t["name"]] > 1:
+                raise PartitionError(ErrorCode.INVALID_REQUEST, "duplicate topic in request")
+            assignments = t.get("assignments")
+            await broker.replicas.create_partitions(
+                t["name"], t["count"],
+                assignments=None if assignments is None else
+                [a["broker_ids"] for a in assignments],
+                validate_only=bool(body.get("validate_only")))
+        except (PartitionError, KqliteError) as exc:
+            # A count that stopped growing meanwhile (another process) is the store's
+            # ConfigError.
+            code = ErrorCode.INVALID_PARTITIONS if isinstance(exc, ConfigError) \
+                else _kafka_error(exc)
+            entry.update(error_code=code, error_message=str(exc))
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
 
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-
-
 async def describe_configs(broker, conn, request):
+    body = request.body
+    asked = {"include_synonyms": bool(body.get("include_synonyms")),
+             "include_documentation": bool(body.get("include_documentation"))}
     results = []
-    for res in request.body["resources"]:
+    for res in body["resources"]:
+        kind, name = res["resource_type"], res["resource_name"]
         keys = res.get("configuration_keys")
-        entry = {"error_code": 0, "error_message": None, "resource_type": res["resource_type"],
-                 "resource_name": res["resource_name"], "configs": []}
-        if res["resource_type"] == RESOURCE_TOPIC:
+        entry = {"error_code": 0, "error_message": None, "resource_type": kind,
+                 "resource_name": name, "configs": []}
+        if kind == RESOURCE_TOPIC:
             try:
-                overrides, effective = await broker.replicas.topic_config(res["resource_name"])
-            except UnknownTopicError as exc:
-                entry.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             error_message=str(exc))
-                results.append(entry)
-                continue
-            for name, value in sorted(effective.items()):
-                if keys is not None and name not in keys:
-                    continue
-                # ConfigSource: 1 = DYNAMIC_TOPIC_CONFIG, 5 = DEFAULT_CONFIG
-                source = 1 if name in overrides else 5
-                entry["configs"].append({
-                    "name": name, "value": str(value), "read_only": False,
-                    "is_default": source == 5, "config_source": source, "is_sensitive": False,
-                    "synonyms": [], "config_type": 0, "documentation": None})
-        elif res["resource_type"] == RESOURCE_BROKER:
-            for name, (value, _kind, _min) in sorted(DEFAULTS.items()):
-                if keys is not None and name not in keys:
-                    continue
-                entry["configs"].append({
-                    "name": f"log.{name}" if not name.startswith("log.") else name,
-                    "value": str(value), "read_only": True, "is_default": True,
-                    "config_source": 5, "is_sensitive": False, "synonyms": [],
-                    "config_type": 0, "documentation": None})
+                overrides, effective = await broker.replicas.topic_config(name)
+            except (PartitionError, KqliteError) as exc:
+                entry.update(error_code=_kafka_error(exc), error_message=str(exc))
+            else:
+                entry["configs"] = topic_entries(effective, overrides, broker.db.defaults,
+                                                 keys=keys, **asked)
+        elif kind == RESOURCE_BROKER:
+            refused = check_name(kind, name, broker.broker_id)
+            if refused is not None:
+                entry.update(error_code=refused[0], error_message=refused[1])
+            elif name:
+                entry["configs"] = broker_entries(broker.db.defaults, keys=keys, **asked)
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
-                         error_message=f"resource type {res['resource_type']} is not supported")
+                         error_message=f"resource type {kind} is not supported")
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
 
 
 HANDLERS = {18: api_versions, 3: metadata, 19: create_topics,
             20: delete_topics, 37: create_partitions, 32: describe_configs}
-

@@ -1,35 +1,209 @@
 """Fetch: reads for consumers and followers, answered with file regions of whole
 batches that the connection sends with sendfile.
 
-The handler only translates between the wire and the replica manager's
-``fetch_messages``, which reads in storage threads and parks a fetch in the purgatory
-until enough bytes arrive.
+The handler translates between the wire and the replica manager's ``fetch_messages``
+(which reads in storage threads and parks a fetch in the purgatory until enough bytes
+arrive), as Kafka's KafkaApis.handleFetchRequest does:
+
+- A request names each partition once in effect: Kafka's request is a map, so a
+  partition named again takes the place of its first mention (last values, first
+  position), and the response lists it once.
+- The request joins a fetch session (fetch_sessions.py, KIP-227) from v7: full or
+  incremental, the latter answering only partitions with news.
+- v13+ name topics by id; an id that names no topic answers UNKNOWN_TOPIC_ID.
+- v0-3 understand only legacy message formats: the records are read as bytes and
+  down-converted in a storage thread (format/down_convert.py) to magic 0 (v0-1) or 1
+  (v2-3); zstd cannot be expressed there (UNSUPPORTED_COMPRESSION_TYPE, as for a zstd
+  topic fetched below v10). v0-5 get NOT_LEADER_OR_FOLLOWER for KAFKA_STORAGE_ERROR,
+  which they do not know.
+- A partition answered with an error carries empty records, never null: librdkafka
+  rejects the whole response otherwise.
+- The response is capped at Kafka's ``fetch.max.bytes`` (55 MiB) whatever the request
+  asks, and every region read is released if the response is not built.
 """
 
+import time
+import uuid
+import weakref
+
+from ...errors import CorruptRecordError, KqliteError, UnsupportedCodecError
+from ...format.constants import MAGIC_V0, MAGIC_V1
+from ...format.down_convert import down_convert
+from ...protocol import ErrorCode
+from ..fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
+from ..partition import PartitionError, ReadResult
 from ..replica_manager import FetchPartition
+
+__all__ = ["fetch", "HANDLERS", "FETCH_MAX_BYTES"]
+
+FETCH_MAX_BYTES = 55 * 1024 * 1024   # Kafka's fetch.max.bytes
+_FIRST_DIVERGING_EPOCH_VERSION = 12  # WIRE: KIP-595
+_FIRST_TOPIC_ID_VERSION = 13         # WIRE: KIP-516
+_FIRST_REPLICA_STATE_VERSION = 15    # WIRE: KIP-903
+_FIRST_NODE_ENDPOINTS_VERSION = 16   # WIRE: KIP-951
+_FIRST_V2_RECORDS_VERSION = 4        # WIRE: v0-1 read magic 0, v2-3 magic 1
+_FIRST_ZSTD_VERSION = 10             # WIRE: KIP-110
+_LAST_NO_STORAGE_ERROR_VERSION = 5   # WIRE: KAFKA_STORAGE_ERROR is known from v6
+_ZERO_UUID = uuid.UUID(int=0)
+
+_caches = weakref.WeakKeyDictionary()
+
+
+def session_cache(broker):
+    """The broker's fetch sessions (``broker.fetch_sessions`` when it has one)."""
+    cache = getattr(broker, "fetch_sessions", None)
+    if cache is None:
+        cache = _caches.get(broker)
+        if cache is None:
+            slots = getattr(broker, "fetch_session_cache_slots", DEFAULT_CACHE_SLOTS)
+            cache = _caches[broker] = FetchSessionCache(slots)
+    return cache
 
 
 async def fetch(broker, conn, request):
+    version = request.api_version
     body = request.body
-    fetches = [FetchPartition(t["topic"], p["partition"], p["fetch_offset"],
-                              p["partition_max_bytes"], p.get("current_leader_epoch", -1))
-               for t in body["topics"] for p in t["partitions"]]
-    max_bytes = body.get("max_bytes", 0x7FFFFFFF) if request.api_version >= 3 else 0x7FFFFFFF
-    results = iter(await broker.replicas.fetch_messages(
-        fetches, max_bytes=max_bytes, min_bytes=max(1, body["min_bytes"]),
-        max_wait_ms=body["max_wait_ms"], replica_id=body.get("replica_id", -1)))
+    by_id = version >= _FIRST_TOPIC_ID_VERSION
+    fetch_data, forgotten = _requested(body, by_id)
+    replica_id = body["replica_state"]["replica_id"] \
+        if version >= _FIRST_REPLICA_STATE_VERSION else body.get("replica_id", -1)
+    context = session_cache(broker).new_context(
+        version=version, session_id=body.get("session_id", 0),
+        epoch=body.get("session_epoch", -1), from_follower=replica_id >= 0,
+        fetch_data=fetch_data, forgotten=forgotten, now_ms=_now_ms())
+    wanted = context.partitions()
+    names = {}
+    if by_id and wanted:
+        names = await broker.replicas.topic_names_by_id({key[0] for key, _ in wanted})
+    reads, results = [], {}
+    for key, p in wanted:
+        topic = names.get(key[0]) if by_id else key[0]
+        if topic is None:
+            results[key] = ReadResult(ErrorCode.UNKNOWN_TOPIC_ID, records=b"")
+        else:
+            reads.append((key, FetchPartition(topic, key[1], p["fetch_offset"],
+                                              p["partition_max_bytes"],
+                                              p.get("current_leader_epoch", -1),
+                                              p.get("last_fetched_epoch", -1),
+                                              p.get("log_start_offset", -1))))
+    max_bytes = min(body.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF,
+                    FETCH_MAX_BYTES)
+    found = await broker.replicas.fetch_messages(
+        [f for _, f in reads], max_bytes=max_bytes, min_bytes=min(body["min_bytes"], max_bytes),
+        max_wait_ms=body["max_wait_ms"], replica_id=replica_id,
+        zero_copy=version >= _FIRST_V2_RECORDS_VERSION)
+    results.update((key, r) for (key, _), r in zip(reads, found))
+    try:
+        answer = context.respond([(key, results[key]) for key, _ in wanted], _now_ms())
+        for _key, r in answer.omitted:
+            r.release()
+        topics = {key: f.topic for key, f in reads}
+        return await _response(broker, version, by_id, answer, topics, fetch_data, wanted)
+    except BaseException:
+        for r in results.values():
+            r.release()
+        raise
+
+
+def _requested(body, by_id):
+    """``({key: partition dict}, [forgotten keys])``; a key is ``(topic id or name,
+    partition)``. A partition named twice keeps its first place and its last values."""
+    fetch_data = {}
+    for t in body["topics"]:
+        topic = t["topic_id"] if by_id else t["topic"]
+        for p in t["partitions"]:
+            fetch_data[(topic, p["partition"])] = p
+    forgotten = [(t["topic_id"] if by_id else t["topic"], index)
+                 for t in body.get("forgotten_topics_data") or () for index in t["partitions"]]
+    return fetch_data, forgotten
+
+
+async def _response(broker, version, by_id, answer, topics, fetch_data, wanted):
+    parts = answer.partitions
+    if version < _FIRST_V2_RECORDS_VERSION:
+        offsets = {key: p["fetch_offset"] for key, p in wanted}
+        await broker.io.run(_down_convert_all, parts, version, offsets)
+    if version < _FIRST_ZSTD_VERSION:
+        await _refuse_zstd_topics(broker, parts, topics)
+    node_endpoints = []
     responses = []
-    for topic in body["topics"]:
-        parts = []
-        for p in topic["partitions"]:
-            r = next(results)
-            parts.append({"partition_index": p["partition"], "error_code": r.error_code,
-                          "high_watermark": r.high_watermark,
-                          "last_stable_offset": r.last_stable_offset,
-                          "log_start_offset": r.log_start_offset, "aborted_transactions": None,
-                          "preferred_read_replica": -1, "records": r.records})
-        responses.append({"topic": topic["topic"], "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    for key, r in parts:
+        code = r.error_code
+        if code == ErrorCode.KAFKA_STORAGE_ERROR and version <= _LAST_NO_STORAGE_ERROR_VERSION:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        entry = {"partition_index": key[1], "error_code": code,
+                 "high_watermark": r.high_watermark, "last_stable_offset": r.last_stable_offset,
+                 "log_start_offset": r.log_start_offset, "aborted_transactions": None,
+                 "preferred_read_replica": -1,
+                 "records": r.records if r.records is not None else b""}
+        if r.diverging_epoch is not None and version >= _FIRST_DIVERGING_EPOCH_VERSION:
+            entry["diverging_epoch"] = {"epoch": r.diverging_epoch[0],
+                                        "end_offset": r.diverging_epoch[1]}
+        if version >= _FIRST_NODE_ENDPOINTS_VERSION and code in (
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+            entry["current_leader"] = await _current_leader(broker, topics.get(key), key[1])
+            if entry["current_leader"]["leader_id"] >= 0 and not node_endpoints:
+                node_endpoints.append({"node_id": broker.broker_id,
+                                       "host": broker.advertised_host, "port": broker.port})
+        if responses and responses[-1]["_key"] == key[0]:
+            responses[-1]["partitions"].append(entry)
+        else:
+            responses.append({"_key": key[0], "partitions": [entry],
+                              "topic": key[0] if not by_id else topics.get(key, ""),
+                              "topic_id": key[0] if by_id else _ZERO_UUID})
+    for t in responses:
+        del t["_key"]
+    return {"throttle_time_ms": 0, "error_code": answer.error_code,
+            "session_id": answer.session_id, "responses": responses,
+            "node_endpoints": node_endpoints}
+
+
+def _down_convert_all(parts, version, offsets):
+    """Rewrite the records of ``parts`` for a v0-3 reader, in a storage thread."""
+    magic = MAGIC_V0 if version <= 1 else MAGIC_V1
+    for key, r in parts:
+        if not r.records:
+            continue
+        try:
+            r.records = down_convert(r.records, magic, offsets.get(key, 0))
+        except UnsupportedCodecError:
+            r.error_code, r.records = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
+        except CorruptRecordError:
+            r.error_code, r.records = ErrorCode.KAFKA_STORAGE_ERROR, b""
+        r.size = len(r.records)
+
+
+async def _refuse_zstd_topics(broker, parts, topics):
+    """Kafka answers UNSUPPORTED_COMPRESSION_TYPE for a zstd topic to a reader below
+    v10, whatever its batches hold."""
+    zstd = {}
+    for key, r in parts:
+        topic = topics.get(key)
+        if topic is None or r.error_code:
+            continue
+        if topic not in zstd:
+            try:
+                _overrides, config = await broker.replicas.topic_config(topic)
+                zstd[topic] = config.get("compression.type") == "zstd"
+            except (PartitionError, KqliteError):    # gone meanwhile: its read said so
+                zstd[topic] = False
+        if zstd[topic]:
+            r.release()
+            r.error_code, r.records = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, b""
+
+
+async def _current_leader(broker, topic, index):
+    try:
+        if topic is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID)
+        partition = await broker.replicas.get(topic, index)
+    except PartitionError:
+        return {"leader_id": -1, "leader_epoch": -1}
+    return {"leader_id": partition.leader_id, "leader_epoch": partition.leader_epoch}
+
+
+def _now_ms():
+    return int(time.monotonic() * 1000)
 
 
 HANDLERS = {1: fetch}

@@ -2,99 +2,202 @@
 
 Commits are checked against the group's generation by the coordinator, then stored in
 ``__consumer_offsets`` through the data dir (a storage thread), shared with the embedded
-API.
+API: offset, leader epoch, metadata and commit timestamp, as Kafka's OffsetCommitValue
+holds them.
+
+Version notes (Kafka 3.9's KafkaApis): OffsetCommit v0 and OffsetFetch v0 were served from
+ZooKeeper, outside any group: a v0 commit is checked against nothing but the metadata size,
+and a v0 fetch answers no metadata. kqlite keeps them in the one offsets store, so v0 and
+later clients of a group see the same offsets.
 """
 
 import logging
 
-from ...errors import UnknownTopicError
+from ...db.offsets import OffsetAndMetadata
+from ...format.batch import now_ms
 from ...protocol import ErrorCode
 from ..group_events import Commit
+from ..partition import PartitionError
 
 log = logging.getLogger("kqlite.server")
+
+# Kafka's offset.metadata.max.bytes default; Kafka compares it with the metadata's Java
+# String length (UTF-16 code units).
+OFFSET_METADATA_MAX = 4096
+
+# WIRE: Kafka-defined coordinator key types (FindCoordinatorRequest.CoordinatorType).
+KEY_GROUP, KEY_TRANSACTION, KEY_SHARE = 0, 1, 2
+
+# Errors.message() of the codes FindCoordinator answers with (the text Kafka sends).
+_MESSAGES = {
+    ErrorCode.NONE: "NONE",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed "
+                               "by the client library or the message was sent to an "
+                               "incompatible broker. See the broker logs for more details.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+}
+
+
+def _coordinator_for(broker, version, key_type):
+    """(error, node id, host, port) of the coordinator for one key of ``key_type``."""
+    if key_type == KEY_GROUP:
+        return ErrorCode.NONE, broker.broker_id, broker.advertised_host, broker.port
+    if key_type == KEY_TRANSACTION:
+        # No transaction coordinator: the error a transactional producer treats as fatal
+        # (librdkafka, the Java client, kafka-python, aiokafka), the same that Produce and
+        # InitProducerId give a transactional id. A retriable one would leave
+        # init_transactions() retrying until its timeout.
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif key_type == KEY_SHARE and version >= 6:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE  # Kafka 3.9 has no share coordinator yet
+    else:
+        error = ErrorCode.INVALID_REQUEST  # share keys before v6, unknown key types
+    return error, -1, "", -1
 
 
 async def find_coordinator(broker, conn, request):
     body = request.body
-    me = {"node_id": broker.broker_id, "host": broker.advertised_host, "port": broker.port}
-    if request.api_version >= 4:
-        return {"throttle_time_ms": 0, "coordinators": [
-            dict(me, key=k, error_code=0, error_message=None) for k in body["coordinator_keys"]]}
-    key_type = body.get("key_type", 0)
-    if key_type != 0:  # transactions are not supported
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": "kqlite has no transaction coordinator", "node_id": -1,
-                "host": "", "port": -1}
-    return dict(me, throttle_time_ms=0, error_code=0, error_message=None)
+    version = request.api_version
+    key_type = body.get("key_type", KEY_GROUP)
+    if version >= 4:
+        coordinators = []
+        for key in body["coordinator_keys"]:
+            error, node, host, port = _coordinator_for(broker, version, key_type)
+            coordinators.append({"key": key, "node_id": node, "host": host, "port": port,
+                                 "error_code": error,
+                                 "error_message": _MESSAGES[error] if error else None})
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
+    error, node, host, port = _coordinator_for(broker, version, key_type)
+    if error:
+        log.debug("FindCoordinator v%d for %r (key type %d) from %s: error %s", version,
+                  body["key"], key_type, request.client_id, error.name)
+    return {"throttle_time_ms": 0, "error_code": error, "error_message": _MESSAGES[error],
+            "node_id": node, "host": host, "port": port}
+
+
+def _too_large(metadata):
+    # Code points never outnumber UTF-16 units: a long string is refused without encoding it.
+    return metadata is not None and (len(metadata) > OFFSET_METADATA_MAX or
+                                     len(metadata.encode("utf-16-le")) // 2 > OFFSET_METADATA_MAX)
+
+
+async def partitions_exist(broker, topics, key="partitions", index="partition_index"):
+    """{(topic, partition): exists} for every partition named in a request's topics (one
+    lookup per topic, however many partitions the request names)."""
+    counts = {}
+    out = {}
+    for t in topics:
+        name = t["name"]
+        if name not in counts:
+            try:
+                counts[name] = len((await broker.replicas.topic(name)).partitions)
+            except PartitionError:
+                counts[name] = 0
+        for p in t[key]:
+            i = p if index is None else p[index]
+            out[(name, i)] = 0 <= i < counts[name]
+    return out
 
 
 async def offset_commit(broker, conn, request):
     body = request.body
-    generation = body.get("generation_id_or_member_epoch", body.get("generation_id", -1))
-    code = broker.coordinator.check_commit(body["group_id"],
-                                           Commit(body.get("member_id", ""), generation))
-    if code:
-        log.debug("group %s: OffsetCommit from %s (generation %d): error %d", body["group_id"],
-                  body.get("member_id", ""), generation, code)
-    topics = await broker.io.run(_store_commits, broker.db, body["group_id"], body["topics"],
-                                 code)
-    return {"throttle_time_ms": 0, "topics": topics}
-
-
-def _store_commits(db, group_id, request_topics, code):
-    """Validate and store one OffsetCommit's offsets (a storage thread: the topic files
-    and the __consumer_offsets append touch the disk); the per-partition answers."""
-    topics = []
-    commits = {}
-    for t in request_topics:
+    version = request.api_version
+    group_id = body["group_id"]
+    exists = await partitions_exist(broker, body["topics"])
+    code = ErrorCode.NONE
+    if version >= 1 and any(exists.values()):
+        generation = body.get("generation_id_or_member_epoch", -1)
+        commit = Commit(body.get("member_id", ""), generation, body.get("group_instance_id"))
+        code = broker.coordinator.check_commit(group_id, commit)
+        if code:
+            log.debug("group %s: OffsetCommit from %s (generation %d): error %d", group_id,
+                      commit.member_id, generation, code)
+    now = now_ms()
+    answers = []
+    store = {}
+    for t in body["topics"]:
         parts = []
         for p in t["partitions"]:
-            err = code
-            if not err:
-                try:
-                    if not 0 <= p["partition_index"] < db.partitions_for(t["name"]):
-                        raise UnknownTopicError(t["name"])
-                    commits[(t["name"], p["partition_index"])] = \
-                        (p["committed_offset"], p.get("committed_metadata") or "")
-                except UnknownTopicError:
-                    err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            tp = (t["name"], p["partition_index"])
+            metadata = p.get("committed_metadata")
+            if not exists[tp]:
+                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif code:
+                err = code
+            elif _too_large(metadata):
+                err = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                err = ErrorCode.NONE
+                timestamp = p.get("commit_timestamp", -1)  # only v1 carries one
+                store[tp] = OffsetAndMetadata(
+                    p["committed_offset"], p.get("committed_leader_epoch", -1), metadata or "",
+                    now if timestamp == -1 else timestamp)
             parts.append({"partition_index": p["partition_index"], "error_code": err})
-        topics.append({"name": t["name"], "partitions": parts})
-    by_metadata = {}
-    for tp, (offset, metadata) in commits.items():
-        by_metadata.setdefault(metadata, {})[tp] = offset
-    for metadata, offsets in by_metadata.items():
-        db.offsets.commit(group_id, offsets, metadata)
+        answers.append({"name": t["name"], "partitions": parts})
+    if store:
+        await broker.io.run(broker.db.offsets.commit, group_id, store, "", now)
+    return {"throttle_time_ms": 0, "topics": answers}
+
+
+def _group_offsets(db, group_id, wanted, require_stable):
+    """Answers for one group's OffsetFetch: topics with their partitions (a storage
+    thread: it may read ``__consumer_offsets``). ``wanted`` is [(topic, [partitions])], or
+    None for every committed partition."""
+    committed = db.offsets.committed_details(group_id)
+    pending = db.offsets.pending(group_id) if require_stable else ()
+    if wanted is None:
+        by_topic = {}
+        for t, p in sorted(committed):
+            by_topic.setdefault(t, []).append(p)
+        wanted = list(by_topic.items())
+    topics = []
+    for name, partitions in wanted:
+        parts = []
+        for p in partitions:
+            c = committed.get((name, p))
+            if (name, p) in pending:  # a commit still being written: not stable yet
+                parts.append(_partition(p, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            elif c is None:
+                parts.append(_partition(p, -1, -1, "", ErrorCode.NONE))
+            else:
+                parts.append(_partition(p, c.offset, c.leader_epoch, c.metadata, ErrorCode.NONE))
+        topics.append({"name": name, "partitions": parts})
     return topics
 
 
-def _fetch_group(db, group_id, topics):
-    committed = db.offsets.committed(group_id)     # may read __consumer_offsets: a storage thread
-    if topics is None:
-        wanted = {}
-        for (t, p) in sorted(committed):
-            wanted.setdefault(t, []).append(p)
-        topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
-    out = []
-    for t in topics:
-        out.append({"name": t["name"], "partitions": [
-            {"partition_index": p, "committed_offset": committed.get((t["name"], p), -1),
-             "committed_leader_epoch": -1, "metadata": "", "error_code": 0}
-            for p in t["partition_indexes"]]})
-    return out
+def _partition(index, offset, epoch, metadata, error):
+    return {"partition_index": index, "committed_offset": offset,
+            "committed_leader_epoch": epoch, "metadata": metadata, "error_code": error}
+
+
+def _wanted(topics):
+    return None if topics is None else [(t["name"], t["partition_indexes"]) for t in topics]
 
 
 async def offset_fetch(broker, conn, request):
     body = request.body
-    if request.api_version >= 8:
-        return {"throttle_time_ms": 0, "groups": [
-            {"group_id": g["group_id"], "error_code": 0,
-             "topics": await broker.io.run(_fetch_group, broker.db, g["group_id"],
-                                           g.get("topics"))}
-            for g in body["groups"]]}
-    return {"throttle_time_ms": 0, "error_code": 0,
-            "topics": await broker.io.run(_fetch_group, broker.db, body["group_id"],
-                                          body.get("topics"))}
+    version = request.api_version
+    require_stable = body.get("require_stable", False)
+    if version >= 8:
+        groups = []
+        for g in body["groups"]:
+            topics = await broker.io.run(_group_offsets, broker.db, g["group_id"],
+                                         _wanted(g["topics"]), require_stable)
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": 0})
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics = await broker.io.run(_group_offsets, broker.db, body["group_id"],
+                                 _wanted(body["topics"]), require_stable)
+    if version == 0:
+        # Kafka's v0 (ZooKeeper) answer: no metadata, and nothing for partitions that
+        # do not exist.
+        exists = await partitions_exist(broker, body["topics"], "partition_indexes", None)
+        for t in topics:
+            for p in t["partitions"]:
+                p["metadata"] = ""
+                if not exists[(t["name"], p["partition_index"])]:
+                    p["committed_offset"] = -1
+    return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
 
 
 HANDLERS = {10: find_coordinator, 8: offset_commit, 9: offset_fetch}

@@ -8,10 +8,17 @@ version as the codec expects it.
 
 import logging
 
-from ..group_events import Heartbeat, Join, Sync
+from ...protocol import ErrorCode
+from ..group_events import Heartbeat, Join, Leave, Sync
 from ..group_state import GroupState
 
 log = logging.getLogger("kqlite.server")
+
+# WIRE: Kafka-defined. Without an authorizer a client may do every operation Kafka defines
+# on a group: READ (3), DELETE (6) and DESCRIBE (8), one bit per AclOperation code.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+OPERATIONS_NOT_ASKED = -2147483648  # WIRE: Kafka-defined (DescribeGroups default)
+GROUP_TYPE = "classic"              # WIRE: Kafka-defined (Group.GroupType.CLASSIC)
 
 
 async def join_group(broker, conn, request):
@@ -27,14 +34,15 @@ async def join_group(broker, conn, request):
         rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1),
         protocol_type=body["protocol_type"],
         protocols=tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
-        require_known_member_id=request.api_version >= 4))  # KIP-394
+        require_known_member_id=request.api_version >= 4,  # KIP-394
+        supports_skipping_assignment=request.api_version >= 9))  # KIP-814
     protocol_name = result.protocol_name
     if request.api_version < 7 and protocol_name is None:
         protocol_name = ""  # nullable only from v7 (KIP-559)
     return {"throttle_time_ms": 0, "error_code": result.error,
             "generation_id": result.generation, "protocol_type": result.protocol_type,
-            "protocol_name": protocol_name, "leader": result.leader, "skip_assignment": False,
-            "member_id": result.member_id,
+            "protocol_name": protocol_name, "leader": result.leader,
+            "skip_assignment": result.skip_assignment, "member_id": result.member_id,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "metadata": m.metadata} for m in result.members]}
 
@@ -43,7 +51,8 @@ async def sync_group(broker, conn, request):
     body = request.body
     result = await broker.coordinator.sync(body["group_id"], Sync(
         body["member_id"], body["generation_id"],
-        tuple((a["member_id"], bytes(a["assignment"])) for a in body["assignments"])))
+        tuple((a["member_id"], bytes(a["assignment"])) for a in body["assignments"]),
+        body.get("group_instance_id")))
     return {"throttle_time_ms": 0, "error_code": result.error,
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
             "assignment": result.assignment}
@@ -51,8 +60,8 @@ async def sync_group(broker, conn, request):
 
 async def heartbeat(broker, conn, request):
     body = request.body
-    code = broker.coordinator.heartbeat(body["group_id"],
-                                        Heartbeat(body["member_id"], body["generation_id"]))
+    code = broker.coordinator.heartbeat(body["group_id"], Heartbeat(
+        body["member_id"], body["generation_id"], body.get("group_instance_id")))
     if code:
         log.debug("group %s: heartbeat from %s (generation %d): error %d", body["group_id"],
                   body["member_id"], body["generation_id"], code)
@@ -62,14 +71,19 @@ async def heartbeat(broker, conn, request):
 async def leave_group(broker, conn, request):
     body = request.body
     if request.api_version < 3:
-        (member, code), = broker.coordinator.leave(body["group_id"], [body["member_id"]])
-        return {"throttle_time_ms": 0, "error_code": code}
-    results = broker.coordinator.leave(body["group_id"], [m["member_id"] for m in body["members"]])
-    return {"throttle_time_ms": 0, "error_code": 0, "members": [
-        {"member_id": m, "group_instance_id": None, "error_code": code} for m, code in results]}
+        code, results = broker.coordinator.leave(body["group_id"], [Leave(body["member_id"])])
+        return {"throttle_time_ms": 0, "error_code": code or results[0][1]}
+    code, results = broker.coordinator.leave(body["group_id"], [
+        Leave(m["member_id"], m.get("group_instance_id")) for m in body["members"]])
+    return {"throttle_time_ms": 0, "error_code": code, "members": [
+        {"member_id": leave.member_id, "group_instance_id": leave.group_instance_id,
+         "error_code": member_code} for leave, member_code in results]}
 
 
 async def describe_groups(broker, conn, request):
+    await broker.coordinator.loaded()
+    operations = GROUP_OPERATIONS if request.body.get("include_authorized_operations") \
+        else OPERATIONS_NOT_ASKED
     out = []
     for group_id in request.body["groups"]:
         g = broker.coordinator.group(group_id)
@@ -78,31 +92,39 @@ async def describe_groups(broker, conn, request):
             state = GroupState.EMPTY if committed else GroupState.DEAD
             out.append({"error_code": 0, "error_message": None, "group_id": group_id,
                         "group_state": state.value, "protocol_type": "", "protocol_data": "",
-                        "members": [], "authorized_operations": -2147483648})
+                        "members": [], "authorized_operations": operations})
             continue
+        # As Kafka: the protocol, metadata and assignments only of a Stable group.
+        stable = g.state is GroupState.STABLE
         out.append({"error_code": 0, "error_message": None, "group_id": group_id,
                     "group_state": g.state.value, "protocol_type": g.protocol_type or "",
-                    "protocol_data": g.protocol_name or "",
-                    "authorized_operations": -2147483648,
+                    "protocol_data": (g.protocol_name or "") if stable else "",
+                    "authorized_operations": operations,
                     "members": [{"member_id": m.member_id,
                                  "group_instance_id": m.group_instance_id,
                                  "client_id": m.client_id, "client_host": m.client_host,
-                                 "member_metadata": m.metadata,
-                                 "member_assignment": m.assignment}
+                                 "member_metadata": m.metadata if stable else b"",
+                                 "member_assignment": m.assignment if stable else b""}
                                 for m in g.members()]})
     return {"throttle_time_ms": 0, "groups": out}
 
 
 async def list_groups(broker, conn, request):
-    states = set(request.body.get("states_filter") or [])
+    await broker.coordinator.loaded()
+    # Kafka compares states and types case-insensitively; every group here is classic.
+    states = {s.lower() for s in request.body.get("states_filter") or ()}
+    types = {t.lower() for t in request.body.get("types_filter") or ()}
+    if types and GROUP_TYPE not in types:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": []}
     groups = {}
     for group_id in await broker.io.run(broker.db.offsets.groups):
         groups[group_id] = ("consumer", GroupState.EMPTY.value)
     for group_id, g in broker.coordinator.groups.items():
         groups[group_id] = (g.protocol_type or "consumer", g.state.value)
-    return {"throttle_time_ms": 0, "error_code": 0, "groups": [
-        {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
-        for gid, (ptype, state) in sorted(groups.items()) if not states or state in states]}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": [
+        {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": GROUP_TYPE}
+        for gid, (ptype, state) in sorted(groups.items())
+        if not states or state.lower() in states]}
 
 
 HANDLERS = {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group,

@@ -3,29 +3,114 @@ offset questions and the producer-id handshake.
 
 Each handler translates between the wire and the partition seam (``broker.replicas``);
 storage calls run in storage threads.
+
+ListOffsets serves Kafka 3.9's versions 0-9. v0 answers a list of offsets by segment
+(storage/legacy_offsets.py, Kafka's legacyFetchOffsetsBefore); segment files are not
+part of the partition seam, so after the partition is found that one call runs on the
+leased log in a storage thread. From v1 each special
+timestamp needs the version that introduced it (KafkaApis' timestampMinSupportedVersion),
+else UNSUPPORTED_VERSION: -2 earliest and -1 latest (v1), -3 max timestamp (v7), -4
+earliest local (v8: the log start, kqlite has no tiered storage) and -5 latest tiered
+(v9: offset -1, as a broker without tiered storage answers). A partition named twice in
+one request gets INVALID_REQUEST for each entry.
 """
 
+import logging
+from collections import Counter
+
+from ...errors import KqliteError, UnknownTopicError
+from ...format.batch import now_ms
 from ...protocol import ErrorCode
-from ..partition import PartitionError
+from ...storage.legacy_offsets import legacy_offsets_before
+from ..partition import CONSUMER_REPLICA_ID, PartitionError
+from ..replica_manager import INTERNAL_TOPICS
+
+logger = logging.getLogger("kqlite.server")
+
+# WIRE: ListOffsets' special timestamps and the first version serving each.
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+_TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
+                          LATEST_TIERED: 9}
+_HIGH_WATERMARK = -1     # WIRE: DeleteRecords' offset meaning "up to the high watermark"
 
 
 async def list_offsets(broker, conn, request):
+    version = request.api_version
+    body = request.body
+    named = Counter((t["name"], p["partition_index"])
+                    for t in body["topics"] for p in t["partitions"])
+    duplicates = {key for key, times in named.items() if times > 1}
     topics = []
-    for t in request.body["topics"]:
+    for t in body["topics"]:
         parts = []
         for p in t["partitions"]:
-            entry = {"partition_index": p["partition_index"], "error_code": 0,
-                     "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
-            try:
-                partition = await broker.replicas.get(t["name"], p["partition_index"])
-                entry["offset"], entry["timestamp"], entry["leader_epoch"] = \
-                    await partition.list_offset(
-                        p["timestamp"], current_leader_epoch=p.get("current_leader_epoch", -1))
-            except PartitionError as exc:
-                entry["error_code"] = exc.error_code
-            parts.append(entry)
+            if version == 0:
+                parts.append(await _legacy_offsets(broker, t["name"], p, body["replica_id"]))
+            elif (t["name"], p["partition_index"]) in duplicates:
+                parts.append(_offsets_error(p, ErrorCode.INVALID_REQUEST))
+            else:
+                parts.append(await _offset_for(broker, t["name"], p, version))
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _offsets_error(p, code):
+    return {"partition_index": p["partition_index"], "error_code": code, "timestamp": -1,
+            "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+
+
+async def _offset_for(broker, topic, p, version):
+    timestamp = p["timestamp"]
+    if timestamp < 0 and _TIMESTAMP_MIN_VERSION.get(timestamp, version + 1) > version:
+        return _offsets_error(p, ErrorCode.UNSUPPORTED_VERSION)
+    entry = _offsets_error(p, ErrorCode.NONE)
+    current_epoch = p.get("current_leader_epoch", -1)
+    try:
+        partition = await broker.replicas.get(topic, p["partition_index"])
+        if timestamp == LATEST_TIERED:
+            # Nothing is tiered: Kafka answers offset -1 and epoch -1 once the partition
+            # and the leader epoch check out.
+            code = partition.check_leader_epoch(current_epoch)
+            if code:
+                raise PartitionError(code)
+            return entry
+        if timestamp == EARLIEST_LOCAL:
+            timestamp = EARLIEST      # the local log is the whole log
+        entry["offset"], entry["timestamp"], entry["leader_epoch"] = \
+            await partition.list_offset(timestamp, current_leader_epoch=current_epoch)
+    except PartitionError as exc:
+        return _offsets_error(p, exc.error_code)
+    return entry
+
+
+async def _legacy_offsets(broker, topic, p, replica_id):
+    entry = _offsets_error(p, ErrorCode.NONE)
+    if p["timestamp"] < EARLIEST:
+        entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+        return entry
+    try:
+        await broker.replicas.get(topic, p["partition_index"])
+        entry["old_style_offsets"] = await broker.io.run(
+            _legacy_offsets_in_storage, broker.db, topic, p["partition_index"],
+            p["timestamp"], p["max_num_offsets"], replica_id == CONSUMER_REPLICA_ID)
+    except PartitionError as exc:
+        entry["error_code"] = exc.error_code
+    except UnknownTopicError:
+        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    except ValueError as exc:
+        # Kafka fails a negative max_num_offsets with an internal error.
+        logger.debug("ListOffsets v0 of %s-%d: %s", topic, p["partition_index"], exc)
+        entry["error_code"] = ErrorCode.UNKNOWN_SERVER_ERROR
+    except KqliteError as exc:
+        logger.error("ListOffsets v0 of %s-%d: %s", topic, p["partition_index"], exc)
+        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+    return entry
+
+
+def _legacy_offsets_in_storage(db, topic, index, timestamp, max_num_offsets, from_consumer):
+    with db.leased_log(topic, index) as log:
+        return legacy_offsets_before(log, timestamp, max_num_offsets, now_ms=now_ms(),
+                                     from_consumer=from_consumer)
 
 
 async def delete_records(broker, conn, request):
@@ -36,13 +121,37 @@ async def delete_records(broker, conn, request):
             entry = {"partition_index": p["partition_index"], "low_watermark": -1,
                      "error_code": 0}
             try:
-                partition = await broker.replicas.get(t["name"], p["partition_index"])
-                entry["low_watermark"] = await partition.delete_records(p["offset"])
+                entry["low_watermark"] = await _delete_records(broker, t["name"],
+                                                               p["partition_index"],
+                                                               p["offset"])
             except PartitionError as exc:
                 entry["error_code"] = exc.error_code
             parts.append(entry)
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def _delete_records(broker, topic, index, offset):
+    """Kafka's ReplicaManager.deleteRecordsOnLocalLog and Partition.deleteRecordsOnLeader:
+    internal topics are refused, then a topic without the delete policy, then an offset
+    that is neither -1 (the high watermark) nor >= 0; the log refuses one past the high
+    watermark. A refused request deletes nothing."""
+    if topic in INTERNAL_TOPICS:
+        raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"cannot delete records of internal topic {topic}")
+    partition = await broker.replicas.get(topic, index)
+    try:
+        _overrides, config = await broker.replicas.topic_config(topic)
+    except UnknownTopicError:
+        raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+    if "delete" not in config["cleanup.policy"]:
+        raise PartitionError(ErrorCode.POLICY_VIOLATION,
+                             f"records of {topic} cannot be deleted: its cleanup.policy is "
+                             f"{config['cleanup.policy']}")
+    if offset < 0 and offset != _HIGH_WATERMARK:
+        raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                             f"the offset {offset} for partition {topic}-{index} is not valid")
+    return await partition.delete_records(offset)
 
 
 async def init_producer_id(broker, conn, request):

@@ -6,19 +6,52 @@ every storage call behind it runs in a storage thread. The produce path never de
 records: storage validates the batch bytes once (framing, CRC and Kafka's LogValidator
 rules, record boundaries walked in C), the partition stamps its leader epoch, and offsets
 are assigned by rewriting baseOffset before the bytes are appended.
+
+Versions (Kafka 3.9 serves 0-11): v3+ carry exactly one record batch v2. v0-2 carry what
+pre-0.11 producers send, message sets of magic 0 or 1, which are up-converted to one v2
+batch in a storage thread (format/up_convert.py, Kafka's LogValidator conversion) and then
+take the same path; Kafka does not check the magic of v0-2 requests, so a v2 batch in one
+is appended as it is. zstd needs v7+ (KIP-110).
 """
 
 import asyncio
 
+from ...errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
+from ...format.constants import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD, MAGIC_OFFSET, \
+    MAGIC_V2
+from ...format.up_convert import is_legacy, up_convert
 from ...protocol import ErrorCode
 from ..partition import AppendResult, PartitionError
 
+_FIRST_V2_VERSION = 3        # WIRE: Produce v3 brought record batches v2 (KIP-98)
+_FIRST_ZSTD_VERSION = 7      # WIRE: KIP-110
+# The up-converter's refusals, as Kafka answers them (nothing is appended).
+_CONVERSION_REFUSALS = (
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (UnsupportedCodecError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+)
+_CONVERSION_ERRORS = tuple(kind for kind, _code in _CONVERSION_REFUSALS)
 
-async def _append(broker, topic, index, records, acks, timeout_ms):
+
+async def _append(broker, topic, index, records, acks, timeout_ms, version):
     try:
         partition = await broker.replicas.get(topic, index)
     except PartitionError as exc:
         return AppendResult(exc.error_code)
+    if records is None:
+        return AppendResult(ErrorCode.INVALID_RECORD,
+                            error_message="the partition's records are null")
+    if version < _FIRST_V2_VERSION and is_legacy(records):
+        try:
+            records = await broker.io.run(up_convert, records)
+        except _CONVERSION_ERRORS as exc:
+            code = next(code for kind, code in _CONVERSION_REFUSALS if isinstance(exc, kind))
+            return AppendResult(code, error_message=str(exc))
+    elif _FIRST_V2_VERSION <= version < _FIRST_ZSTD_VERSION and _is_zstd_batch(records):
+        return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                            error_message=f"Produce v{version} cannot carry zstd-compressed "
+                                          f"records; zstd needs v{_FIRST_ZSTD_VERSION}+")
     result = await partition.append(records, acks=acks, timeout_ms=timeout_ms)
     broker.metrics.messages_in += result.record_count
     broker.metrics.bytes_in += result.size
@@ -44,7 +77,8 @@ async def produce(broker, conn, request):
     async def append_in_order(positions):
         for i in positions:
             name, index, records = entries[i]
-            results[i] = await _append(broker, name, index, records, acks, body["timeout_ms"])
+            results[i] = await _append(broker, name, index, records, acks, body["timeout_ms"],
+                                       request.api_version)
 
     await asyncio.gather(*(append_in_order(ix) for ix in by_partition.values()))
     if acks == 0:
@@ -57,10 +91,17 @@ async def produce(broker, conn, request):
             r = next(answers)
             parts.append({"index": p["index"], "error_code": r.error_code,
                           "base_offset": r.base_offset, "log_start_offset": r.log_start_offset,
-                          "log_append_time_ms": -1, "record_errors": [],
+                          "log_append_time_ms": r.log_append_time, "record_errors": [],
                           "error_message": r.error_message})
         responses.append({"name": topic["name"], "partition_responses": parts})
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _is_zstd_batch(records):
+    """Whether the first entry is a v2 batch compressed with zstd (what ProduceRequest.
+    validateRecords refuses before v7)."""
+    return (len(records) > ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == MAGIC_V2
+            and records[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD)
 
 
 def _produce_error(body, code):

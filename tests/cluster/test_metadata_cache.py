@@ -1,0 +1,57 @@
+"""The broker's metadata cache, fed by the controller's own UpdateMetadata bodies."""
+
+import uuid
+
+from kqlite.cluster import znodes as zn
+from kqlite.cluster.controller_context import ControllerContext
+from kqlite.cluster.metadata_cache import MetadataCache, PartitionInfo
+from kqlite.protocol import ErrorCode, decode_request, encode_request
+
+
+def _context(epoch=1):
+    ctx = ControllerContext(1, epoch, epoch)
+    ctx.live_brokers = {b: zn.BrokerInfo(b, "127.0.0.1", 9000 + b, None, 100 + b)
+                        for b in (1, 2)}
+    ctx.assignments = {"t": {0: (1, 2, 3), 1: (2, 3, 1)}}
+    ctx.topic_ids = {"t": uuid.uuid4()}
+    ctx.states = {("t", 0): zn.PartitionState(1, 3, (1, 2), epoch, False, 5),
+                  ("t", 1): zn.PartitionState(2, 0, (2, 1), epoch, False, 0)}
+    return ctx
+
+
+def _over_the_wire(body):
+    """The body as a broker receives it: encoded and decoded by the codec (v8)."""
+    return decode_request(bytes(encode_request(6, 8, 1, "controller", body))[4:]).body
+
+
+def test_the_cache_holds_what_the_controller_states():
+    ctx = _context()
+    cache = MetadataCache(2)
+    assert cache.update(_over_the_wire(ctx.update_metadata(2, list(ctx.partitions())))) == 0
+    assert cache.controller_id == 1 and cache.controller_epoch == 1
+    assert cache.endpoint(2) == ("127.0.0.1", 9002) and not cache.is_alive(3)
+    assert cache.partition("t", 0) == PartitionInfo(1, 3, (1, 2), (1, 2, 3), (3,), 5)
+    assert cache.topic_id("t") == ctx.topic_ids["t"]
+    assert cache.topic_by_id(ctx.topic_ids["t"]) == "t"
+    assert sorted(cache.topic_partitions("t")) == [0, 1]
+
+
+def test_an_older_controller_cannot_roll_the_cache_back():
+    cache = MetadataCache(2)
+    new = _context(epoch=4)
+    cache.update(_over_the_wire(new.update_metadata(2, list(new.partitions()))))
+    old = _context(epoch=3)
+    old.states[("t", 0)] = old.states[("t", 0)]._replace(leader=2)
+    answer = cache.update(_over_the_wire(old.update_metadata(2, list(old.partitions()))))
+    assert answer == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert cache.partition("t", 0).leader == 1 and cache.controller_epoch == 4
+
+
+def test_a_topic_being_deleted_leaves_the_cache():
+    ctx = _context()
+    cache = MetadataCache(1)
+    cache.update(_over_the_wire(ctx.update_metadata(1, list(ctx.partitions()))))
+    cache.update(_over_the_wire(ctx.update_metadata(1, list(ctx.partitions()),
+                                                    deleting={"t"})))
+    assert cache.topics() == [] and cache.topic_id("t") is None
+    assert cache.is_alive(1)

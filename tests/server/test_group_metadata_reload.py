@@ -1,0 +1,370 @@
+"""Group metadata in ``__consumer_offsets``: Kafka's GroupMetadata records, byte for byte,
+written when a generation completes or the group empties, and read back by a restarted
+broker so that its members carry on without rejoining.
+
+The expected bytes are packed here field by field from Kafka's GroupMetadataKey.json and
+GroupMetadataValue.json (version 3, which Kafka 3.9's GroupMetadataManager writes), not
+produced by kqlite's encoder.
+"""
+
+import asyncio
+import itertools
+import signal
+import struct
+import time
+
+import pytest
+
+import kqlite
+from kqlite.db.group_metadata import (GroupMetadataStore, GroupMetadataValue, MemberMetadata,
+                                      decode_group_key, decode_group_value, encode_group_key,
+                                      encode_group_value)
+from kqlite.db.offsets import OFFSETS_TOPIC, decode_key, group_partition
+from kqlite.format.record import Record
+from kqlite.protocol import ErrorCode
+from kqlite.server.coordinator import GroupCoordinator
+from kqlite.server.group_events import Heartbeat, Join, Sync
+
+from broker_process import BrokerProcess, RawClient, free_port, unique
+
+
+# -- Kafka's layout, packed by hand ----------------------------------------------------------
+
+def s16(text):
+    raw = text.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def ns16(text):
+    return struct.pack(">h", -1) if text is None else s16(text)
+
+
+def b32(data):
+    return struct.pack(">i", len(data)) + data
+
+
+def kafka_v3(protocol_type, generation, protocol, leader, timestamp, members):
+    """GroupMetadataValue v3: members are (member id, instance id, client id, client host,
+    rebalance timeout, session timeout, subscription, assignment)."""
+    out = struct.pack(">h", 3) + s16(protocol_type) + struct.pack(">i", generation) \
+        + ns16(protocol) + ns16(leader) + struct.pack(">qi", timestamp, len(members))
+    for mid, instance, client, host, rebalance, session, sub, assignment in members:
+        out += s16(mid) + ns16(instance) + s16(client) + s16(host) \
+            + struct.pack(">ii", rebalance, session) + b32(sub) + b32(assignment)
+    return out
+
+
+def uvarint(n):
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        if n:
+            out += bytes([byte | 0x80])
+        else:
+            return out + bytes([byte])
+
+
+def cs(text):
+    return uvarint(0) if text is None else uvarint(len(text.encode()) + 1) + text.encode()
+
+
+def test_key_and_value_are_kafkas_version_2_key_and_version_3_value():
+    value = GroupMetadataValue("consumer", 7, "range", "m-1", 1700000000123, (
+        MemberMetadata("m-1", None, "client-a", "/10.0.0.1", 30000, 10000, b"sub-a", b"asg-a"),
+        MemberMetadata("i-2", "inst", "client-b", "/10.0.0.2", 60000, 45000, b"", b"x")))
+    assert encode_group_key("grp") == b"\x00\x02\x00\x03grp"
+    assert encode_group_value(value) == kafka_v3("consumer", 7, "range", "m-1", 1700000000123, [
+        ("m-1", None, "client-a", "/10.0.0.1", 30000, 10000, b"sub-a", b"asg-a"),
+        ("i-2", "inst", "client-b", "/10.0.0.2", 60000, 45000, b"", b"x")])
+    empty = GroupMetadataValue("consumer", 8, None, None, -1, ())
+    assert encode_group_value(empty) == kafka_v3("consumer", 8, None, None, -1, [])
+    assert decode_group_value(encode_group_value(value)) == value
+    assert decode_group_key(encode_group_key("grp")) == "grp"
+    # Offset commit keys are not group metadata, and the offsets reader skips ours.
+    assert decode_group_key(b"\x00\x01\x00\x03grp\x00\x01t\x00\x00\x00\x00") is None
+    assert decode_key(encode_group_key("grp")) is None
+
+
+def test_every_value_version_kafka_ever_wrote_is_read():
+    v0 = struct.pack(">h", 0) + s16("consumer") + struct.pack(">i", 3) + s16("range") \
+        + s16("m") + struct.pack(">i", 1) + s16("m") + s16("c") + s16("h") \
+        + struct.pack(">i", 9000) + b32(b"S") + b32(b"A")
+    assert decode_group_value(v0) == GroupMetadataValue("consumer", 3, "range", "m", -1, (
+        MemberMetadata("m", None, "c", "h", 9000, 9000, b"S", b"A"),))
+    v1 = struct.pack(">h", 1) + s16("consumer") + struct.pack(">i", 3) + s16("range") \
+        + s16("m") + struct.pack(">i", 1) + s16("m") + s16("c") + s16("h") \
+        + struct.pack(">ii", 20000, 9000) + b32(b"S") + b32(b"A")
+    assert decode_group_value(v1).members[0].rebalance_timeout_ms == 20000
+    v2 = struct.pack(">h", 2) + v1[2:v1.index(b"\x00\x00\x00\x01\x00\x01m")] \
+        + struct.pack(">q", 55) + v1[v1.index(b"\x00\x00\x00\x01\x00\x01m"):]
+    assert decode_group_value(v2).current_state_timestamp == 55
+    # Version 4: compact strings, arrays and bytes, and tagged fields (one unknown, skipped).
+    v4 = struct.pack(">h", 4) + cs("consumer") + struct.pack(">i", 3) + cs("range") \
+        + cs(None) + struct.pack(">q", 55) + uvarint(2) \
+        + cs("m") + cs("inst") + cs("c") + cs("h") + struct.pack(">ii", 20000, 9000) \
+        + uvarint(2) + b"S" + uvarint(2) + b"A" + uvarint(1) + uvarint(5) + uvarint(2) + b"zz" \
+        + uvarint(0)
+    assert decode_group_value(v4) == GroupMetadataValue("consumer", 3, "range", None, 55, (
+        MemberMetadata("m", "inst", "c", "h", 20000, 9000, b"S", b"A"),))
+
+
+def test_the_store_reads_back_the_latest_record_of_each_group(tmp_path):
+    db = kqlite.open(str(tmp_path / "data"))
+    store = GroupMetadataStore(db)
+    assert store.load() == {}                       # no __consumer_offsets: nothing to load
+    first = GroupMetadataValue("consumer", 1, "range", "m", 5, (
+        MemberMetadata("m", None, "c", "h", 1, 2, b"s", b"a"),))
+    store.store("g1", first)
+    store.store("g1", GroupMetadataValue("consumer", 2, None, None, 6, ()))
+    store.store("g2", first)
+    store.store("gone", first)
+    store.store("gone", None)
+    # Records this reader must not trip over: a commit, and a damaged group record.
+    db.offsets.commit("g1", {("t", 0): 5})
+    with db.leased_log(OFFSETS_TOPIC, group_partition("g2")) as log:
+        log.append([Record(key=encode_group_key("bad"), value=b"\x00\x03\x00\x05abc")])
+    assert store.load() == {"g1": GroupMetadataValue("consumer", 2, None, None, 6, ()),
+                            "g2": first}
+    assert db.offsets.committed("g1") == {("t", 0): 5}
+    db.close()
+
+
+# -- The coordinator: replies wait for the record --------------------------------------------
+
+class MemoryStore:
+    def __init__(self, groups=None):
+        self.groups = dict(groups or {})
+        self.written = []
+
+    def store(self, group, value):
+        self.written.append((group, value))
+        if value is None:
+            self.groups.pop(group, None)
+        else:
+            self.groups[group] = value
+
+    def load(self):
+        return dict(self.groups)
+
+
+def coordinator(store, gate=None):
+    """No initial rebalance delay; storage calls wait for ``gate`` (an asyncio.Event)."""
+    ids = itertools.count()
+
+    async def run(fn, *args):
+        if gate is not None:
+            await gate.wait()
+        return fn(*args)
+    return GroupCoordinator(None, 0.0, clock=lambda: 100.0,
+                            member_ids=lambda p: f"{p}-{next(ids)}", store=store, run=run,
+                            wall_clock=lambda: 1234.5)
+
+
+def join(member_id="", client="c"):
+    return Join(member_id, client, "/h", 10_000, 30_000, "consumer", (("range", b"R"),))
+
+
+def test_the_leaders_sync_is_answered_once_the_generation_is_stored():
+    async def main():
+        store, gate = MemoryStore(), asyncio.Event()
+        gate.set()
+        c = coordinator(store, gate)
+        c.start()
+        await c.loaded()
+        assert (await c.join("g", join(client="a"))).generation == 1
+        gate.clear()
+        sync = asyncio.create_task(c.sync("g", Sync("a-0", 1, (("a-0", b"A"),))))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not sync.done() and store.written == []
+        gate.set()
+        assert (await sync).assignment == b"A"
+        ((group, value),) = store.written
+        assert (group, value.generation, value.leader, value.current_state_timestamp) == \
+            ("g", 1, "a-0", 1234500)
+        assert [(m.member_id, m.assignment) for m in value.members] == [("a-0", b"A")]
+        await c.stop()
+    asyncio.run(main())
+
+
+def test_loaded_groups_accept_their_members_at_once_and_wait_for_nothing_else():
+    async def main():
+        stored = {"g": GroupMetadataValue("consumer", 4, "range", "a-9", 1, (
+            MemberMetadata("a-9", None, "a", "/h", 30000, 10000, b"R", b"A"),))}
+        gate = asyncio.Event()
+        c = coordinator(MemoryStore(stored), gate)
+        c.start()
+        # While loading: heartbeats are accepted blindly (Kafka), joins wait.
+        assert c.loading and c.heartbeat("g", Heartbeat("a-9", 4)) == ErrorCode.NONE
+        assert c.leave("g", []) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [])
+        joining = asyncio.create_task(c.join("h", join(client="b")))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not joining.done()
+        gate.set()
+        await c.loaded()
+        assert c.heartbeat("g", Heartbeat("a-9", 4)) == ErrorCode.NONE
+        assert c.heartbeat("g", Heartbeat("a-9", 3)) == ErrorCode.ILLEGAL_GENERATION
+        assert (await c.sync("g", Sync("a-9", 4))).assignment == b"A"
+        assert c.group("g").state.value == "Stable" and c.group("g").leader == "a-9"
+        assert (await joining).generation == 1
+        await c.stop()
+    asyncio.run(main())
+
+
+# -- A broker restart ------------------------------------------------------------------------
+
+def restartable(data_dir, port):
+    return BrokerProcess(data_dir, extra=("--listen", f"127.0.0.1:{port}"))
+
+
+def raw_group(broker, group):
+    """Members a (leader) and b of generation 1 with assignments b"A" and b"B"."""
+    a, b = RawClient(broker, timeout=30), RawClient(broker, timeout=30)
+    body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
+            "protocol_type": "consumer", "member_id": ""}
+    a.send(11, 3, dict(body, protocols=[{"name": "range", "metadata": b"sa"}]))
+    jb = b.call(11, 3, dict(body, protocols=[{"name": "range", "metadata": b"sb"}]))
+    ja = a.receive(11, 3)
+    assert ja["error_code"] == jb["error_code"] == 0 and ja["generation_id"] == 1
+    leader = ja if ja["leader"] == ja["member_id"] else jb
+    lc = a if leader is ja else b
+    other = jb if leader is ja else ja
+    sync = lc.call(14, 3, {"group_id": group, "generation_id": 1,
+                           "member_id": leader["member_id"], "assignments": [
+                               {"member_id": leader["member_id"], "assignment": b"A"},
+                               {"member_id": other["member_id"], "assignment": b"B"}]})
+    assert sync["assignment"] == b"A"
+    a.close()
+    b.close()
+    return leader["member_id"], other["member_id"]
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL])
+def test_after_a_restart_members_carry_on_with_their_generation(tmp_path, stop_signal):
+    data, port = tmp_path / "data", free_port()
+    group = unique("reload")
+    broker = restartable(data, port)
+    try:
+        leader, follower = raw_group(broker, group)
+    finally:
+        broker.stop(stop_signal)
+    broker = restartable(data, port)
+    try:
+        c = RawClient(broker, timeout=30)
+        for member in (leader, follower):
+            assert c.call(12, 3, {"group_id": group, "generation_id": 1,
+                                  "member_id": member})["error_code"] == 0
+        sync = c.call(14, 3, {"group_id": group, "generation_id": 1, "member_id": follower,
+                              "assignments": []})
+        assert (sync["error_code"], sync["assignment"]) == (0, b"B")
+        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+                      )["groups"]
+        assert (g["group_state"], g["protocol_type"], g["protocol_data"]) == \
+            ("Stable", "consumer", "range")
+        assert sorted((m["member_id"], m["member_metadata"], m["member_assignment"])
+                      for m in g["members"]) == sorted([(leader, b"sa", b"A"),
+                                                        (follower, b"sb", b"B")])
+        listed = c.call(16, 4, {"states_filter": ["stable"]})["groups"]
+        assert {"group_id": group, "protocol_type": "consumer",
+                "group_state": "Stable"} in listed
+        # Both leave: the Empty group, with its generation, survives the next restart too.
+        c.call(13, 3, {"group_id": group, "members": [
+            {"member_id": leader, "group_instance_id": None},
+            {"member_id": follower, "group_instance_id": None}]})
+        c.close()
+    finally:
+        # LeaveGroup is answered before the Empty record is written (as in Kafka); a
+        # clean stop writes what is queued.
+        broker.stop()
+    broker = restartable(data, port)
+    try:
+        c = RawClient(broker, timeout=30)
+        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+                      )["groups"]
+        assert (g["group_state"], g["members"]) == ("Empty", [])
+        joined = c.call(11, 3, {"group_id": group, "session_timeout_ms": 30000,
+                                "rebalance_timeout_ms": 30000, "member_id": "",
+                                "protocol_type": "consumer",
+                                "protocols": [{"name": "range", "metadata": b"x"}]})
+        assert joined["generation_id"] == 3        # 1, then 2 when it emptied, then 3
+        c.close()
+    finally:
+        broker.stop()
+    # Generation 3 never got its assignments: Kafka stores a generation only once it has.
+    (generation_1, stamp_1), (emptied, stamp_2) = group_records(data, group)
+    described = {leader: (b"sa", b"A"), follower: (b"sb", b"B")}
+    in_join_order = [m.member_id for m in decode_group_value(generation_1).members]
+    assert sorted(in_join_order) == sorted(described)
+    assert generation_1 == kafka_v3("consumer", 1, "range", leader, stamp_1, [
+        (m, None, "raw", "127.0.0.1", 30000, 30000, *described[m]) for m in in_join_order])
+    assert emptied == kafka_v3("consumer", 2, None, None, stamp_2, [])
+
+
+def group_records(data_dir, group):
+    """(value bytes, current state timestamp) of the group's metadata records, in order."""
+    db = kqlite.open(str(data_dir))
+    try:
+        with db.leased_log(OFFSETS_TOPIC, group_partition(group)) as log:
+            found = [r.value for r in log.read(log.start_offset)
+                     if decode_group_key(r.key) == group and r.value is not None]
+    finally:
+        db.close()
+    now = time.time() * 1000
+    out = []
+    for value in found:
+        stamp = decode_group_value(value).current_state_timestamp
+        assert now - 600_000 < stamp <= now
+        out.append((value, stamp))
+    return out
+
+
+def test_a_librdkafka_consumer_keeps_its_membership_across_a_broker_restart(tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    data, port = tmp_path / "data", free_port()
+    topic, group = unique("reload-ck"), unique("reload-ck-g")
+    broker = restartable(data, port)
+    assigns = []
+    consumer = ck.Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": group,
+                            "session.timeout.ms": 30000, "heartbeat.interval.ms": 500,
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                            "reconnect.backoff.max.ms": 200})
+    producer = ck.Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+
+    def consume_one():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                return msg
+        raise AssertionError("no message")
+
+    try:
+        producer.produce(topic, b"before")
+        assert producer.flush(30) == 0
+        consumer.subscribe([topic], on_assign=lambda c, ps: assigns.append(len(ps)))
+        assert consume_one().value() == b"before"
+        consumer.commit(asynchronous=False)
+        (member,) = describe_members(broker, group)
+        broker.stop()
+        broker = restartable(data, port)
+        producer.produce(topic, b"after")
+        assert producer.flush(30) == 0
+        assert consume_one().value() == b"after"
+        # A commit with the old generation is accepted: the broker knows the member.
+        consumer.commit(asynchronous=False)
+        assert describe_members(broker, group) == [member]
+        assert assigns == [3]            # one assignment of the three partitions, ever
+    finally:
+        consumer.close()
+        broker.stop()
+
+
+def describe_members(broker, group):
+    c = RawClient(broker)
+    try:
+        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+                      )["groups"]
+        return [m["member_id"] for m in g["members"]]
+    finally:
+        c.close()
