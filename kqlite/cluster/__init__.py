@@ -10,6 +10,13 @@ Layout:
 - ``controller``, ``controller_events``, ``controller_context``: the controller role;
 - ``replica_state``, ``truncation``: the leader's follower tracking, high watermark and
   ISR rules, and the follower's truncation rules (pure);
+- ``replicated_partition`` with ``role_changes``, ``replica_follower`` and ``replica_log``:
+  the partition seam for a replicated partition, as leader (follower tracking, HW, ISR
+  changes, acks=all) and as follower (appends, truncation by leader epoch);
+- ``follower``: what the replica fetcher asks of a followed partition;
+- ``fetcher`` with ``replica_fetcher``: the replica fetchers (one task and one connection
+  per leader, many partitions each);
+- ``metadata_cache``: the broker's view of the cluster from UpdateMetadata;
 - ``broker_client``: one asyncio connection to another broker over the sans-I/O codec;
 - ``channels``: ordered per-broker request queues with reconnect and backoff (Kafka's
   ControllerChannelManager);

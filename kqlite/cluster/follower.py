@@ -32,7 +32,7 @@ class FollowerReplica(abc.ABC):
     index: int
 
     @abc.abstractmethod
-    async def fetch_position(self):
+    async def next_fetch_position(self):
         """The FetchPosition of the next fetch."""
 
     @abc.abstractmethod

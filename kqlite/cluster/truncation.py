@@ -21,28 +21,13 @@ the leader can say where any of its epochs ends (``LeaderEpochCache.end_offset_f
 
 from typing import NamedTuple
 
-from ..protocol import ErrorCode
+# The leader's side lives with every partition (a single broker answers it too).
+from ..server.divergence import (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEndOffset,
+                                 diverging_epoch_for, leader_epoch_end)
 
 __all__ = ["EpochEndOffset", "Truncation", "FetchStart", "UNDEFINED_EPOCH",
            "UNDEFINED_EPOCH_OFFSET", "leader_epoch_end", "diverging_epoch_for",
            "truncation_offset", "initial_fetch_state"]
-
-UNDEFINED_EPOCH = -1          # WIRE: Kafka's UNDEFINED_EPOCH
-UNDEFINED_EPOCH_OFFSET = -1   # WIRE: Kafka's UNDEFINED_EPOCH_OFFSET
-
-
-class EpochEndOffset(NamedTuple):
-    """A leader epoch and the offset where it ends (its successor's start, or the log end
-    for the latest epoch); (-1, -1) when unknown."""
-    epoch: int
-    end_offset: int
-
-    @property
-    def undefined(self):
-        return self.epoch == UNDEFINED_EPOCH or self.end_offset == UNDEFINED_EPOCH_OFFSET
-
-
-UNDEFINED = EpochEndOffset(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
 
 
 class Truncation(NamedTuple):
@@ -58,41 +43,6 @@ class FetchStart(NamedTuple):
     ``truncate_first`` (a log without epochs can only be cut to its high watermark)."""
     offset: int
     truncate_first: bool
-
-
-def leader_epoch_end(epochs, epoch, log_end_offset):
-    """Where ``epoch`` ends in a log with this epoch cache and log end, as the leader
-    answers OffsetForLeaderEpoch (Kafka's ``UnifiedLog.endOffsetForEpoch``): the largest
-    known epoch at or below it and the start of the next one; UNDEFINED when the cache
-    cannot tell. ``epochs`` is a ``LeaderEpochCache`` or anything with its
-    ``end_offset_for``."""
-    found_epoch, end = epochs.end_offset_for(epoch, log_end_offset)
-    if end == UNDEFINED_EPOCH_OFFSET:
-        return UNDEFINED
-    return EpochEndOffset(found_epoch, end)
-
-
-def diverging_epoch_for(leader_epochs_cache, last_fetched_epoch, fetch_offset,
-                        log_start_offset, log_end_offset):
-    """The leader's check of a follower fetch that carries ``last_fetched_epoch`` (Kafka's
-    ``Partition.readRecords``): returns ``(error, diverging)``.
-
-    - ``(NONE, None)``: read records from ``fetch_offset`` as usual (also when the fetch
-      carries no epoch: None or negative);
-    - ``(OFFSET_OUT_OF_RANGE, None)``: the leader cannot place that epoch, or the fetch
-      offset is below its log start;
-    - ``(NONE, EpochEndOffset)``: the follower diverged; answer no records and this
-      DivergingEpoch, and do not count the fetch as the follower's position.
-
-    The caller checks the request's CurrentLeaderEpoch first (``LeaderState``)."""
-    if last_fetched_epoch is None or last_fetched_epoch < 0:
-        return ErrorCode.NONE, None
-    end = leader_epoch_end(leader_epochs_cache, last_fetched_epoch, log_end_offset)
-    if end.undefined or fetch_offset < log_start_offset:
-        return ErrorCode.OFFSET_OUT_OF_RANGE, None
-    if end.epoch < last_fetched_epoch or end.end_offset < fetch_offset:
-        return ErrorCode.NONE, end
-    return ErrorCode.NONE, None
 
 
 def truncation_offset(local_epochs, leader_answer, log_end_offset, high_watermark):

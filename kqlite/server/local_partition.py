@@ -25,6 +25,7 @@ from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidReco
 from ..protocol import ErrorCode, FileRegion
 from ..storage import Isolation
 from ..storage.leader_epoch import LeaderEpochCache
+from .divergence import diverging_epoch_for
 from .partition import CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError, ReadResult
 from .purgatory import DelayedProduce
 
@@ -188,17 +189,37 @@ class LocalPartition(Partition):
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,
                    replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True,
                    last_fetched_epoch=-1, follower_log_start_offset=-1):
-        # The follower fields are unused: a single broker has no followers, and only a
-        # follower sends a last fetched epoch.
+        # ``follower_log_start_offset`` only matters to a leader that tracks followers.
         code = self.check_leader_epoch(current_leader_epoch)
         if code:
             return ReadResult(code)
-        result = await self._io.run(self._read_from_log, offset, max_bytes, isolation,
-                                    zero_copy, on_abandon=ReadResult.release)
+        result = await self._io.run(self._read_checked, offset, max_bytes, isolation,
+                                    last_fetched_epoch, zero_copy,
+                                    on_abandon=ReadResult.release)
         if result.high_watermark >= 0:
             self.observe((result.log_start_offset, result.high_watermark,
                            result.log_end_offset))
         return result
+
+    def _read_checked(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
+        """In a storage thread: the diverging-epoch check of a fetch that carries the epoch
+        of its last batch (divergence.py; any leader answers it), then the read."""
+        if last_fetched_epoch >= 0:
+            try:
+                with self._lease() as log:
+                    start, hw, end = self._positions(log)
+                    code, diverging = diverging_epoch_for(log.epochs, last_fetched_epoch,
+                                                          offset, start, end)
+            except UnknownTopicError:
+                return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            except (KqliteError, OSError) as exc:
+                self._storage_failed(exc, f"fetch {self.topic}-{self.index} at {offset}")
+                return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
+            if code or diverging is not None:
+                return ReadResult(code, high_watermark=hw, last_stable_offset=hw,
+                                  log_start_offset=start, log_end_offset=end, records=b"",
+                                  diverging_epoch=None if diverging is None else tuple(diverging))
+        return self._read_from_log(offset, max_bytes, isolation, zero_copy)
 
     def _read_from_log(self, offset, max_bytes, isolation, zero_copy):
         result = ReadResult()
@@ -241,21 +262,24 @@ class LocalPartition(Partition):
 
     # -- Offsets ----------------------------------------------------------------------------
 
-    async def list_offset(self, timestamp, *, current_leader_epoch=-1):
+    async def list_offset(self, timestamp, *, current_leader_epoch=-1,
+                          isolation=Isolation.HIGH_WATERMARK):
         code = self.check_leader_epoch(current_leader_epoch)
         if code:
             raise PartitionError(code)
         found, positions = await self._io.run(self._storage_call, "list offsets",
-                                              self._offset_for_timestamp, timestamp)
+                                              self._offset_for_timestamp, timestamp,
+                                              isolation)
         self.observe(positions)
         return found
 
-    def _offset_for_timestamp(self, log, timestamp):
+    def _offset_for_timestamp(self, log, timestamp, isolation=Isolation.HIGH_WATERMARK):
         if timestamp == EARLIEST_TIMESTAMP:
             offset = log.start_offset
             return offset, -1, _epoch_for_offset(log, offset)
         if timestamp == LATEST_TIMESTAMP:
-            return log.high_watermark, -1, self._leader_epoch
+            latest = log.end_offset if isolation is Isolation.LOG_END else log.high_watermark
+            return latest, -1, self._leader_epoch
         if timestamp == MAX_TIMESTAMP:
             offset, found_ts = log.max_timestamp()
             return offset, found_ts, _epoch_for_offset(log, offset) if offset >= 0 else -1

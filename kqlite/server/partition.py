@@ -208,10 +208,13 @@ class Partition(abc.ABC):
         with ``ReadResult.diverging_epoch`` instead of records, and its log start."""
 
     @abc.abstractmethod
-    async def list_offset(self, timestamp, *, current_leader_epoch=-1):
+    async def list_offset(self, timestamp, *, current_leader_epoch=-1,
+                          isolation=Isolation.HIGH_WATERMARK):
         """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp in ms or the
         special values -2 (earliest), -1 (latest) and -3 (max timestamp); the epoch is
-        the one the returned offset was written in, -1 if unknown. Raises PartitionError."""
+        the one the returned offset was written in, -1 if unknown. ``isolation``: a
+        replica asks with LOG_END (its latest is the log end, as Kafka answers requests
+        from a replica id), a client with the high watermark. Raises PartitionError."""
 
     @abc.abstractmethod
     async def active_producers(self):

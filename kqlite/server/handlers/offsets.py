@@ -22,7 +22,7 @@ from ...errors import KqliteError, UnknownTopicError
 from ...format.batch import now_ms
 from ...protocol import ErrorCode
 from ...storage.legacy_offsets import legacy_offsets_before
-from ..partition import CONSUMER_REPLICA_ID, PartitionError
+from ..partition import CONSUMER_REPLICA_ID, PartitionError, fetch_isolation
 from ..replica_manager import INTERNAL_TOPICS
 
 logger = logging.getLogger("kqlite.server")
@@ -49,7 +49,8 @@ async def list_offsets(broker, conn, request):
             elif (t["name"], p["partition_index"]) in duplicates:
                 parts.append(_offsets_error(p, ErrorCode.INVALID_REQUEST))
             else:
-                parts.append(await _offset_for(broker, t["name"], p, version))
+                parts.append(await _offset_for(broker, t["name"], p, version,
+                                               body.get("replica_id", CONSUMER_REPLICA_ID)))
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -59,7 +60,7 @@ def _offsets_error(p, code):
             "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
 
 
-async def _offset_for(broker, topic, p, version):
+async def _offset_for(broker, topic, p, version, replica_id):
     timestamp = p["timestamp"]
     if timestamp < 0 and _TIMESTAMP_MIN_VERSION.get(timestamp, version + 1) > version:
         return _offsets_error(p, ErrorCode.UNSUPPORTED_VERSION)
@@ -76,8 +77,11 @@ async def _offset_for(broker, topic, p, version):
             return entry
         if timestamp == EARLIEST_LOCAL:
             timestamp = EARLIEST      # the local log is the whole log
+        # A replica (a broker id) is answered without isolation: its latest is the log
+        # end, which a follower resetting an out-of-range position needs.
         entry["offset"], entry["timestamp"], entry["leader_epoch"] = \
-            await partition.list_offset(timestamp, current_leader_epoch=current_epoch)
+            await partition.list_offset(timestamp, current_leader_epoch=current_epoch,
+                                        isolation=fetch_isolation(replica_id))
     except PartitionError as exc:
         return _offsets_error(p, exc.error_code)
     return entry
