@@ -219,7 +219,9 @@ def restartable(data_dir, port):
 
 
 def raw_group(broker, group):
-    """Members a (leader) and b of generation 1 with assignments b"A" and b"B"."""
+    """Members of generation 1 joined with metadata b"sa" and b"sb"; whichever the
+    coordinator makes leader gets assignment b"A", the other b"B". Returns
+    ((leader id, its metadata), (follower id, its metadata))."""
     a, b = RawClient(broker, timeout=30), RawClient(broker, timeout=30)
     body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
             "protocol_type": "consumer", "member_id": ""}
@@ -237,7 +239,9 @@ def raw_group(broker, group):
     assert sync["assignment"] == b"A"
     a.close()
     b.close()
-    return leader["member_id"], other["member_id"]
+    metadata = {ja["member_id"]: b"sa", jb["member_id"]: b"sb"}
+    return ((leader["member_id"], metadata[leader["member_id"]]),
+            (other["member_id"], metadata[other["member_id"]]))
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGKILL])
@@ -246,7 +250,7 @@ def test_after_a_restart_members_carry_on_with_their_generation(tmp_path, stop_s
     group = unique("reload")
     broker = restartable(data, port)
     try:
-        leader, follower = raw_group(broker, group)
+        (leader, leader_meta), (follower, follower_meta) = raw_group(broker, group)
     finally:
         broker.stop(stop_signal)
     broker = restartable(data, port)
@@ -263,8 +267,8 @@ def test_after_a_restart_members_carry_on_with_their_generation(tmp_path, stop_s
         assert (g["group_state"], g["protocol_type"], g["protocol_data"]) == \
             ("Stable", "consumer", "range")
         assert sorted((m["member_id"], m["member_metadata"], m["member_assignment"])
-                      for m in g["members"]) == sorted([(leader, b"sa", b"A"),
-                                                        (follower, b"sb", b"B")])
+                      for m in g["members"]) == sorted([(leader, leader_meta, b"A"),
+                                                        (follower, follower_meta, b"B")])
         listed = c.call(16, 4, {"states_filter": ["stable"]})["groups"]
         assert {"group_id": group, "protocol_type": "consumer",
                 "group_state": "Stable"} in listed
@@ -293,7 +297,7 @@ def test_after_a_restart_members_carry_on_with_their_generation(tmp_path, stop_s
         broker.stop()
     # Generation 3 never got its assignments: Kafka stores a generation only once it has.
     (generation_1, stamp_1), (emptied, stamp_2) = group_records(data, group)
-    described = {leader: (b"sa", b"A"), follower: (b"sb", b"B")}
+    described = {leader: (leader_meta, b"A"), follower: (follower_meta, b"B")}
     in_join_order = [m.member_id for m in decode_group_value(generation_1).members]
     assert sorted(in_join_order) == sorted(described)
     assert generation_1 == kafka_v3("consumer", 1, "range", leader, stamp_1, [
