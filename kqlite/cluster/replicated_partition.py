@@ -36,7 +36,6 @@ from ..protocol import ErrorCode
 from ..server.local_partition import LATEST_TIMESTAMP, LocalPartition
 from ..server.partition import (CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError,
                                 ReadResult)
-from ..server.purgatory import DelayedProduce
 from ..storage import Isolation
 from .replica_follower import FollowerRole
 from .replica_state import DEFAULT_LAG_TIME_MS, AlterAction
@@ -244,13 +243,7 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         task.add_done_callback(self._append_landed)
         result, positions = await asyncio.shield(task)
         self.observe(positions)
-        if acks == -1 and result.error_code == ErrorCode.NONE:
-            op = DelayedProduce(self, result.last_offset + 1, timeout_ms)
-            await self._delayed_produce.wait(op, [self.key])
-            if op.error_code:
-                return AppendResult(op.error_code, log_start_offset=result.log_start_offset,
-                                    record_count=result.record_count, size=result.size)
-        return result
+        return await self.await_acks(result, acks, timeout_ms)
 
     def _append_landed(self, _task):
         self._appends -= 1

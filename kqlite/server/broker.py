@@ -34,6 +34,7 @@ from ..protocol import API_NAMES, ErrorCode, FileRegion, ProtocolError, ServerCo
 from .acceptor import Acceptor, open_listeners
 from .connection_limits import ConnectionLimits
 from .coordinator import GroupCoordinator
+from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
 from .producer_ids import ProducerIdAllocator
@@ -65,12 +66,14 @@ class Broker:
                  group_initial_rebalance_delay_ms=300, io_threads=DEFAULT_IO_THREADS, fs=None,
                  connections_max_idle_ms=DEFAULT_CONNECTIONS_MAX_IDLE_MS, max_connections=None,
                  max_connections_per_ip=None, max_connections_per_ip_overrides=None,
-                 queued_max_request_bytes=None):
+                 queued_max_request_bytes=None,
+                 fetch_session_cache_slots=DEFAULT_CACHE_SLOTS):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
         picks the defaults connection_limits.py and request_memory.py state;
-        ``max_connections_per_ip_overrides`` maps addresses to their own caps."""
+        ``max_connections_per_ip_overrides`` maps addresses to their own caps.
+        ``fetch_session_cache_slots``: Kafka's max.incremental.fetch.session.cache.slots."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -93,6 +96,7 @@ class Broker:
         self.metrics = Metrics(self)
         self.metrics_port = metrics_port
         self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
+        self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0)
         self.producer_ids = ProducerIdAllocator(self.db.path)
         self.replicas = ReplicaManager(self.db, self.io, broker_id=broker_id,

@@ -150,6 +150,12 @@ class LocalPartition(Partition):
     async def append(self, records, *, acks, timeout_ms):
         result, positions = await self._io.run(self._append_as_leader, records)
         self.observe(positions)
+        return await self.await_acks(result, acks, timeout_ms)
+
+    async def await_acks(self, result, acks, timeout_ms):
+        """With ``acks=-1``, park a successful append in the delayed-produce purgatory
+        until ``check_enough_replicas_reach_offset`` says its last offset is committed;
+        the answer then, or the error the wait ended with."""
         if acks == -1 and result.error_code == ErrorCode.NONE:
             op = DelayedProduce(self, result.last_offset + 1, timeout_ms)
             await self._delayed_produce.wait(op, [self.key])

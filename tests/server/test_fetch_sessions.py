@@ -19,7 +19,6 @@ from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode
 from kqlite.server.fetch_sessions import (EVICTION_MS, FINAL_EPOCH, INITIAL_EPOCH,
                                           FetchSessionCache, next_epoch)
-from kqlite.server.handlers.fetch import session_cache
 
 
 @dataclass
@@ -306,7 +305,7 @@ def test_broker_full_and_incremental_sessions_by_name(broker):
     assert shape(r) == {("s", 2): (0, len(build_batch([b"two"])))}
     r = client.call(1, 12, body([], sid, 3, forgotten=[{"topic": "s", "partitions": [2]}]))
     assert shape(r) == {}
-    assert list(session_cache(broker.broker).get(sid).partitions) == [("s", 0), ("s", 1)]
+    assert list(broker.broker.fetch_sessions.get(sid).partitions) == [("s", 0), ("s", 1)]
     assert client.call(1, 12, body([], sid, 3))["error_code"] == \
         ErrorCode.INVALID_FETCH_SESSION_EPOCH
     assert client.call(1, 12, body([], sid + 1, 1))["error_code"] == \
@@ -314,7 +313,7 @@ def test_broker_full_and_incremental_sessions_by_name(broker):
     r = client.call(1, 13, body([], sid, 4))
     assert (r["error_code"], r["responses"]) == (ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, [])
     r = client.call(1, 12, body([{"topic": "s", "partitions": [p(0)]}], sid, FINAL_EPOCH))
-    assert r["session_id"] == 0 and len(session_cache(broker.broker)) == 0
+    assert r["session_id"] == 0 and len(broker.broker.fetch_sessions) == 0
     client.close()
 
 
@@ -356,7 +355,7 @@ def test_kafka_python_consumes_through_incremental_sessions(broker):
         if got and sent < 29:
             broker.run(_append(broker, "s", sent % 3, b"m%d" % sent))
             sent += 1
-    epochs = [s.epoch for s in session_cache(broker.broker).sessions()]
+    epochs = [s.epoch for s in broker.broker.fetch_sessions.sessions()]
     consumer.close()
     assert sorted(got) == sorted([b"zero"] + [b"m%d" % i for i in range(29)])
     # kafka-python kept one session and fetched incrementally throughout.

@@ -24,13 +24,11 @@ arrive), as Kafka's KafkaApis.handleFetchRequest does:
 
 import time
 import uuid
-import weakref
 
 from ...errors import CorruptRecordError, KqliteError, UnsupportedCodecError
 from ...format.constants import MAGIC_V0, MAGIC_V1
 from ...format.down_convert import down_convert
 from ...protocol import ErrorCode
-from ..fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from ..partition import PartitionError, ReadResult
 from ..replica_manager import FetchPartition
 
@@ -46,20 +44,6 @@ _FIRST_ZSTD_VERSION = 10             # WIRE: KIP-110
 _LAST_NO_STORAGE_ERROR_VERSION = 5   # WIRE: KAFKA_STORAGE_ERROR is known from v6
 _ZERO_UUID = uuid.UUID(int=0)
 
-_caches = weakref.WeakKeyDictionary()
-
-
-def session_cache(broker):
-    """The broker's fetch sessions (``broker.fetch_sessions`` when it has one)."""
-    cache = getattr(broker, "fetch_sessions", None)
-    if cache is None:
-        cache = _caches.get(broker)
-        if cache is None:
-            slots = getattr(broker, "fetch_session_cache_slots", DEFAULT_CACHE_SLOTS)
-            cache = _caches[broker] = FetchSessionCache(slots)
-    return cache
-
-
 async def fetch(broker, conn, request):
     version = request.api_version
     body = request.body
@@ -67,7 +51,7 @@ async def fetch(broker, conn, request):
     fetch_data, forgotten = _requested(body, by_id)
     replica_id = body["replica_state"]["replica_id"] \
         if version >= _FIRST_REPLICA_STATE_VERSION else body.get("replica_id", -1)
-    context = session_cache(broker).new_context(
+    context = broker.fetch_sessions.new_context(
         version=version, session_id=body.get("session_id", 0),
         epoch=body.get("session_epoch", -1), from_follower=replica_id >= 0,
         fetch_data=fetch_data, forgotten=forgotten, now_ms=_now_ms())
