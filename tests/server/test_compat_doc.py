@@ -84,3 +84,11 @@ def test_kafkajs_row_names_the_pinned_version():
     lock = json.load(open(os.path.join(node, "package-lock.json")))
     assert lock["packages"]["node_modules/kafkajs"]["version"] == pinned
     assert documented == pinned
+
+
+def test_every_api_row_names_the_tests_that_prove_it():
+    text = _doc()
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| \d+-\d+ \|(.*)$", text, re.M)
+    assert rows
+    unproven = [f"{k} {name}" for k, name, rest in rows if "tests/" not in rest]
+    assert unproven == [], "rows naming no test"
