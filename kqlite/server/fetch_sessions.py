@@ -209,7 +209,7 @@ def _must_respond(cached, result):
     if result.error_code != ErrorCode.NONE:
         cached.high_watermark = -1
         must = True
-    if getattr(result, "diverging_epoch", None) is not None:
+    if result.diverging_epoch is not None:
         must = True     # a follower must hear it to truncate, bytes or not
     return must
 

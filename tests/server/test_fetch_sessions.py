@@ -28,6 +28,7 @@ class Result:
     high_watermark: int = 0
     log_start_offset: int = 0
     size: int = 0
+    diverging_epoch: tuple = None
 
     def release(self):
         pass
@@ -360,3 +361,18 @@ def test_kafka_python_consumes_through_incremental_sessions(broker):
     assert sorted(got) == sorted([b"zero"] + [b"m%d" % i for i in range(29)])
     # kafka-python kept one session and fetched incrementally throughout.
     assert max(epochs, default=0) > 10
+
+
+def test_an_incremental_session_always_answers_a_diverging_epoch():
+    # A diverging epoch carries no bytes and may leave the HW as it was: without this
+    # rule an incremental session would drop it and the follower would never truncate.
+    cache = FetchSessionCache(10)
+    key = ("t", 0)
+    ctx, answer = full(cache, [key], follower=True, results={key: Result(high_watermark=5)})
+    sid = answer.session_id
+    quiet = {key: Result(high_watermark=5)}
+    _ctx, answer = incremental(cache, sid, 1, changed=[], forgotten=[], results=quiet)
+    assert answer.partitions == []
+    diverged = {key: Result(high_watermark=5, diverging_epoch=(1, 3))}
+    _ctx, answer = incremental(cache, sid, 2, changed=[], forgotten=[], results=diverged)
+    assert [k for k, _ in answer.partitions] == [key]
