@@ -48,6 +48,25 @@ def add_parser(sub):
                         "answered; over it the broker stops reading from sockets until "
                         "memory is released. Default 268435456 (256 MiB), or "
                         "--max-request-bytes if larger; never below --max-request-bytes")
+    cluster = p.add_argument_group(
+        "cluster (ZooKeeper mode)",
+        "With --zookeeper the broker joins a cluster of brokers coordinated through "
+        "ZooKeeper, as Kafka's ZooKeeper mode; without it, it is a single broker.")
+    cluster.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                         help="zookeeper.connect: the ZooKeeper ensemble (and chroot) of the "
+                              "cluster to join; --broker-id must be unique in it")
+    cluster.add_argument("--zookeeper-session-timeout-ms", type=_positive, default=6000,
+                         metavar="MS", help="zookeeper.session.timeout.ms (default 6000)")
+    cluster.add_argument("--default-replication-factor", type=_positive, default=1,
+                         metavar="N", help="default.replication.factor of created topics "
+                                           "(auto-created ones get at most the live broker "
+                                           "count); default 1, as Kafka's")
+    cluster.add_argument("--replica-lag-time-max-ms", type=_positive, default=30000,
+                         metavar="MS", help="replica.lag.time.max.ms: a follower this far "
+                                            "behind leaves the ISR (default 30000)")
+    cluster.add_argument("--controlled-shutdown-retry-backoff-ms", type=_non_negative,
+                         default=5000, metavar="MS",
+                         help="controlled.shutdown.retry.backoff.ms (default 5000)")
     p.set_defaults(run=run)
 
 
@@ -105,17 +124,30 @@ async def _main(args):
               f"must be at least --max-request-bytes ({args.max_request_bytes})",
               file=sys.stderr)
         return 2
-    broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
-                    advertised_host=args.advertised_host, metrics_port=metrics_port,
-                    max_request_size=args.max_request_bytes,
-                    auto_create_topics=not args.no_auto_create_topics,
-                    default_partitions=args.num_partitions,
-                    connections_max_idle_ms=args.connections_max_idle_ms,
-                    max_connections=args.max_connections,
-                    max_connections_per_ip=args.max_connections_per_ip,
-                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
-                    queued_max_request_bytes=args.queued_max_request_bytes, **options)
-    await broker.start()
+    options.update(advertised_host=args.advertised_host, metrics_port=metrics_port,
+                   max_request_size=args.max_request_bytes,
+                   auto_create_topics=not args.no_auto_create_topics,
+                   default_partitions=args.num_partitions,
+                   connections_max_idle_ms=args.connections_max_idle_ms,
+                   max_connections=args.max_connections,
+                   max_connections_per_ip=args.max_connections_per_ip,
+                   max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
+                   queued_max_request_bytes=args.queued_max_request_bytes)
+    if args.zookeeper:
+        from ..cluster.node import ClusterNode
+        node = ClusterNode(
+            args.data_dir, host, port, broker_id=args.broker_id, zookeeper=args.zookeeper,
+            session_timeout_ms=args.zookeeper_session_timeout_ms,
+            default_replication_factor=args.default_replication_factor,
+            replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+            controlled_shutdown_retry_backoff_ms=args.controlled_shutdown_retry_backoff_ms,
+            **options)
+        broker = node.broker
+        await node.start()
+    else:
+        node = None
+        broker = Broker(args.data_dir, host, port, broker_id=args.broker_id, **options)
+        await broker.start()
     print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
           f"data dir {broker.db.path}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
@@ -124,7 +156,10 @@ async def _main(args):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("kqlite broker shutting down", file=sys.stderr, flush=True)
-    await broker.stop()
+    if node is not None:
+        await node.stop()       # controlled shutdown first
+    else:
+        await broker.stop()
     return 0
 
 

@@ -20,6 +20,10 @@ Layout:
 - ``broker_client``: one asyncio connection to another broker over the sans-I/O codec;
 - ``channels``: ordered per-broker request queues with reconnect and backoff (Kafka's
   ControllerChannelManager);
+- ``cluster_replicas`` with ``cluster_topics``: the cluster broker's replica manager
+  (partitions made by LeaderAndIsr, Metadata from the cache, topics through ZooKeeper);
+- ``topic_admin``, ``interbroker_handlers``: the cluster broker's request handlers;
+- ``node``: the broker of ``kqlite serve --zookeeper``, putting it all together;
 - ``zookeeper_process``: a standalone ZooKeeper server as a child process, for the
   development cluster and the tests.
 """

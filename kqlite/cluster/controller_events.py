@@ -214,6 +214,9 @@ async def _on_brokers_started(c, started):
     """New brokers learn everything, their replicas hear their leaders, and partitions
     that had no leader get one if a started broker can lead."""
     ctx = c.context
+    # Every other broker learns the new live set (Kafka's onBrokerStartup sends them an
+    # UpdateMetadata without partitions), the new ones everything.
+    _broadcast_metadata(c, [], to=set(ctx.live_brokers) - set(started))
     _broadcast_metadata(c, list(ctx.partitions()), to=started)
     theirs = [tp for tp in ctx.partitions() if started & set(ctx.replicas(tp))]
     by_broker = {}

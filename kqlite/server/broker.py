@@ -30,7 +30,8 @@ import struct
 import time
 
 from ..db import Database
-from ..protocol import API_NAMES, ErrorCode, FileRegion, ProtocolError, ServerConnection
+from ..protocol import (API_NAMES, SUPPORTED, ErrorCode, FileRegion, ProtocolError,
+                        ServerConnection)
 from .acceptor import Acceptor, open_listeners
 from .connection_limits import ConnectionLimits
 from .coordinator import GroupCoordinator
@@ -67,13 +68,20 @@ class Broker:
                  connections_max_idle_ms=DEFAULT_CONNECTIONS_MAX_IDLE_MS, max_connections=None,
                  max_connections_per_ip=None, max_connections_per_ip_overrides=None,
                  queued_max_request_bytes=None,
-                 fetch_session_cache_slots=DEFAULT_CACHE_SLOTS):
+                 fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
+                 extra_handlers=None, api_versions=None):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
         picks the defaults connection_limits.py and request_memory.py state;
         ``max_connections_per_ip_overrides`` maps addresses to their own caps.
-        ``fetch_session_cache_slots``: Kafka's max.incremental.fetch.session.cache.slots."""
+        ``fetch_session_cache_slots``: Kafka's max.incremental.fetch.session.cache.slots.
+
+        The seams through which a layer above (the cluster) turns this into one broker of
+        several, without the server knowing it: ``make_replicas(broker)`` returns the
+        replica manager to use instead of the single-broker one; ``extra_handlers``
+        (``{api_key: handler}``) add or replace request handlers; ``api_versions``
+        (``{api_key: (min, max)}``) is what ApiVersions advertises."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -99,8 +107,11 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0)
         self.producer_ids = ProducerIdAllocator(self.db.path)
-        self.replicas = ReplicaManager(self.db, self.io, broker_id=broker_id,
-                                       default_partitions=default_partitions)
+        self.handlers = {**HANDLERS, **(extra_handlers or {})}
+        self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)
+        self.replicas = make_replicas(self) if make_replicas is not None else \
+            ReplicaManager(self.db, self.io, broker_id=broker_id,
+                           default_partitions=default_partitions)
         self._acceptor = None
         self._metrics_server = None
         self._connections = set()
@@ -265,9 +276,9 @@ class _Connection:
     async def _handle(self, request):
         started = time.perf_counter()
         name = API_NAMES.get(request.api_key, str(request.api_key))
-        handler = HANDLERS.get(request.api_key)
+        handler = self.broker.handlers.get(request.api_key)
         if request.unsupported or handler is None:
-            body, version = _unsupported(request)
+            body, version = _unsupported(request, self.broker.api_versions)
             if body is None:
                 log.warning("unsupported request %s v%d from client %r at %s; closing the "
                             "connection (not listed in ApiVersions)", name,
@@ -319,15 +330,14 @@ def _regions_in(body):
             yield from _regions_in(value)
 
 
-def _unsupported(request):
+def _unsupported(request, supported):
     """The reply to an API or version kqlite has no schema for: ApiVersions answers in v0
     with UNSUPPORTED_VERSION and the supported list (so the client retries with a version
     both know). For anything else no correct response layout is known, so the connection
     is closed, as Apache Kafka does; ApiVersions never lists such requests. (SASL, ACL and
     transaction requests do have schemas and get error answers: handlers/refused.py.)"""
-    from ..protocol import SUPPORTED
     if request.api_key == 18:
         return {"error_code": ErrorCode.UNSUPPORTED_VERSION,
                 "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
-                             for k, (lo, hi) in sorted(SUPPORTED.items())]}, 0
+                             for k, (lo, hi) in sorted(supported.items())]}, 0
     return None, None

@@ -129,6 +129,10 @@ class Partition(abc.ABC):
     """One partition as the broker serves it. Attributes: ``topic``, ``index``, ``key``
     (``(topic, index)``, the purgatory key) and the leadership below."""
 
+    # Metadata's per-partition error: a served partition has none; a cluster's view of a
+    # partition without a live leader answers LEADER_NOT_AVAILABLE.
+    error_code = ErrorCode.NONE
+
     def __init__(self, topic, index):
         self.topic = topic
         self.index = index

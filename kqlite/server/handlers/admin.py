@@ -15,7 +15,7 @@ import collections
 import uuid
 
 from ...errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
-from ...protocol import SUPPORTED, ErrorCode
+from ...protocol import ErrorCode
 from ..config_changes import RESOURCE_BROKER, RESOURCE_TOPIC, check_name
 from ..config_entries import broker_entries, topic_entries
 from ..partition import PartitionError
@@ -39,7 +39,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 async def api_versions(broker, conn, request):
     return {"error_code": 0, "throttle_time_ms": 0,
             "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
-                         for k, (lo, hi) in sorted(SUPPORTED.items())]}
+                         for k, (lo, hi) in sorted(broker.api_versions.items())]}
 
 
 def _broker_entry(broker):
@@ -54,7 +54,8 @@ def _topic_entry(name, info):
                 "is_internal": name in INTERNAL_TOPICS, "partitions": []}
     return {"error_code": 0, "name": name, "is_internal": info.internal,
             "topic_id": info.topic_id,
-            "partitions": [{"error_code": 0, "partition_index": p.index,
+            "partitions": [{"error_code": p.error_code,
+                            "partition_index": p.index,
                             "leader_id": p.leader_id, "leader_epoch": p.leader_epoch,
                             "replica_nodes": p.replicas, "isr_nodes": p.isr,
                             "offline_replicas": p.offline_replicas}
@@ -106,7 +107,7 @@ async def metadata(broker, conn, request):
     return response
 
 
-def _kafka_error(exc):
+def kafka_error(exc):
     if isinstance(exc, PartitionError):
         return exc.error_code
     if isinstance(exc, TopicExistsError):
@@ -171,7 +172,7 @@ async def create_topics(broker, conn, request):
             if topic_id is not None:
                 result["topic_id"] = topic_id
         except (PartitionError, KqliteError) as exc:
-            result.update(error_code=_kafka_error(exc), error_message=str(exc))
+            result.update(error_code=kafka_error(exc), error_message=str(exc))
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
 
@@ -201,7 +202,7 @@ async def delete_topics(broker, conn, request):
                                          f"unknown topic id {topic_id}")
             await broker.replicas.delete_topic(name)
         except (PartitionError, KqliteError) as exc:
-            code = _kafka_error(exc)
+            code = kafka_error(exc)
             if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
                 code = ErrorCode.INVALID_REQUEST     # as Kafka answers before v3
             entry.update(error_code=code, error_message=str(exc))
@@ -228,7 +229,7 @@ async def create_partitions(broker, conn, request):
             # A count that stopped growing meanwhile (another process) is the store's
             # ConfigError.
             code = ErrorCode.INVALID_PARTITIONS if isinstance(exc, ConfigError) \
-                else _kafka_error(exc)
+                else kafka_error(exc)
             entry.update(error_code=code, error_message=str(exc))
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
@@ -248,7 +249,7 @@ async def describe_configs(broker, conn, request):
             try:
                 overrides, effective = await broker.replicas.topic_config(name)
             except (PartitionError, KqliteError) as exc:
-                entry.update(error_code=_kafka_error(exc), error_message=str(exc))
+                entry.update(error_code=kafka_error(exc), error_message=str(exc))
             else:
                 entry["configs"] = topic_entries(effective, overrides, broker.db.defaults,
                                                  keys=keys, **asked)

@@ -1,0 +1,199 @@
+"""One broker of a cluster (``kqlite serve --zookeeper``): the single broker of
+kqlite/server with the cluster parts plugged into its seams.
+
+Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
+
+1. a kazoo session (``zookeeper.session.timeout.ms``; the chroot of the connect string
+   is created if missing, as Kafka creates it);
+2. the broker, whose replica manager is a :class:`ClusterReplicaManager` (partitions
+   made by LeaderAndIsr, Metadata from the metadata cache), whose extra request handlers
+   are the inter-broker ones and whose ApiVersions advertises ``CLUSTER_SUPPORTED``;
+   producer ids come in blocks from ``/latest_producer_id_block``;
+3. once it listens, the Controller registers the broker (``/brokers/ids/N``, ephemeral;
+   its creation zxid is the broker epoch) and runs for controller. From then on the
+   active controller tells every broker what to lead and follow.
+
+Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
+move its leaderships away (ControlledShutdown, retried ``controlled.shutdown.max.retries``
+times until no partition is left), then resigns any controllership, stops serving,
+flushes, and closes its ZooKeeper session, which removes its registration.
+"""
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+
+from ..protocol import CLUSTER_SUPPORTED, ErrorCode
+from ..server import Broker
+from .broker_client import BrokerClientError
+from .channels import ChannelManager
+from .cluster_replicas import CONTROLLED_SHUTDOWN, ClusterReplicaManager
+from .controller import Controller
+from .interbroker_handlers import HANDLERS
+from .metadata_cache import MetadataCache
+from .replica_state import DEFAULT_LAG_TIME_MS
+from .zk_store import ZkStore
+from .znodes import BrokerInfo
+
+__all__ = ["ClusterNode", "ZkProducerIds", "DEFAULT_SESSION_TIMEOUT_MS"]
+
+log = logging.getLogger("kqlite.cluster")
+
+DEFAULT_SESSION_TIMEOUT_MS = 6000
+_CONTROLLED_SHUTDOWN_VERSIONS = (1, 3)   # WIRE: v3 is what Kafka 3.x brokers send
+
+
+class ZkProducerIds:
+    """Producer ids from blocks claimed in ZooKeeper (``/latest_producer_id_block``), unique
+    across the cluster; the broker's ``producer_ids`` (``allocate()`` runs in a storage
+    thread, so it may block on ZooKeeper)."""
+
+    def __init__(self, store, broker_id):
+        self._store = store
+        self._broker_id = broker_id
+        self._lock = threading.Lock()
+        self._next = 0
+        self._last = -1
+
+    def allocate(self):
+        with self._lock:
+            if self._next > self._last:
+                block = self._store.allocate_producer_id_block(self._broker_id)
+                self._next, self._last = block.first, block.last
+            pid = self._next
+            self._next += 1
+            return pid
+
+
+class ClusterNode:
+    """A cluster broker; see the module docstring. ``zookeeper``: ``HOST:PORT[,...][/chroot]``.
+    ``broker_options`` go to :class:`~kqlite.server.Broker`."""
+
+    def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id, zookeeper,
+                 session_timeout_ms=DEFAULT_SESSION_TIMEOUT_MS, advertised_host=None,
+                 default_replication_factor=1, replica_lag_time_max_ms=DEFAULT_LAG_TIME_MS,
+                 controlled_shutdown_max_retries=3,
+                 controlled_shutdown_retry_backoff_ms=5000, **broker_options):
+        self.broker_id = broker_id
+        self.zookeeper = zookeeper
+        self.session_timeout_ms = session_timeout_ms
+        self.shutdown_retries = controlled_shutdown_max_retries
+        self.shutdown_backoff = controlled_shutdown_retry_backoff_ms / 1000.0
+        self.cache = MetadataCache(broker_id)
+        self.zk = None
+        self.store = None
+        self.controller = None
+        self.channels = None
+        self._zk_threads = concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix=f"kqlite-zk-broker-{broker_id}")
+        self._replica_options = {"default_replication_factor": default_replication_factor,
+                                 "lag_time_ms": replica_lag_time_max_ms}
+        self.broker = Broker(data_dir, host, port, broker_id=broker_id,
+                             advertised_host=advertised_host, make_replicas=self._replicas,
+                             extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
+                             **broker_options)
+
+    def _replicas(self, broker):
+        return ClusterReplicaManager(broker.db, broker.io, broker_id=broker.broker_id,
+                                     cache=self.cache, store=None, zk=self.zk_call,
+                                     default_partitions=broker.default_partitions,
+                                     **self._replica_options)
+
+    @property
+    def replicas(self):
+        return self.broker.replicas
+
+    @property
+    def port(self):
+        return self.broker.port
+
+    async def zk_call(self, fn, *args):
+        """Run a blocking ZooKeeper call in one of the node's ZooKeeper threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._zk_threads, fn, *args)
+
+    # -- Lifecycle ---------------------------------------------------------------------------
+
+    async def start(self):
+        from kazoo.client import KazooClient
+        await self.zk_call(_ensure_chroot, self.zookeeper)
+        self.zk = KazooClient(hosts=self.zookeeper, timeout=self.session_timeout_ms / 1000.0)
+        await self.zk_call(self.zk.start, max(15.0, self.session_timeout_ms / 1000.0))
+        self.store = ZkStore(self.zk)
+        self.replicas.store = self.store      # the replica manager was made before it
+        self.broker.producer_ids = ZkProducerIds(self.store, self.broker_id)
+        await self.zk_call(self.store.ensure_paths)
+        self.broker.cluster_id = await self.zk_call(self.store.cluster_id)
+        await self.broker.start()
+        info = BrokerInfo(self.broker_id, self.broker.advertised_host, self.broker.port)
+        self.channels = ChannelManager(client_id=f"kqlite-controller-{self.broker_id}")
+        self.controller = Controller(self.store, info, self.channels)
+        self.replicas.controller = self.controller
+        await self.controller.start()
+        log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
+                 self.zookeeper, self.controller.broker_epoch)
+
+    async def stop(self, *, controlled=True):
+        """Controlled shutdown (unless ``controlled`` is false), then stop everything."""
+        if controlled and self.controller is not None:
+            await self.controlled_shutdown()
+        if self.controller is not None:
+            await self.controller.stop()
+        await self.broker.stop()
+        if self.channels is not None:
+            await self.channels.close()
+        if self.zk is not None:
+            await self.zk_call(self.zk.stop)
+            await self.zk_call(self.zk.close)
+        self._zk_threads.shutdown(wait=False)
+
+    async def controlled_shutdown(self):
+        """Ask the controller to move this broker's leaderships away; True once it has
+        (Kafka's KafkaServer.controlledShutdown)."""
+        for attempt in range(1, self.shutdown_retries + 1):
+            try:
+                answer = await self._ask_for_shutdown()
+            except (BrokerClientError, asyncio.TimeoutError) as exc:
+                answer = {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error": str(exc)}
+            code = answer["error_code"]
+            remaining = answer.get("remaining_partitions") or []
+            if code == ErrorCode.NONE and not remaining:
+                log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                return True
+            log.warning("broker %d: controlled shutdown attempt %d/%d failed (%s, %d "
+                        "partitions still led%s)", self.broker_id, attempt,
+                        self.shutdown_retries, ErrorCode(code).name, len(remaining),
+                        f": {answer['error']}" if "error" in answer else "")
+            if attempt < self.shutdown_retries:
+                await asyncio.sleep(self.shutdown_backoff)
+        log.warning("broker %d: shutting down without moving all leaderships away",
+                    self.broker_id)
+        return False
+
+    async def _ask_for_shutdown(self):
+        epoch = self.controller.broker_epoch
+        if self.controller.is_active:
+            return await self.replicas.ask_controller("controlled_shutdown", self.broker_id,
+                                                      epoch)
+        try:
+            return await self.replicas.send_to_controller(
+                CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSIONS,
+                {"broker_id": self.broker_id, "broker_epoch": epoch})
+        except Exception as exc:    # noqa: BLE001 -- no controller known: retried
+            code = getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+            return {"error_code": code, "error": str(exc)}
+
+
+def _ensure_chroot(hosts):
+    """Create the chroot of a connect string if it is missing (a thread: blocking)."""
+    servers, slash, chroot = hosts.partition("/")
+    if not slash or not chroot.strip("/"):
+        return
+    from kazoo.client import KazooClient
+    client = KazooClient(hosts=servers)
+    client.start(timeout=15)
+    try:
+        client.ensure_path("/" + chroot.strip("/"))
+    finally:
+        client.stop()
+        client.close()

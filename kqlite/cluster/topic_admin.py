@@ -1,0 +1,142 @@
+"""CreateTopics, DeleteTopics and CreatePartitions on a cluster broker.
+
+Only the active controller serves them (Kafka's ZooKeeper mode): the others answer
+NOT_CONTROLLER for every topic and clients resend to the controller named in Metadata.
+The controller checks a topic as the single broker does (names, duplicates, configs),
+places replicas over the live brokers, writes ZooKeeper (cluster_topics.py), then waits,
+at most the request's ``timeout_ms``, until its metadata cache shows the result (leaders
+for new partitions, the topic gone after a deletion); past it the topic is answered
+REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.
+"""
+
+import collections
+import uuid
+
+from ..errors import ConfigError, KqliteError
+from ..protocol import ErrorCode
+from ..server.handlers.admin import kafka_error
+from ..server.partition import PartitionError
+
+__all__ = ["HANDLERS"]
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+async def create_topics(broker, conn, request):
+    body = request.body
+    replicas = broker.replicas
+    validate_only = bool(body.get("validate_only"))
+    seen = collections.Counter(t["name"] for t in body["topics"])
+    results, created = [], []
+    for t in body["topics"]:
+        result = {"name": t["name"], "error_code": 0, "error_message": None,
+                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            if seen[t["name"]] > 1:
+                raise PartitionError(ErrorCode.INVALID_REQUEST,
+                                     "found multiple entries for this topic")
+            configs = t.get("configs") or []
+            nulls = [c["name"] for c in configs if c["value"] is None]
+            if nulls:
+                raise ConfigError(f"null value not supported for topic configs: "
+                                  f"{', '.join(nulls)}")
+            assignments = {a["partition_index"]: a["broker_ids"]
+                           for a in t.get("assignments") or ()}
+            count, factor, topic_id = await replicas.create_cluster_topic(
+                t["name"], t["num_partitions"], t["replication_factor"],
+                {c["name"]: c["value"] for c in configs}, assignments=assignments or None,
+                validate_only=validate_only)
+            result.update(num_partitions=count, replication_factor=factor)
+            if topic_id is not None:
+                result["topic_id"] = topic_id
+                created.append((result, count))
+        except (PartitionError, KqliteError) as exc:
+            result.update(error_code=kafka_error(exc), error_message=str(exc))
+        results.append(result)
+    if created:
+        await replicas.wait_for_metadata(
+            lambda: all(replicas.topic_ready(r["name"], n) for r, n in created),
+            body.get("timeout_ms", 0))
+        for result, count in created:
+            if not replicas.topic_ready(result["name"], count):
+                result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                              error_message="the topic is created; its leaders are not "
+                                            "elected yet")
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+async def delete_topics(broker, conn, request):
+    body, version = request.body, request.api_version
+    replicas = broker.replicas
+    if version < 6:
+        wanted = [(name, _ZERO_UUID) for name in body.get("topic_names") or []]
+    else:
+        wanted = [(t.get("name"), t.get("topic_id", _ZERO_UUID)) for t in body.get("topics")]
+    if any(name is not None and topic_id != _ZERO_UUID for name, topic_id in wanted):
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
+             "error_message": "topic name and topic id cannot both be specified"}
+            for name, topic_id in wanted]}
+    responses, marked = [], []
+    for name, topic_id in wanted:
+        entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        try:
+            if name is None:
+                name = entry["name"] = replicas.cache.topic_by_id(topic_id)
+                if name is None:
+                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID,
+                                         f"unknown topic id {topic_id}")
+            await replicas.delete_cluster_topic(name)
+            marked.append(entry)
+        except (PartitionError, KqliteError) as exc:
+            code = kafka_error(exc)
+            if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
+                code = ErrorCode.INVALID_REQUEST
+            entry.update(error_code=code, error_message=str(exc))
+        responses.append(entry)
+    if marked:
+        await replicas.wait_for_metadata(
+            lambda: not any(replicas.cache.topic_partitions(e["name"]) for e in marked),
+            body.get("timeout_ms", 0))
+        for entry in marked:
+            if replicas.cache.topic_partitions(entry["name"]):
+                entry.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                             error_message="the topic is marked for deletion; its replicas "
+                                           "are not all deleted yet")
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def create_partitions(broker, conn, request):
+    body = request.body
+    replicas = broker.replicas
+    validate_only = bool(body.get("validate_only"))
+    seen = collections.Counter(t["name"] for t in body["topics"])
+    results, grown = [], []
+    for t in body["topics"]:
+        entry = {"name": t["name"], "error_code": 0, "error_message": None}
+        try:
+            if seen[t["name"]] > 1:
+                raise PartitionError(ErrorCode.INVALID_REQUEST, "duplicate topic in request")
+            assignments = t.get("assignments")
+            await replicas.create_cluster_partitions(
+                t["name"], t["count"],
+                assignments=None if assignments is None else
+                [a["broker_ids"] for a in assignments], validate_only=validate_only)
+            if not validate_only:
+                grown.append((entry, t["count"]))
+        except (PartitionError, KqliteError) as exc:
+            entry.update(error_code=kafka_error(exc), error_message=str(exc))
+        results.append(entry)
+    if grown:
+        await replicas.wait_for_metadata(
+            lambda: all(replicas.topic_ready(e["name"], n) for e, n in grown),
+            body.get("timeout_ms", 0))
+        for entry, count in grown:
+            if not replicas.topic_ready(entry["name"], count):
+                entry.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                             error_message="the partitions are added; their leaders are "
+                                           "not elected yet")
+    return {"throttle_time_ms": 0, "results": results}
+
+
+HANDLERS = {19: create_topics, 20: delete_topics, 37: create_partitions}

@@ -1,0 +1,131 @@
+"""Real ``kqlite serve --zookeeper`` child processes on loopback, for the cluster tests.
+
+Each broker has a fixed port (picked free once), so a broker killed and restarted comes
+back at the same address, as a restarted Kafka broker does. Brokers of a cluster are
+started together and waited for together: starting three costs one start-up time.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterBroker:
+    """One broker process; ``start()`` launches it, ``wait_listening()`` waits for it."""
+
+    def __init__(self, broker_id, data_dir, zk_hosts, extra=()):
+        self.broker_id = broker_id
+        self.data_dir = str(data_dir)
+        self.zk_hosts = zk_hosts
+        self.extra = list(extra)
+        self.port = free_port()
+        self.proc = None
+        self._lines = []
+        self._reader = None
+        self._listening = threading.Event()
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def start(self):
+        self._lines = []
+        self._listening.clear()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kqlite.cli", "--log-level", "info", "serve",
+             "--data-dir", self.data_dir, "--listen", self.address,
+             "--broker-id", str(self.broker_id), "--zookeeper", self.zk_hosts,
+             "--controlled-shutdown-retry-backoff-ms", "500", *self.extra],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        # A thread drains stderr for the whole life of the process, so that a chatty
+        # broker never blocks on a full pipe.
+        self._reader = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self._reader.start()
+        return self
+
+    def _drain(self, proc):
+        for line in proc.stderr:
+            self._lines.append(line)
+            if _LISTENING.search(line):
+                self._listening.set()
+
+    def wait_listening(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not self._listening.wait(0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"broker {self.broker_id} did not start:\n{self.log()}")
+        return self
+
+    def log(self):
+        return "".join(self._lines)
+
+    @property
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """SIGKILL: the broker dies without a word; its ZooKeeper session expires."""
+        if self.alive:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout=60):
+        """SIGTERM (controlled shutdown); the exit code."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._reader is not None:
+            self._reader.join(5)
+        return self.proc.returncode
+
+
+class Cluster:
+    """``size`` brokers (ids 1..size) over one ZooKeeper chroot, started in parallel."""
+
+    def __init__(self, tmp_path, zk_hosts, size=3, extra=()):
+        self.zk_hosts = zk_hosts
+        self.brokers = {b: ClusterBroker(b, tmp_path / f"broker-{b}", zk_hosts, extra)
+                        for b in range(1, size + 1)}
+
+    def __getitem__(self, broker_id):
+        return self.brokers[broker_id]
+
+    @property
+    def bootstrap(self):
+        return ",".join(b.address for b in self.brokers.values() if b.alive)
+
+    def start(self):
+        for b in self.brokers.values():
+            b.start()
+        for b in self.brokers.values():
+            b.wait_listening()
+        return self
+
+    def stop(self):
+        for b in self.brokers.values():
+            if b.alive:
+                b.proc.send_signal(signal.SIGTERM)
+        for b in self.brokers.values():
+            b.stop()
+
+    def logs(self):
+        return "\n".join(f"--- broker {b.broker_id} ---\n{b.log()}"
+                         for b in self.brokers.values())
