@@ -10,16 +10,14 @@ REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.
 """
 
 import collections
-import uuid
 
 from ..errors import ConfigError, KqliteError
 from ..protocol import ErrorCode
-from ..server.handlers.admin import kafka_error
+from ..server.handlers.admin import deletion_error, kafka_error, topics_to_delete
 from ..server.partition import PartitionError
 
 __all__ = ["HANDLERS"]
 
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 async def create_topics(broker, conn, request):
@@ -68,15 +66,9 @@ async def create_topics(broker, conn, request):
 async def delete_topics(broker, conn, request):
     body, version = request.body, request.api_version
     replicas = broker.replicas
-    if version < 6:
-        wanted = [(name, _ZERO_UUID) for name in body.get("topic_names") or []]
-    else:
-        wanted = [(t.get("name"), t.get("topic_id", _ZERO_UUID)) for t in body.get("topics")]
-    if any(name is not None and topic_id != _ZERO_UUID for name, topic_id in wanted):
-        return {"throttle_time_ms": 0, "responses": [
-            {"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
-             "error_message": "topic name and topic id cannot both be specified"}
-            for name, topic_id in wanted]}
+    wanted, refusal = topics_to_delete(body, version)
+    if refusal is not None:
+        return refusal
     responses, marked = [], []
     for name, topic_id in wanted:
         entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
@@ -89,10 +81,7 @@ async def delete_topics(broker, conn, request):
             await replicas.delete_cluster_topic(name)
             marked.append(entry)
         except (PartitionError, KqliteError) as exc:
-            code = kafka_error(exc)
-            if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
-                code = ErrorCode.INVALID_REQUEST
-            entry.update(error_code=code, error_message=str(exc))
+            entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
         responses.append(entry)
     if marked:
         await replicas.wait_for_metadata(

@@ -177,18 +177,35 @@ async def create_topics(broker, conn, request):
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def delete_topics(broker, conn, request):
-    body, version = request.body, request.api_version
+def topics_to_delete(body, version):
+    """DeleteTopics' ``(wanted, refusal)``: ``wanted`` the ``(name or None, topic id)``
+    pairs it names (names before v6), ``refusal`` the whole response when a pair names
+    both, which Kafka refuses (InvalidRequestException), else None."""
     if version < 6:
         wanted = [(name, _ZERO_UUID) for name in body.get("topic_names") or []]
     else:
         wanted = [(t.get("name"), t.get("topic_id", _ZERO_UUID)) for t in body.get("topics")]
     if any(name is not None and topic_id != _ZERO_UUID for name, topic_id in wanted):
-        # Kafka refuses the whole request (InvalidRequestException).
-        return {"throttle_time_ms": 0, "responses": [
+        return wanted, {"throttle_time_ms": 0, "responses": [
             {"name": name, "topic_id": topic_id, "error_code": ErrorCode.INVALID_REQUEST,
              "error_message": "topic name and topic id cannot both be specified"}
             for name, topic_id in wanted]}
+    return wanted, None
+
+
+def deletion_error(exc, version):
+    """The code a refused deletion gets: TOPIC_DELETION_DISABLED is INVALID_REQUEST before
+    v3, as Kafka answers."""
+    code = kafka_error(exc)
+    return ErrorCode.INVALID_REQUEST if code == ErrorCode.TOPIC_DELETION_DISABLED and \
+        version < 3 else code
+
+
+async def delete_topics(broker, conn, request):
+    body, version = request.body, request.api_version
+    wanted, refusal = topics_to_delete(body, version)
+    if refusal is not None:
+        return refusal
     by_id = await broker.replicas.topic_names_by_id(
         [i for name, i in wanted if name is None and i != _ZERO_UUID])
     responses = []
@@ -202,10 +219,7 @@ async def delete_topics(broker, conn, request):
                                          f"unknown topic id {topic_id}")
             await broker.replicas.delete_topic(name)
         except (PartitionError, KqliteError) as exc:
-            code = kafka_error(exc)
-            if code == ErrorCode.TOPIC_DELETION_DISABLED and version < 3:
-                code = ErrorCode.INVALID_REQUEST     # as Kafka answers before v3
-            entry.update(error_code=code, error_message=str(exc))
+            entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
