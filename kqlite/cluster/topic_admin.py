@@ -19,7 +19,6 @@ from ..server.partition import PartitionError
 __all__ = ["HANDLERS"]
 
 
-
 async def create_topics(broker, conn, request):
     body = request.body
     replicas = broker.replicas
