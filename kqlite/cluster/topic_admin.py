@@ -50,16 +50,23 @@ async def create_topics(broker, conn, request):
         except (PartitionError, KqliteError) as exc:
             result.update(error_code=kafka_error(exc), error_message=str(exc))
         results.append(result)
-    if created:
-        await replicas.wait_for_metadata(
-            lambda: all(replicas.topic_ready(r["name"], n) for r, n in created),
-            body.get("timeout_ms", 0))
-        for result, count in created:
-            if not replicas.topic_ready(result["name"], count):
-                result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
-                              error_message="the topic is created; its leaders are not "
-                                            "elected yet")
+    await _await_leaders(replicas, created, body.get("timeout_ms", 0),
+                         "the topic is created; its leaders are not elected yet")
     return {"throttle_time_ms": 0, "topics": results}
+
+
+async def _await_leaders(replicas, pending, timeout_ms, late):
+    """Wait, at most ``timeout_ms``, until the metadata cache shows leaders for every
+    ``(entry, partition count)`` of ``pending``; the entries still without them are
+    answered REQUEST_TIMED_OUT with the message ``late`` (Kafka's delayed topic
+    operations)."""
+    if not pending:
+        return
+    await replicas.wait_for_metadata(
+        lambda: all(replicas.topic_ready(e["name"], n) for e, n in pending), timeout_ms)
+    for entry, count in pending:
+        if not replicas.topic_ready(entry["name"], count):
+            entry.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=late)
 
 
 async def delete_topics(broker, conn, request):
@@ -115,15 +122,8 @@ async def create_partitions(broker, conn, request):
         except (PartitionError, KqliteError) as exc:
             entry.update(error_code=kafka_error(exc), error_message=str(exc))
         results.append(entry)
-    if grown:
-        await replicas.wait_for_metadata(
-            lambda: all(replicas.topic_ready(e["name"], n) for e, n in grown),
-            body.get("timeout_ms", 0))
-        for entry, count in grown:
-            if not replicas.topic_ready(entry["name"], count):
-                entry.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
-                             error_message="the partitions are added; their leaders are "
-                                           "not elected yet")
+    await _await_leaders(replicas, grown, body.get("timeout_ms", 0),
+                         "the partitions are added; their leaders are not elected yet")
     return {"throttle_time_ms": 0, "results": results}
 
 
