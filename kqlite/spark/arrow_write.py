@@ -78,6 +78,19 @@ def _headers(pa, col):
     return col
 
 
+def cached_partition_count(db, topic, counts_cache, partition_count):
+    """The partition count of ``topic``, asked once per write (``counts_cache``); an
+    unknown topic is the sink's option error, as Spark's Kafka sink refuses it."""
+    count = counts_cache.get(topic)
+    if count is None:
+        try:
+            count = counts_cache[topic] = partition_count(db, topic)
+        except kqlite.UnknownTopicError:
+            raise SparkOptionError(f"topic {topic!r} does not exist in {db.path}; create "
+                                   f"it first") from None
+    return count
+
+
 def staged_columns(batch, topic_option, db, now_ms, rng, counts_cache, compacted_cache,
                    partition_count):
     """One Spark Arrow batch as a RecordBatch of (topic, partition, key, value,
@@ -109,13 +122,7 @@ def staged_columns(batch, topic_option, db, now_ms, rng, counts_cache, compacted
     names = topics.unique().to_pylist()
     parts = given
     for topic in names:
-        count = counts_cache.get(topic)
-        if count is None:
-            try:
-                count = counts_cache[topic] = partition_count(db, topic)
-            except kqlite.UnknownTopicError:
-                raise SparkOptionError(f"topic {topic!r} does not exist in {db.path}; create "
-                                       f"it first") from None
+        count = cached_partition_count(db, topic, counts_cache, partition_count)
         mine = pc.equal(topics, topic) if len(names) > 1 else None
         if part_col is not None:
             chosen = given if mine is None else pc.if_else(mine, given, None)

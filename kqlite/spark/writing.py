@@ -42,7 +42,8 @@ from ..db.layout import meta_dir
 from ..db.partitioner import partition_for_key
 from ..storage.fs import DEFAULT_FS, atomic_write
 from .options import SparkOptionError
-from .arrow_write import append_runs, column_of, runs, staged_columns
+from .arrow_write import (append_runs, cached_partition_count, column_of, runs,
+                          staged_columns)
 from .reading import open_data_dir, partition_count
 
 __all__ = ["check_sink_schema", "stage_rows", "publish", "discard", "SinkState",
@@ -138,13 +139,7 @@ def batch_to_records(batch, topic_option, db, now_ms, rng, counts_cache):
         topic = topics[i]
         if topic is None:
             raise InvalidRecordError("a row has a null topic and the sink has no topic option")
-        count = counts_cache.get(topic)
-        if count is None:
-            try:
-                count = counts_cache[topic] = partition_count(db, topic)
-            except kqlite.UnknownTopicError:
-                raise SparkOptionError(f"topic {topic!r} does not exist in {db.path}; create "
-                                       f"it first") from None
+        count = cached_partition_count(db, topic, counts_cache, partition_count)
         p = parts[i]
         if p is None:
             key = keys[i]
