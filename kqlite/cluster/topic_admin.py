@@ -11,9 +11,10 @@ REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.
 
 import collections
 
-from ..errors import ConfigError, KqliteError
+from ..errors import KqliteError
 from ..protocol import ErrorCode
-from ..server.handlers.admin import deletion_error, kafka_error, topics_to_delete
+from ..server.handlers.admin import (deletion_error, kafka_error, requested_configs,
+                                     topics_to_delete)
 from ..server.partition import PartitionError
 
 __all__ = ["HANDLERS"]
@@ -32,16 +33,12 @@ async def create_topics(broker, conn, request):
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST,
                                      "found multiple entries for this topic")
-            configs = t.get("configs") or []
-            nulls = [c["name"] for c in configs if c["value"] is None]
-            if nulls:
-                raise ConfigError(f"null value not supported for topic configs: "
-                                  f"{', '.join(nulls)}")
+            configs = requested_configs(t)
             assignments = {a["partition_index"]: a["broker_ids"]
                            for a in t.get("assignments") or ()}
             count, factor, topic_id = await replicas.create_cluster_topic(
                 t["name"], t["num_partitions"], t["replication_factor"],
-                {c["name"]: c["value"] for c in configs}, assignments=assignments or None,
+                configs, assignments=assignments or None,
                 validate_only=validate_only)
             result.update(num_partitions=count, replication_factor=factor)
             if topic_id is not None:

@@ -119,16 +119,23 @@ def kafka_error(exc):
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+def requested_configs(topic):
+    """A CreateTopics topic's configs as a dict; a null value is refused as Kafka refuses
+    it (ConfigError: INVALID_CONFIG)."""
+    configs = topic.get("configs") or []
+    nulls = [c["name"] for c in configs if c["value"] is None]
+    if nulls:
+        raise ConfigError(f"null value not supported for topic configs: {', '.join(nulls)}")
+    return {c["name"]: c["value"] for c in configs}
+
+
 async def _create_one(broker, topic, validate_only):
     """Create (or with ``validate_only`` check) one topic of a CreateTopics request, in
     Kafka's order of checks (ZkAdminManager.createTopics); returns (partition count,
     topic id or None). Raises PartitionError or KqliteError."""
     name = topic["name"]
     check_topic(name)
-    configs = topic.get("configs") or []
-    nulls = [c["name"] for c in configs if c["value"] is None]
-    if nulls:
-        raise ConfigError(f"null value not supported for topic configs: {', '.join(nulls)}")
+    configs = requested_configs(topic)
     count, factor = topic["num_partitions"], topic["replication_factor"]
     if topic.get("assignments"):
         if count != -1 or factor != -1:
@@ -150,8 +157,8 @@ async def _create_one(broker, topic, validate_only):
         if count < 1:
             raise PartitionError(ErrorCode.INVALID_PARTITIONS,
                                  "number of partitions must be larger than 0")
-    topic_id = await broker.replicas.create_topic(
-        name, count, {c["name"]: c["value"] for c in configs}, validate_only=validate_only)
+    topic_id = await broker.replicas.create_topic(name, count, configs,
+                                                  validate_only=validate_only)
     return count, topic_id
 
 
