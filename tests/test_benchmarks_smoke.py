@@ -10,7 +10,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 WORKLOADS = {"machine", "native", "append", "read", "durable", "multiprocess", "retention",
-             "recovery", "broker", "spark"}
+             "recovery", "broker", "cluster", "spark"}
+# A figure that counts what met a latency bound may be 0 on a loaded machine; that is a
+# benchmark result, not a harness failure.
+MAY_BE_ZERO = {"within_20ms_at_20k"}
 
 
 def test_quick_run_writes_the_json_report(tmp_path):
@@ -32,7 +35,7 @@ def test_quick_run_writes_the_json_report(tmp_path):
         assert {"key", "workload", "case", "system", "value", "unit", "n", "seconds",
                 "note", "ref"} <= set(result)
         assert result["unit"] in ("rec/s", "B/s", "ops/s", "s")
-        assert result["value"] > 0
+        assert result["value"] > 0 or result["case"] in MAY_BE_ZERO
     measured = {r["workload"] for r in doc["results"] if r["system"].startswith("kqlite")}
     assert measured >= WORKLOADS - {"machine"}
     ids = {t["id"] for t in doc["targets"]}
@@ -42,7 +45,7 @@ def test_quick_run_writes_the_json_report(tmp_path):
     for t in doc["targets"]:
         assert t["status"] in ("PASS", "MISS", "n/a")
         if t["status"] != "n/a":
-            assert t["ratio"] > 0
+            assert t["ratio"] > 0 or any(c in t["numerator"] for c in MAY_BE_ZERO)
     for skipped in doc["skipped"]:
         assert "not installed" in skipped["reason"] or "not built" in skipped["reason"]
 
