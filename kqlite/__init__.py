@@ -29,6 +29,7 @@ from .format.record import Record as Record
 from .storage.config import LogConfig as LogConfig
 from .storage.log import Log as Log
 from .errors import UnknownTopicError as UnknownTopicError, TopicExistsError as TopicExistsError
+from .errors import ReplicatedPartitionError as ReplicatedPartitionError
 from .db import Database as Database
 from .db import open_database as open
 from .db import Producer as Producer, RecordMetadata as RecordMetadata

@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError", "InvalidRecordError", "InvalidTimestampError", "UnknownTopicError",
     "TopicExistsError",
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
+    "ReplicatedPartitionError", "InconsistentBrokerIdError", "InconsistentClusterIdError",
     "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
 ]
 
@@ -149,3 +150,20 @@ CorruptRecord = CorruptRecordError
 OffsetOutOfRange = OffsetOutOfRangeError
 RecordTooLarge = RecordTooLargeError
 LogLocked = LogLockedError
+
+
+class ReplicatedPartitionError(KqliteError):
+    """A write, from outside the cluster broker that owns the data dir, to a partition a
+    cluster replicates (or to the topics of that dir): such records would reach no other
+    replica. Produce through the cluster instead; reading (up to the high watermark) is
+    fine."""
+
+
+class InconsistentBrokerIdError(KqliteError):
+    """A cluster broker's data dir belongs to another broker id (its ``meta.properties``
+    says so): Kafka's InconsistentBrokerIdException."""
+
+
+class InconsistentClusterIdError(KqliteError):
+    """A cluster broker's data dir belongs to another cluster (its ``meta.properties``
+    names another cluster id than ZooKeeper's): Kafka's InconsistentClusterIdException."""

@@ -5,9 +5,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import check, consume, dump, groups, produce, serve, topics
+from . import check, cluster, consume, dump, groups, produce, serve, topics
 
-COMMANDS = [produce, consume, topics, groups, dump, check, serve]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster]
 
 
 def build_parser():

@@ -64,10 +64,46 @@ def add_parser(sub):
     cluster.add_argument("--replica-lag-time-max-ms", type=_positive, default=30000,
                          metavar="MS", help="replica.lag.time.max.ms: a follower this far "
                                             "behind leaves the ISR (default 30000)")
+    cluster.add_argument("--replica-high-watermark-checkpoint-interval-ms", type=_positive,
+                         default=5000, metavar="MS",
+                         help="replica.high.watermark.checkpoint.interval.ms: how often the "
+                              "partitions' high watermarks are written to "
+                              "replication-offset-checkpoint (default 5000)")
     cluster.add_argument("--controlled-shutdown-retry-backoff-ms", type=_non_negative,
                          default=5000, metavar="MS",
                          help="controlled.shutdown.retry.backoff.ms (default 5000)")
+    cluster.add_argument("--offsets-topic-replication-factor", type=_positive, default=3,
+                         metavar="N",
+                         help="offsets.topic.replication.factor: replicas of __consumer_offsets, "
+                              "created on the first FindCoordinator; with fewer live brokers "
+                              "its creation waits and groups get COORDINATOR_NOT_AVAILABLE "
+                              "(default 3, as Kafka's)")
+    cluster.add_argument("--offsets-topic-num-partitions", type=_positive, default=50,
+                         metavar="N",
+                         help="offsets.topic.num.partitions: partitions of __consumer_offsets "
+                              "(default 50, as Kafka's); a group is coordinated by the leader "
+                              "of its partition")
+    cluster.add_argument("--auto-leader-rebalance-enable", type=_boolean, default=True,
+                         metavar="true|false",
+                         help="auto.leader.rebalance.enable: the controller moves leadership "
+                              "back to preferred replicas by itself (default true)")
+    cluster.add_argument("--leader-imbalance-check-interval-seconds", type=_positive,
+                         default=300, metavar="S",
+                         help="leader.imbalance.check.interval.seconds: how often the "
+                              "controller checks the leader balance (default 300)")
+    cluster.add_argument("--leader-imbalance-per-broker-percentage", type=_non_negative,
+                         default=10, metavar="PCT",
+                         help="leader.imbalance.per.broker.percentage: the share of a "
+                              "broker's preferred partitions led elsewhere above which they "
+                              "are moved back (default 10)")
     p.set_defaults(run=run)
+
+
+def _boolean(text):
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    return value == "true"
 
 
 def _positive(text):
@@ -140,7 +176,14 @@ async def _main(args):
             session_timeout_ms=args.zookeeper_session_timeout_ms,
             default_replication_factor=args.default_replication_factor,
             replica_lag_time_max_ms=args.replica_lag_time_max_ms,
+            replica_high_watermark_checkpoint_interval_ms=(
+                args.replica_high_watermark_checkpoint_interval_ms),
             controlled_shutdown_retry_backoff_ms=args.controlled_shutdown_retry_backoff_ms,
+            offsets_topic_replication_factor=args.offsets_topic_replication_factor,
+            offsets_topic_num_partitions=args.offsets_topic_num_partitions,
+            auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
+            leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
             **options)
         broker = node.broker
         await node.start()

@@ -11,9 +11,10 @@ controller's LeaderAndIsr names this broker among its replicas. Handling one:
 2. per partition, a leader epoch not above the one held is refused with
    STALE_CONTROLLER_EPOCH (as Kafka 3.9 in ZooKeeper mode), and a partition whose
    replicas do not include this broker with UNKNOWN_TOPIC_OR_PARTITION;
-3. the topic is created in the local data dir when missing, with the partition count of
-   its ZooKeeper assignment and the configs of ``/config/topics`` (ZooKeeper is read in
-   a thread, the data dir in a storage thread);
+3. the topic is created in the local data dir when missing, with the topic id and
+   partition count of its ZooKeeper assignment and the configs of ``/config/topics``
+   (ZooKeeper is read in a thread, the data dir in a storage thread); a local topic
+   with another id refuses its partitions with INCONSISTENT_TOPIC_ID, as Kafka does;
 4. each partition becomes leader or follower (replicated_partition.py), then the
    fetchers follow: leaders' partitions leave them, followers are added to their
    leader's fetcher (fetcher.py).
@@ -42,10 +43,11 @@ from ..server.topic_checks import check_topic
 from .broker_client import BrokerConnectError, BrokerConnection
 from .channels import ChannelManager
 from .cluster_topics import ClusterTopics
+from .config_watcher import apply_topic_config
 from .fetcher import ReplicaFetcherManager
 from .replica_state import DEFAULT_LAG_TIME_MS, IsrCommit
 from .replicated_partition import ReplicatedPartition
-from .znodes import LEADER_DURING_DELETE
+from .znodes import LEADER_DURING_DELETE, uuid_to_text
 
 __all__ = ["ClusterReplicaManager", "ALTER_PARTITION", "CONTROLLED_SHUTDOWN"]
 
@@ -89,6 +91,10 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
                                               **(fetcher_options or {}))
         self._isr_task = None
         self._closing = set()             # closes of dropped partitions under way
+        # on_roles_changed(leaders, others): called after LeaderAndIsr and StopReplica with
+        # the partitions that lead here and those that follow or stopped (the group
+        # coordinator loads and unloads its groups from it).
+        self.on_roles_changed = None
 
     @property
     def broker_epoch(self):
@@ -113,6 +119,11 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
         return time.monotonic() * 1000.0
 
     # -- Partitions -------------------------------------------------------------------------
+
+    def hosted_replicas(self):
+        """The replicated partitions this broker hosts now (the high-watermark
+        checkpoint's list)."""
+        return [p for p in self._partitions.values() if isinstance(p, ReplicatedPartition)]
 
     async def get(self, topic, index):
         partition = self._partitions.get((topic, index))
@@ -195,43 +206,60 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
                     errors[key] = ErrorCode.STALE_CONTROLLER_EPOCH
                 else:
                     wanted.append((topic, topic_id, p))
-            for topic in dict.fromkeys(t for t, _, _ in wanted):
+            for topic, topic_id in {t: tid for t, tid, _ in wanted}.items():
                 try:
-                    await self._ensure_local_topic(topic)
+                    code = await self._ensure_local_topic(topic, topic_id)
                 except (KqliteError, OSError) as exc:
                     log.error("cannot create topic %s locally: %s", topic, exc)
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                if code:
                     for t, _, p in wanted:
                         if t == topic:
-                            errors[(t, p["partition_index"])] = ErrorCode.KAFKA_STORAGE_ERROR
+                            errors[(t, p["partition_index"])] = code
             wanted = [w for w in wanted if (w[0], w[2]["partition_index"]) not in errors]
             await self._change_roles(wanted, errors)
         return ErrorCode.NONE, [(t, tid, p["partition_index"],
                                  errors.get((t, p["partition_index"]), ErrorCode.NONE))
                                 for t, tid, p in states]
 
-    async def _ensure_local_topic(self, topic):
-        """The topic in the local data dir, with the partition count and configs that
-        ZooKeeper holds; remembers its min.insync.replicas."""
+    async def _ensure_local_topic(self, topic, topic_id=None):
+        """The topic in the local data dir, with the topic id, partition count and configs
+        that ZooKeeper holds; remembers its min.insync.replicas. Returns
+        INCONSISTENT_TOPIC_ID when the local topic has another id than ``topic_id`` (the
+        request's, else ZooKeeper's), as Kafka refuses such a LeaderAndIsr."""
         assignment = await self._zk(self.store.topic_assignment, topic)
         configs = await self._zk(self.store.topic_config, topic)
-        self._min_isr[topic] = await self.io.run(self._create_locally, topic,
-                                                 len(assignment.partitions), configs)
+        if topic_id is None or topic_id.int == 0:
+            topic_id = assignment.topic_id
+        wanted = uuid_to_text(topic_id) if topic_id is not None else None
+        min_isr, local_id = await self.io.run(self._create_locally, topic,
+                                              len(assignment.partitions), configs, wanted)
+        if wanted is not None and local_id != wanted:
+            log.error("topic %s: the local data dir holds topic id %s, ZooKeeper %s; its "
+                      "partitions are refused (INCONSISTENT_TOPIC_ID) until the stale local "
+                      "topic is deleted", topic, local_id, wanted)
+            return ErrorCode.INCONSISTENT_TOPIC_ID
+        self._min_isr[topic] = min_isr
+        return ErrorCode.NONE
 
-    def _create_locally(self, topic, count, configs):
+    def _create_locally(self, topic, count, configs, topic_id=None):
         db = self.db
         try:
             current = db.partitions_for(topic, refresh=True)
         except UnknownTopicError:
             try:
-                db.create_topic(topic, count, configs, exist_ok=True)
+                db.create_topic(topic, count, configs, exist_ok=True, topic_id=topic_id)
             except ConfigError as exc:
                 log.warning("topic %s: configs %s not usable here (%s); created with the "
                             "broker's defaults", topic, configs, exc)
-                db.create_topic(topic, count, exist_ok=True)
+                db.create_topic(topic, count, exist_ok=True, topic_id=topic_id)
         else:
             if current < count:
                 db.create_partitions(topic, count)
-        return int(db.topic_config(topic)["min.insync.replicas"])
+            # Configs changed while this broker was away are caught up here.
+            apply_topic_config(db, topic, configs)
+        return (int(db.topic_config(topic)["min.insync.replicas"]),
+                db.topic_metadata(topic)["topic_id"])
 
     async def _change_roles(self, wanted, errors):
         leaders, followers = [], {}
@@ -256,6 +284,9 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
             else:
                 await partition.become_follower(p["leader"], *args)
                 followers.setdefault(p["leader"], []).append(partition)
+        if self.on_roles_changed is not None:     # the group coordinator's loads and unloads
+            self.on_roles_changed([self._partitions[k] for k in leaders],
+                                  [p for ps in followers.values() for p in ps])
         no_leader = [(p.topic, p.index) for p in followers.pop(-1, [])]
         if no_leader:
             await self.fetchers.remove_partitions(no_leader)
@@ -297,6 +328,8 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
                 await self.fetchers.remove_partitions([(topic, index)])
                 if partition is not None:
                     await partition.stop_replica()
+                    if self.on_roles_changed is not None:
+                        self.on_roles_changed([], [partition])
                 if delete:
                     self._drop(topic, index)
                     if not self._indexes.get(topic):
@@ -332,8 +365,13 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
         epoch = body.get("broker_epoch", _NO_EPOCH)
         if epoch != _NO_EPOCH and epoch < self.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
+        if body["controller_epoch"] < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
         code = self.cache.update(body)
         if code == ErrorCode.NONE:
+            # As Kafka's ReplicaManager: a new controller heard through UpdateMetadata alone
+            # fences its predecessor's LeaderAndIsr and StopReplica too.
+            self.controller_epoch = body["controller_epoch"]
             self._point_controller_channel()
             self._metadata_changed()
         return code
@@ -373,8 +411,9 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
 
     async def _alter_partition(self, topic, index, proposal):
         """A leader's ISR change, to the controller; an IsrCommit or an error code."""
+        # A leader's proposal always ends recovery (Kafka's Partition asks for RECOVERED).
         items = [(topic, index, proposal.leader_epoch, tuple(proposal.isr),
-                  proposal.partition_epoch)]
+                  proposal.partition_epoch, False)]
         if self._local_controller() is not None:
             answer = await self.ask_controller("alter_partition", self.broker_id,
                                                self.broker_epoch, items)

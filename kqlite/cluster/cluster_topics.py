@@ -15,6 +15,8 @@ result, as Kafka's DelayedCreatePartitions and DelayedDeleteTopics wait.
 - Metadata's auto-creation is done by whichever broker is asked (Kafka's ZooKeeper-mode
   broker writes the znodes itself); the topic is answered LEADER_NOT_AVAILABLE until
   its leaders are known.
+- Config changes (cluster_configs.py) are written to ``/config/topics`` with a change
+  notification; every broker's config watcher then calls :meth:`topic_config_changed`.
 - Replicas are placed by Kafka's rack-unaware rule (assignment.py) over the live brokers
   of the cache; ``default.replication.factor`` for auto-created topics is capped at the
   live broker count.
@@ -37,6 +39,7 @@ from ..storage.config import LogConfig, check_kafka_names
 from . import znodes as zn
 from .assignment import (InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                          assign_replicas, check_assignment)
+from .config_watcher import apply_topic_config
 
 __all__ = ["ClusterTopics", "PartitionView"]
 
@@ -152,6 +155,16 @@ class ClusterTopics:
         except ConfigError:      # a setting kqlite does not know: report the defaults
             effective = LogConfig(dict(self.db.defaults)).as_dict()
         return overrides, effective
+
+    async def topic_config_changed(self, topic):
+        """``/config/topics/<topic>`` changed (config_watcher.py): this broker's replicas of
+        the topic take the new config, and its controller, if active, hears of it."""
+        config = await self._zk(self.store.topic_config, topic)
+        min_isr = await self.io.run(apply_topic_config, self.db, topic, config)
+        if min_isr is not None:
+            self._min_isr[topic] = min_isr
+        if self.controller is not None:
+            self.controller.post("topic_config_change", topic)
 
     # -- Changes (active controller only) -------------------------------------------------
 

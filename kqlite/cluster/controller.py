@@ -16,7 +16,10 @@ never on the event loop. Decisions (who leads, who is in sync) are the pure rule
 election.py; what the brokers must hear is sent through ``channels`` (one ordered queue
 per broker), LeaderAndIsr first, then UpdateMetadata, as Kafka orders them.
 
-Handlers of the active controller's events live in controller_events.py.
+Handlers of the active controller's events live in controller_events.py, those of
+leader elections on request (ElectLeaders, ``/admin/preferred_replica_election``, the
+automatic leader rebalance every ``leader.imbalance.check.interval.seconds``) in
+controller_elections.py.
 """
 
 import asyncio
@@ -25,13 +28,18 @@ import logging
 
 from kazoo.protocol.states import KazooState
 
+from . import controller_elections as elections
 from . import controller_events as events
 from .controller_context import ControllerContext
+from .leader_rebalance import (DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE,
+                               FIRST_CHECK_DELAY_S)
 from .zk_store import ControllerMovedError
 
 __all__ = ["Controller"]
 
 log = logging.getLogger("kqlite.cluster.controller")
+
+_HANDLERS = {**events.HANDLERS, **elections.HANDLERS}
 
 
 class Controller:
@@ -41,14 +49,23 @@ class Controller:
     ``znodes.BrokerInfo`` (registered by the controller, as Kafka's controller does, so
     that registration and re-election follow the same session); ``channels``: a
     ``channels.ChannelManager`` (``broker_ids``, ``add_broker``, ``remove_broker``,
-    ``send(broker_id, api_key, version, body) -> Future``).
+    ``send(broker_id, api_key, version, body) -> Future``). ``auto_rebalance``,
+    ``imbalance_check_interval_s`` and ``imbalance_percentage`` are Kafka's
+    ``auto.leader.rebalance.enable`` (off by default here; a cluster broker turns it on),
+    ``leader.imbalance.check.interval.seconds`` and
+    ``leader.imbalance.per.broker.percentage``.
     """
 
-    def __init__(self, store, broker, channels, *, auto_rebalance=False):
+    def __init__(self, store, broker, channels, *, auto_rebalance=False,
+                 imbalance_check_interval_s=DEFAULT_CHECK_INTERVAL_S,
+                 imbalance_percentage=DEFAULT_PERCENTAGE):
         self.store = store
         self.broker = broker
         self.channels = channels
         self.auto_rebalance = auto_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_percentage = imbalance_percentage
+        self._rebalance_timer = None
         self.broker_epoch = -1
         self.context = None            # a ControllerContext while active
         self.active_controller_id = -1
@@ -82,6 +99,7 @@ class Controller:
         if self._stopped:
             return
         self._stopped = True
+        self._cancel_rebalance()
         self.store.zk.remove_listener(self._on_session_state)
         if self._task is not None:
             self._task.cancel()
@@ -102,6 +120,7 @@ class Controller:
         """Stop processing events at once, without resigning or touching ZooKeeper: what
         a crashed broker does (its session then expires and takes /controller with it)."""
         self._stopped = True
+        self._cancel_rebalance()
         if self._task is not None:
             self._task.cancel()
 
@@ -121,6 +140,18 @@ class Controller:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, (kind, payload))
         except RuntimeError:
             pass   # the loop is closed: the broker is going away
+
+    def schedule_rebalance(self, delay_s):
+        """The next automatic leader-rebalance check in ``delay_s`` seconds (only one is
+        ever pending); nothing when the rebalance is off or the controller stopped."""
+        self._cancel_rebalance()
+        if self.auto_rebalance and not self._stopped and self._loop is not None:
+            self._rebalance_timer = self._loop.call_later(delay_s, self.post, "auto_rebalance")
+
+    def _cancel_rebalance(self):
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
 
     def watcher(self, kind, *payload):
         """A kazoo watch callback that enqueues ``kind``."""
@@ -173,7 +204,7 @@ class Controller:
             # answered as Kafka answers a broker that is not the controller.
             events.not_active(kind, payload)
         else:
-            await events.HANDLERS[kind](self, *payload)
+            await _HANDLERS[kind](self, *payload)
 
     async def _elect(self):
         current = await self.zk(self.store.controller_id, self.watcher("controller_change"))
@@ -189,6 +220,10 @@ class Controller:
         log.info("broker %d is the controller (epoch %d)", self.broker.broker_id, epoch)
         self.context = ControllerContext(self.broker.broker_id, epoch, fence)
         await events.on_failover(self)
+        # Kafka's onControllerFailover ends with the pending preferred elections (and
+        # the watch on their znode), then the first rebalance check.
+        await elections.preferred_replica_election_znode(self)
+        self.schedule_rebalance(FIRST_CHECK_DELAY_S)
 
     async def _controller_changed(self):
         """/controller was created, changed or deleted (Kafka's ControllerChange and
@@ -204,4 +239,5 @@ class Controller:
 
     def _resign(self):
         self.context = None
+        self._cancel_rebalance()
 

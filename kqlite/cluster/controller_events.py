@@ -359,15 +359,16 @@ async def controlled_shutdown(c, broker_id, broker_epoch, future):
 
 async def alter_partition(c, broker_id, broker_epoch, items, future):
     """ISR changes proposed by leaders (AlterPartition), validated in Kafka's order.
-    ``items``: [(topic, partition, leader_epoch, new_isr, partition_epoch)]; the answer is
-    a list of (error code, PartitionState or None) in the same order."""
+    ``items``: [(topic, partition, leader_epoch, new_isr, partition_epoch, recovering)]
+    (``recovering``: the LeaderRecoveryState the leader asks for is RECOVERING); the answer
+    is a list of (error code, PartitionState or None) in the same order."""
     ctx = c.context
     if broker_epoch != ctx.broker_epoch(broker_id) or broker_id not in ctx.live_brokers:
         future.set_result((ErrorCode.STALE_BROKER_EPOCH, []))
         return
     answers = []
     changed = []
-    for topic, p, leader_epoch, new_isr, partition_epoch in items:
+    for topic, p, leader_epoch, new_isr, partition_epoch, recovering in items:
         tp = (topic, p)
         state = ctx.states.get(tp)
         if state is None or topic in ctx.topics_being_deleted:
@@ -379,20 +380,23 @@ async def alter_partition(c, broker_id, broker_epoch, items, future):
         if leader_epoch < state.leader_epoch:
             answers.append((ErrorCode.FENCED_LEADER_EPOCH, None))
             continue
-        if tuple(new_isr) == tuple(state.isr):
+        if tuple(new_isr) == tuple(state.isr) and recovering == state.recovering:
             answers.append((ErrorCode.NONE, state))     # already applied: idempotent
             continue
         if partition_epoch < state.partition_epoch:
             answers.append((ErrorCode.INVALID_UPDATE_VERSION, None))
             continue
-        if state.recovering and len(new_isr) > 1:
+        # The requested recovery state is checked, not the stored one: after an unclean
+        # election the leader ends recovery with the expansion that admits a follower.
+        if recovering and (len(new_isr) > 1 or not state.recovering):
             answers.append((ErrorCode.INVALID_REQUEST, None))
             continue
         if any(b not in ctx.live_brokers or b in ctx.shutting_down for b in new_isr) or \
                 state.leader not in new_isr:
             answers.append((ErrorCode.INELIGIBLE_REPLICA, None))
             continue
-        new = state._replace(isr=tuple(new_isr), controller_epoch=ctx.epoch, recovering=False)
+        new = state._replace(isr=tuple(new_isr), controller_epoch=ctx.epoch,
+                             recovering=recovering)
         if await _write_state(c, tp, new):
             answers.append((ErrorCode.NONE, ctx.states[tp]))
             changed.append(tp)
@@ -403,33 +407,6 @@ async def alter_partition(c, broker_id, broker_epoch, items, future):
         _broadcast_metadata(c, changed)
 
 
-async def elect_preferred(c, tps, future):
-    """Move leadership back to the preferred replicas of ``tps`` (ElectLeaders, and the
-    automatic leader rebalance). Answers {tp: error code}."""
-    ctx = c.context
-    out = {}
-    changed = []
-    for tp in tps:
-        state = ctx.states.get(tp)
-        if state is None:
-            out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        new = election.elect_preferred(ctx.replicas(tp), state, ctx.live_ids, ctx.epoch)
-        if new is None:
-            out[tp] = ErrorCode.ELECTION_NOT_NEEDED if state.leader == ctx.replicas(tp)[0] \
-                else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-            continue
-        if await _write_state(c, tp, new):
-            out[tp] = ErrorCode.NONE
-            changed.append(tp)
-        else:
-            out[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-    _send_leader_and_isr(c, changed)
-    if changed:
-        _broadcast_metadata(c, list(ctx.partitions()))
-    future.set_result(out)
-
-
 HANDLERS = {
     "broker_change": broker_change,
     "topic_change": topic_change,
@@ -437,6 +414,5 @@ HANDLERS = {
     "topic_deletion": topic_deletion,
     "controlled_shutdown": controlled_shutdown,
     "alter_partition": alter_partition,
-    "elect_preferred": elect_preferred,
 }
 

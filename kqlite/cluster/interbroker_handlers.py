@@ -10,7 +10,8 @@ kqlite/server/handlers: ``async def handler(broker, connection, request)``).
 - Metadata (3) and DescribeCluster (60) answer the live brokers and the controller id
   of the metadata cache instead of the single broker's "just me".
 - CreateTopics (19), DeleteTopics (20) and CreatePartitions (37) go through ZooKeeper
-  (topic_admin.py).
+  (topic_admin.py), as do AlterConfigs (33) and IncrementalAlterConfigs (44)
+  (cluster_configs.py); ElectLeaders (43) goes to the controller (elect_leaders.py).
 
 ApiVersions needs no handler of its own: the broker advertises what it is given
 (``CLUSTER_SUPPORTED``, see node.py).
@@ -20,11 +21,12 @@ import uuid
 
 from ..protocol import ErrorCode
 from ..server.handlers import admin, admin_ops
-from . import topic_admin
+from . import cluster_configs, elect_leaders, topic_admin
 
 __all__ = ["HANDLERS"]
 
 _ZERO_UUID = uuid.UUID(int=0)
+_RECOVERING = 1   # WIRE: Kafka-defined LeaderRecoveryState.RECOVERING
 _FIRST_INELIGIBLE_REPLICA_VERSION = 2   # WIRE: older AlterPartition clients get
                                         # OPERATION_NOT_ATTEMPTED instead
 
@@ -106,7 +108,8 @@ async def alter_partition(broker, conn, request):
             isr = [e["broker_id"] for e in p["new_isr_with_epochs"]] if version >= 3 \
                 else p["new_isr"]
             items.append(((topic, t), (topic, p["partition_index"], p["leader_epoch"],
-                                       tuple(isr), p["partition_epoch"])))
+                                       tuple(isr), p["partition_epoch"],
+                                       p["leader_recovery_state"] == _RECOVERING)))
     answer = await replicas.ask_controller("alter_partition", body["broker_id"],
                                            body["broker_epoch"], [item for _, item in items])
     if isinstance(answer, dict):
@@ -169,4 +172,5 @@ async def describe_cluster(broker, conn, request):
 
 
 HANDLERS = {4: leader_and_isr, 5: stop_replica, 6: update_metadata, 7: controlled_shutdown,
-            56: alter_partition, 3: metadata, 60: describe_cluster, **topic_admin.HANDLERS}
+            56: alter_partition, 3: metadata, 60: describe_cluster, **topic_admin.HANDLERS,
+            **cluster_configs.HANDLERS, **elect_leaders.HANDLERS}

@@ -11,7 +11,9 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
    producer ids come in blocks from ``/latest_producer_id_block``;
 3. once it listens, the Controller registers the broker (``/brokers/ids/N``, ephemeral;
    its creation zxid is the broker epoch) and runs for controller. From then on the
-   active controller tells every broker what to lead and follow.
+   active controller tells every broker what to lead and follow;
+4. the config watcher follows ``/config/changes`` (config_watcher.py), so topic config
+   changes made through any broker reach this one's replicas.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
 move its leaderships away (ControlledShutdown, retried ``controlled.shutdown.max.retries``
@@ -24,13 +26,21 @@ import concurrent.futures
 import logging
 import threading
 
+from ..db.offsets import OFFSETS_PARTITIONS
 from ..protocol import CLUSTER_SUPPORTED, ErrorCode
 from ..server import Broker
+from ..storage.fs import DEFAULT_FS
 from .broker_client import BrokerClientError
+from .broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
+                         adopt_cluster_id, close_broker_dir, open_broker_dir)
 from .channels import ChannelManager
+from .cluster_groups import DEFAULT_OFFSETS_REPLICATION_FACTOR, ClusterGroupPlacement
+from .cluster_metrics import ClusterMetricsSource
 from .cluster_replicas import CONTROLLED_SHUTDOWN, ClusterReplicaManager
+from .config_watcher import ConfigChangeWatcher
 from .controller import Controller
 from .interbroker_handlers import HANDLERS
+from .leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .metadata_cache import MetadataCache
 from .replica_state import DEFAULT_LAG_TIME_MS
 from .zk_store import ZkStore
@@ -74,8 +84,25 @@ class ClusterNode:
                  session_timeout_ms=DEFAULT_SESSION_TIMEOUT_MS, advertised_host=None,
                  default_replication_factor=1, replica_lag_time_max_ms=DEFAULT_LAG_TIME_MS,
                  controlled_shutdown_max_retries=3,
-                 controlled_shutdown_retry_backoff_ms=5000, **broker_options):
+                 controlled_shutdown_retry_backoff_ms=5000,
+                 auto_leader_rebalance_enable=True,
+                 leader_imbalance_check_interval_seconds=DEFAULT_CHECK_INTERVAL_S,
+                 leader_imbalance_per_broker_percentage=DEFAULT_PERCENTAGE,
+                 replica_high_watermark_checkpoint_interval_ms=DEFAULT_HW_CHECKPOINT_INTERVAL_MS,
+                 offsets_topic_replication_factor=DEFAULT_OFFSETS_REPLICATION_FACTOR,
+                 offsets_topic_num_partitions=OFFSETS_PARTITIONS,
+                 **broker_options):
         self.broker_id = broker_id
+        # Before the broker opens any log: the dir's identity, mark and claim (broker_dir.py).
+        self._fs = broker_options.get("fs") or DEFAULT_FS
+        open_broker_dir(self._fs, data_dir, broker_id)
+        self._data_dir = data_dir
+        self._hw_interval_ms = replica_high_watermark_checkpoint_interval_ms
+        self.hw_checkpointer = None
+        self._rebalance = {"auto_rebalance": auto_leader_rebalance_enable,
+                           "imbalance_check_interval_s": leader_imbalance_check_interval_seconds,
+                           "imbalance_percentage": leader_imbalance_per_broker_percentage}
+        self.config_watcher = None
         self.zookeeper = zookeeper
         self.session_timeout_ms = session_timeout_ms
         self.shutdown_retries = controlled_shutdown_max_retries
@@ -91,8 +118,13 @@ class ClusterNode:
                                  "lag_time_ms": replica_lag_time_max_ms}
         self.broker = Broker(data_dir, host, port, broker_id=broker_id,
                              advertised_host=advertised_host, make_replicas=self._replicas,
+                             make_group_placement=lambda broker: ClusterGroupPlacement(
+                                 self, broker, num_partitions=offsets_topic_num_partitions,
+                                 replication_factor=offsets_topic_replication_factor),
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
                              **broker_options)
+        self.broker.metrics.add_source(ClusterMetricsSource(self))
+        self.replicas.on_roles_changed = self.broker.group_placement.roles_changed
 
     def _replicas(self, broker):
         return ClusterReplicaManager(broker.db, broker.io, broker_id=broker.broker_id,
@@ -124,12 +156,21 @@ class ClusterNode:
         self.broker.producer_ids = ZkProducerIds(self.store, self.broker_id)
         await self.zk_call(self.store.ensure_paths)
         self.broker.cluster_id = await self.zk_call(self.store.cluster_id)
+        await self.broker.io.run(adopt_cluster_id, self._fs, self._data_dir, self.broker_id,
+                                 self.broker.cluster_id)
         await self.broker.start()
+        self.hw_checkpointer = HighWatermarkCheckpointer(
+            self._fs, self.broker.db.path, self.replicas.hosted_replicas, self.broker.io.run,
+            self._hw_interval_ms)
+        self.hw_checkpointer.start()
         info = BrokerInfo(self.broker_id, self.broker.advertised_host, self.broker.port)
         self.channels = ChannelManager(client_id=f"kqlite-controller-{self.broker_id}")
-        self.controller = Controller(self.store, info, self.channels)
+        self.controller = Controller(self.store, info, self.channels, **self._rebalance)
         self.replicas.controller = self.controller
         await self.controller.start()
+        self.config_watcher = ConfigChangeWatcher(self.store, self.zk_call,
+                                                  self.replicas.topic_config_changed)
+        await self.config_watcher.start()
         log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
                  self.zookeeper, self.controller.broker_epoch)
 
@@ -137,9 +178,14 @@ class ClusterNode:
         """Controlled shutdown (unless ``controlled`` is false), then stop everything."""
         if controlled and self.controller is not None:
             await self.controlled_shutdown()
+        if self.config_watcher is not None:
+            await self.config_watcher.stop()
         if self.controller is not None:
             await self.controller.stop()
+        if self.hw_checkpointer is not None:
+            await self.hw_checkpointer.stop()      # Kafka checkpoints at shutdown too
         await self.broker.stop()
+        close_broker_dir(self._data_dir)
         if self.channels is not None:
             await self.channels.close()
         if self.zk is not None:

@@ -6,19 +6,19 @@ leader's diverging-epoch check), appends what comes back as it is, and on the le
 say truncates by leader epoch or starts over at the leader's log start. Each step is one
 storage-thread call on the leased log (replica_log.py holds the storage rules); the
 high watermark is the leader's, capped at our log end, and is pinned in storage by the
-same call. After an out-of-range reset that emptied the log, the fetch position is the
-leader's log start until the first batch lands there.
+same call. An out-of-range reset below the leader's log start empties the log and
+starts it over at the leader's log start, which is then the fetch position.
 
 This is a mixin of :class:`~kqlite.cluster.replicated_partition.ReplicatedPartition`,
-which owns the state used here (``_following``, ``_generation``, ``_leader_epoch``,
-``_start_at``) and the storage helpers (``_storage_call``, ``_set_storage_hw``,
+which owns the state used here (``_following``, ``_generation``, ``_leader_epoch``)
+and the storage helpers (``_storage_call``, ``_set_storage_hw``,
 ``_set_positions``).
 """
 
 from ..protocol import ErrorCode
 from ..server.partition import PartitionError
 from .follower import FetchPosition, FollowerReplica
-from .replica_log import append_replicated, truncate_replica
+from .replica_log import append_replicated, restart_replica_at, truncate_replica
 from .truncation import EpochEndOffset, truncation_offset
 
 __all__ = ["FollowerRole"]
@@ -32,10 +32,6 @@ class FollowerRole(FollowerReplica):
     async def next_fetch_position(self):
         """The FetchPosition of the next fetch from the leader."""
         start, end, latest = await self._as_follower("fetch position", _fetch_state)
-        if self._start_at is not None:
-            if end < self._start_at:
-                return FetchPosition(self._start_at, -1, start, self._leader_epoch)
-            self._start_at = None
         return FetchPosition(end, latest, start, self._leader_epoch)
 
     async def append_as_follower(self, records, *, high_watermark, log_start_offset):
@@ -50,9 +46,8 @@ class FollowerRole(FollowerReplica):
         return end
 
     async def truncate_for_diverging_epoch(self, epoch, end_offset):
-        end = await self._as_follower("truncate", self._truncate_diverging, epoch, end_offset)
-        self._start_at = None
-        return end
+        return await self._as_follower("truncate", self._truncate_diverging, epoch,
+                                       end_offset)
 
     def _truncate_diverging(self, log, epoch, end_offset):
         target = truncation_offset(log.epochs, EpochEndOffset(epoch, end_offset),
@@ -62,23 +57,19 @@ class FollowerRole(FollowerReplica):
         return end
 
     async def reset_for_out_of_range(self, leader_log_start_offset, leader_log_end_offset):
-        offset, start_at = await self._as_follower(
-            "reset", self._reset_out_of_range, leader_log_start_offset, leader_log_end_offset)
-        self._start_at = start_at
-        return offset
+        return await self._as_follower("reset", self._reset_out_of_range,
+                                       leader_log_start_offset, leader_log_end_offset)
 
     def _reset_out_of_range(self, log, leader_start, leader_end):
         end = log.end_offset
         if leader_end < end:
             end = truncate_replica(log, leader_end)
             self._set_storage_hw(log, log.high_watermark)
-            return end, None
-        if leader_start > end:
+        elif leader_start > end:
             # Everything we hold is below what the leader still has: start again there.
-            truncate_replica(log, log.start_offset)
+            end = restart_replica_at(log, leader_start)
             self._set_storage_hw(log, log.high_watermark)
-            return leader_start, leader_start
-        return end, None
+        return end
 
     async def _as_follower(self, action, fn, *args):
         """``fn(log, *args)`` in a storage thread while following; the positions it saw

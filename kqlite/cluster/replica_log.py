@@ -11,10 +11,13 @@ not know about:
   are appended as they are, each run of batches of one epoch with that epoch, so that
   the leader-epoch cache records where every epoch starts, as Kafka's appendAsFollower
   does for each batch whose epoch is newer than the cache's latest.
-- Truncation always cuts the leader-epoch cache at the new log end, even when no record
-  goes (``truncate_replica``, Kafka's truncateTo): a broker that opened an epoch as
-  leader and lost leadership before appending keeps an entry past its log end, which
-  would make every later fetch announce an epoch the new leader never had.
+- Truncation always cuts the leader-epoch cache too, even when no record goes
+  (``truncate_replica``; storage's ``Log.truncate_to`` is Kafka's truncateTo): a broker
+  that opened an epoch as leader and lost leadership before appending keeps an entry
+  past its log end, which would make every later fetch announce an epoch the new leader
+  never had.
+- A follower whose whole log lies below its leader's log start starts over there
+  (``restart_replica_at``, Kafka's truncateFullyAndStartAt).
 - The high watermark a broker had before it restarted is the one in the data dir's
   ``replication-offset-checkpoint``; a partition missing there starts at its log start
   (Kafka's ``getOrElse(0)``, clamped), never at its log end: records past the last
@@ -32,8 +35,8 @@ from ..format.validate import AppendOrigin
 from ..storage.checkpoint import read_offsets
 from ..storage.data_dir import REPLICATION_OFFSET_FILE
 
-__all__ = ["batches_by_epoch", "append_replicated", "truncate_replica", "open_leader_epoch",
-           "checkpointed_high_watermark"]
+__all__ = ["batches_by_epoch", "append_replicated", "truncate_replica", "restart_replica_at",
+           "open_leader_epoch", "checkpointed_high_watermark"]
 
 log = logging.getLogger("kqlite.cluster")
 
@@ -78,25 +81,30 @@ def append_replicated(lg, records):
 
 
 def truncate_replica(lg, offset):
-    """Cut ``lg`` at ``offset`` (at its log start if ``offset`` is below it) and the
-    leader-epoch cache at the new log end; returns the new log end."""
+    """Cut ``lg`` and its leader-epoch cache at ``offset`` (at its log start if ``offset``
+    is below it); returns the new log end."""
     start = lg.start_offset
     if offset < start:
         log.warning("%s: truncation to %d is below the log start %d; truncating to the "
                     "log start", lg.path, offset, start)
         offset = start
-    end = lg.truncate_to(offset)
-    lg.epochs.truncate_from_end(end)
-    return end
+    return lg.truncate_to(offset)
+
+
+def restart_replica_at(lg, offset):
+    """Empty ``lg`` and start it over at ``offset`` (the leader's log start); returns
+    ``offset``, the new log end."""
+    log.info("%s: the log ends below the leader's log start %d; starting over there",
+             lg.path, offset)
+    return lg.truncate_fully_and_start_at(offset)
 
 
 def open_leader_epoch(lg, epoch):
     """A new leader epoch starts at the log end (Kafka's maybeAssignEpochStartOffset):
-    record it in the leader-epoch cache unless the cache already has it or a later one;
+    recorded in the leader-epoch cache unless the cache already has it or a later one;
     returns the log end, where the epoch starts."""
     end = lg.end_offset
-    if epoch > lg.epochs.latest_epoch:
-        lg.epochs.assign(epoch, end)
+    lg.assign_epoch_start(epoch, end)
     return end
 
 

@@ -133,6 +133,12 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         return ls is not None and ls.under_min_isr
 
     @property
+    def checkpoint_high_watermark(self):
+        """The HW ``replication-offset-checkpoint`` records for this partition: the one
+        storage holds for the role (-1 before the first role: the file keeps its entry)."""
+        return self._storage_hw
+
+    @property
     def isr_expiration_interval_ms(self):
         """How often the broker should call :meth:`check_isr` (half the lag time)."""
         return self.lag_time_ms / 2

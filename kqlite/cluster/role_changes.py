@@ -80,7 +80,7 @@ class RoleChanges:
                     if not ls.update_leadership(replicas, isr, leader_epoch, partition_epoch):
                         return ErrorCode.NONE
                 self._leader_state = ls
-                self._following, self._leader, self._start_at = False, self._broker_id, None
+                self._following, self._leader = False, self._broker_id
                 self._leader_epoch, self._partition_epoch = leader_epoch, partition_epoch
                 self._replicas = tuple(replicas)
                 self._generation += 1
@@ -115,8 +115,6 @@ class RoleChanges:
                 self._leader_epoch, self._partition_epoch = leader_epoch, partition_epoch
                 self._replicas, self._follower_isr = tuple(replicas), tuple(isr)
                 self._generation += 1
-                if new_epoch:
-                    self._start_at = None
                 self._on_change(self)
                 try:
                     positions = await self._io.run(self._start_following, new_epoch)

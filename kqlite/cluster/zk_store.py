@@ -227,6 +227,26 @@ class ZkStore:
         self.zk.create(f"{zn.CONFIG_CHANGES}/config_change_",
                        zn.encode_config_change("topics", name), sequence=True, makepath=True)
 
+    def config_changes(self, watch=None):
+        """The names of the pending ``/config/changes`` notifications, oldest first (the
+        sequence suffix orders them)."""
+        return sorted(self.zk.get_children(zn.CONFIG_CHANGES, watch=watch))
+
+    def config_change(self, name):
+        """``(data, creation time in ms)`` of one notification (znodes.decode_config_change
+        reads the data), or None when it was purged meanwhile."""
+        try:
+            data, stat = self.zk.get(f"{zn.CONFIG_CHANGES}/{name}")
+        except NoNodeError:
+            return None
+        return data, stat.ctime
+
+    def delete_config_change(self, name):
+        try:
+            self.zk.delete(f"{zn.CONFIG_CHANGES}/{name}")
+        except NoNodeError:
+            pass    # another broker purged it first
+
     def mark_topic_for_deletion(self, name):
         if self.zk.exists(zn.topic_path(name)) is None:
             raise UnknownTopicError(name)
@@ -295,6 +315,32 @@ class ZkStore:
         except BadVersionError:
             return None
         return stat.version
+
+    # ---- preferred replica election (the znode older tools write) ----------------------
+
+    def preferred_replica_election(self, watch=None):
+        """The partitions ``/admin/preferred_replica_election`` asks for, or None when it
+        does not exist; ``watch`` is an exists-watch, set either way (it fires when the
+        node is created). A node that is not Kafka's JSON asks for nothing."""
+        if self.zk.exists(zn.PREFERRED_REPLICA_ELECTION, watch=watch) is None:
+            return None
+        try:
+            data, _ = self.zk.get(zn.PREFERRED_REPLICA_ELECTION)
+        except NoNodeError:
+            return None
+        try:
+            return zn.decode_preferred_election(data)
+        except zn.ZnodeFormatError as exc:
+            log.warning("ignoring %s: %s", zn.PREFERRED_REPLICA_ELECTION, exc)
+            return []
+
+    def delete_preferred_replica_election(self, epoch_zk_version):
+        """The controller's acknowledgement of a preferred replica election (fenced)."""
+        try:
+            self.fenced(epoch_zk_version,
+                        lambda tx: tx.delete(zn.PREFERRED_REPLICA_ELECTION))
+        except NoNodeError:
+            pass
 
     # ---- producer ids -----------------------------------------------------------------
 

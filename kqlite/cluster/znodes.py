@@ -36,7 +36,7 @@ __all__ = [
     "decode_controller", "encode_controller_epoch", "decode_controller_epoch",
     "encode_topic", "decode_topic", "encode_partition_state", "decode_partition_state",
     "encode_cluster_id", "decode_cluster_id", "encode_topic_config", "decode_topic_config",
-    "encode_config_change", "encode_producer_id_block", "decode_producer_id_block",
+    "encode_config_change", "decode_config_change", "encode_producer_id_block", "decode_producer_id_block",
     "encode_preferred_election", "decode_preferred_election", "encode_feature",
 ]
 
@@ -314,6 +314,23 @@ def decode_topic_config(topic, data):
 
 def encode_config_change(entity_type, entity_name):
     return _dump({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+
+def decode_config_change(data):
+    """(entity type, entity name) of a ``/config/changes`` notification: version 2's
+    ``entity_path`` or version 1's ``entity_type`` and ``entity_name`` (Kafka's
+    ZkConfigManager reads both)."""
+    what = "config change notification"
+    doc = _load(data, what)
+    version = doc.get("version")
+    if version == 1:
+        return _field(doc, "entity_type", str, what), _field(doc, "entity_name", str, what)
+    if version == 2:
+        entity_type, slash, name = _field(doc, "entity_path", str, what).partition("/")
+        if not slash or not entity_type or not name:
+            raise ZnodeFormatError(f"{what}: bad entity_path {doc['entity_path']!r}")
+        return entity_type, name
+    raise ZnodeFormatError(f"{what}: unknown version {version!r}")
 
 
 class ProducerIdBlock(NamedTuple):

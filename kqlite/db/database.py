@@ -19,9 +19,10 @@ import logging
 import os
 from collections import namedtuple
 
-from ..errors import (ConfigError, KqliteError, LogClosedError, StorageError, TopicExistsError,
-                      UnknownTopicError)
+from ..errors import (ConfigError, KqliteError, LogClosedError, ReplicatedPartitionError,
+                      StorageError, TopicExistsError, UnknownTopicError)
 from ..storage.config import LogConfig
+from ..storage import cluster_dir
 from ..storage.data_dir import write_meta_properties
 from ..storage.fs import DEFAULT_FS
 from ..storage.log import Log
@@ -69,15 +70,20 @@ class Database:
         self._checked_dirs = set()   # (topic, partition, topic id) whose directory is right
         make_dirs_durable(self.fs, self.path)
         write_meta_properties(self.fs, self.path)
+        # A cluster broker's data dir, opened outside the broker: read-only (cluster_dir.py).
+        self.replicated_read_only = cluster_dir.is_replicated(self.fs, self.path) and \
+            not cluster_dir.is_claimed(self.path)
         self.topics = topic_store or FileTopicStore(self.path, self.fs)
         try:
-            finish_pending_deletions(self.fs, self.path, self.topics)
+            if not self.replicated_read_only:      # the broker finishes its own deletions
+                finish_pending_deletions(self.fs, self.path, self.topics)
         except BaseException:
             self.topics.close()
             raise
         self.offsets = OffsetStore(self)
         self._retention = None
-        if retention_check_interval_ms and retention_check_interval_ms > 0:
+        if retention_check_interval_ms and retention_check_interval_ms > 0 and \
+                not self.replicated_read_only:
             self._retention = RetentionThread(self, retention_check_interval_ms / 1000.0)
 
     # -- Topics -------------------------------------------------------------------------------
@@ -100,17 +106,25 @@ class Database:
             self.topics.refresh(name)
         return dict(self._topic(name))
 
-    def create_topic(self, name, partitions=1, config=None, *, exist_ok=False):
+    def create_topic(self, name, partitions=1, config=None, *, exist_ok=False, topic_id=None):
         """Create ``name`` with ``partitions`` partitions and per-topic config overrides;
-        returns its definition (see :meth:`topic_metadata`)."""
+        returns its definition (see :meth:`topic_metadata`). ``topic_id`` (22 characters
+        of url-safe base64, Kafka's Uuid text form) gives the topic an id decided
+        elsewhere (a cluster's ZooKeeper); by default it gets a fresh one. With
+        ``exist_ok`` an existing topic is returned as it is, whatever its id."""
         check_topic_name(name)
         if not isinstance(partitions, int) or partitions < 1:
             raise ConfigError(f"partitions must be a positive integer, not {partitions!r}")
+        if topic_id is not None and not _is_topic_id(topic_id):
+            raise ConfigError(f"a topic id is 22 characters of url-safe base64, "
+                              f"not {topic_id!r}")
         overrides = LogConfig(config).overrides()
         self._check_open()
+        self.check_writable_topic(name, "create")
         finish_pending_deletions(self.fs, self.path, self.topics)
         try:
-            meta = self.topics.create(name, partitions, overrides)
+            meta = (self.topics.create(name, partitions, overrides) if topic_id is None
+                    else self.topics.create(name, partitions, overrides, topic_id=topic_id))
         except TopicExistsError:
             if exist_ok:
                 self.topics.refresh(name)
@@ -138,12 +152,14 @@ class Database:
 
     def create_partitions(self, name, total):
         """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions)."""
+        self.check_writable_topic(name, "add partitions to")
         self._topic(name)
         meta = self.topics.add_partitions(name, total)
         ensure_partition_dirs(self.fs, self.path, meta, range(meta["partitions"]))
 
     def alter_topic_config(self, name, config):
         """Set (or with value None, remove) per-topic config overrides."""
+        self.check_writable_topic(name, "alter the config of")
         self._topic(name)
         self.topics.alter_config(name, config)
         merged = self.topic_config(name)
@@ -155,6 +171,7 @@ class Database:
         """Delete a topic and its data (like Kafka, the files go at once; see
         partition_dirs.py for what a crash part-way leaves and how it is finished)."""
         check_topic_name(name)
+        self.check_writable_topic(name, "delete")
         self.topics.refresh(name)
         meta = self._topic(name)
         record_deletion(self.fs, self.path, meta)
@@ -208,6 +225,17 @@ class Database:
         return TopicDescription(name, meta["topic_id"], parts, self.topic_config(name).as_dict(),
                                 name.startswith("__"))
 
+    def check_writable_topic(self, name, action="write to"):
+        """Raise ReplicatedPartitionError when this is a cluster broker's data dir opened
+        outside the broker: its topics change and its records arrive through the
+        cluster only (``action`` names what was refused)."""
+        if self.replicated_read_only:
+            raise ReplicatedPartitionError(
+                f"cannot {action} topic {name!r}: {self.path} is the data dir of a cluster "
+                f"broker, whose partitions are replicated; this process may only read them "
+                f"(up to the high watermark). Produce and manage topics through the "
+                f"cluster (kqlite serve --zookeeper)")
+
     # -- Logs ---------------------------------------------------------------------------------
 
     def _check_open(self):
@@ -254,12 +282,18 @@ class Database:
 
     def enforce_retention(self, now_ms=None):
         """Run retention on every partition that may have expired segments (see
-        retention.py); returns {(topic, partition): [deleted base offsets]}."""
+        retention.py); returns {(topic, partition): [deleted base offsets]}. Nothing in a
+        cluster broker's data dir opened outside the broker (the broker runs its own)."""
+        if self.replicated_read_only:
+            return {}
         return enforce_retention(self, now_ms)
 
     def compact(self, now_ms=None):
         """Compact every partition whose cleanup.policy includes compact (and that may be
-        dirty enough); returns {(topic, partition): CompactionReport}."""
+        dirty enough); returns {(topic, partition): CompactionReport}. Nothing in a cluster
+        broker's data dir opened outside the broker."""
+        if self.replicated_read_only:
+            return {}
         return compact(self, now_ms)
 
     def close(self):
@@ -279,6 +313,14 @@ class Database:
 
     def __repr__(self):
         return f"<kqlite.Database {self.path}>"
+
+
+_TOPIC_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _is_topic_id(text):
+    # The id names files (partition.metadata): only the 22 characters of a 16-byte Uuid.
+    return isinstance(text, str) and len(text) == 22 and set(text) <= _TOPIC_ID_CHARS
 
 
 def open_database(path, config=None, **options):

@@ -192,6 +192,8 @@ class OffsetStore:
         atomically (one batch). A plain offset takes ``metadata``, no leader epoch and
         ``timestamp`` (default: now); so does an OffsetAndMetadata without a commit
         timestamp (-1)."""
+        self.db.check_writable_topic(OFFSETS_TOPIC, "commit offsets of group "
+                                     f"{group!r} into")
         ts = now_ms() if timestamp is None else timestamp
         values = {}
         for tp, o in offsets.items():
@@ -221,6 +223,7 @@ class OffsetStore:
 
     def delete(self, group, partitions):
         """Tombstones for ``group``'s commits of ``partitions`` ([(topic, partition)])."""
+        self.db.check_writable_topic(OFFSETS_TOPIC, f"delete offsets of group {group!r} from")
         records = [Record(key=encode_key(group, t, p), value=None) for t, p in partitions]
         if records:
             with self._leased(group) as log_:

@@ -69,9 +69,12 @@ class Producer:
         return self._sticky.partition(topic, count)
 
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):
-        """Send one record; returns a Future of RecordMetadata."""
+        """Send one record; returns a Future of RecordMetadata. Raises
+        ReplicatedPartitionError in a cluster broker's data dir (produce through the
+        cluster)."""
         if self._closed:
             raise LogClosedError("producer is closed")
+        self.db.check_writable_topic(topic, "produce to")
         if self._key_ser is not None and key is not None:
             key = self._key_ser(key)
         if self._value_ser is not None and value is not None:

@@ -67,9 +67,10 @@ class TopicStore(abc.ABC):
     """Where topic definitions live; see the module docstring for the contract."""
 
     @abc.abstractmethod
-    def create(self, name, partitions, config):
-        """Define a new topic with a fresh topic id; returns its definition. Raises
-        TopicExistsError when ``name`` is taken."""
+    def create(self, name, partitions, config, topic_id=None):
+        """Define a new topic with ``topic_id`` (Kafka's Uuid text form; a fresh one when
+        None: a cluster broker passes the id ZooKeeper holds); returns its definition.
+        Raises TopicExistsError when ``name`` is taken."""
 
     @abc.abstractmethod
     def get(self, name):
@@ -214,12 +215,13 @@ class FileTopicStore(TopicStore):
             finally:
                 self._flock.unlock()
 
-    def create(self, name, partitions, config):
+    def create(self, name, partitions, config, topic_id=None):
         check_topic_name(name)
         with self._locked():
             if self._read(name) is not None:
                 raise TopicExistsError(f"topic {name!r} already exists")
-            meta = {"name": name, "topic_id": new_topic_id(), "partitions": partitions,
+            meta = {"name": name, "topic_id": topic_id or new_topic_id(),
+                    "partitions": partitions,
                     "config": dict(config)}
             try:
                 self._write(meta)

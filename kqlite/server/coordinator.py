@@ -20,17 +20,26 @@ Empty group), which gives Kafka's answers: UNKNOWN_MEMBER_ID, or acceptance of a
 commit with generation -1. After :meth:`stop` every group is unloaded: waiting
 requests get NOT_COORDINATOR and later ones COORDINATOR_NOT_AVAILABLE.
 
-Group metadata (Kafka's GroupMetadata records in ``__consumer_offsets``, through a
-``kqlite.db.group_metadata.GroupMetadataStore``) is written when a machine queues it,
-in order, by one writer task in a storage thread; the replies produced together with
-a record are delivered once it is written, so a member that has its assignment finds
-it again after a restart. :meth:`start` loads the groups back; until they are loaded,
-JoinGroup, SyncGroup, DescribeGroups and ListGroups wait, a heartbeat is accepted
-blindly and other requests get COORDINATOR_LOAD_IN_PROGRESS, as in Kafka.
+Where groups are stored and which broker coordinates them is the business of a
+:class:`~kqlite.server.group_placement.GroupPlacement` (the single broker's by default).
+Every request first asks it whether this broker coordinates the group now
+(``owner_error``): NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS answer the request
+at once, as Kafka's validateGroupStatus does (a heartbeat during a load is accepted
+blindly). A cluster's placement hands the coordinator the groups of an offsets partition
+it starts to lead (:meth:`restore_groups`) and takes them back when it stops
+(:meth:`unload_groups`: waiting JoinGroup and SyncGroup requests get NOT_COORDINATOR).
 
-Committed offsets are not kept here: they go to the data dir's
-``__consumer_offsets`` (shared with the embedded API); the coordinator only
-says whether a commit is allowed.
+Group metadata (Kafka's GroupMetadata records in ``__consumer_offsets``) is written when
+a machine queues it, in order, by one writer task through the placement; the replies
+produced together with a record are delivered once it is written, so a member that has
+its assignment finds it again after a restart (or on the next coordinator). A write that
+fails turns the JoinGroup and SyncGroup answers it carried into Kafka's error for it.
+:meth:`start` loads the groups the placement holds; until they are loaded, JoinGroup,
+SyncGroup, DescribeGroups and ListGroups wait, a heartbeat is accepted blindly and other
+requests get COORDINATOR_LOAD_IN_PROGRESS, as in Kafka.
+
+Committed offsets are not kept here: they go through the placement; the coordinator
+only says whether a commit is allowed.
 """
 
 import asyncio
@@ -41,9 +50,9 @@ import logging
 import time
 import uuid
 
-from ..db.group_metadata import GroupMetadataStore
 from ..protocol import ErrorCode
 from .group_events import Delete, JoinResult, SyncResult
+from .group_placement import LocalGroupPlacement
 from .group_state import GroupState, GroupStateMachine
 
 __all__ = ["GroupCoordinator"]
@@ -65,23 +74,27 @@ class GroupCoordinator:
     """The groups of one broker. ``initial_delay`` is group.initial.rebalance.delay.ms in
     seconds; ``clock`` returns seconds on a monotonic clock (tests pass a fake one).
 
-    ``store`` keeps group metadata (``store(group_id, value_or_None)`` and ``load()`` ->
-    {group id: value}, both blocking) and ``run`` is how a blocking call is awaited; with
-    a broker they default to a GroupMetadataStore of its data dir and its storage threads.
-    Without either nothing is persisted."""
+    ``placement`` is the GroupPlacement that stores the groups and says which ones are
+    coordinated here. Without it, ``store`` keeps group metadata (``store(group_id,
+    value_or_None)`` and ``load()`` -> {group id: value}, both blocking) and ``run`` is
+    how a blocking call is awaited; with a broker they default to its data dir and its
+    storage threads (a LocalGroupPlacement). Without any nothing is persisted."""
 
     def __init__(self, broker=None, initial_delay=0.3, *, clock=time.monotonic,
-                 member_ids=_new_member_id, store=None, run=None, wall_clock=time.time):
+                 member_ids=_new_member_id, store=None, run=None, wall_clock=time.time,
+                 placement=None):
         self.broker = broker
         self.initial_delay_ms = initial_delay * 1000.0
         self.groups = {}             # group id -> GroupStateMachine
         self._clock = clock
         self._wall_clock = wall_clock
         self._member_ids = member_ids
-        if store is None and broker is not None:
-            store = GroupMetadataStore(broker.db)
-        self._store = store
-        self._run = run or (broker.io.run if broker is not None else _call_here)
+        if placement is None and (store is not None or broker is not None):
+            placement = LocalGroupPlacement(
+                broker, store, run or (broker.io.run if broker is not None else _call_here))
+        self.placement = placement
+        if placement is not None:
+            placement.attach(self)
         self._tickets = itertools.count()
         self._waiting = {}           # ticket -> future of a deferred JoinGroup/SyncGroup
         self._task = None
@@ -101,7 +114,7 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._timer())
-        if self._store is not None:
+        if self.placement is not None:
             self._loader = loop.create_task(self._load())
 
     @property
@@ -115,19 +128,43 @@ class GroupCoordinator:
 
     async def _load(self):
         try:
-            stored = await self._run(self._store.load)
+            stored = await self.placement.load_groups()
         except Exception:
             log.exception("group coordinator: loading the groups from %s failed; every group "
                           "starts empty", "__consumer_offsets")
             return
+        if stored:
+            log.info("group coordinator: loaded %d group(s)", self.restore_groups(stored))
+
+    def restore_groups(self, stored):
+        """Take over the groups of ``stored`` ({group id: GroupMetadataValue}) as their last
+        records left them (groups already held are kept); returns how many were added."""
         now = self.now()
+        added = 0
         for group_id, value in stored.items():
             if group_id and group_id not in self.groups:
                 self.groups[group_id] = GroupStateMachine.restore(
                     group_id, self.initial_delay_ms, self._member_ids, value, now)
-        if stored:
-            log.info("group coordinator: loaded %d group(s)", len(stored))
+                added += 1
+        if added:
             self._rearm()
+        return added
+
+    def unload_groups(self, belongs):
+        """Drop every group whose id ``belongs(group_id)``: its waiting JoinGroup and
+        SyncGroup requests get NOT_COORDINATOR (this broker stopped coordinating it)."""
+        now = self.now()
+        for group_id, g in list(self.groups.items()):
+            if belongs(group_id):
+                del self.groups[group_id]
+                self._deliver(g.unload(now))
+
+    def owner_error(self, group_id):
+        """NONE when this broker coordinates ``group_id`` now, else the code to answer a
+        request for it with (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+        if self.placement is None or self._stopped:
+            return ErrorCode.NONE
+        return self.placement.owner_error(group_id)
 
     async def stop(self):
         """Stop the timer, store what is queued and unload every group, answering the
@@ -162,6 +199,9 @@ class GroupCoordinator:
         """A :class:`~kqlite.server.group_events.Join`; returns a ``JoinResult``."""
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID)
+        code = self.owner_error(group_id)
+        if code:
+            return JoinResult(code)
         await self.loaded()
         return await self._request(group_id, join, create=not join.member_id)
 
@@ -169,6 +209,9 @@ class GroupCoordinator:
         """A :class:`~kqlite.server.group_events.Sync`; returns a ``SyncResult``."""
         if not group_id:
             return SyncResult(ErrorCode.INVALID_GROUP_ID)
+        code = self.owner_error(group_id)
+        if code:
+            return SyncResult(code)
         await self.loaded()
         return await self._request(group_id, sync)
 
@@ -176,7 +219,10 @@ class GroupCoordinator:
         """A :class:`~kqlite.server.group_events.Heartbeat`; returns an ErrorCode."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
-        if self.loading:
+        code = self.owner_error(group_id)
+        if code and code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return code
+        if self.loading or code:
             return ErrorCode.NONE  # Kafka answers blindly: the member may well be known
         return self._answer(group_id, heartbeat)
 
@@ -185,6 +231,9 @@ class GroupCoordinator:
         request's ErrorCode, [(leave, ErrorCode)]); with a request error no member left."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        code = self.owner_error(group_id)
+        if code:
+            return code, []
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         g = self.groups.get(group_id)
@@ -195,6 +244,9 @@ class GroupCoordinator:
     def check_commit(self, group_id, commit):
         """A :class:`~kqlite.server.group_events.Commit`; returns the ErrorCode for the
         OffsetCommit's partitions (NONE: store the offsets)."""
+        code = self.owner_error(group_id)
+        if code:
+            return code
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return self._answer(group_id, commit)
@@ -202,7 +254,11 @@ class GroupCoordinator:
     async def delete(self, group_id):
         """DeleteGroups of one group: NONE once its tombstone is written (an Empty group),
         NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND if the coordinator has no such group (it
-        may still have committed offsets)."""
+        may still have committed offsets). NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS)
+        when another broker coordinates it."""
+        code = self.owner_error(group_id)
+        if code:
+            return code
         await self.loaded()
         if group_id not in self.groups:
             return ErrorCode.GROUP_ID_NOT_FOUND
@@ -263,7 +319,7 @@ class GroupCoordinator:
 
     def _persist(self, group_id, records, replies):
         """Deliver ``replies`` once ``records`` (and any queued before) are stored."""
-        if self._store is None or not records:
+        if self.placement is None or not records:
             self._deliver(replies)
             return
         self._writes.append((group_id, records, replies))
@@ -274,16 +330,22 @@ class GroupCoordinator:
         while self._writes:
             group_id, records, replies = self._writes[0]
             stamp = int(self._wall_clock() * 1000)
+            failed = ErrorCode.NONE
             for value in records:
                 if value is not None:
                     value = dataclasses.replace(value, current_state_timestamp=stamp)
                 try:
-                    await self._run(self._store.store, group_id, value)
+                    code = await self.placement.store_group(group_id, value)
                 except Exception:
                     # The group goes on in memory; only a restart would lose this generation.
                     log.exception("group %s: storing its metadata failed", group_id)
+                    code = ErrorCode.NONE
+                if code:
+                    log.info("group %s: its metadata was not stored: %s", group_id,
+                             ErrorCode(code).name)
+                    failed = failed or code
             self._writes.popleft()
-            self._deliver(replies)
+            self._deliver(_with_store_error(replies, failed))
 
     # -- Timeouts -----------------------------------------------------------------------------
 
@@ -319,3 +381,20 @@ class GroupCoordinator:
             except Exception:
                 log.exception("group coordinator: expiring timeouts failed")
                 raise
+
+
+def _with_store_error(replies, code):
+    """The replies of a write that failed with ``code``: the JoinGroup and SyncGroup answers
+    that were to succeed carry the error instead (Kafka answers the storeGroup callback's
+    error; the members rejoin)."""
+    if not code:
+        return replies
+    out = []
+    for reply in replies:
+        result = reply.result
+        if isinstance(result, SyncResult) and not result.error:
+            reply = dataclasses.replace(reply, result=SyncResult(code))
+        elif isinstance(result, JoinResult) and not result.error:
+            reply = dataclasses.replace(reply, result=JoinResult(code, result.member_id))
+        out.append(reply)
+    return out

@@ -29,6 +29,13 @@ class Metrics:
         self.idle_closed = 0
         self.accept_errors = 0
         self.requests = {}     # api name -> [count, total seconds, request bytes]
+        self.sources = []      # callables adding samples the server does not know of
+
+    def add_source(self, source):
+        """Add ``source()`` to every scrape: it runs on the event loop (no I/O) and
+        returns ``(name, kind, help, [(labels dict, value), ...])`` tuples. This is how
+        a layer above the server (the cluster) publishes its own metrics."""
+        self.sources.append(source)
 
     def observe(self, api, seconds, size):
         entry = self.requests.setdefault(api, [0, 0.0, 0])
@@ -112,6 +119,14 @@ class Metrics:
                             max(0, end_of[(topic, p)] - offset)))
         metric("kqlite_consumer_group_lag", "gauge",
                "Log end minus committed offset, for open partitions.", lag)
+        for source in self.sources:
+            try:
+                families = list(source())
+            except Exception:   # a broken source must not take the whole scrape down
+                log.exception("metrics source %r failed", source)
+                continue
+            for name, kind, help_text, samples in families:
+                metric(name, kind, help_text, samples)
         return "\n".join(lines) + "\n"
 
     async def start(self, host, port):

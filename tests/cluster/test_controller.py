@@ -215,22 +215,22 @@ def test_controlled_shutdown_and_alter_partition(zk_hosts):
             # AlterPartition from the new leader: stale broker epoch, fenced leader epoch,
             # stale partition epoch, ineligible replica, then a good shrink.
             e1 = ctrl.controller.context.broker_epoch(1)
-            code, _ = await ask("alter_partition", 1, e1 + 1, [("t", 0, 1, [1], 1)])
+            code, _ = await ask("alter_partition", 1, e1 + 1, [("t", 0, 1, [1], 1, False)])
             assert code == ErrorCode.STALE_BROKER_EPOCH
             code, answers = await ask("alter_partition", 1, e1, [
-                ("t", 0, 0, [1], st.partition_epoch),
-                ("t", 0, 1, [1, 2], st.partition_epoch),
-                ("nope", 0, 1, [1], 0)])
+                ("t", 0, 0, [1], st.partition_epoch, False),
+                ("t", 0, 1, [1, 2], st.partition_epoch, False),
+                ("nope", 0, 1, [1], 0, False)])
             assert code == 0 and [a[0] for a in answers] == [
                 ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INELIGIBLE_REPLICA,
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
             code, answers = await ask("alter_partition", 1, e1,
-                                      [("t", 0, 1, [1], st.partition_epoch)])
+                                      [("t", 0, 1, [1], st.partition_epoch, False)])
             assert answers[0][0] == 0 and answers[0][1].isr == (1,)
             assert answers[0][1].leader_epoch == 1     # an ISR change keeps the epoch
             assert store.partition_state("t", 0).isr == (1,)
             code, answers = await ask("alter_partition", 1, e1,
-                                      [("t", 0, 1, [1, 3], st.partition_epoch)])
+                                      [("t", 0, 1, [1, 3], st.partition_epoch, False)])
             assert answers[0][0] == ErrorCode.INVALID_UPDATE_VERSION
             # A broker that is not the controller answers NOT_CONTROLLER.
             other = next(n for n in nodes.values() if n is not ctrl)

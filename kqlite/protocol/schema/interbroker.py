@@ -1,5 +1,6 @@
 """The inter-broker APIs of Kafka's ZooKeeper mode: LeaderAndIsr, StopReplica,
-UpdateMetadata, ControlledShutdown and AlterPartition.
+UpdateMetadata, ControlledShutdown and AlterPartition; and ElectLeaders, the admin API only
+a broker with a controller serves.
 
 Written by hand from Kafka 3.9's message definitions (LeaderAndIsrRequest.json ...
 AlterPartitionResponse.json), every version a Kafka 3.9 ZooKeeper broker serves. The
@@ -199,7 +200,32 @@ ALTER_PARTITION = api(56, "AlterPartition", "0-3", flexible="0+", request=[
     ]),
 ])
 
-APIS = [LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ALTER_PARTITION]
+# WIRE: Kafka-defined (ElectLeadersRequest.json / ElectLeadersResponse.json). An admin API,
+# listed here because only a broker with a controller can serve it. v1 adds the election
+# type (v0 elects preferred leaders) and the top-level error; a null topic list means every
+# partition.
+ELECT_LEADERS = api(43, "ElectLeaders", "0-2", flexible="2+", request=[
+    F("election_type", "int8", "1+", default=0),
+    F("topic_partitions", "[]", nullable="0+", fields=[
+        F("topic", "string"),
+        F("partitions", "[]int32", default=[]),
+    ]),
+    F("timeout_ms", "int32", default=60000),
+], response=[
+    F("throttle_time_ms", "int32"),
+    F("error_code", "int16", "1+", default=0),
+    F("replica_election_results", "[]", fields=[
+        F("topic", "string"),
+        F("partition_result", "[]", fields=[
+            F("partition_id", "int32"),
+            F("error_code", "int16"),
+            F("error_message", "string", nullable="0+"),
+        ]),
+    ]),
+])
+
+APIS = [LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, ALTER_PARTITION,
+        ELECT_LEADERS]
 
 # WIRE: Kafka-defined (RequestHeader.json; ApiMessageType.requestHeaderVersion). The
 # (api key, version) pairs whose request header is v0: api key, version and correlation id,

@@ -65,7 +65,7 @@ async def delete_groups(broker, conn, request):
         # a group it does not hold exists only through its committed offsets.
         error = await broker.coordinator.delete(group_id)
         if error in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
-            removed = await broker.io.run(broker.db.offsets.delete_group, group_id)
+            _had, removed = await broker.group_placement.delete_offsets(group_id)
             if removed:
                 error = ErrorCode.NONE
             if not error:
@@ -79,6 +79,9 @@ async def offset_delete(broker, conn, request):
     body = request.body
     group_id = body["group_id"]
     exists = await partitions_exist(broker, body["topics"])
+    code = broker.coordinator.owner_error(group_id)
+    if code:
+        return _offset_delete_error(code)
     await broker.coordinator.loaded()
     group = broker.coordinator.group(group_id)
     state = group.state if group is not None else None
@@ -94,7 +97,8 @@ async def offset_delete(broker, conn, request):
             if subscribed is None or tp[0] in subscribed:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         wanted = [tp for tp in wanted if tp not in errors]
-    had_offsets, left = await broker.io.run(_delete_offsets, broker.db, group_id, wanted)
+    had, removed = await broker.group_placement.delete_offsets(group_id, wanted)
+    had_offsets, left = bool(had), len(had) - len(removed)
     if group is None and not had_offsets:
         return _offset_delete_error(ErrorCode.GROUP_ID_NOT_FOUND)
     if state is GroupState.EMPTY and not left:
@@ -112,15 +116,6 @@ async def offset_delete(broker, conn, request):
         {"name": name, "partitions": [{"partition_index": i, "error_code": e}
                                       for i, e in parts.items()]}
         for name, parts in topics.items()]}
-
-
-def _delete_offsets(db, group_id, partitions):
-    """Tombstones for the committed ones among ``partitions`` (a storage thread);
-    (whether the group had any commit, how many commits it has left)."""
-    committed = db.offsets.committed(group_id)
-    removed = [tp for tp in partitions if tp in committed]
-    db.offsets.delete(group_id, removed)
-    return bool(committed), len(committed) - len(removed)
 
 
 def _offset_delete_error(code):

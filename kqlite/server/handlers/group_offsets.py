@@ -1,9 +1,11 @@
 """FindCoordinator and committed offsets: OffsetCommit and OffsetFetch.
 
 Commits are checked against the group's generation by the coordinator, then stored in
-``__consumer_offsets`` through the data dir (a storage thread), shared with the embedded
-API: offset, leader epoch, metadata and commit timestamp, as Kafka's OffsetCommitValue
-holds them.
+``__consumer_offsets`` through the broker's group placement (group_placement.py: the
+data dir's, shared with the embedded API, on a single broker): offset, leader epoch,
+metadata and commit timestamp, as Kafka's OffsetCommitValue holds them. Which broker
+coordinates a group is the placement's answer too; a broker that does not coordinate
+the group answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads it).
 
 Version notes (Kafka 3.9's KafkaApis): OffsetCommit v0 and OffsetFetch v0 were served from
 ZooKeeper, outside any group: a v0 commit is checked against nothing but the metadata size,
@@ -39,10 +41,10 @@ _MESSAGES = {
 }
 
 
-def _coordinator_for(broker, version, key_type):
+async def _coordinator_for(broker, version, key_type, key):
     """(error, node id, host, port) of the coordinator for one key of ``key_type``."""
     if key_type == KEY_GROUP:
-        return ErrorCode.NONE, broker.broker_id, broker.advertised_host, broker.port
+        return await broker.group_placement.coordinator_for(key)
     if key_type == KEY_TRANSACTION:
         # No transaction coordinator: the error a transactional producer treats as fatal
         # (librdkafka, the Java client, kafka-python, aiokafka), the same that Produce and
@@ -63,12 +65,12 @@ async def find_coordinator(broker, conn, request):
     if version >= 4:
         coordinators = []
         for key in body["coordinator_keys"]:
-            error, node, host, port = _coordinator_for(broker, version, key_type)
+            error, node, host, port = await _coordinator_for(broker, version, key_type, key)
             coordinators.append({"key": key, "node_id": node, "host": host, "port": port,
                                  "error_code": error,
                                  "error_message": _MESSAGES[error] if error else None})
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, node, host, port = _coordinator_for(broker, version, key_type)
+    error, node, host, port = await _coordinator_for(broker, version, key_type, body["key"])
     if error:
         log.debug("FindCoordinator v%d for %r (key type %d) from %s: error %s", version,
                   body["key"], key_type, request.client_id, error.name)
@@ -105,8 +107,8 @@ async def offset_commit(broker, conn, request):
     version = request.api_version
     group_id = body["group_id"]
     exists = await partitions_exist(broker, body["topics"])
-    code = ErrorCode.NONE
-    if version >= 1 and any(exists.values()):
+    code = broker.coordinator.owner_error(group_id) if any(exists.values()) else ErrorCode.NONE
+    if not code and version >= 1 and any(exists.values()):
         generation = body.get("generation_id_or_member_epoch", -1)
         commit = Commit(body.get("member_id", ""), generation, body.get("group_instance_id"))
         code = broker.coordinator.check_commit(group_id, commit)
@@ -136,16 +138,17 @@ async def offset_commit(broker, conn, request):
             parts.append({"partition_index": p["partition_index"], "error_code": err})
         answers.append({"name": t["name"], "partitions": parts})
     if store:
-        await broker.io.run(broker.db.offsets.commit, group_id, store, "", now)
+        stored = await broker.group_placement.commit(group_id, store, now)
+        for t in answers:
+            for p in t["partitions"]:
+                p["error_code"] = stored.get((t["name"], p["partition_index"]), p["error_code"])
     return {"throttle_time_ms": 0, "topics": answers}
 
 
-def _group_offsets(db, group_id, wanted, require_stable):
-    """Answers for one group's OffsetFetch: topics with their partitions (a storage
-    thread: it may read ``__consumer_offsets``). ``wanted`` is [(topic, [partitions])], or
-    None for every committed partition."""
-    committed = db.offsets.committed_details(group_id)
-    pending = db.offsets.pending(group_id) if require_stable else ()
+async def _group_offsets(broker, group_id, wanted, require_stable):
+    """Answers for one group's OffsetFetch: topics with their partitions. ``wanted`` is
+    [(topic, [partitions])], or None for every committed partition."""
+    committed, pending = await broker.group_placement.offsets(group_id, require_stable)
     if wanted is None:
         by_topic = {}
         for t, p in sorted(committed):
@@ -182,12 +185,16 @@ async def offset_fetch(broker, conn, request):
     if version >= 8:
         groups = []
         for g in body["groups"]:
-            topics = await broker.io.run(_group_offsets, broker.db, g["group_id"],
-                                         _wanted(g["topics"]), require_stable)
-            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": 0})
+            code = broker.coordinator.owner_error(g["group_id"])
+            topics = [] if code else await _group_offsets(
+                broker, g["group_id"], _wanted(g["topics"]), require_stable)
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
-    topics = await broker.io.run(_group_offsets, broker.db, body["group_id"],
-                                 _wanted(body["topics"]), require_stable)
+    code = broker.coordinator.owner_error(body["group_id"])
+    if code:
+        return _offset_fetch_error(version, body, code)
+    topics = await _group_offsets(broker, body["group_id"], _wanted(body["topics"]),
+                                  require_stable)
     if version == 0:
         # Kafka's v0 (ZooKeeper) answer: no metadata, and nothing for partitions that
         # do not exist.
@@ -198,6 +205,17 @@ async def offset_fetch(broker, conn, request):
                 if not exists[(t["name"], p["partition_index"])]:
                     p["committed_offset"] = -1
     return {"throttle_time_ms": 0, "error_code": 0, "topics": topics}
+
+
+def _offset_fetch_error(version, body, code):
+    """A whole OffsetFetch (v0-7) refused with ``code``, in Kafka's layout of the version:
+    v0 and v1 carry it in every partition asked for, later versions at the top."""
+    if version >= 2:
+        return {"throttle_time_ms": 0, "error_code": code, "topics": []}
+    return {"throttle_time_ms": 0, "error_code": code, "topics": [
+        {"name": t["name"], "partitions": [_partition(p, -1, -1, "", code)
+                                           for p in t["partition_indexes"]]}
+        for t in body["topics"] or ()]}
 
 
 HANDLERS = {10: find_coordinator, 8: offset_commit, 9: offset_fetch}

@@ -3,7 +3,9 @@ DescribeGroups, ListGroups.
 
 The handlers only translate: request bodies into the group state machine's inputs
 (kqlite.server.group_events) and its results into response bodies, in the layout of every
-version as the codec expects it.
+version as the codec expects it. A group another broker coordinates is described with
+NOT_COORDINATOR (and no state, as Kafka's EmptyGroup summary); ListGroups lists only the
+groups this broker coordinates.
 """
 
 import logging
@@ -86,9 +88,15 @@ async def describe_groups(broker, conn, request):
         else OPERATIONS_NOT_ASKED
     out = []
     for group_id in request.body["groups"]:
+        code = broker.coordinator.owner_error(group_id)
+        if code:
+            out.append({"error_code": code, "error_message": None, "group_id": group_id,
+                        "group_state": "", "protocol_type": "", "protocol_data": "",
+                        "members": [], "authorized_operations": operations})
+            continue
         g = broker.coordinator.group(group_id)
         if g is None:
-            committed = await broker.io.run(broker.db.offsets.committed, group_id)
+            committed, _ = await broker.group_placement.offsets(group_id)
             state = GroupState.EMPTY if committed else GroupState.DEAD
             out.append({"error_code": 0, "error_message": None, "group_id": group_id,
                         "group_state": state.value, "protocol_type": "", "protocol_data": "",
@@ -117,11 +125,13 @@ async def list_groups(broker, conn, request):
     if types and GROUP_TYPE not in types:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": []}
     groups = {}
-    for group_id in await broker.io.run(broker.db.offsets.groups):
+    for group_id in await broker.group_placement.groups_with_offsets():
         groups[group_id] = ("consumer", GroupState.EMPTY.value)
     for group_id, g in broker.coordinator.groups.items():
         groups[group_id] = (g.protocol_type or "consumer", g.state.value)
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": [
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.group_placement.loading \
+        else ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": code, "groups": [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": GROUP_TYPE}
         for gid, (ptype, state) in sorted(groups.items())
         if not states or state.lower() in states]}

@@ -1,0 +1,81 @@
+"""AlterConfigs (33) and IncrementalAlterConfigs (44) on a cluster broker.
+
+Kafka's ZooKeeper-mode broker serves them itself, whichever broker it is
+(``ZkAdminManager.alterConfigs``): a topic's new config is computed from the overrides in
+``/config/topics/<topic>``, validated, then written back with a change notification
+(``AdminZkClient.changeTopicConfig``); every broker's config watcher (config_watcher.py)
+then applies it to its own replicas. The request is checked exactly as the single broker
+checks it (kqlite/server/config_changes.py: malformed resources INVALID_REQUEST, bad
+names INVALID_TOPIC_EXCEPTION, invalid values INVALID_CONFIG, an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION); only where the overrides live differs.
+"""
+
+import logging
+
+from ..errors import ConfigError, KqliteError, UnknownTopicError
+from ..protocol import ErrorCode
+from ..server import config_changes as changes
+from ..storage.config import LogConfig
+
+__all__ = ["HANDLERS"]
+
+log = logging.getLogger("kqlite.cluster")
+
+
+async def alter_configs(broker, conn, request):
+    return await _alter(broker, request, incremental=False)
+
+
+async def incremental_alter_configs(broker, conn, request):
+    return await _alter(broker, request, incremental=True)
+
+
+async def _alter(broker, request, *, incremental):
+    body = request.body
+    resources = body["resources"]
+    validate_only = bool(body.get("validate_only"))
+    responses = []
+    for res, refusal in zip(resources, changes.refusals(resources, broker.broker_id,
+                                                         incremental=incremental)):
+        if refusal is not None:
+            code, message = refusal
+        elif res["resource_type"] == changes.RESOURCE_BROKER:
+            code, message = changes.broker_change(res["configs"])
+        else:
+            edit = (changes.applying if incremental else changes.replacing)(res["configs"])
+            code, message = await _alter_topic(broker.replicas, res["resource_name"], edit,
+                                               validate_only)
+        responses.append({"error_code": code, "error_message": message,
+                          "resource_type": res["resource_type"],
+                          "resource_name": res["resource_name"]})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _alter_topic(replicas, name, edit, validate_only):
+    """``(error code, message)`` of one topic's change, written to ZooKeeper unless
+    ``validate_only``."""
+    store = replicas.store
+    try:
+        await replicas._zk(store.topic_assignment, name)
+        current = await replicas._zk(store.topic_config, name)
+    except UnknownTopicError:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+    except KqliteError as exc:
+        return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot read the config of {name!r}: {exc}"
+    try:
+        new = {k: str(v) for k, v in edit(current).items()}
+        LogConfig({**replicas.db.defaults, **new})
+    except ConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, f"invalid config for topic {name!r}: {exc}"
+    if validate_only:
+        return ErrorCode.NONE, None
+    try:
+        await replicas._zk(store.set_topic_config, name, new)
+    except Exception as exc:   # noqa: BLE001 -- ZooKeeper trouble: the client may retry
+        log.error("topic %s: cannot write its config to ZooKeeper: %s", name, exc)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the config of {name!r}: {exc}"
+    log.info("topic %s: config overrides now %s (in ZooKeeper)", name, new)
+    return ErrorCode.NONE, None
+
+
+HANDLERS = {33: alter_configs, 44: incremental_alter_configs}
