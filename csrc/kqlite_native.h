@@ -19,6 +19,8 @@ enum {
      * timestampDelta varlong <= 10. Output buffers are sized with these. */
     KQ_RECORD_MAX_OVERHEAD = 36,
     KQ_HEADER_MAX_OVERHEAD = 10,
+    /* Bytes kq_fields_format writes at most per field: two 19-digit numbers, 'x', 's'. */
+    KQ_FORMAT_FIELD_MAX = 40,
 
     /* Error codes (all negative) of the record codec. */
     KQ_ERR_VARINT = -1,          /* truncated, too long, or overflowing varint */
@@ -39,7 +41,10 @@ enum {
     KQ_SCAN_OK = 0,
     KQ_SCAN_TRUNCATED = 1,
     KQ_SCAN_CORRUPT_CRC = 2,
-    KQ_SCAN_BAD_HEADER = 3
+    KQ_SCAN_BAD_HEADER = 3,
+
+    /* kq_find_record: no record at or after the wanted offset in the range. */
+    KQ_FIND_NONE = 1
 };
 
 /* CRC-32C (Castagnoli) and CRC-32 (IEEE, zlib's). `crc` is a previous result (0
@@ -79,6 +84,25 @@ int kq_decode_records(const char *buf, int64_t len, int64_t count, int64_t base_
                       int64_t base_timestamp, int64_t *cols, int64_t *hcols, int64_t hcap,
                       int64_t *info);
 
+/* kq_decode_records over buf[start:end], every position in cols and hcols
+ * counted from buf (nulls stay 0, -1; info[0] on error too): a batch is decoded
+ * where it lies in a larger read, without copying it out first. */
+int kq_decode_records_at(const char *buf, int64_t start, int64_t end, int64_t count,
+                         int64_t base_offset, int64_t base_timestamp, int64_t *cols,
+                         int64_t *hcols, int64_t hcap, int64_t *info);
+
+/* A struct-module format that unpacks, from position `from` of the decoded
+ * buffer, the value (with_keys: the key, then the value) of each record that
+ * kq_decode_records(_at) described in cols: "<gap>x<length>s" per field. One
+ * struct unpack then makes every bytes object at C speed, where a slice per
+ * field would run Python bytecode; batches of the same layout get the same
+ * format. Returns the format's length, or -1 when a field is null, fields are
+ * out of order or start before `from` (the caller slices instead), or `cap`
+ * (>= KQ_FORMAT_FIELD_MAX per field) is too small. Internal to decode_records:
+ * its twin is decode_records itself. */
+int64_t kq_fields_format(const int64_t *cols, int64_t count, int with_keys, int64_t from,
+                         char *fmt, int64_t cap);
+
 /* Walk `count` records of buf[start:end] without decoding them: the checks of
  * kq_decode_records (every length inside its record, a record's length equal to
  * what its fields use, no bytes left over, non-null header keys, base_timestamp +
@@ -93,6 +117,29 @@ int kq_decode_records(const char *buf, int64_t len, int64_t count, int64_t base_
  * _OVERFLOW or _MISSING. */
 int kq_walk_records(const char *buf, int64_t start, int64_t end, int64_t count,
                     int64_t base_timestamp, int64_t *offsets, int64_t *info);
+
+/* kq_walk_records' walk (same checks, same statuses) that also fails with
+ * KQ_ERR_OVERFLOW when base_offset + offsetDelta leaves int64, and leaves marks:
+ * three int64 (offsetDelta, start position, record index) for the first record
+ * and then for each record starting `stride` or more bytes after the previous
+ * mark, at most `cap` of them. info (4 slots): [0] records walked whole, [1]
+ * marks written, [2] as kq_walk_records' info[2], [3] 1 if the offsetDeltas
+ * strictly rise from record to record (else marks cannot be searched). */
+int kq_record_marks(const char *buf, int64_t start, int64_t end, int64_t count,
+                    int64_t base_offset, int64_t base_timestamp, int64_t stride,
+                    int64_t *marks, int64_t cap, int64_t *info);
+
+/* From the record boundary `start`, walk at most `count` records of buf[start:end]
+ * to the first whose base_offset + offsetDelta >= target, reading only the
+ * framing (length, timestampDelta, offsetDelta) of those before it; that record is
+ * checked as the decoder checks it (header keys' UTF-8 is left to the caller).
+ * Returns 0 with info (10 slots) = records passed, its start, its end, its offset,
+ * its timestamp (base_timestamp + delta), key start, key stop, value start, value
+ * stop (null: 0, -1), header count; KQ_FIND_NONE (info[0] records passed, info[1]
+ * where the walk stopped) when the range ends first; or a KQ_ERR_* code. */
+int kq_find_record(const char *buf, int64_t start, int64_t end, int64_t count,
+                   int64_t target, int64_t base_offset, int64_t base_timestamp,
+                   int64_t *info);
 
 /* Walk log entries (magic 0, 1, 2) in buf[start:end]. out gets 6 int64 per entry:
  * position, baseOffset, lastOffset, maxTimestamp, size, magic. Stops after out_cap

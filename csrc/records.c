@@ -185,3 +185,70 @@ int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base
     info[5] = same_ts;
     return headers > hcap ? KQ_ERR_HEADERS_FULL : 0;
 }
+
+int kq_decode_records_at(const char *buf, int64_t start, int64_t end, int64_t count,
+                         int64_t base_offset, int64_t base_timestamp, int64_t *cols,
+                         int64_t *hcols, int64_t hcap, int64_t *info) {
+    int rc = kq_decode_records(buf + start, end - start, count, base_offset, base_timestamp,
+                               cols, hcols, hcap, info);
+    if (rc != 0 && rc != KQ_ERR_HEADERS_FULL) {
+        info[0] += start;
+        return rc;
+    }
+    /* Key and value columns (2..5) and header columns: positions in buf, nulls kept. */
+    for (int64_t i = 0; i < count; i++) {
+        if (cols[3 * count + i] >= 0) {
+            cols[2 * count + i] += start;
+            cols[3 * count + i] += start;
+        }
+        if (cols[5 * count + i] >= 0) {
+            cols[4 * count + i] += start;
+            cols[5 * count + i] += start;
+        }
+    }
+    int64_t headers = info[3] < hcap ? info[3] : hcap;
+    for (int64_t h = 0; h < headers; h++) {
+        hcols[h] += start;
+        hcols[hcap + h] += start;
+        if (hcols[3 * hcap + h] >= 0) {
+            hcols[2 * hcap + h] += start;
+            hcols[3 * hcap + h] += start;
+        }
+    }
+    return rc;
+}
+
+/* Writes decimal v into o (no terminator); returns the byte after it. */
+static char *put_decimal(char *o, int64_t v) {
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) *o++ = digits[--n];
+    return o;
+}
+
+int64_t kq_fields_format(const int64_t *cols, int64_t count, int with_keys, int64_t from,
+                         char *fmt, int64_t cap) {
+    const int64_t *ks = cols + 2 * count, *ke = cols + 3 * count, *vs = cols + 4 * count,
+                  *ve = cols + 5 * count;
+    char *o = fmt, *o_end = fmt + cap;
+    int64_t at = from;
+    for (int64_t i = 0; i < count; i++) {
+        for (int f = with_keys ? 0 : 1; f < 2; f++) {
+            int64_t start = f ? vs[i] : ks[i], stop = f ? ve[i] : ke[i];
+            if (stop < 0 || start < at) return -1;  /* a null, or fields out of order */
+            if (o_end - o < KQ_FORMAT_FIELD_MAX) return -1;
+            if (start > at) {
+                o = put_decimal(o, start - at);
+                *o++ = 'x';
+            }
+            o = put_decimal(o, stop - start);
+            *o++ = 's';
+            at = stop;
+        }
+    }
+    return o - fmt;
+}

@@ -11,13 +11,21 @@ Contract (identical in both implementations; tests/native checks it):
     offsetDelta 0..n-1. values/keys: bytes-like or None; timestamp_deltas: ints;
     headers: per record a sequence of (str or bytes key, bytes-like or None value).
     InvalidRecordError for bad types, mismatched lengths, or fields >= 2 GiB.
-``decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None) -> list``
+``decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
+end=None) -> list``
     ``(base_offset + offsetDelta, base_timestamp + timestampDelta, key, value,
-    headers)`` per record, built as ``row_type`` (a tuple subclass such as Record)
-    when given; key/value bytes or None; headers a tuple of (str, bytes or None). CorruptRecordError for any malformation (truncation, over-long or
+    headers)`` per record of data[start:end] (a batch decoded where it lies in a
+    larger read, not copied out first), built as ``row_type`` (a tuple subclass
+    such as Record) when given; key/value bytes or None; headers a tuple of (str,
+    bytes or None). CorruptRecordError for any malformation (truncation, over-long or
     overflowing varints, lengths past the end, a record length that disagrees with
     its fields, a wrong record count, a null or non-UTF-8 header key, an offset or
     timestamp outside int64), raised before allocating for a declared length.
+``iter_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
+end=None)`` -> ``(first offset, last offset, iterator)``: decode_records with every check made
+    before it returns, but its rows built one at a time as the iterator is advanced
+    (offsets None for no records). A reader that drops each row then keeps one alive,
+    not a batch's worth that the garbage collector would walk over and over.
 ``scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_size=None)``
     -> ``(batches, stop, status)``: consecutive log entries (magic 0, 1, 2) of
     buf[start:end] as ``(position, base_offset, last_offset, max_timestamp, size,
@@ -36,6 +44,26 @@ Contract (identical in both implementations; tests/native checks it):
     failing record starts (the end of the last record for WALK_TRAILING).
     ``offsets=True`` also returns each record's start position (else None; None
     on failure too), so one record of a large batch can be read without the rest.
+``record_marks(buf, count, start=0, end=None, base_offset=0, base_timestamp=0,
+stride=4096)`` -> ``(status, walked, position, marks)``
+    walk_records' walk and statuses (WALK_OVERFLOW also for base_offset +
+    offsetDelta outside int64), leaving marks: ``marks`` is ``(offset deltas,
+    positions, record indexes)``, three lists, of the first record and of each
+    record starting ``stride`` or more bytes after the previous mark; None on
+    failure, and with WALK_OK when the offsetDeltas do not strictly rise from
+    record to record (marks could not be searched by offset then). A reader
+    keeps them to go to one record of a large batch by reading a few KiB
+    (find_record from the mark in front of it).
+``find_record(buf, offset, start=0, end=None, count=None, base_offset=0,
+base_timestamp=0)`` -> ``(status, fields)``
+    From the record boundary ``start``, walks at most ``count`` (default: all)
+    records of buf[start:end] to the first whose base_offset + offsetDelta >=
+    ``offset``, reading only the framing of the records before it; that record
+    gets the decoder's checks (not the UTF-8 of header keys, which decoding it
+    checks). ``fields`` is ``(records passed, start, end, offset, timestamp,
+    key start, key stop, value start, value stop, header count)`` (a null key or
+    value: 0, -1) with WALK_OK; FIND_NONE (None) when the range ends first;
+    otherwise the WALK_* code of the malformation (None).
 ``index_search(buf, count, entry_size, target) -> int``
     Largest slot of an 8-byte (int32 key) or 12-byte (int64 key) big-endian index
     whose key <= target, or -1. ValueError if the entries do not fit ``buf``.
@@ -52,12 +80,14 @@ import warnings
 
 from . import pure
 from ._inputs import (
-    WALK_COUNT, WALK_HEADER_KEY, WALK_HEADER_UTF8, WALK_LENGTH, WALK_MISSING, WALK_OK,
+    FIND_NONE, WALK_COUNT, WALK_HEADER_KEY, WALK_HEADER_UTF8, WALK_LENGTH, WALK_MISSING, WALK_OK,
     WALK_OVERFLOW, WALK_RECORD_SIZE, WALK_TEXT, WALK_TRAILING, WALK_VARINT,
 )
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32", "encode_records", "decode_records",
-           "scan_batches", "walk_records", "index_search", "pure", "c",
+           "iter_records", "scan_batches", "walk_records", "record_marks", "find_record",
+           "index_search",
+           "pure", "c", "FIND_NONE",
            "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER",
            "WALK_OK", "WALK_VARINT", "WALK_LENGTH", "WALK_RECORD_SIZE", "WALK_COUNT",
            "WALK_TRAILING", "WALK_HEADER_KEY", "WALK_OVERFLOW", "WALK_MISSING",
@@ -89,8 +119,11 @@ crc32c = _impl.crc32c
 crc32 = _impl.crc32
 encode_records = _impl.encode_records
 decode_records = _impl.decode_records
+iter_records = _impl.iter_records
 scan_batches = _impl.scan_batches
 walk_records = _impl.walk_records
+record_marks = _impl.record_marks
+find_record = _impl.find_record
 index_search = _impl.index_search
 
 # Arrow columns for the Spark data source (csrc/arrow.c), documented in pure_arrow.py:

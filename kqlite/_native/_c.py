@@ -22,13 +22,14 @@ from ._inputs import column as _column
 from ._inputs import header_key as _header_key
 from ._inputs import timestamp_delta as _delta
 from ._inputs import walk_args as _walk_args
+from ._inputs import decode_range as _decode_range
 from ._inputs import WALK_COUNT, WALK_OK
 from ._inputs import ARROW_NO_SPACE, ARROW_TOO_LARGE, arrow_check
 from .pure_arrow import arrow_append_rows  # noqa: F401  (one implementation for both)
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
-EXPECTED_ABI = 5            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
+EXPECTED_ABI = 6            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
 
 
 class StaleBuildError(RuntimeError):
@@ -58,7 +59,10 @@ _crc32c_c = lib.kq_crc32c
 _crc32_c = lib.kq_crc32
 _encode_values_c = lib.kq_encode_values
 _encode_records_c = lib.kq_encode_records
-_decode_c = lib.kq_decode_records
+_decode_at_c = lib.kq_decode_records_at
+_format_c = lib.kq_fields_format
+_Struct = struct.Struct
+_FORMAT_MIN = 16            # below, slicing a few fields costs less than a format
 _scan_c = lib.kq_scan_batches
 _index_c = lib.kq_index_search
 _walk_c = lib.kq_walk_records
@@ -252,11 +256,48 @@ def _headers(buf, cols, count, hcols, hcap, total):
     return out
 
 
-def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
-    """Decode ``count`` records into (offset, timestamp, key, value, headers) tuples
-    (instances of the tuple subclass ``row_type`` when given)."""
+def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
+                   end=None):
+    """Decode the ``count`` records of data[start:end] into (offset, timestamp, key, value,
+    headers) tuples (instances of the tuple subclass ``row_type`` when given)."""
+    rows, _ = _decoded(data, count, base_offset, base_timestamp, start, end)
+    if row_type is None:
+        return list(rows)
+    # zip hands back the same tuple while nobody keeps it: one allocation per row.
+    return list(map(_tuple_new, repeat(row_type, count), rows))
+
+
+def iter_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
+                 end=None):
+    """decode_records' rows built one at a time; see kqlite/_native/__init__.py."""
+    rows, offsets = _decoded(data, count, base_offset, base_timestamp, start, end)
+    if not count:
+        return None, None, iter(())
+    if row_type is not None:
+        rows = map(_tuple_new, repeat(row_type, count), rows)
+    return offsets[0], offsets[-1], rows
+
+
+_last_format = (None, None)
+
+
+def _compiled(fmt):
+    """struct.Struct(fmt), reusing the last one made: consecutive batches of one layout
+    (same record sizes and count) have the same format."""
+    global _last_format
+    last = _last_format
+    if last[0] == fmt:
+        return last[1]
+    compiled = _Struct(fmt)
+    _last_format = (fmt, compiled)
+    return compiled
+
+
+def _decoded(data, count, base_offset, base_timestamp, start, end):
+    """(an iterator of the rows as plain tuples, their offsets), every check made."""
     buf = data if type(data) is bytes else bytes(data)
-    size = len(buf)
+    start, end = _decode_range(len(buf), start, end)
+    size = end - start
     if count < 0 or count > size // MIN_RECORD_SIZE:
         raise CorruptRecordError(f"{count} records cannot fit in {size} bytes")
     if not (INT64_MIN <= base_offset <= INT64_MAX and INT64_MIN <= base_timestamp <= INT64_MAX):
@@ -267,11 +308,14 @@ def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
     hcap = count + 8
     hcols = _alloc("int64_t[]", 4 * hcap)
     info = _alloc("int64_t[6]")
-    rc = _decode_c(buf, size, count, base_offset, base_timestamp, cols, hcols, hcap, info)
+    # A batch inside a larger read is decoded where it lies: positions count from buf.
+    rc = _decode_at_c(buf, start, end, count, base_offset, base_timestamp, cols, hcols, hcap,
+                      info)
     if rc == lib.KQ_ERR_HEADERS_FULL:
         hcap = info[3]
         hcols = _alloc("int64_t[]", 4 * hcap)
-        rc = _decode_c(buf, size, count, base_offset, base_timestamp, cols, hcols, hcap, info)
+        rc = _decode_at_c(buf, start, end, count, base_offset, base_timestamp, cols, hcols,
+                          hcap, info)
     if rc < 0:
         raise CorruptRecordError(_DECODE_ERRORS.get(rc, f"malformed records ({rc})"),
                                  position=info[0])
@@ -283,18 +327,29 @@ def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
         timestamps = repeat(cols[count], count)
     else:
         timestamps = _unpack(cols + count, count)
-    keys = _slices(buf, cols, 2, count, info[1])
-    values = _slices(buf, cols, 4, count, info[2])
+    keys = values = None
+    if not info[2] and (info[1] == count or not info[1]) and count >= _FORMAT_MIN:
+        # No null value, keys all null or none null: one struct unpack makes them all.
+        with_keys = not info[1]
+        cap = count * (2 if with_keys else 1) * lib.KQ_FORMAT_FIELD_MAX
+        fmt = _alloc("char[]", cap)
+        length = _format_c(cols, count, with_keys, start, fmt, cap)
+        if length >= 0:
+            fields = _compiled(_buffer(fmt, length)[:]).unpack_from(buf, start)
+            if with_keys:
+                keys, values = fields[0::2], fields[1::2]
+            else:
+                keys, values = repeat(None, count), fields
+    if values is None:
+        keys = _slices(buf, cols, 2, count, info[1])
+        values = _slices(buf, cols, 4, count, info[2])
     total_headers = info[3]
     if total_headers == 0:
         rows = zip(offsets, timestamps, keys, values, repeat((), count))
     else:
         rows = zip(offsets, timestamps, keys, values,
                    _headers(buf, cols, count, hcols, hcap, total_headers))
-    if row_type is None:
-        return list(rows)
-    # zip hands back the same tuple while nobody keeps it: one allocation per row.
-    return list(map(_tuple_new, repeat(row_type, count), rows))
+    return rows, offsets
 
 
 # -- Record walk ----------------------------------------------------------------------------
@@ -467,3 +522,7 @@ def arrow_partitions(key, rows, partitions):
         for h in held:
             _release(h)
     return _unpack(out, rows)
+
+
+# Going to one record of a batch (record_marks, find_record) lives in _c_seek.py.
+from ._c_seek import find_record, record_marks  # noqa: E402,F401

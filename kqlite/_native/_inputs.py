@@ -23,6 +23,7 @@ WALK_HEADER_KEY = -6        # null header key
 WALK_OVERFLOW = -7          # base timestamp + timestampDelta outside int64
 WALK_MISSING = -9           # the records end before the declared count
 WALK_HEADER_UTF8 = -10      # header key is not UTF-8
+FIND_NONE = 1               # find_record: no record at or after the offset in the range
 WALK_TEXT = {
     WALK_OK: "ok",
     WALK_VARINT: "truncated, over-long or overflowing varint",
@@ -89,6 +90,52 @@ def walk_args(size, start, end, count, base_timestamp):
     if count < 0 or count > (end - start) // MIN_RECORD_SIZE:
         count = None
     return start, end, count
+
+
+def decode_range(size, start, end):
+    """(start, end) of decode_records' records region in a buffer of ``size`` bytes."""
+    if start == 0 and end is None:
+        return 0, size
+    start, end = operator.index(start), None if end is None else operator.index(end)
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError("decode_records: start and end must not be negative")
+    end = size if end is None else min(end, size)
+    return min(start, end), end
+
+
+def marks_args(size, start, end, count, base_offset, base_timestamp, stride):
+    """(start, end, count, stride) of a record_marks call: walk_args' checks, plus a base
+    offset inside int64 and a positive stride."""
+    start, end, count = walk_args(size, start, end, count, base_timestamp)
+    base_offset = operator.index(base_offset)
+    if not INT64_MIN <= base_offset <= INT64_MAX:
+        raise ValueError(f"record_marks: base offset {base_offset} does not fit in 64 bits")
+    stride = operator.index(stride)
+    if stride <= 0:
+        raise ValueError(f"record_marks: stride must be positive, not {stride}")
+    return start, end, count, min(stride, INT64_MAX)
+
+
+def find_args(size, offset, start, end, count, base_offset, base_timestamp):
+    """(start, end, count, target) of a find_record call over a buffer of ``size`` bytes;
+    ``target`` is None when no record can reach ``offset`` (above int64), and ``count``
+    None means every record up to ``end``."""
+    start, end = operator.index(start), None if end is None else operator.index(end)
+    if start < 0 or (end is not None and end < 0):
+        raise ValueError("find_record: start and end must not be negative")
+    end = size if end is None else min(end, size)
+    start = min(start, end)
+    for name, value in (("base offset", base_offset), ("base timestamp", base_timestamp)):
+        if not INT64_MIN <= operator.index(value) <= INT64_MAX:
+            raise ValueError(f"find_record: {name} {value} does not fit in 64 bits")
+    if count is not None:
+        count = operator.index(count)
+        if count < 0:
+            raise ValueError(f"find_record: count must not be negative, not {count}")
+    target = operator.index(offset)
+    if target > INT64_MAX:
+        target = None
+    return start, end, count, None if target is None else max(target, INT64_MIN)
 
 
 # -- Arrow columns (arrow_decode / arrow_encode / arrow_partitions) ---------------------------

@@ -22,6 +22,7 @@ from ._inputs import column as _column
 from ._inputs import header_key as _header_key
 from ._inputs import timestamp_delta as _delta
 from ._inputs import walk_args as _walk_args
+from ._inputs import decode_range as _decode_range
 
 IMPLEMENTATION = "python"
 
@@ -167,10 +168,14 @@ def _absolute(base, delta, what, pos):
     return value
 
 
-def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
-    """Decode ``count`` records into (offset, timestamp, key, value, headers) tuples
-    (instances of the tuple subclass ``row_type`` when given)."""
+def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
+                   end=None):
+    """Decode the ``count`` records of data[start:end] into (offset, timestamp, key, value,
+    headers) tuples (instances of the tuple subclass ``row_type`` when given)."""
     buf = bytes(data)
+    start, end = _decode_range(len(buf), start, end)
+    if start or end != len(buf):
+        buf = buf[start:end]
     size = len(buf)
     if count < 0 or count > size // MIN_RECORD_SIZE:
         raise CorruptRecordError(f"{count} records cannot fit in {size} bytes")
@@ -220,6 +225,15 @@ def decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None):
     return rows
 
 
+def iter_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
+                 end=None):
+    """decode_records' rows built one at a time; see kqlite/_native/__init__.py."""
+    rows = decode_records(data, count, base_offset, base_timestamp, row_type, start, end)
+    if not rows:
+        return None, None, iter(())
+    return rows[0][0], rows[-1][0], iter(rows)
+
+
 # -- Record walk ----------------------------------------------------------------------------
 
 class _WalkStop(Exception):
@@ -250,10 +264,14 @@ def _walk_field(buf, pos, end):
     return n, pos + n
 
 
-def _walk(buf, count, base_timestamp, offsets):
-    """walk_records over all of ``buf`` (bytes); positions relative to it."""
+def _walk(buf, count, base_timestamp, offsets, marks=None, base_offset=0, stride=0):
+    """walk_records over all of ``buf`` (bytes); positions relative to it. With a
+    ``marks`` list, record_marks: offsets must stay inside int64 and (offsetDelta,
+    position, index) is appended for the first record and every ``stride`` bytes."""
     end = len(buf)
     pos = record = walked = null_keys = 0
+    last_mark = 0
+    prev_delta = None
     try:
         while walked < count:
             record = pos
@@ -270,7 +288,7 @@ def _walk(buf, count, base_timestamp, offsets):
             stop = pos + size
             pos += 1                                    # attributes: unused in v2
             ts_delta, pos = _walk_varint(buf, pos, stop, 64)
-            _, pos = _walk_varint(buf, pos, stop, 32)   # offsetDelta
+            offset_delta, pos = _walk_varint(buf, pos, stop, 32)
             key, pos = _walk_field(buf, pos, stop)
             _, pos = _walk_field(buf, pos, stop)
             n_headers, pos = _walk_varint(buf, pos, stop, 32)
@@ -293,6 +311,15 @@ def _walk(buf, count, base_timestamp, offsets):
                 null_keys += 1
             if offsets is not None:
                 offsets.append(record)
+            if marks is not None:
+                if not INT64_MIN <= base_offset + offset_delta <= INT64_MAX:
+                    raise _WalkStop(WALK_OVERFLOW)
+                if walked == 0 or record - last_mark >= stride:
+                    marks.append((offset_delta, record, walked))
+                    last_mark = record
+                if prev_delta is not None and offset_delta <= prev_delta:
+                    marks.append(None)      # offsets do not rise: marks are unusable
+                prev_delta = offset_delta
             walked += 1
         if pos != end:
             record = pos
@@ -413,3 +440,7 @@ def index_search(buf, count, entry_size, target):
 from .pure_arrow import (  # noqa: E402,F401
     arrow_append_rows, arrow_decode, arrow_encode, arrow_partitions, murmur2,
 )
+
+
+# Going to one record of a batch (record_marks, find_record) lives in pure_seek.py.
+from .pure_seek import find_record, record_marks  # noqa: E402,F401

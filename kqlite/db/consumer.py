@@ -4,16 +4,27 @@ A consumer either subscribes to topics as a member of a ``group`` (partitions
 are split among the group's live members, in this and other processes; see
 groups.py), subscribes without a group (it reads every partition), or is given
 explicit partitions with ``assign``. Positions start at the group's committed
-offset, else at ``auto_offset_reset`` ("latest" by default, as in Kafka, or
-"earliest"). Delivery is at-least-once: records are committed with
-``commit()`` or, with ``enable_auto_commit`` (the default), inside ``poll()``
-every ``auto_commit_interval_ms``, when partitions are revoked and on close. A
+offset, else at ``auto_offset_reset``: "earliest" by default (unlike Kafka's
+clients, whose default is "latest": an embedded queue's first program appends
+and then consumes, and should see its records), "latest" or "none". Delivery is
+at-least-once: records are committed with ``commit()`` or, with
+``enable_auto_commit`` (the default), inside ``poll()`` every
+``auto_commit_interval_ms``, when partitions are revoked and on close. A
 consumer that dies before committing leaves its records to be read again.
+
+A poll reads a partition's records by whole batches (Log.fetch_records) and
+keeps what it does not return in a per-partition buffer for the next polls, as
+Kafka's fetcher keeps completed fetches: a 1 MiB batch is decoded once, not once
+per ``max_poll_records``; a buffer holds at most the rest of one batch. A buffer
+is used only while the partition's position is where it left off (a seek or a
+reset drops it) and the partition is still assigned.
 """
 
 import time
 import uuid
 from collections import namedtuple
+from itertools import repeat
+from operator import add
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError,
                       UnknownTopicError)
@@ -26,10 +37,11 @@ ConsumerRecord = namedtuple("ConsumerRecord", "topic partition offset timestamp 
 OffsetAndTimestamp = namedtuple("OffsetAndTimestamp", "offset timestamp")
 
 _ASSIGNORS = {"range": assign_range, "roundrobin": assign_roundrobin}
+_new = tuple.__new__
 
 
 class Consumer:
-    def __init__(self, db, topics=None, *, group=None, assign=None, auto_offset_reset="latest",
+    def __init__(self, db, topics=None, *, group=None, assign=None, auto_offset_reset="earliest",
                  enable_auto_commit=True, auto_commit_interval_ms=5000, max_poll_records=500,
                  consumer_timeout_ms=None, client_id="kqlite", key_deserializer=None,
                  value_deserializer=None, partition_assignment_strategy="range",
@@ -59,6 +71,7 @@ class Consumer:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._positions = {}       # (topic, partition) -> next offset to read
+        self._buffers = {}         # (topic, partition) -> (records, index, position)
         self._committed_pos = {}   # what we last committed, to skip no-op commits
         self._last_commit = time.monotonic()
         self._last_check = 0.0
@@ -118,6 +131,7 @@ class Consumer:
             for tp in revoked:
                 del self._positions[tp]
                 self._committed_pos.pop(tp, None)
+                self._buffers.pop(tp, None)
             self._membership.release(revoked)
         wanted = [tp for tp in sorted(mine) if tp not in self._positions]
         if wanted:
@@ -171,41 +185,73 @@ class Consumer:
             return out
         self._rotate = (self._rotate + 1) % len(tps)
         for tp in tps[self._rotate:] + tps[:self._rotate]:
-            if len(out) >= limit:
+            want = limit - len(out)
+            if want <= 0:
                 break
             pos = self._positions[tp]
-            try:
-                with self.db.leased_log(*tp) as log:
-                    if pos is None:
-                        pos = self._positions[tp] = log.start_offset
-                    records = list(log.read(pos, limit - len(out)))
-            except OffsetOutOfRangeError as exc:
-                if self.reset == "none":
-                    raise
-                self._positions[tp] = exc.start_offset if self.reset == "earliest" \
-                    or pos < exc.start_offset else exc.end_offset
+            records, i = self._buffered(tp, pos)
+            if records is None:
+                try:
+                    with self.db.leased_log(*tp) as log:
+                        if pos is None:
+                            pos = self._positions[tp] = log.start_offset
+                        records = log.fetch_records(pos, want)
+                except OffsetOutOfRangeError as exc:
+                    if self.reset == "none":
+                        raise
+                    self._positions[tp] = exc.start_offset if self.reset == "earliest" \
+                        or pos < exc.start_offset else exc.end_offset
+                    continue
+                i = 0
+            taken = records[i:i + want] if i or len(records) > want else records
+            if not taken:
                 continue
-            for r in records:
-                key, value = r.key, r.value
-                if self._key_de is not None and key is not None:
-                    key = self._key_de(key)
-                if self._value_de is not None and value is not None:
-                    value = self._value_de(value)
-                out.append(ConsumerRecord(tp[0], tp[1], r.offset, r.timestamp, key, value,
-                                          r.headers))
-            if records:
-                self._positions[tp] = records[-1].offset + 1
+            if i + len(taken) < len(records):
+                nxt = taken[-1][0] + 1
+                self._buffers[tp] = (records, i + len(taken), nxt)
+            self._positions[tp] = taken[-1][0] + 1
+            out.extend(self._consumer_records(tp, taken))
+        return out
+
+    def _buffered(self, tp, pos):
+        """(records, index of the next one) left by an earlier fetch of ``tp`` if they
+        continue at ``pos``, else (None, 0)."""
+        buffered = self._buffers.pop(tp, None)
+        if buffered is None or buffered[2] != pos:
+            return None, 0
+        return buffered[0], buffered[1]
+
+    def _consumer_records(self, tp, records):
+        if self._key_de is None and self._value_de is None:
+            # (topic, partition) + Record is a ConsumerRecord's fields in order: built at
+            # C speed, without a Python-level call per record.
+            return map(_new, repeat(ConsumerRecord), map(add, repeat(tp), records))
+        out = []
+        for r in records:
+            key, value = r[2], r[3]
+            if self._key_de is not None and key is not None:
+                key = self._key_de(key)
+            if self._value_de is not None and value is not None:
+                value = self._value_de(value)
+            out.append(ConsumerRecord(tp[0], tp[1], r[0], r[1], key, value, r[4]))
         return out
 
     def __iter__(self):
+        """Records one by one, polling for more; with ``consumer_timeout_ms`` the
+        iteration ends once that long passes without a record (kafka-python's rule),
+        otherwise it waits for records for ever."""
         idle_since = time.monotonic()
         while not self._closed:
-            batch = self.poll(timeout_ms=100)
+            wait_ms = 100
+            if self.timeout is not None:
+                left = self.timeout - (time.monotonic() - idle_since)
+                if left <= 0:
+                    return
+                wait_ms = min(wait_ms, left * 1000.0)
+            batch = self.poll(timeout_ms=wait_ms)
             if batch:
                 idle_since = time.monotonic()
                 yield from batch
-            elif self.timeout is not None and time.monotonic() - idle_since >= self.timeout:
-                return
 
     # -- Offsets ------------------------------------------------------------------------------
 

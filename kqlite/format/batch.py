@@ -26,7 +26,8 @@ from .constants import (
 from .record import Record
 
 __all__ = ["BatchHeader", "build_batch", "build_batch_parts", "build_values_batch_parts",
-           "parse_header", "decode_batch", "decode_records",
+           "build_value_batch",
+           "parse_header", "decode_batch", "decode_records", "iter_records",
            "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms"]
 
 # baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -193,6 +194,47 @@ def build_values_batch_parts(values, timestamp=None, codec=CODEC_NONE,
                      timestamp_type)
 
 
+_BEFORE_CRC = struct.Struct(">qiibI")         # baseOffset .. crc
+_FROM_ATTRIBUTES = struct.Struct(">hiqqqhii")  # attributes .. recordCount
+_ONE_RECORD_HEAD = b"\x00\x00\x00\x01"         # attributes, timestampDelta, offsetDelta, key -1
+
+
+def _zigzag_varint(n):
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+# Length prefixes of the values one-record appends usually carry, ready made.
+_VARINTS = tuple(_zigzag_varint(n) for n in range(4096))
+
+
+def build_value_batch(value, timestamp, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH):
+    """The batch ``build_batch([value], timestamp=timestamp)`` builds, for one bytes value
+    (or None) without key or headers, as a bytearray with base offset 0: the
+    one-record append's encoder, without the per-list work of the general one."""
+    if value is None:
+        record = b"\x00\x00\x00\x01\x01\x00"      # valueLen -1, no headers
+    else:
+        n = len(value)
+        record = b"".join((_ONE_RECORD_HEAD, _VARINTS[n] if n < 4096 else _zigzag_varint(n),
+                           value, b"\x00"))
+    n = len(record)
+    if n >= 1 << 31:
+        raise InvalidRecordError("a record or field is longer than 2**31 - 1 bytes")
+    body = b"".join((_FROM_ATTRIBUTES.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID,
+                                           NO_PRODUCER_EPOCH, NO_SEQUENCE, 1),
+                     _VARINTS[n] if n < 4096 else _zigzag_varint(n), record))
+    out = bytearray(_BEFORE_CRC.pack(0, len(body) + CRC_OFFSET + 4 - LOG_OVERHEAD,
+                                     partition_leader_epoch, MAGIC_V2, _native.crc32c(body)))
+    out += body
+    return out
+
+
 def _assemble(values, keys, stamps, headers, base_offset, timestamp, codec, producer_id,
               producer_epoch, base_sequence, partition_leader_epoch, transactional, control,
               timestamp_type):
@@ -233,27 +275,55 @@ def _assemble(values, keys, stamps, headers, base_offset, timestamp, codec, prod
 
 
 def decode_records(buf, pos=0, header=None, verify=True, max_output=None):
-    """Decode the batch at ``buf[pos:]`` into a list of Record (CRC checked unless verify=False)."""
-    header = header or parse_header(buf, pos)
-    if verify:
-        verify_crc(buf, pos, header)
-    end = pos + header[1] + LOG_OVERHEAD
-    body = memoryview(buf)[pos + BATCH_OVERHEAD:end]
-    codec = header[5] & CODEC_MASK
-    if codec != CODEC_NONE:
-        kwargs = {} if max_output is None else {"max_output": max_output}
-        body = compression.decompress(codec, body, **kwargs)
-    log_append_time = header[5] & TIMESTAMP_TYPE_MASK
+    """Decode the batch at ``buf[pos:]`` into a list of Record (CRC checked unless
+    verify=False)."""
+    header, body, start, stop, row_type = _records_region(buf, pos, header, verify, max_output)
     try:
-        rows = _native.decode_records(body, header[12], header[0], header[7],
-                                      None if log_append_time else Record)
+        rows = _native.decode_records(body, header[12], header[0], header[7], row_type, start,
+                                      stop)
     except CorruptRecordError as exc:
         raise CorruptRecordError(exc.reason, position=pos) from None
-    if log_append_time:
+    if row_type is None:
         # LogAppendTime: every record carries the batch's max timestamp.
         ts = header[8]
         return [_new_tuple(Record, (r[0], ts, r[2], r[3], r[4])) for r in rows]
     return rows
+
+
+def iter_records(buf, pos=0, header=None, verify=True, max_output=None):
+    """:func:`decode_records` as ``(first offset, last offset, iterator of Record)``: every
+    check is made before it returns, but the Records are built as they are taken, so a
+    reader that drops each one keeps one alive, not the batch's (see
+    ``_native.iter_records``). The offsets are None for a batch without records."""
+    header, body, start, stop, row_type = _records_region(buf, pos, header, verify, max_output)
+    try:
+        first, last, rows = _native.iter_records(body, header[12], header[0], header[7],
+                                                 row_type, start, stop)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, position=pos) from None
+    if row_type is None:
+        ts = header[8]
+        rows = (_new_tuple(Record, (r[0], ts, r[2], r[3], r[4])) for r in rows)
+    return first, last, rows
+
+
+def _records_region(buf, pos, header, verify, max_output):
+    """(header, bytes holding the records, their start and end in it, the row type: None
+    for LogAppendTime, whose timestamps are replaced) of the batch at ``buf[pos:]``."""
+    header = header or parse_header(buf, pos)
+    if verify:
+        verify_crc(buf, pos, header)
+    end = pos + header[1] + LOG_OVERHEAD
+    codec = header[5] & CODEC_MASK
+    row_type = None if header[5] & TIMESTAMP_TYPE_MASK else Record
+    if codec == CODEC_NONE and type(buf) is bytes:
+        # Decoded where it lies in ``buf``: no copy of the batch.
+        return header, buf, pos + BATCH_OVERHEAD, end, row_type
+    body = memoryview(buf)[pos + BATCH_OVERHEAD:end]
+    if codec != CODEC_NONE:
+        kwargs = {} if max_output is None else {"max_output": max_output}
+        body = compression.decompress(codec, body, **kwargs)
+    return header, body, 0, None, row_type
 
 
 def decode_batch(buf, pos=0, verify=True):

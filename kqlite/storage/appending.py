@@ -35,7 +35,7 @@ from ..format.constants import MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP
 from ..format.record import Record
 from ..format.timestamps import InvalidTimestampError, set_timestamp_type
 from ..format.validate import AppendOrigin, validate_batches
-from . import cleaner
+from . import cleaner, group_commit
 from .producer_state import ProducerStateManager
 from .segment import MAX_RELATIVE_OFFSET
 from .sharing import write_shared_state
@@ -59,10 +59,17 @@ log = logging.getLogger("kqlite.storage")
 _BATCH_TARGET = 1 << 20       # bytes per batch when one append() is split
 _SPLIT_WRITE = 1 << 16        # batches with more record bytes are written as two pieces
 _BYTES_TYPES = frozenset((bytes, bytearray))
+_set_base_offset = batch_format.set_base_offset
 
 
 def append(lg, records, timestamp, codec, leader_epoch):
     """Log.append."""
+    if type(records) in _BYTES_TYPES and codec is None and leader_epoch is None:
+        plan = lg.__dict__.get("_one_value_plan")
+        if plan is None or plan[0] is not lg.config:
+            plan = _one_value_plan(lg)
+        if plan[1]:
+            return _append_value(lg, records, timestamp, plan)
     if records is None or isinstance(records, (bytes, bytearray, memoryview, Record)):
         records = [records]
     elif not isinstance(records, list):
@@ -92,6 +99,63 @@ def append(lg, records, timestamp, codec, leader_epoch):
             raise RecordTooLargeError(size, limit)
         built.append((head, body, 0, count - 1, max_ts, size))
     return _append_pieces(lg, built, leader_epoch).first_offset
+
+
+def _one_value_plan(lg):
+    """Whether one bytes value may take the one-record path under the log's settings
+    (no compaction, which wants keys; no compression; CreateTime) and the batch size
+    limit; kept on the Log until its config object is replaced."""
+    config = lg.config
+    plan = (config, "compact" not in config["cleanup.policy"]
+            and _codec(config, None) == "none"
+            and config["message.timestamp.type"] != "LogAppendTime",
+            config["max.message.bytes"], config["fsync"] == "always",
+            config["flush.messages"])
+    lg._one_value_plan = plan
+    return plan
+
+
+def _append_value(lg, value, timestamp, plan):
+    """Log.append of one bytes value: the batch append() would build (format/batch.py
+    build_value_batch), written as _append_pieces writes it, with what a single batch
+    of one record needs of that path only."""
+    ts = batch_format.now_ms() if timestamp is None else int(timestamp)
+    data = batch_format.build_value_batch(value, ts)
+    size = len(data)
+    if size > plan[2]:
+        raise RecordTooLargeError(size, plan[2])
+    if plan[3]:
+        with group_commit.writing(lg):
+            base = _write_value(lg, data, ts, size, plan)
+        lg._sync_to(base + 1)
+        return base
+    return _write_value(lg, data, ts, size, plan)
+
+
+def _write_value(lg, data, ts, size, plan):
+    with lg._locked_write():
+        lg._check_writable()
+        if lg._producer_state is not None:
+            return _append_pieces(lg, [(data, None, 0, 0, ts, size)], None).first_offset
+        seg = lg._segments[-1]
+        base = seg.next_offset
+        _set_base_offset(data, 0, base)
+        _maybe_roll(lg, size, ts, base)
+        seg = lg._segments[-1]
+        old_size = seg.size
+        try:
+            seg.append_one(data, base, ts)
+        except OSError as exc:
+            _undo_append(lg, seg, old_size, exc)
+        last = base + 1
+        if lg.hw_follows_leo:
+            lg._high_watermark = last
+        write_shared_state(lg)
+        lg._unflushed += 1
+        need_sync = not plan[3] and lg._unflushed >= plan[4]
+    if need_sync:
+        lg._sync_to(last)
+    return base
 
 
 def append_batches(lg, data, leader_epoch, assign_offsets, origin):
@@ -316,6 +380,7 @@ def roll(lg, reason="requested"):
     """Roll a new active segment at the log end (caller holds the write lock), then tell
     the roll listeners (Log._on_roll)."""
     new = lg._segments.roll(lg.next_offset)
+    new.defer_index_sync = True
     lg._generation += 1
     lg._dir_dirty = True
     log.debug("%s: rolled new segment %d (%s)", lg.path, new.base_offset, reason)

@@ -10,7 +10,7 @@ import os
 
 from .checkpoint import read_checkpoint, write_checkpoint
 
-__all__ = ["LeaderEpochCache", "LEADER_EPOCH_FILE"]
+__all__ = ["LeaderEpochCache", "LEADER_EPOCH_FILE", "assign_epoch_start"]
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"  # ON-DISK: Kafka's name
 
@@ -67,6 +67,12 @@ class LeaderEpochCache:
             self.entries = keep
             self._save()
 
+    def clear(self):
+        """Forget every epoch (the log was emptied: Kafka's clearAndFlush)."""
+        if self.entries or not self.fs.exists(self.path):
+            self.entries = []
+            self._save()
+
     def truncate_from_start(self, start_offset):
         """Drop epochs wholly below the new log start; the earliest kept starts there."""
         keep = [(e, o) for e, o in self.entries if o > start_offset]
@@ -76,3 +82,19 @@ class LeaderEpochCache:
         if keep != self.entries:
             self.entries = keep
             self._save()
+
+
+def assign_epoch_start(lg, epoch, start_offset):
+    """Log.assign_epoch_start: under the write lock, so the cache this process changes is
+    the one on disk (another process may have assigned an epoch since we last looked);
+    a change bumps the shared generation, which makes other processes reload the cache."""
+    if epoch < 0 or start_offset < 0:
+        raise ValueError(f"a leader epoch and its start offset are non-negative, not "
+                         f"({epoch}, {start_offset})")
+    with lg._locked_write():
+        lg._check_writable()
+        if not lg.epochs.assign(epoch, start_offset):
+            return False
+        lg._generation += 1
+        lg._write_state()
+        return True

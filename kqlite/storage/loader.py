@@ -13,9 +13,15 @@ Theory of operation
    crash recovery validates every batch after the recovery point (the offset up
    to which data was fsynced), CRC included, and cuts the log at the first
    invalid byte, exactly as Kafka's LogLoader does; the segments after a cut, or
-   after offsets a power cut lost, are deleted. What is kept past the recovery
-   point is written again and fsynced (:func:`_rewrite`). Bytes dropped are
-   logged and reported (RecoveryReport).
+   after offsets a power cut lost, are deleted. Bytes dropped are logged and
+   reported (RecoveryReport). As Kafka's, recovery does not fsync what it
+   validated and leaves the recovery point where it was: the next fsync round
+   covers every segment past the recovery point (group_commit.py), whichever
+   process wrote it, and only then moves it. A cut is fsynced at once, with the
+   directory after deleted segments, so that a power cut cannot bring the bytes
+   back (recovery is idempotent). When a failed fsync is remembered
+   (lost_pages.py), what is kept past it is written again by the validation walk
+   and fsynced before the log opens.
 4. When other processes hold the log open, nothing is validated: only what a
    writer that died left past the acknowledged end (the shared state) is cut.
 5. Invalid bytes that remain below the acknowledged end are corruption, not a
@@ -30,10 +36,9 @@ from collections import namedtuple
 
 from ..errors import CorruptRecordError
 from ..format.constants import BATCH_OVERHEAD, LOG_OVERHEAD
-from . import swap
+from . import lost_pages, swap
 from .data_dir import LOG_START_FILE, RECOVERY_POINT_FILE
 from .fs import TMP_SUFFIX
-from .scan import SegmentWalk
 from .segment import RecoveryReport, Segment
 from .segments import LogSegments
 
@@ -42,7 +47,6 @@ __all__ = ["load", "LoadedLog"]
 log = logging.getLogger("kqlite.storage")
 
 _LEFTOVER_SUFFIXES = (swap.DELETED_SUFFIX, TMP_SUFFIX)
-_REWRITE_CHUNK = 1 << 20
 
 LoadedLog = namedtuple("LoadedLog", "segments log_start_offset recovery_point corrupt reports")
 LoadedLog.__doc__ = """What opening found: the LogSegments, the log start offset and
@@ -59,8 +63,15 @@ def load(fs, path, config, state, checkpoints, recover):
     reports = []
     recovery_point = max(checkpoints.get(RECOVERY_POINT_FILE, 0),
                          state.recovery_point if state else 0)
+    written_back = False
     if recover:
-        _recover(segments, recovery_point, config, reports)
+        lost_from = lost_pages.pending(fs, path)
+        if lost_from is not None:
+            recovery_point = min(recovery_point, lost_from)
+        _recover(segments, recovery_point, config, reports, lost_from)
+        if lost_from is not None:
+            lost_pages.clear(fs, path)
+            written_back = True
     elif state is not None:
         _discard_unacknowledged(segments, state, reports)
     corrupt = None
@@ -82,8 +93,10 @@ def load(fs, path, config, state, checkpoints, recover):
     # (and not when a truncation lowers the start), so it is the fallback.
     start = state.log_start_offset if state else checkpoints.get(LOG_START_FILE, 0)
     log_start = min(max(segments[0].base_offset, start), end)
-    # After recovery everything left was validated and fsynced.
-    recovery_point = end if recover else min(recovery_point, end)
+    # Only a write-back recovery fsynced what it kept; otherwise, as Kafka's LogLoader,
+    # the recovery point moves when a flush covers the recovered segments.
+    recovery_point = end if written_back else min(recovery_point, end)
+    segments.active.defer_index_sync = True   # recovery rebuilds the active one's indexes
     return LoadedLog(segments, log_start, recovery_point, corrupt, reports)
 
 
@@ -97,8 +110,9 @@ def _remove_leftovers(fs, path):
             fs.remove(os.path.join(path, name))
 
 
-def _recover(segments, recovery_point, config, reports):
-    """Validate every batch from the segment holding ``recovery_point`` onwards."""
+def _recover(segments, recovery_point, config, reports, write_back_from=None):
+    """Validate every batch from the segment holding ``recovery_point`` onwards; with
+    ``write_back_from``, write the batches from that offset back and fsync them."""
     max_size = config["max.message.bytes"] + LOG_OVERHEAD + BATCH_OVERHEAD
     max_size = max(max_size, 1 << 30)  # batches written under a larger limit stay valid
     segs = list(segments)
@@ -113,11 +127,13 @@ def _recover(segments, recovery_point, config, reports):
         seg = segs[i]
         log.info("%s: recovering segment %d/%d (%d bytes, %.1f s so far)", segments.dir,
                  i - first + 1, todo, seg.size, time.monotonic() - started)
-        report = seg.recover(max_size)
+        report = seg.recover(max_size, write_back_from)
         nxt = segs[i + 1] if i + 1 < len(segs) else None
         # Without compaction a segment starts where the previous one ends; a hole
         # means a power cut took records the next segment's records follow.
         hole = nxt is not None and dense and nxt.base_offset != seg.next_offset
+        if report.truncated_bytes:
+            seg.sync()      # the cut must stay cut after a power loss: recovery is idempotent
         if not report.truncated_bytes and not hole:
             continue
         if report.truncated_bytes:
@@ -135,34 +151,14 @@ def _recover(segments, recovery_point, config, reports):
             dropped.delete()
         del segs[i + 1:]
         break
-    for seg in segs[first:]:
-        start = seg.index.lookup(recovery_point)[1] if seg.base_offset <= recovery_point else 0
-        _rewrite(seg, start)
-        seg.sync()
+    if write_back_from is not None:
+        for seg in segs[first:]:
+            seg.sync(whole=True)
     # An empty segment can only be the last one; a crash right after a roll leaves it.
     while len(segs) > 1 and segs[-1].size == 0 and segs[-1].base_offset > segs[-2].next_offset:
         segs.pop().delete()
     segments.reset(segs)
     segments.fs.fsync_dir(segments.dir)  # deleted segments must not come back after a power cut
-
-
-def _rewrite(seg, start):
-    """Write the bytes of ``seg`` from ``start`` back in place before recovery's fsync.
-
-    After a failed fsync Linux marks the lost pages clean: they stay readable until
-    evicted, so recovery validates them, and an fsync then writes nothing. Rewriting what
-    recovery keeps past the recovery point makes it dirty again, so the fsync really
-    stores it (PostgreSQL's lesson from "fsyncgate"). Recovery has just cut the file
-    after its last valid batch, so the walk covers it whole."""
-    wrote = False
-    for chunk in SegmentWalk(seg.log, start, seg.size, chunk=_REWRITE_CHUNK).chunks():
-        if chunk.batches:
-            last = chunk.batches[-1]
-            seg.log.pwrite(chunk.data[:last.position + last.size - chunk.position],
-                           chunk.position)
-            wrote = True
-    if wrote:
-        seg.changes += 1
 
 
 def _discard_unacknowledged(segments, state, reports):

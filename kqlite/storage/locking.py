@@ -10,7 +10,9 @@ Two lock files live in each partition directory (kqlite's own; Kafka ignores the
                    and a closer whether it is last (and may mark a clean shutdown).
 
 Locks are ``flock`` locks: the kernel drops them when a process dies, so a writer
-killed while holding one never wedges the log. On POSIX they are taken with
+killed while holding one never wedges the log. A Log may keep the write lock between
+its writes; a taker that finds it busy asks for it through the shared page
+(lock_handoff.py explains the handoff). On POSIX they are taken with
 ``fcntl.flock`` directly (portalocker's flag validation costed a quarter of a
 one-record append); elsewhere through portalocker.
 """
@@ -18,6 +20,8 @@ one-record append); elsewhere through portalocker.
 import time
 
 import portalocker
+
+from .lock_handoff import count_turn, post_want
 
 from ..errors import LogLockedError
 
@@ -49,13 +53,16 @@ else:
 
 
 class FileLock:
-    """flock on an already-open File (anything with ``fileno()``)."""
+    """flock on an already-open File (anything with ``fileno()``). With ``mapped`` (the
+    shared page of state.py) a taker that has to wait posts its want there, so that a
+    holder keeping the lock between writes lets it go."""
 
-    __slots__ = ("file", "held")
+    __slots__ = ("file", "held", "mapped")
 
-    def __init__(self, file):
+    def __init__(self, file, mapped=None):
         self.file = file
         self.held = None
+        self.mapped = mapped
 
     def try_lock(self, exclusive=True):
         try:
@@ -63,6 +70,8 @@ class FileLock:
         except _BUSY:
             return False
         self.held = "ex" if exclusive else "sh"
+        if exclusive and self.mapped is not None:
+            count_turn(self.mapped)
         return True
 
     def lock(self, exclusive=True, timeout=None, what="log"):
@@ -71,7 +80,13 @@ class FileLock:
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.00005
+        mapped = self.mapped
+        # A holder keeping the lock hands it over within a few ms once asked: retry
+        # often enough to be there when it does.
+        longest = 0.0005 if mapped is not None else 0.005
         while True:
+            if mapped is not None:
+                post_want(mapped)
             time.sleep(delay)
             if self.try_lock(exclusive):
                 return
@@ -79,7 +94,7 @@ class FileLock:
                 raise LogLockedError(
                     f"{what} is locked by another writer; gave up after {timeout:.3g} s "
                     f"({self.file.path})")
-            delay = min(delay * 2, 0.005)
+            delay = min(delay * 2, longest)
 
     def unlock(self):
         if self.held is not None:

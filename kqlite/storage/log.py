@@ -44,8 +44,11 @@ import os
 import threading
 import time
 
-from ..errors import KqliteError, LogClosedError, LogFailedError, StorageError
-from . import appending, cleaner, flusher, reads, retention
+from ..errors import (KqliteError, LogClosedError, LogFailedError, ReplicatedPartitionError,
+                      StorageError)
+from . import appending, cleaner, cluster_dir, flusher, leader_epoch, reads, retention
+from . import record_lookup
+from . import group_commit
 from .cleanable import CleanableLog
 from .config import LogConfig
 from .data_dir import (
@@ -121,6 +124,7 @@ class Log:
         # that rolled; the roll stays.
         self._on_roll = []
         self._producer_state = None     # loaded on first use: appending.producer_state
+        self._record_marks = None       # read_one's marks of batches: record_lookup.py
         parent = os.path.dirname(self.path)
         if not fs.exists(self.path):
             parent_is_new = not fs.exists(parent)
@@ -130,6 +134,9 @@ class Log:
                 fs.fsync_dir(os.path.dirname(parent))  # the new data dir's own entry
             fs.fsync_dir(parent)
         self._data_dir = None
+        # In a cluster broker's data dir (cluster_dir.py) only the broker's process may
+        # write, and a HW the replication layer did not pin is never checkpointed.
+        self._replicated = self._read_only = self._hw_from_checkpoint = False
         self._shared = SharedFiles(fs, self.path)
         try:
             self._open(parent)
@@ -147,6 +154,8 @@ class Log:
             users.lock(exclusive=False)
         if is_data_dir(self.fs, parent):
             self._data_dir = DataDir.acquire(self.fs, parent)
+            self._replicated = cluster_dir.is_replicated(self.fs, parent)
+            self._read_only = self._replicated and not cluster_dir.is_claimed(parent)
         self._checkpoints = PartitionCheckpoints(self.fs, self.path, self.topic, self.partition,
                                                  self._data_dir)
         write_lock = self._shared.write_lock
@@ -174,6 +183,15 @@ class Log:
         end = self.next_offset
         self._high_watermark = min(checkpoints.get(REPLICATION_OFFSET_FILE, end), end)
         self.hw_follows_leo = True
+        if self._replicated:
+            # A replica's log end may be past what was committed: until the replication
+            # layer pins its HW, this handle never checkpoints one, and outside the
+            # broker's process it reads the checkpointed one (cluster_dir.py).
+            self._hw_from_checkpoint = True
+            if self._read_only:
+                self.hw_follows_leo = False
+                self._high_watermark = self._checkpoints.checkpointed_high_watermark(
+                    checkpoints, self.log_start_offset, end)
         self._synced_offset = self.recovery_point
         self._unflushed = 0
         self._last_flush = time.monotonic()
@@ -286,7 +304,7 @@ class Log:
         watermark on its own. Returns the high watermark."""
         with self._lock:
             self._refresh()
-            self.hw_follows_leo = False
+            self.hw_follows_leo = self._hw_from_checkpoint = False
             self._high_watermark = max(self.log_start_offset, min(offset, self.next_offset))
             return self._high_watermark
 
@@ -296,7 +314,7 @@ class Log:
         maybeIncrementHighWatermark). Returns the high watermark."""
         with self._lock:
             self._refresh()
-            self.hw_follows_leo = False
+            self.hw_follows_leo = self._hw_from_checkpoint = False
             self._high_watermark = max(self._high_watermark, min(offset, self.next_offset))
             return self._high_watermark
 
@@ -360,32 +378,9 @@ class Log:
         self._sync_to(target, force=True)
 
     def _sync_to(self, offset, force=False):
-        with self._sync_lock:
-            if self._synced_offset >= offset and not force:
-                return  # another thread's fsync already covered us (group commit)
-            with self._lock:
-                self._check_usable()
-                target = self.next_offset
-                pending = [(seg, seg.changes) for seg in self._segments if seg.unsynced]
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-            try:
-                for seg, changes in pending:
-                    seg.sync(changes)
-                if dir_dirty:
-                    self.fs.fsync_dir(self.path)
-            except OSError as exc:
-                raise self._fail(exc, "fsync") from exc
-            self._synced_offset = max(self._synced_offset, target)
-            with self._lock:
-                self._unflushed = max(0, self.next_offset - target)
-                self._last_flush = time.monotonic()
-                if target > self.recovery_point:
-                    self.recovery_point = target
-                    with self._locked_write():
-                        self._write_state()
-                interval = self.config["recovery.point.checkpoint.interval.ms"] / 1000.0
-                if time.monotonic() - self._last_checkpoint >= interval:
-                    self._write_checkpoints()
+        """Return once an fsync round covering ``offset`` (with ``force``: begun after this
+        call) has finished; concurrent appenders share rounds (group_commit.py)."""
+        group_commit.sync_to(self, offset, force)
 
     def _flush_if_due(self, now):
         """Called by the background flusher for ``flush.ms``."""
@@ -405,6 +400,26 @@ class Log:
         log end; reading at or past the limit yields nothing.
         """
         return reads.read(self, offset, max_records, max_offset, isolation)
+
+    def read_one(self, offset, *, isolation=Isolation.HIGH_WATERMARK):
+        """The Record at ``offset``, or None when there is none: ``offset`` is at or past
+        the isolation's limit (by default the high watermark), or compaction removed that
+        record. Raises OffsetOutOfRangeError if ``offset`` is below the log start or
+        above the log end, as :meth:`read` does.
+
+        Reads a few KiB around the record, not its whole batch (record_lookup.py): the
+        batch is read, CRC-checked and checked record by record the first time, and its
+        record boundaries remembered. Other processes' appends are seen, as by
+        :meth:`read`.
+        """
+        return record_lookup.read_one(self, offset, isolation)
+
+    def fetch_records(self, offset, min_records=1, *, isolation=Isolation.HIGH_WATERMARK):
+        """A list of the Records from ``offset`` to the end of the batch in which
+        ``min_records`` is reached (or to the isolation's limit): whole batches, as a
+        consumer's fetch buffers them, so that no batch is decoded twice by consecutive
+        fetches. Raises OffsetOutOfRangeError as :meth:`read` does."""
+        return reads.fetch_records(self, offset, min_records, isolation)
 
     def read_batches(self, offset, max_bytes=1 << 20, *, isolation=Isolation.HIGH_WATERMARK):
         """Raw bytes of whole batches starting at the one that holds ``offset`` (no
@@ -467,7 +482,9 @@ class Log:
 
     @_fails_on_io_error
     def truncate_to(self, offset):
-        """Remove every record at or after ``offset`` (replication's truncation).
+        """Remove every record at or after ``offset`` (replication's truncation, Kafka's
+        truncateTo), and the leader epochs starting at or after it, even when no record
+        goes.
 
         Whole batches are removed, so the log end may land below ``offset`` when it falls
         inside a batch. Returns the new log end offset.
@@ -475,6 +492,24 @@ class Log:
         end = retention.truncate_to(self, offset)
         self.flush()
         return end
+
+    @_fails_on_io_error
+    def truncate_fully_and_start_at(self, offset):
+        """Delete every segment and start the log over, empty, at ``offset`` (Kafka's
+        truncateFullyAndStartAt: a follower whose log lies wholly below its leader's log
+        start): log start = log end = high watermark = ``offset``; the leader-epoch
+        cache and the producer state are emptied. Returns ``offset``."""
+        retention.truncate_fully_and_start_at(self, offset)
+        self.flush()
+        return offset
+
+    @_fails_on_io_error
+    def assign_epoch_start(self, epoch, start_offset):
+        """Record in the leader-epoch cache (``leader-epoch-checkpoint``) that leader epoch
+        ``epoch`` starts at ``start_offset`` (Kafka's maybeAssignEpochStartOffset): an
+        epoch not above the latest known one changes nothing; entries starting at or
+        after ``start_offset`` are superseded. Returns True if the cache changed."""
+        return leader_epoch.assign_epoch_start(self, epoch, start_offset)
 
     @_fails_on_io_error
     def compact(self, now_ms=None, *, force=False):
@@ -501,18 +536,29 @@ class Log:
     def _refresh(self):
         """Catch up with changes other processes made (caller holds self._lock)."""
         refresh(self)
+        if self._read_only and self._hw_from_checkpoint:
+            self._high_watermark = self._checkpoints.refreshed_high_watermark(
+                self._high_watermark, self.log_start_offset, self.next_offset)
 
     def _write_state(self, flags=0, sync=False):
         write_shared_state(self, flags, sync)
 
     def _write_checkpoints(self):
+        if self._read_only:         # the cluster broker's checkpoints are its own
+            return
+        # A replica's HW that replication did not pin may be stale, or past the commit.
         self._checkpoints.write(self.recovery_point, self.log_start_offset,
-                                self._high_watermark)
+                                None if self._hw_from_checkpoint else self._high_watermark)
         self._last_checkpoint = time.monotonic()
 
     def _check_writable(self):
         if self._corrupt is not None:
             raise self._corrupt
+        if self._read_only:
+            raise ReplicatedPartitionError(
+                f"{self.topic}-{self.partition} in {os.path.dirname(self.path)} is "
+                f"replicated by a cluster broker: this process may only read it (up to the "
+                f"high watermark); produce to topic {self.topic!r} through the cluster")
         self._check_usable()
 
     def _fail(self, exc, action):

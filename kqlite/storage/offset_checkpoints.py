@@ -13,10 +13,17 @@ what every change writes; a checkpoint is written now and then, and a malformed
 one is logged and ignored. The exception is the log start offset, which must
 survive a torn state record: :meth:`PartitionCheckpoints.persist_log_start` makes
 it durable whenever it moves.
+
+In a cluster broker's data dir (cluster_dir.py) the high watermark is the other
+exception: it is *only* what ``replication-offset-checkpoint`` says (the log start
+for a partition it does not name, Kafka's ``getOrElse(0)``), never the log end. A Log
+there that no replication layer pins re-reads it at most every
+``HW_REREAD_INTERVAL`` seconds, and never writes it back.
 """
 
 import logging
 import os
+import time
 
 from ..errors import CorruptRecordError
 from .checkpoint import read_offsets, write_checkpoint
@@ -24,11 +31,12 @@ from .data_dir import (
     CLEANER_OFFSET_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, REPLICATION_OFFSET_FILE,
 )
 
-__all__ = ["PartitionCheckpoints", "OWN_LOG_START_FILE"]
+__all__ = ["PartitionCheckpoints", "OWN_LOG_START_FILE", "HW_REREAD_INTERVAL"]
 
 log = logging.getLogger("kqlite.storage")
 
 OWN_LOG_START_FILE = ".kqlite-log-start"   # a log outside a data dir: its start offset
+HW_REREAD_INTERVAL = 0.1    # s; a broker rewrites the file every few seconds at most
 
 
 class PartitionCheckpoints:
@@ -40,6 +48,7 @@ class PartitionCheckpoints:
         self.tp = (topic, partition)
         self.data_dir = data_dir
         self._first_dirty = None      # the cleaner offset, when there is no data dir
+        self._hw_read_at = time.monotonic()
 
     def read(self):
         """{checkpoint file name: offset} for this partition's recorded entries (the
@@ -70,12 +79,30 @@ class PartitionCheckpoints:
 
     def write(self, recovery_point, log_start_offset, high_watermark):
         """Checkpoint the three offsets Kafka checkpoints per data dir (nothing to do
-        outside a data dir)."""
+        outside a data dir); a ``high_watermark`` of None leaves that entry as it is."""
         if self.data_dir is None:
             return
         self.data_dir.update(RECOVERY_POINT_FILE, {self.tp: recovery_point})
         self.data_dir.update(LOG_START_FILE, {self.tp: log_start_offset})
-        self.data_dir.update(REPLICATION_OFFSET_FILE, {self.tp: high_watermark})
+        if high_watermark is not None:
+            self.data_dir.update(REPLICATION_OFFSET_FILE, {self.tp: high_watermark})
+
+    def checkpointed_high_watermark(self, found, log_start, log_end):
+        """The high watermark of a replicated partition from ``found`` (what :meth:`read`
+        answered), clamped to [log start, log end]; the log start when it has none."""
+        hw = found.get(REPLICATION_OFFSET_FILE)
+        return log_start if hw is None else max(log_start, min(hw, log_end))
+
+    def refreshed_high_watermark(self, current, log_start, log_end):
+        """A replicated partition's high watermark as the checkpoint says it now (read
+        again at most every HW_REREAD_INTERVAL seconds; in between ``current``, clamped)."""
+        now = time.monotonic()
+        if self.data_dir is None or now - self._hw_read_at < HW_REREAD_INTERVAL:
+            return max(log_start, min(current, log_end))
+        self._hw_read_at = now
+        hw = self._read_one(REPLICATION_OFFSET_FILE)
+        return self.checkpointed_high_watermark(
+            {} if hw is None else {REPLICATION_OFFSET_FILE: hw}, log_start, log_end)
 
     def persist_log_start(self, offset):
         """Make a moved log start durable apart from .kqlite-state, which every append

@@ -21,7 +21,11 @@ closes a file mid-read:
   chunk starts at the offset index entry in front of the offset, so that the
   batches the lookup stepped over by their unchecked headers are CRC-checked too,
   and offsets must rise within the segment (:func:`_rising`): baseOffset is
-  outside the CRC.
+  outside the CRC. Each batch's Records come out of an iterator that builds them
+  as they are taken (format.batch.iter_records: a reader that drops each Record
+  leaves the garbage collector no batch's worth of them to walk), and the batches
+  are chained at C level (:class:`RecordIterator`), not yielded record by record.
+  :func:`fetch_records` takes whole batches into a list (a consumer's buffer).
 * :func:`read_batches` and :func:`fetch_region` walk batch headers only, keeping
   a running total, so their cost is linear in what they return; read_batches
   then reads exactly those bytes (reusing what the walk read when it read them
@@ -30,6 +34,8 @@ closes a file mid-read:
 """
 
 import os
+import struct
+from itertools import chain
 
 from ..errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
 from ..format import batch as batch_format
@@ -39,10 +45,13 @@ from .isolation import Isolation
 from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
 
-__all__ = ["read", "read_batches", "fetch_region", "offset_for_time", "max_timestamp",
-           "batch_headers"]
+__all__ = ["read", "RecordIterator", "fetch_records", "read_batches", "fetch_region",
+           "offset_for_time", "max_timestamp", "batch_headers"]
 
 _READ_CHUNK = 1 << 18        # bytes of batches decoded per step of read()
+_chain = chain.from_iterable
+_COUNT = struct.Struct(">i")     # a v2 batch's recordsCount, the header's last field
+_COUNT_AT = 57
 _HEADERS_PER_STEP = 4096     # batch headers batch_headers reads per step
 
 
@@ -79,10 +88,45 @@ def read(lg, offset, max_records, max_offset, isolation):
             offset = lg.log_start_offset
         _check_range(lg, offset)
         stop = _limit(lg, isolation, max_offset)
-    return _iter_records(lg, offset, stop, max_records)
+    lists = _record_lists(lg, offset, stop, max_records)
+    records = RecordIterator.from_iterable(lists)
+    records._lists = lists
+    return records
 
 
-def _iter_records(lg, offset, stop, max_records):
+class RecordIterator(chain):
+    """What Log.read returns: an iterator of Records that decodes a batch at a time. It
+    chains one list or iterator per batch (C-level iteration: no Python frame resumed
+    per record); :meth:`close` ends the reading, as a generator's would, once the batch
+    being iterated is done."""
+
+    __slots__ = ("_lists",)
+
+    def close(self):
+        self._lists.close()
+
+
+def fetch_records(lg, offset, min_records, isolation):
+    """Log.fetch_records."""
+    with lg._lock:
+        _check_open(lg)
+        lg._refresh()
+        _check_range(lg, offset)
+        stop = _limit(lg, isolation)
+    out = []
+    lists = _record_lists(lg, offset, stop, None)
+    for records in lists:
+        out += records
+        if len(out) >= min_records:
+            lists.close()
+            break
+    return out
+
+
+def _record_lists(lg, offset, stop, max_records):
+    """The records from ``offset`` below ``stop`` (at most ``max_records``), one list or
+    iterator per batch decoded: read() chains them, so that this generator resumes once
+    a batch, not once a record."""
     left = -1 if max_records is None else max_records
     resume = None
     # A few records may all be in the batch holding ``offset``: read no further at first.
@@ -95,27 +139,51 @@ def _iter_records(lg, offset, stop, max_records):
         path, chunk, batches = step
         data, position = chunk.data, chunk.position
         for b in batches:
-            records = _decode(data, b.position - position, b.magic, path, position)
+            first, last_rec, count, records = _iter_decode(data, b.position - position,
+                                                           b.magic, path, position)
             last = b.last_offset
-            if records and offset <= b.base_offset and last < stop \
-                    and offset <= records[0][0] and records[-1][0] < stop \
-                    and (left < 0 or len(records) <= left):
+            if count and offset <= b.base_offset and last < stop \
+                    and offset <= first and last_rec < stop and (left < 0 or count <= left):
                 # The whole batch is wanted (offsets increase inside a batch): no
-                # per-record checks.
-                yield from records
+                # per-record checks, and its Records are built as they are taken.
+                yield records
                 if left > 0:
-                    left -= len(records)
+                    left -= count
             else:
+                wanted = []
                 for rec in records:
                     if rec[0] < offset:
                         continue
                     if rec[0] >= stop or not left:
-                        return
-                    yield rec
+                        break
+                    wanted.append(rec)
                     left -= 1
+                else:
+                    rec = None
+                if wanted:
+                    yield wanted
+                if rec is not None:
+                    return
             offset = max(offset, last + 1)
         b = batches[-1]
         resume = (path, b.position + b.size)
+
+
+def _iter_decode(data, pos, magic, path, position):
+    """(first offset, last offset, record count, iterator of Records) of the entry at
+    data[pos:] (see format.batch.iter_records)."""
+    try:
+        if magic == MAGIC_V2:
+            # _read_chunk's walk already checked the CRC of every batch it returned.
+            first, last, records = batch_format.iter_records(data, pos, verify=False)
+            return first, last, _COUNT.unpack_from(data, pos + _COUNT_AT)[0], records
+        records = read_legacy_entry(data, pos)
+    except CorruptRecordError as exc:
+        at = position + (exc.position if exc.position is not None else pos)
+        raise CorruptRecordError(exc.reason, path=path, position=at) from None
+    if not records:
+        return None, None, 0, records
+    return records[0][0], records[-1][0], len(records), records
 
 
 def _decode(data, pos, magic, path, position):
@@ -308,7 +376,7 @@ def offset_for_time(lg, timestamp, isolation):
         _, from_offset = seg.timeindex.lookup(timestamp - 1)
         start = max(from_offset, lg.log_start_offset, seg.base_offset)
         stop = _limit(lg, isolation)
-    for rec in _iter_records(lg, start, stop, None):
+    for rec in _chain(_record_lists(lg, start, stop, None)):
         if rec[1] >= timestamp:
             return rec[0]
     return None

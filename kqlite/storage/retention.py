@@ -20,7 +20,16 @@ deleted records readable again.
 at or after an offset are cut, segments starting there are deleted, and the
 leader-epoch cache, the high watermark and the recovery point follow the new log
 end. The truncation epoch in the shared generation (sharing.py) tells other
-processes to forget what they knew of the segments.
+processes to forget what they knew of the segments. The leader-epoch cache is cut
+even when no record goes (Kafka's truncateTo): a replica that opened an epoch as
+leader and lost leadership before appending keeps an entry past its log end.
+
+*Everything* (:func:`truncate_fully_and_start_at`, Kafka's truncateFullyAndStartAt):
+a follower whose whole log lies below its leader's log start starts over there:
+every segment goes, one empty segment starts at the new offset, which becomes the
+log start, the log end and the high watermark; the leader-epoch cache and the
+producer state are emptied. The new log start is made durable before any file is
+deleted, so a crash part-way leaves either the old log or an empty one there.
 """
 
 import logging
@@ -29,10 +38,10 @@ import os
 from ..errors import OffsetOutOfRangeError
 from ..format import batch as batch_format
 from .producer_state import SNAPSHOT_SUFFIX
-from .segment import parse_segment_name
+from .segment import Segment, parse_segment_name
 from .sharing import next_truncation_generation
 
-__all__ = ["delete_records", "enforce_retention", "truncate_to"]
+__all__ = ["delete_records", "enforce_retention", "truncate_to", "truncate_fully_and_start_at"]
 
 log = logging.getLogger("kqlite.storage")
 
@@ -136,6 +145,10 @@ def truncate_to(lg, offset):
     with lg._locked_write():
         lg._check_writable()
         if offset >= lg.next_offset:
+            if lg.epochs.entries and lg.epochs.entries[-1][1] >= offset:
+                lg.epochs.truncate_from_end(offset)
+                lg._generation += 1          # other processes reload the cache
+                lg._write_state()
             return lg.next_offset
         if offset < lg.log_start_offset:
             raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
@@ -155,6 +168,41 @@ def truncate_to(lg, offset):
         return end
 
 
+def truncate_fully_and_start_at(lg, offset):
+    """Log.truncate_fully_and_start_at, up to the flush: returns ``offset``."""
+    if offset < 0:
+        raise ValueError(f"a log cannot start at the negative offset {offset}")
+    with lg._locked_write():
+        lg._check_writable()
+        old = list(lg._segments)
+        lg.log_start_offset = offset
+        lg.recovery_point = offset
+        lg._synced_offset = offset
+        lg._checkpoints.persist_log_start(offset)
+        # Old segments go before the new one is made: one of them may have its name.
+        for seg in old:
+            seg.delete()
+        lg._segments.reset([Segment.create(lg.fs, lg.path, offset, lg.config)])
+        lg._dir_dirty = True
+        lg._generation = next_truncation_generation(lg._generation)
+        lg._high_watermark = offset
+        lg.epochs.clear()
+        if lg._producer_state is not None:
+            lg._producer_state.truncate_fully(offset)
+        else:
+            _remove_snapshots(lg, lambda _snapshot_offset: True)
+        lg._write_state(sync=True)
+        log.info("%s: truncated fully; the log now starts and ends at %d", lg.path, offset)
+        return offset
+
+
+def _remove_snapshots(lg, doomed):
+    for name in lg.fs.listdir(lg.path):
+        parsed = parse_segment_name(name)
+        if parsed is not None and parsed[1] == SNAPSHOT_SUFFIX and doomed(parsed[0]):
+            lg.fs.remove(os.path.join(lg.path, name))
+
+
 def _truncate_producer_state(lg, end):
     """Producer state and snapshots past a truncation describe batches that are gone: a
     loaded state reloads, and snapshots above the new end are removed either way (a
@@ -162,7 +210,4 @@ def _truncate_producer_state(lg, end):
     if lg._producer_state is not None:
         lg._producer_state.truncate(lg.log_start_offset, end, lg.batch_headers)
         return
-    for name in lg.fs.listdir(lg.path):
-        parsed = parse_segment_name(name)
-        if parsed is not None and parsed[1] == SNAPSHOT_SUFFIX and parsed[0] > end:
-            lg.fs.remove(os.path.join(lg.path, name))
+    _remove_snapshots(lg, lambda snapshot_offset: snapshot_offset > end)

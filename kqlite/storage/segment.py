@@ -11,6 +11,7 @@ import os
 from collections import namedtuple
 
 from ..errors import CorruptRecordError
+from . import lost_pages
 from .index import OffsetIndex, TimeIndex
 from .scan import SCAN_OK, STATUS_TEXT, BatchPosition, SegmentWalk
 
@@ -64,6 +65,10 @@ class Segment:
         self.invalid_reason = None
         self.changes = 0          # bumped by every write; sync() records what it covered
         self.synced_changes = 0
+        # The active segment's indexes are not fsynced with its data: after a crash,
+        # recovery rebuilds them from the segment holding the recovery point, which is
+        # never older than the active one. They are synced once it stops being active.
+        self.defer_index_sync = False
         index_bytes = config["segment.index.bytes"]
         self.index = OffsetIndex(fs, self.path(INDEX_SUFFIX), base_offset, index_bytes)
         self.timeindex = TimeIndex(fs, self.path(TIMEINDEX_SUFFIX), base_offset, index_bytes)
@@ -149,6 +154,25 @@ class Segment:
         self.index_batches((_new(BatchPosition, (start, base_offset, last_offset,
                                                  max_timestamp, size, magic)),))
 
+    def append_one(self, data, offset, timestamp):
+        """:meth:`append` of a batch holding one record (offset and max timestamp given),
+        with the same index rule, without the general path's tuple per batch."""
+        start = self.size
+        self.log.pwrite(data, start)
+        size = len(data)
+        self.size = start + size
+        self.changes += 1
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = timestamp
+        if timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
+        if self.bytes_since_index_entry > self.config["index.interval.bytes"]:
+            self.index.append(offset, start)
+            self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_index_entry = 0
+        self.bytes_since_index_entry += size
+        self.next_offset = offset + 1
+
     def index_batches(self, batches, write=True):
         """Kafka's sparse-index rule for batches now in the file (absolute positions);
         ``write=False`` keeps new entries in memory only."""
@@ -168,6 +192,14 @@ class Segment:
 
     def rebuild_indexes(self, verify_crc=False, max_size=None):
         """Recreate both indexes from the log; returns the walk (its stop and status)."""
+        self._forget_batches()
+        walk = SegmentWalk(self.log, 0, self.size, verify_crc=verify_crc,
+                           headers_only=not verify_crc, max_size=max_size)
+        self.index_batches(walk, write=False)
+        self._indexes_rebuilt(walk)
+        return walk
+
+    def _forget_batches(self):
         self.index.truncate_entries(0)
         self.timeindex.truncate_entries(0)
         self.index.buf.clear()
@@ -176,21 +208,33 @@ class Segment:
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
         self.first_batch_timestamp = None
         self.bytes_since_index_entry = 0
-        walk = SegmentWalk(self.log, 0, self.size, verify_crc=verify_crc,
-                           headers_only=not verify_crc, max_size=max_size)
-        self.index_batches(walk, write=False)
+
+    def _indexes_rebuilt(self, walk):
         self.tail_valid = walk.status == SCAN_OK
         self.invalid_position = None if self.tail_valid else walk.stop
         self.invalid_reason = None if self.tail_valid else STATUS_TEXT[walk.status]
         self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, write=False)
         self.index.write_all()
         self.timeindex.write_all()
-        return walk
 
-    def recover(self, max_size=None):
+    def recover(self, max_size=None, write_back_from=None):
         """Validate every batch (CRC included), rebuild indexes, cut the file at the first
-        invalid byte. Returns a RecoveryReport."""
-        walk = self.rebuild_indexes(verify_crc=True, max_size=max_size)
+        invalid byte. Returns a RecoveryReport.
+
+        With ``write_back_from`` (an offset), the valid batches whose last offset is at
+        or past it are written again in place as the walk reads them, so that the next
+        fsync stores them even if an earlier failed fsync left their pages clean but
+        unwritten (lost_pages.py): one read of the file serves both."""
+        self._forget_batches()
+        walk = SegmentWalk(self.log, 0, self.size, verify_crc=True, max_size=max_size)
+        if write_back_from is None:
+            self.index_batches(walk, write=False)
+        else:
+            for chunk in walk.chunks():
+                batches = chunk.batches
+                self.index_batches(batches, write=False)
+                self._write_back(chunk, write_back_from)
+        self._indexes_rebuilt(walk)
         stop = walk.stop
         truncated = self.size - stop
         if truncated:
@@ -200,6 +244,18 @@ class Segment:
         self.tail_valid = True
         return RecoveryReport(self.path(), stop, truncated,
                               STATUS_TEXT[walk.status] if truncated else "ok")
+
+    def _write_back(self, chunk, from_offset):
+        """pwrite the batches of ``chunk`` whose last offset is >= ``from_offset``."""
+        batches = chunk.batches
+        first = next((b for b in batches if b.last_offset >= from_offset), None)
+        if first is None:
+            return
+        last = batches[-1]
+        at = chunk.position
+        view = memoryview(chunk.data)[first.position - at:last.position + last.size - at]
+        self.log.pwrite(view, first.position)
+        self.changes += 1
 
     # -- Read -------------------------------------------------------------------------------
 
@@ -261,21 +317,33 @@ class Segment:
 
     @property
     def unsynced(self):
-        return self.changes != self.synced_changes
+        return self.changes != self.synced_changes or (
+            not self.defer_index_sync and (self.index._dirty or self.timeindex._dirty))
 
-    def sync(self, changes=None):
-        """fdatasync the files; ``changes`` is the counter value the caller saw before."""
+    def sync(self, changes=None, whole=False):
+        """fdatasync the files (the indexes unless deferred: ``defer_index_sync``);
+        ``changes`` is the counter value the caller saw before. The data is fsynced only
+        when this handle wrote since its last sync, unless ``whole``: then also for
+        bytes others wrote (another process, a writer killed before its fsync)."""
         changes = self.changes if changes is None else changes
-        if changes != self.synced_changes:
-            self.log.sync()
+        if changes != self.synced_changes or whole:
+            try:
+                self.log.sync()
+            except OSError:
+                # Its unwritten pages may now be clean: recovery must write them again.
+                lost_pages.note(self.fs, self.dir, self.base_offset)
+                raise
             self.synced_changes = max(self.synced_changes, changes)
-        self.index.sync()
-        self.timeindex.sync()
+        if not self.defer_index_sync:
+            self.index.sync()
+            self.timeindex.sync()
 
     def on_roll(self):
         """Called when this segment stops being the active one (Kafka's onBecomeInactiveSegment)
-        and at a clean close: the time index ends with the largest timestamp, as Kafka's does."""
+        and at a clean close: the time index ends with the largest timestamp, as Kafka's does,
+        and the indexes are fsynced with the data from now on."""
         self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.defer_index_sync = False
 
     def close(self):
         self.index.close()

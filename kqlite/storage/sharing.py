@@ -25,18 +25,24 @@ Catching up (:func:`refresh`):
 A writer that dies mid-append leaves bytes past the end the State names, or a
 segment it rolled but never named. They were never acknowledged; the next writer
 cuts them (:func:`cut_dead_writer_tail`) so they cannot resurface.
+
+A Log may keep the write lock from one write to the next (lock_handoff.py): the
+next write then starts with a current view and skips the catch-up and the cut,
+since no other process could write meanwhile. The State is still published at
+the end of every write, into the mapped page (state.py), so readers elsewhere
+see every append.
 """
 
 import logging
 import os
 
 from ..errors import LogClosedError
-from . import swap
+from . import lock_handoff, swap
 from .locking import FileLock
 from .scan import SegmentWalk
 from .segment import SEGMENT_SUFFIXES, Segment, segment_name
 from .segments import list_segment_bases
-from .state import State, read_state, write_state
+from .state import map_state, publish, read_raw, read_state
 
 __all__ = ["SharedFiles", "Locked", "refresh", "write_shared_state", "catch_up",
            "reload_segments", "next_truncation_generation", "STATE_FILE",
@@ -58,26 +64,47 @@ def next_truncation_generation(generation):
 
 class SharedFiles:
     """``.kqlite-state`` (the State record; its flock is the write lock) and
-    ``.kqlite-users`` (a shared flock held by every open Log), open for one Log."""
+    ``.kqlite-users`` (a shared flock held by every open Log), open for one Log.
 
-    __slots__ = ("state_file", "write_lock", "users")
+    ``mapped`` is the state file's shared page (None under a test's file-system seam);
+    ``kept`` says the write lock is held from an earlier write, and the other fields
+    are lock_handoff.py's bookkeeping."""
+
+    __slots__ = ("state_file", "write_lock", "users", "page", "mapped", "kept", "taken_at",
+                 "last_write", "handed_over_at")
 
     def __init__(self, fs, directory):
         self.state_file = fs.open(os.path.join(directory, STATE_FILE), create=True)
-        self.write_lock = FileLock(self.state_file)
+        self.kept = False
+        self.taken_at = self.last_write = 0.0
+        self.handed_over_at = None
         try:
+            self.page = map_state(self.state_file)
+            self.mapped = None if self.page is None else self.page.view
+            self.write_lock = FileLock(self.state_file, self.mapped)
             self.users = FileLock(fs.open(os.path.join(directory, USERS_FILE), create=True))
         except BaseException:
+            if getattr(self, "page", None) is not None:
+                self.page.close()
             self.state_file.close()
             raise
 
     def read(self):
-        return read_state(self.state_file)
+        return read_state(self.state_file, self.mapped)
+
+    def raw(self):
+        """The State record's bytes as stored: they change with every change of the log,
+        in any process (a reader may skip its catch-up while they stay the same)."""
+        return read_raw(self.state_file, self.mapped)
 
     def release(self):
         self.users.unlock()
         self.users.file.close()
+        self.kept = False
         self.write_lock.unlock()
+        if self.page is not None:
+            self.mapped = None
+            self.page.close()
         self.state_file.close()
 
 
@@ -93,10 +120,15 @@ class Locked:
     def __enter__(self):
         lg = self.log
         lg._lock.acquire()
+        shared = lg._shared
+        if shared.kept and not lg._closed:
+            return      # held since our last write: nobody else wrote meanwhile
         try:
             if lg._closed:
                 raise LogClosedError(f"log {lg.path} is closed")
-            lg._shared.write_lock.lock(timeout=lg._lock_timeout(), what=f"log {lg.path}")
+            lock_handoff.before_fresh_lock(shared)
+            shared.write_lock.lock(timeout=lg._lock_timeout(), what=f"log {lg.path}")
+            shared.taken_at = lock_handoff.now()
         except BaseException:
             lg._lock.release()
             raise
@@ -105,20 +137,26 @@ class Locked:
                 refresh(lg)
                 cut_dead_writer_tail(lg)
             except BaseException:
-                self.__exit__(None, None, None)
+                self.__exit__(*_FAILED)
                 raise
 
-    def __exit__(self, *exc):
-        self.log._shared.write_lock.unlock()
-        self.log._lock.release()
+    def __exit__(self, exc_type, exc, tb):
+        lg = self.log
+        try:
+            lock_handoff.keep_or_release(lg, exc_type is not None)
+        finally:
+            lg._lock.release()
+
+
+_FAILED = (Exception, None, None)
 
 
 def write_shared_state(lg, flags=0, sync=False):
     """Publish this process's view (caller holds the write lock)."""
     active = lg._segments[-1]
-    write_state(lg._shared.state_file, State(
-        flags, lg._generation, active.next_offset, active.base_offset, active.size,
-        lg.log_start_offset, lg.recovery_point), sync)
+    shared = lg._shared
+    publish(shared.state_file, shared.mapped, flags, lg._generation, active.next_offset,
+            active.base_offset, active.size, lg.log_start_offset, lg.recovery_point, sync)
 
 
 def refresh(lg):
@@ -224,7 +262,10 @@ def reload_segments(lg, state):
             seg.index.reload_tail()
             seg.timeindex.reload_tail()
     lg._segments.reset(segments)
+    for seg in segments:
+        seg.defer_index_sync = False    # one we knew as active may have been rolled
     active = segments[-1]
+    active.defer_index_sync = True
     if active.size != state.active_size:
         if active.size < state.active_size:
             catch_up(active, state.active_size)

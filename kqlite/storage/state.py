@@ -10,15 +10,30 @@ opener. The record carries its own CRC-32C: a torn or foreign file reads as
 
 Layout (big-endian): magic "KQST", u16 version, u16 flags (bit 0: clean
 shutdown), i64 generation, i64 next_offset, i64 active_base, i64 active_size,
-i64 log_start_offset, i64 recovery_point, u32 crc32c of the preceding 60 bytes.
+i64 log_start_offset, i64 recovery_point, u32 crc32c of the preceding 56 bytes.
+
+Mapped in memory
+----------------
+On a real file system (``OsFile``) the first page of the file is also mapped
+shared (:func:`map_state`, shared_page.py), so the record is published and read with a store and
+a load, no system call (Linux keeps ``mmap`` and ``pread``/``pwrite`` of one file
+coherent, so a process reading it with pread sees the same bytes). A reader can
+catch a writer's store half done: the CRC tells, and the read is retried. The
+same page holds two words of the write-lock handoff (lock_handoff.py), outside
+the CRC: u32 *want* at WANT_AT and u64 *turn* at TURN_AT (native byte order, as
+shared memory, never read by another machine). The file is grown to one page
+for this; readers of the record ignore what follows it.
 """
 
 import struct
 from collections import namedtuple
 
 from .. import _native
+from .fs import OsFile
+from .shared_page import PAGE_SIZE, map_page
 
-__all__ = ["State", "read_state", "write_state", "STATE_SIZE", "FLAG_CLEAN"]
+__all__ = ["State", "read_state", "write_state", "publish", "map_state", "STATE_SIZE", "FLAG_CLEAN",
+           "WANT_AT", "TURN_AT"]
 
 _LAYOUT = struct.Struct(">4sHHqqqqqq")
 _CRC = struct.Struct(">I")
@@ -26,14 +41,50 @@ STATE_SIZE = _LAYOUT.size + _CRC.size
 _MAGIC = b"KQST"
 _VERSION = 1
 FLAG_CLEAN = 1
+WANT_AT = 64
+TURN_AT = 72
+_TORN_RETRIES = 100     # a writer's 60-byte store takes nanoseconds
 
 State = namedtuple("State", "flags generation next_offset active_base active_size "
                             "log_start_offset recovery_point")
 
 
-def read_state(file):
-    """The State in ``file``, or None if it is empty, torn or not a kqlite state file."""
-    raw = file.pread(STATE_SIZE, 0)
+def map_state(file):
+    """The first page of the state ``file`` mapped shared (shared_page.SharedPage), or None
+    when ``file`` is not a real OS file (a test's file-system seam keeps its own books of
+    every write) or the platform cannot map it."""
+    if type(file) is not OsFile:
+        return None
+    if file.size() < PAGE_SIZE:
+        file.truncate(PAGE_SIZE)      # growing only: concurrent openers may do it too
+    return map_page(file.fileno())
+
+
+def read_raw(file, mapped=None):
+    """The record's bytes as stored (STATE_SIZE of them, or fewer for a short file)."""
+    if mapped is None:
+        return file.pread(STATE_SIZE, 0)
+    return mapped[:STATE_SIZE].tobytes()
+
+
+def read_state(file, mapped=None):
+    """The State in ``file`` (through its mapping ``mapped`` if given), or None if it is
+    empty, torn or not a kqlite state file."""
+    raw = read_raw(file, mapped)
+    state = _parse(raw)
+    if state is not None or mapped is None:
+        return state
+    for _ in range(_TORN_RETRIES):
+        if raw[:4] != _MAGIC:
+            return None
+        raw = mapped[:STATE_SIZE].tobytes()     # caught a writer mid-store: look again
+        state = _parse(raw)
+        if state is not None:
+            return state
+    return None
+
+
+def _parse(raw):
     if len(raw) != STATE_SIZE:
         return None
     fields = _LAYOUT.unpack_from(raw)
@@ -44,8 +95,19 @@ def read_state(file):
     return State(*fields[2:])
 
 
-def write_state(file, state, sync=False):
-    raw = _LAYOUT.pack(_MAGIC, _VERSION, *state)
-    file.pwrite(raw + _CRC.pack(_native.crc32c(raw)), 0)
+def write_state(file, state, sync=False, mapped=None):
+    publish(file, mapped, *state, sync=sync)
+
+
+def publish(file, mapped, flags, generation, next_offset, active_base, active_size,
+            log_start_offset, recovery_point, sync=False):
+    """:func:`write_state` from the fields (the one-record append's path: no State)."""
+    raw = _LAYOUT.pack(_MAGIC, _VERSION, flags, generation, next_offset, active_base,
+                       active_size, log_start_offset, recovery_point)
+    raw += _CRC.pack(_native.crc32c(raw))
+    if mapped is None:
+        file.pwrite(raw, 0)
+    else:
+        mapped[:STATE_SIZE] = raw
     if sync:
-        file.sync()
+        file.sync()     # fdatasync writes the mapping's dirty page too

@@ -56,7 +56,7 @@ def test_auto_commit_on_close(db):
 
 
 def test_latest_reset_skips_existing_records(db):
-    c = db.consumer("t", group="late", enable_auto_commit=False)
+    c = db.consumer("t", group="late", auto_offset_reset="latest", enable_auto_commit=False)
     assert drain(c, 3) == []
     with db.producer() as p:
         p.send("t", b"fresh", partition=0)
