@@ -208,6 +208,14 @@ class SourceOptions:
         self.max_offsets_per_trigger = _int(options, "maxOffsetsPerTrigger", None, minimum=1)
         self.min_offsets_per_trigger = _int(options, "minOffsetsPerTrigger", None, minimum=1)
         self.records_per_batch = _int(options, "maxRecordsPerBatch", 10000, minimum=1)
+        # Kafka's consumer setting, as Spark's Kafka source passes kafka.* on; the
+        # default is librdkafka's, which this source used before it fetched itself.
+        isolation = str(get_option(options, "kafka.isolation.level") or
+                        "read_committed").strip().lower()
+        if isolation not in ("read_committed", "read_uncommitted"):
+            raise SparkOptionError("option kafka.isolation.level must be read_committed or "
+                                   f"read_uncommitted, not {isolation!r}")
+        self.isolation = isolation
         strategy = (get_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):
             raise SparkOptionError("option startingOffsetsByTimestampStrategy must be error "

@@ -45,12 +45,13 @@ def open_data_dir(path):
     return kqlite.open(path, retention_check_interval_ms=0)
 
 
-def open_source(path=None, bootstrap=None):
+def open_source(path=None, bootstrap=None, isolation="read_committed"):
     """The driver's and executors' view of where the records are: a data dir, or with
-    ``bootstrap`` (kafka.bootstrap.servers) a broker."""
+    ``bootstrap`` (kafka.bootstrap.servers) a broker read with Kafka's ``isolation``
+    level (kafka.isolation.level)."""
     if bootstrap:
         from .broker import BrokerCatalog
-        return BrokerCatalog(bootstrap)
+        return BrokerCatalog(bootstrap, isolation)
     return open_data_dir(path)
 
 
@@ -94,6 +95,8 @@ def selected_partitions(db, opts):
 
 def latest_offsets(db, tps):
     """The high watermark (the end a reader may read to) of each partition."""
+    if not isinstance(db, kqlite.Database):
+        return db.latest_offsets(tps)       # a broker: one request per leader
     out = {}
     for tp in tps:
         with db.leased_log(*tp) as lg:    # a lease: thousands of partitions, few descriptors
@@ -102,6 +105,8 @@ def latest_offsets(db, tps):
 
 
 def earliest_offsets(db, tps):
+    if not isinstance(db, kqlite.Database):
+        return db.earliest_offsets(tps)
     out = {}
     for tp in tps:
         with db.leased_log(*tp) as lg:
@@ -171,18 +176,24 @@ def check_lost(message, fail_on_data_loss):
 
 
 def read_range(path, topic, partition, start, end, ts_type=0, include_headers=False,
-               fail_on_data_loss=True, batch_rows=10000, bootstrap=None, fast=True):
+               fail_on_data_loss=True, batch_rows=10000, bootstrap=None, fast=True,
+               isolation="read_committed"):
     """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
     ``[start, end)`` (executor side; opens and closes the data dir, or the broker
-    connection with ``bootstrap``, itself). A data dir is read with the columnar
+    connections with ``bootstrap``, itself). A data dir is read with the columnar
     decoder of arrow_read unless ``fast`` is False (the per-record path, which the
-    tests compare it with)."""
+    tests compare it with); a broker's fetched batches always go through the same
+    columnar decoder (broker.BrokerPartition.read_arrow)."""
     import pyarrow as pa
     schema = arrow_schema(include_headers)
     if end <= start:
         return
-    db = open_source(path, bootstrap)
+    db = open_source(path, bootstrap, isolation)
     try:
+        if not isinstance(db, kqlite.Database):
+            yield from _read_broker(db, topic, partition, start, end, ts_type,
+                                    include_headers, fail_on_data_loss, batch_rows)
+            return
         try:
             lg = db.log(topic, partition)
         except kqlite.UnknownTopicError:
@@ -233,6 +244,33 @@ def read_range(path, topic, partition, start, end, ts_type=0, include_headers=Fa
                 return
     finally:
         db.close()
+
+
+def _read_broker(catalog, topic, partition, start, end, ts_type, include_headers,
+                 fail_on_data_loss, batch_rows):
+    """read_range through a broker: the same data-loss rules as a data dir's."""
+    try:
+        lg = catalog.log(topic, partition)
+    except kqlite.UnknownTopicError:
+        check_lost(f"topic partition {topic}-{partition} no longer exists (offsets "
+                   f"[{start}, {end}) were to be read)", fail_on_data_loss)
+        return
+    first, last = lg.start_offset, lg.high_watermark
+    if start < first:
+        check_lost(f"offsets [{start}, {min(first, end)}) of {topic}-{partition} are "
+                   f"gone: the log now starts at {first}", fail_on_data_loss)
+        start = first
+    if end > last:
+        check_lost(f"offsets [{max(start, last)}, {end}) of {topic}-{partition} are "
+                   f"gone: the log now ends at {last}", fail_on_data_loss)
+        end = last
+    if start >= end:
+        return
+
+    def lost(message):
+        check_lost(message, fail_on_data_loss)
+
+    yield from lg.read_arrow(start, end, include_headers, ts_type, batch_rows, lost)
 
 
 def _batch(pa, schema, htype, rows, topic, partition, ts_type):

@@ -122,7 +122,7 @@ class _ReaderBase:
     def _database(self):
         from .reading import open_source
         if self._db is None:
-            self._db = open_source(self.opts.path, self.opts.bootstrap)
+            self._db = open_source(self.opts.path, self.opts.bootstrap, self.opts.isolation)
         return self._db
 
     def _close_db(self):
@@ -152,7 +152,8 @@ class _ReaderBase:
         return read_range(self.opts.path, partition.topic, partition.partition,
                           partition.start, partition.end, partition.timestamp_type,
                           self.opts.include_headers, self.opts.fail_on_data_loss,
-                          self.opts.records_per_batch, bootstrap=self.opts.bootstrap)
+                          self.opts.records_per_batch, bootstrap=self.opts.bootstrap,
+                          isolation=self.opts.isolation)
 
 
 class KqliteBatchReader(_ReaderBase, DataSourceReader):

@@ -1,0 +1,148 @@
+"""The records of one partition in a Fetch response, decoded into Arrow buffers
+(``arrow_read.ColumnBuilder``) without a Python object per record.
+
+Theory of operation: ``_native.scan_batches`` walks the entries of the response's
+records field, checking every CRC. Each v2 batch goes through the same columnar
+decoder as a data dir's (``arrow_read.ColumnBuilder.add_batch``, after decompression);
+a legacy (magic 0/1) entry from old Kafka data, or a batch the decoder refuses, is
+decoded by kqlite.format into Records whose rows are appended to the same buffers
+(or whose error is raised). What a Kafka consumer would do is done here too:
+
+* a truncated entry at the end of the records is normal (the broker cuts the
+  response at the partition's byte limit) and is dropped: the next fetch starts there;
+* records below the fetch position (a whole compressed batch is returned) are skipped;
+* control batches (transaction markers) are never rows;
+* with READ_COMMITTED, the batches of a transaction the response lists as aborted are
+  dropped, as Kafka's consumer does (``CompletedFetch``): a producer's transaction is
+  aborted from the listed first offset until its ABORT marker.
+
+Offsets must rise from entry to entry; a damaged entry raises CorruptRecordError once
+the good entries in front of it are consumed (so the rows before it are delivered and
+the next fetch, starting at it, reports it).
+"""
+
+import heapq
+import struct
+
+from .. import _native
+from ..errors import CorruptRecordError
+from ..format import batch as batch_format, compression
+from ..format.batch import parse_header
+from ..format.constants import (
+    BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, CONTROL_MASK, TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+from ..format.legacy import read_legacy_entry
+
+__all__ = ["FetchedDecoder"]
+
+_CONTROL_KEY = struct.Struct(">hh")     # WIRE: control record key: version, type
+_ABORT = 0                              # WIRE: ControlRecordType.ABORT
+
+
+class FetchedDecoder:
+    """Decodes successive Fetch answers of one partition's range [position, end) into
+    ``builder``. ``position`` is the next offset to read, ``stopped`` says the range is
+    done, ``progress`` whether the last feed moved the position."""
+
+    def __init__(self, builder, position, end, where):
+        self.builder = builder
+        self.position = position
+        self.end = end
+        self.where = where          # "topic-partition", for messages
+        self.stopped = position >= end
+        self.progress = False
+        self._last = None           # the last offset of the previous entry of a response
+
+    def feed(self, records, batch_rows, aborted=None):
+        """Decode ``records`` (the bytes of one partition's answer). A generator: it
+        yields whenever the builder holds ``batch_rows`` rows or is full, for the caller
+        to take them. ``aborted``: the response's aborted transactions
+        [(producer id, first offset)] under READ_COMMITTED, else None."""
+        self.progress = False
+        self._last = None
+        if not records:
+            return
+        view = memoryview(records)
+        entries, _stop, status = _native.scan_batches(view, verify_crc=True)
+        pending = sorted((a, p) for p, a in aborted) if aborted else []
+        aborted_now = set()
+        for position, base, last, _max_ts, size, magic in entries:
+            if self._last is not None and base <= self._last:
+                raise CorruptRecordError(f"{self.where}: the broker's entry at offset {base} "
+                                         f"does not follow offset {self._last}")
+            self._last = last
+            if last < self.position:
+                continue        # already read (an odd broker may send it again)
+            if base >= self.end:
+                self.stopped = True
+                return
+            if magic < 2:
+                self._rows(read_legacy_entry(view, position))
+            else:
+                header = parse_header(view, position)
+                if not self._skipped(view, position, header, pending, aborted_now,
+                                     aborted is not None):
+                    self._batch(view, position, size, header)
+            self.position = max(self.position, last + 1)
+            self.progress = True
+            if self.position >= self.end:
+                self.stopped = True
+                return
+            if self.builder.rows >= batch_rows or self.builder.full:
+                yield
+        if status not in (_native.SCAN_OK, _native.SCAN_TRUNCATED) and not self.progress:
+            raise CorruptRecordError(f"{self.where}: the broker returned a damaged entry at "
+                                     f"offset {self.position} ({_SCAN_TEXT.get(status)})")
+
+    def _skipped(self, view, position, header, pending, aborted_now, committed):
+        """Whether a v2 batch gives no rows: a control batch, or under READ_COMMITTED a
+        batch of an aborted transaction (Kafka's consumer rules)."""
+        attributes, producer_id = header[5], header[9]
+        control = attributes & CONTROL_MASK
+        if committed and producer_id >= 0:
+            last = header[0] + header[6]
+            while pending and pending[0][0] <= last:
+                aborted_now.add(heapq.heappop(pending)[1])
+            if control:
+                if self._control_type(view, position, header) == _ABORT:
+                    aborted_now.discard(producer_id)
+                return True
+            if attributes & TRANSACTIONAL_MASK and producer_id in aborted_now:
+                return True
+        return bool(control)
+
+    def _control_type(self, view, position, header):
+        records = batch_format.decode_records(view, position, header, verify=False)
+        key = records[0][2] if records else None
+        if key is None or len(key) < _CONTROL_KEY.size:
+            raise CorruptRecordError(f"{self.where}: a control batch at offset {header[0]} "
+                                     f"has no control record key")
+        return _CONTROL_KEY.unpack_from(key)[1]
+
+    def _batch(self, view, position, size, header):
+        attributes = header[5]
+        body = view[position + BATCH_OVERHEAD:position + size]
+        try:
+            if attributes & CODEC_MASK != CODEC_NONE:
+                body = compression.decompress(attributes & CODEC_MASK, body)
+        except Exception:
+            body = None
+        if body is not None:
+            fixed = header[8] if attributes & TIMESTAMP_TYPE_MASK else None
+            status, _ = self.builder.add_batch(body, header[12], header[0], header[7], fixed,
+                                               self.position, self.end)
+            if status == 0:
+                return
+        # Refused bytes: kqlite.format decodes them, or raises the error they deserve.
+        self._rows(batch_format.decode_records(view, position, header, verify=False))
+
+    def _rows(self, rows):
+        status, _ = self.builder.add_rows(rows, self.position, self.end)
+        if status:
+            raise OverflowError(f"{self.where}: a record's timestamp does not fit Spark's "
+                                f"microsecond timestamps, or a field is longer than 2 GiB")
+
+
+_SCAN_TEXT = {_native.SCAN_CORRUPT_CRC: "CRC mismatch",
+              _native.SCAN_BAD_HEADER: "bad entry header"}

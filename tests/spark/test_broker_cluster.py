@@ -1,0 +1,85 @@
+"""Reads through a `kqlite serve --zookeeper` cluster (three real broker processes over
+a real ZooKeeper, tests/cluster's harness): each read goes to the partition's leader,
+and when the leader is killed the same reader asks Metadata again and reads the same
+rows from the new leader."""
+
+import importlib.util
+import os
+import sys
+import time
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("kazoo.client")
+confluent = pytest.importorskip("confluent_kafka")
+
+_CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
+sys.path.insert(0, _CLUSTER_TESTS)
+from cluster_processes import Cluster  # noqa: E402
+
+# tests/cluster's ZooKeeper fixtures, loaded under a name that is not "conftest".
+_spec = importlib.util.spec_from_file_location("cluster_conftest",
+                                               os.path.join(_CLUSTER_TESTS, "conftest.py"))
+_cluster_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_cluster_conftest)
+zookeeper = _cluster_conftest.zookeeper
+zk_hosts = _cluster_conftest.zk_hosts
+
+from kqlite.spark.broker import BrokerCatalog  # noqa: E402
+
+WAIT = 90   # liveness guard only
+
+
+def _until(predicate, what):
+    deadline = time.monotonic() + WAIT
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.2)
+
+
+def _rows(part, end):
+    batches = list(part.read_arrow(0, end, True, 0, 7))
+    return pa.Table.from_batches(batches).to_pylist()
+
+
+def test_reads_follow_the_leader_across_a_kill(tmp_path, zk_hosts):
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    cluster = Cluster(tmp_path, zk_hosts).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        _until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "three brokers")
+        admin.create_topics([NewTopic("clicks", 1, 3)])["clicks"].result(WAIT)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(60):
+            producer.produce("clicks", key=None if i % 4 == 0 else b"k%d" % i,
+                             value=None if i % 9 == 0 else b"v%d" % i,
+                             headers=[("n", b"%d" % i)] if i % 2 else None, partition=0)
+        assert producer.flush(WAIT) == 0
+
+        catalog = BrokerCatalog(cluster.bootstrap)
+        try:
+            end = _until(lambda: catalog.latest_offsets([("clicks", 0)])[("clicks", 0)] == 60
+                         and 60, "the high watermark at 60")
+            part = catalog.log("clicks", 0)
+            before = _rows(part, end)
+            assert [r["offset"] for r in before] == list(range(60))
+            assert [r["value"] for r in before[:3]] == [None, b"v1", b"v2"]
+            leader = catalog.client.leader("clicks", 0)[0]
+            cluster[leader].kill()
+            # The same reader: its connection to the old leader breaks, it asks
+            # Metadata of a live broker and fetches from the new leader.
+            assert _rows(part, end) == before
+            assert catalog.client.leader("clicks", 0)[0] != leader
+        finally:
+            catalog.close()
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
