@@ -1,7 +1,17 @@
 """Durable appends: every append returns only once its record is on disk.
 One thread with an fsync per append, and 8 threads sharing one log, where kqlite's
-group commit lets one fdatasync cover the records of every waiting thread."""
+group commit lets one fdatasync cover the records of every waiting thread.
 
+The broker case: ``kqlite serve`` with a topic whose ``flush.messages=1`` makes every
+produce request's append return after an fdatasync, at a fixed offered rate of
+20,000 msgs/s of 100 B to one partition from several confluent-kafka producers
+(``acks=1``; each producer is one connection, so its requests reach the broker one
+at a time, as in Kafka, and the producers' requests overlap). p50 and p99 of
+scheduled send to acknowledgement, next to the same broker and topic without
+fsync: the point is that the durable latency stays bounded.
+"""
+
+import functools
 import os
 import threading
 import time
@@ -12,10 +22,16 @@ import peers
 from common import run_threads, timed_loop, values
 
 NAME = "durable"
-DESCRIPTION = "fsync per append (1 thread) and group commit (8 threads)"
+DESCRIPTION = ("fsync per append (1 thread), group commit (8 threads), broker produce with "
+               "flush.messages=1")
 
 KQ = "kqlite"
 THREADS = 8
+OFFERED_RATE = 20_000       # msgs/s in the broker case (the issue's figure)
+PRODUCERS = 4
+VALUE_SIZE = 100
+BROKER_FSYNC = "kqlite serve, flush.messages=1 (fsync per append)"
+BROKER_NO_FSYNC = "kqlite serve, no fsync"
 
 
 def _threaded(ctx, case, system, make_append, seconds, pool):
@@ -43,6 +59,11 @@ def _threaded(ctx, case, system, make_append, seconds, pool):
 
 
 def run(ctx):
+    run_embedded(ctx)
+    run_broker(ctx)
+
+
+def run_embedded(ctx):
     pool = values(100, 1000)
     seconds = ctx.budget * 2
 
@@ -101,3 +122,77 @@ def run(ctx):
                 _threaded(ctx, case, "lmdb (sync=True, txn per record)", make, seconds, pool)
             finally:
                 store.close()
+
+
+def run_broker(ctx):
+    """The broker case (see the module docstring)."""
+    ck = ctx.peer("confluent_kafka", "broker_produce_20k_p99", BROKER_FSYNC)
+    if ck is None:
+        return
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from workloads.cluster import _Serve, _free_port, _nearest_rank
+    seconds = ctx.pick(2.0, 8.0, 20.0)
+    value = os.urandom(VALUE_SIZE)
+    with ctx.workdir("broker") as d:
+        broker = _Serve(os.path.join(d, "data"), _free_port()).start().wait_listening()
+        try:
+            admin = AdminClient({"bootstrap.servers": broker.address})
+            for system, config in ((BROKER_NO_FSYNC, {}),
+                                   (BROKER_FSYNC, {"flush.messages": "1"})):
+                topic = f"durable-{len(config)}-{time.monotonic_ns()}"
+                for f in admin.create_topics([NewTopic(topic, 1, 1, config=config)],
+                                             request_timeout=60).values():
+                    f.result(timeout=90)
+                ctx.log(f"  {system}: {OFFERED_RATE} msgs/s from {PRODUCERS} producers "
+                        f"for {seconds:.0f} s")
+                latencies, offered_for = _offer(ck, broker.address, topic, value, seconds)
+                note = (f"offered {OFFERED_RATE} msgs/s for {offered_for:.1f} s from "
+                        f"{PRODUCERS} producers, acks=1, one partition")
+                for q, case in ((0.50, "broker_produce_20k_p50"),
+                                (0.99, "broker_produce_20k_p99")):
+                    ctx.add(case, system, _nearest_rank(latencies, q), "s", n=len(latencies),
+                            seconds=offered_for, note=note)
+        finally:
+            broker.stop()
+
+
+def _offer(ck, bootstrap, topic, value, seconds):
+    """Offer OFFERED_RATE msgs/s, round robin over PRODUCERS producers, for ``seconds``;
+    returns the sorted latencies (scheduled send to delivery report) and the time taken."""
+    conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1,
+            "compression.type": "none", "queue.buffering.max.messages": 1 << 20}
+    producers = [ck.Producer(conf) for _ in range(PRODUCERS)]
+    latencies, errors = [], []
+
+    def report(late, err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            latencies.append(late + (msg.latency() or 0.0))
+    for p in producers:              # connections and metadata before the clock starts
+        p.produce(topic, value)
+        p.flush(60)
+    total = int(OFFERED_RATE * seconds)
+    sent = 0
+    started = time.perf_counter()
+    while sent < total:
+        due = min(total, int((time.perf_counter() - started) * OFFERED_RATE) + 1)
+        while sent < due:
+            late = time.perf_counter() - (started + sent / OFFERED_RATE)
+            try:
+                producers[sent % PRODUCERS].produce(
+                    topic, value, callback=functools.partial(report, max(0.0, late)))
+            except BufferError:
+                break
+            sent += 1
+        for p in producers:
+            p.poll(0)
+        wait = started + sent / OFFERED_RATE - time.perf_counter()
+        if wait > 0:
+            time.sleep(min(wait, 0.001))
+    offered_for = time.perf_counter() - started
+    left = sum(p.flush(120) for p in producers)
+    if errors or left:
+        raise RuntimeError(f"{len(errors)} delivery errors ({errors[:3]}), {left} undelivered")
+    latencies.sort()
+    return latencies, offered_for

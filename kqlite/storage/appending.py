@@ -274,8 +274,25 @@ def _split_by_size(records, target):
 
 def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
                    origin=AppendOrigin.LOCAL, append_time=NO_TIMESTAMP):
-    """Write ``pieces`` under the write lock. ``batches`` (ValidatedBatch, one per piece)
-    carry the producer fields the producer state judges and learns."""
+    """Write ``pieces`` under the write lock, then fsync if the flush policy asks for it.
+    ``batches`` (ValidatedBatch, one per piece) carry the producer fields the producer
+    state judges and learns."""
+    config = lg.config
+    if config["fsync"] == "always" or config["flush.messages"] <= 1:
+        # Every append syncs: a round about to start waits for this write to join it.
+        with group_commit.writing(lg):
+            info, sync_to = _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches,
+                                          origin, append_time)
+    else:
+        info, sync_to = _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches,
+                                      origin, append_time)
+    if sync_to is not None:
+        lg._sync_to(sync_to)
+    return info
+
+
+def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, append_time):
+    """The write of _append_pieces: (AppendInfo, the offset to fsync up to or None)."""
     with lg._locked_write():
         lg._check_writable()
         ps = lg._producer_state
@@ -289,7 +306,7 @@ def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
                     # answers it, the timestamp that batch was stored with.
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
                                       sum(x.record_count for x in batches), True,
-                                      duplicate.timestamp)
+                                      duplicate.timestamp), None
         elif ps is not None:
             ps = producer_state(lg)
         first = lg.next_offset
@@ -306,10 +323,8 @@ def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
         lg._unflushed += last - first
         need_sync = lg.config["fsync"] == "always" \
             or lg._unflushed >= lg.config["flush.messages"]
-    if need_sync:
-        lg._sync_to(last)
     count = sum(b.record_count for b in batches) if batches is not None else last - first
-    return AppendInfo(first, last - 1, count, False, append_time)
+    return AppendInfo(first, last - 1, count, False, append_time), last if need_sync else None
 
 
 def _append_one(lg, piece, leader_epoch, assign_offsets):

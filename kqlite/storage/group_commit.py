@@ -34,11 +34,15 @@ recovery leaves where it was, as Kafka's LogLoader does), and the directory afte
 a roll; the active
 segment's indexes wait until it rolls or the log closes (segment.py), and the
 shared state is not fsynced at all: recovery after a crash rebuilds what both
-say from the segments.
+say from the segments. A round inside an append does not even publish the new
+recovery point: the next write's state carries it (until then recovery merely
+starts a little earlier); a flush() publishes it.
 """
 
 import threading
 import time
+
+from .sharing import truncations
 
 __all__ = ["sync_to", "writing", "GATHER"]
 
@@ -116,17 +120,18 @@ def sync_to(lg, offset, force=False):
         rounds.last_size = rounds.waiting + 1
     try:
         with lg._sync_lock:
-            _round(lg)
+            _round(lg, force)
     finally:
         with cond:
             rounds.leading = False
             cond.notify_all()
 
 
-def _round(lg):
+def _round(lg, publish):
     with lg._lock:
         lg._check_usable()
         target = lg.next_offset
+        cuts = truncations(lg._generation)
         floor = lg.recovery_point
         # A segment holding offsets past the recovery point is fsynced whole even when
         # this handle did not write it: the round moves the recovery point past bytes
@@ -141,14 +146,20 @@ def _round(lg):
             lg.fs.fsync_dir(lg.path)
     except OSError as exc:
         raise lg._fail(exc, "fsync") from exc
-    lg._synced_offset = max(lg._synced_offset, target)
     with lg._lock:
+        if truncations(lg._generation) != cuts:
+            # Records were cut during the round (truncate_to lowered both marks, then
+            # flushes): ``target`` may now lie past the log end, over offsets that new,
+            # unsynced appends will take.
+            return
+        lg._synced_offset = max(lg._synced_offset, target)
         lg._unflushed = max(0, lg.next_offset - target)
         lg._last_flush = time.monotonic()
         if target > lg.recovery_point:
             lg.recovery_point = target
-            with lg._locked_write():
-                lg._write_state()
+            if publish:
+                with lg._locked_write():
+                    lg._write_state()
         interval = lg.config["recovery.point.checkpoint.interval.ms"] / 1000.0
         if time.monotonic() - lg._last_checkpoint >= interval:
             lg._write_checkpoints()
