@@ -56,8 +56,8 @@ async def _alter_topic(replicas, name, edit, validate_only):
     ``validate_only``."""
     store = replicas.store
     try:
-        await replicas._zk(store.topic_assignment, name)
-        current = await replicas._zk(store.topic_config, name)
+        await replicas._zk_request(store.topic_assignment, name)
+        current = await replicas._zk_request(store.topic_config, name)
     except UnknownTopicError:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
     except KqliteError as exc:
@@ -70,7 +70,7 @@ async def _alter_topic(replicas, name, edit, validate_only):
     if validate_only:
         return ErrorCode.NONE, None
     try:
-        await replicas._zk(store.set_topic_config, name, new)
+        await replicas._zk_request(store.set_topic_config, name, new)
     except Exception as exc:   # noqa: BLE001 -- ZooKeeper trouble: the client may retry
         log.error("topic %s: cannot write its config to ZooKeeper: %s", name, exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the config of {name!r}: {exc}"

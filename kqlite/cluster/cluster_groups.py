@@ -227,7 +227,7 @@ class ClusterGroupPlacement(GroupPlacement):
                         self.replication_factor)
             return
         try:
-            await self.node.zk_call(self.node.store.create_topic, OFFSETS_TOPIC,
+            await self.node.zk_request(self.node.store.create_topic, OFFSETS_TOPIC,
                                     zn.TopicAssignment(uuid.uuid4(), assignment),
                                     {k: str(v) for k, v in _TOPIC_CONFIG.items()})
             log.info("created %s: %d partitions, replication factor %d", OFFSETS_TOPIC,

@@ -62,10 +62,13 @@ _CONTROLLER_ANSWER_TIMEOUT = 30.0
 class ClusterReplicaManager(ClusterTopics, ReplicaManager):
     """Partitions hosted by one cluster broker. ``cache``: the MetadataCache;
     ``store``: the ZkStore; ``zk(fn, *args)``: a coroutine running a blocking ZooKeeper
-    call in a thread; ``controller``: this broker's Controller (set once made), through
-    which its broker epoch is known. Sizes and times are Kafka's settings."""
+    call in a thread; ``zk_request``: the same for a client's request, failing at once
+    while ZooKeeper is unreachable (default: ``zk``); ``controller``: this broker's
+    Controller (set once made), through which its broker epoch is known. Sizes and times
+    are Kafka's settings."""
 
-    def __init__(self, db, io, *, broker_id, cache, store, zk, default_partitions=1,
+    def __init__(self, db, io, *, broker_id, cache, store, zk, zk_request=None,
+                 default_partitions=1,
                  default_replication_factor=1, lag_time_ms=DEFAULT_LAG_TIME_MS,
                  fetcher_options=None, auto_create_limit=AUTO_CREATE_LIMIT):
         # Nobody else writes a cluster broker's data dir: the re-read of log ends for
@@ -75,6 +78,7 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
         self.cache = cache
         self.store = store
         self._zk = zk
+        self._zk_request = zk if zk_request is None else zk_request
         self.controller = None
         self.default_replication_factor = default_replication_factor
         self.lag_time_ms = lag_time_ms

@@ -40,6 +40,7 @@ from . import znodes as zn
 from .assignment import (InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                          assign_replicas, check_assignment)
 from .config_watcher import apply_topic_config
+from .zk_store import ZooKeeperError
 
 __all__ = ["ClusterTopics", "PartitionView"]
 
@@ -130,8 +131,8 @@ class ClusterTopics:
                                   "no live brokers known yet")
         assignment = assign_replicas(self.default_partitions, factor, live)
         try:
-            await self._zk(self.store.create_topic, name,
-                           zn.TopicAssignment(uuid.uuid4(), assignment), {})
+            await self._zk_request(self.store.create_topic, name,
+                                   zn.TopicAssignment(uuid.uuid4(), assignment), {})
             log.info("auto-created topic %s: %d partitions, replication factor %d", name,
                      len(assignment), factor)
         except TopicExistsError:
@@ -147,7 +148,13 @@ class ClusterTopics:
         check_topic(name)
         if not self.cache.topic_partitions(name):
             raise UnknownTopicError(f"unknown topic {name!r}")
-        overrides = await self._zk(self.store.topic_config, name)
+        try:
+            overrides = await self._zk_request(self.store.topic_config, name)
+        except ZooKeeperError as exc:
+            # The handlers asking (DescribeConfigs, DeleteRecords, Fetch) answer this
+            # per topic or partition, as Kafka answers an exception it did not expect.
+            raise PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                 f"cannot read the config of topic {name!r}: {exc}") from None
         merged = dict(self.db.defaults)
         merged.update(overrides)
         try:
@@ -212,8 +219,9 @@ class ClusterTopics:
         if validate_only:
             return count, factor, None
         topic_id = uuid.uuid4()
-        await self._zk(self.store.create_topic, name, zn.TopicAssignment(topic_id, assignment),
-                       {k: str(v) for k, v in configs.items()})
+        await self._zk_request(self.store.create_topic, name,
+                               zn.TopicAssignment(topic_id, assignment),
+                               {k: str(v) for k, v in configs.items()})
         return count, factor, topic_id
 
     async def delete_cluster_topic(self, name):
@@ -223,7 +231,7 @@ class ClusterTopics:
         if name in INTERNAL_TOPICS:
             raise PartitionError(ErrorCode.TOPIC_DELETION_DISABLED,
                                  f"{name} is an internal topic; clients cannot delete it")
-        await self._zk(self.store.mark_topic_for_deletion, name)
+        await self._zk_request(self.store.mark_topic_for_deletion, name)
 
     async def create_cluster_partitions(self, name, total, *, assignments=None,
                                         validate_only=False):
@@ -231,7 +239,7 @@ class ClusterTopics:
         controller; its partition-modification watch elects the new leaders."""
         self._check_controller()
         check_topic(name)
-        current = await self._zk(self.store.topic_assignment, name)
+        current = await self._zk_request(self.store.topic_assignment, name)
         have = len(current.partitions)
         if total <= have:
             raise PartitionError(ErrorCode.INVALID_PARTITIONS,
@@ -257,8 +265,8 @@ class ClusterTopics:
         if validate_only:
             return
         grown = current._replace(partitions={**current.partitions, **added})
-        await self._zk(self.store.set_topic_assignment, name, grown,
-                       self.controller.context.epoch_zk_version)
+        await self._zk_request(self.store.set_topic_assignment, name, grown,
+                               self.controller.context.epoch_zk_version)
 
     # -- Waiting for the controller's answer -----------------------------------------------
 

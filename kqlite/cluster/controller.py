@@ -33,11 +33,17 @@ from . import controller_events as events
 from .controller_context import ControllerContext
 from .leader_rebalance import (DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE,
                                FIRST_CHECK_DELAY_S)
+from ..errors import KqliteError
 from .zk_store import ControllerMovedError
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "ControllerEventError"]
 
 log = logging.getLogger("kqlite.cluster.controller")
+
+
+class ControllerEventError(KqliteError):
+    """The controller event a request waited for failed (ZooKeeper unreachable, most
+    often); the controller logged why. The request answers a Kafka error code."""
 
 _HANDLERS = {**events.HANDLERS, **elections.HANDLERS}
 
@@ -184,7 +190,8 @@ class Controller:
                 log.exception("controller %d: event %s failed", self.broker.broker_id, kind)
                 for item in payload:
                     if isinstance(item, asyncio.Future) and not item.done():
-                        item.set_exception(RuntimeError(f"controller event {kind} failed"))
+                        item.set_exception(ControllerEventError(
+                            f"controller event {kind} failed (see the controller's log)"))
 
     async def _process(self, kind, payload):
         if kind == "elect":

@@ -14,6 +14,7 @@ election are left out of the answer.
 
 import asyncio
 
+from ..errors import KqliteError
 from ..protocol import ErrorCode
 from .controller_elections import PREFERRED, UNCLEAN
 
@@ -53,6 +54,8 @@ async def _elect(replicas, election_type, tps, timeout_ms):
     except asyncio.TimeoutError:
         return {tp: (ErrorCode.REQUEST_TIMED_OUT, "the controller did not answer in time")
                 for tp in tps}
+    except KqliteError as exc:      # the controller's election failed (ZooKeeper, mostly)
+        return {tp: (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) for tp in tps}
     if "error_code" in answer:       # it stopped being the controller meanwhile
         return not_controller
     expected = {tp: e.leader for tp, e in answer.items() if e.error_code == ErrorCode.NONE}

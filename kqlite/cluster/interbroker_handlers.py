@@ -17,15 +17,22 @@ ApiVersions needs no handler of its own: the broker advertises what it is given
 (``CLUSTER_SUPPORTED``, see node.py).
 """
 
+import asyncio
+import logging
 import uuid
 
+from ..errors import KqliteError
 from ..protocol import ErrorCode
 from ..server.handlers import admin, admin_ops
 from . import cluster_configs, elect_leaders, topic_admin
 
 __all__ = ["HANDLERS"]
 
+log = logging.getLogger("kqlite.cluster")
+
 _ZERO_UUID = uuid.UUID(int=0)
+# What ask_controller raises when the controller's event failed or did not answer in time.
+_CONTROLLER_FAILED = (KqliteError, asyncio.TimeoutError)
 _RECOVERING = 1   # WIRE: Kafka-defined LeaderRecoveryState.RECOVERING
 _FIRST_INELIGIBLE_REPLICA_VERSION = 2   # WIRE: older AlterPartition clients get
                                         # OPERATION_NOT_ATTEMPTED instead
@@ -85,8 +92,13 @@ async def controlled_shutdown(broker, conn, request):
     controller = broker.replicas.controller
     if controller is None or controller.stopped:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
-    answer = await broker.replicas.ask_controller("controlled_shutdown", body["broker_id"],
-                                                  body.get("broker_epoch", -1))
+    try:
+        answer = await broker.replicas.ask_controller("controlled_shutdown", body["broker_id"],
+                                                      body.get("broker_epoch", -1))
+    except _CONTROLLER_FAILED as exc:
+        log.warning("ControlledShutdown of broker %s: %s", body["broker_id"],
+                    str(exc) or "no answer in time")
+        return {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "remaining_partitions": []}
     return {"error_code": answer["error_code"],
             "remaining_partitions": answer.get("remaining_partitions", [])}
 
@@ -110,8 +122,15 @@ async def alter_partition(broker, conn, request):
             items.append(((topic, t), (topic, p["partition_index"], p["leader_epoch"],
                                        tuple(isr), p["partition_epoch"],
                                        p["leader_recovery_state"] == _RECOVERING)))
-    answer = await replicas.ask_controller("alter_partition", body["broker_id"],
-                                           body["broker_epoch"], [item for _, item in items])
+    try:
+        answer = await replicas.ask_controller("alter_partition", body["broker_id"],
+                                               body["broker_epoch"], [item for _, item in items])
+    except _CONTROLLER_FAILED as exc:
+        # The leader retries the same proposal on this answer (replica_state.py).
+        log.warning("AlterPartition from broker %s: %s", body["broker_id"],
+                    str(exc) or "no answer in time")
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+                "topics": []}
     if isinstance(answer, dict):
         return {"throttle_time_ms": 0, "error_code": answer["error_code"], "topics": []}
     code, results = answer

@@ -43,7 +43,7 @@ from .interbroker_handlers import HANDLERS
 from .leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .metadata_cache import MetadataCache
 from .replica_state import DEFAULT_LAG_TIME_MS
-from .zk_store import ZkStore
+from .zk_store import ZkStore, check_connected, zk_guarded
 from .znodes import BrokerInfo
 
 __all__ = ["ClusterNode", "ZkProducerIds", "DEFAULT_SESSION_TIMEOUT_MS"]
@@ -69,7 +69,8 @@ class ZkProducerIds:
     def allocate(self):
         with self._lock:
             if self._next > self._last:
-                block = self._store.allocate_producer_id_block(self._broker_id)
+                check_connected(self._store.zk)
+                block = zk_guarded(self._store.allocate_producer_id_block, self._broker_id)
                 self._next, self._last = block.first, block.last
             pid = self._next
             self._next += 1
@@ -129,6 +130,7 @@ class ClusterNode:
     def _replicas(self, broker):
         return ClusterReplicaManager(broker.db, broker.io, broker_id=broker.broker_id,
                                      cache=self.cache, store=None, zk=self.zk_call,
+                                     zk_request=self.zk_request,
                                      default_partitions=broker.default_partitions,
                                      **self._replica_options)
 
@@ -141,8 +143,18 @@ class ClusterNode:
         return self.broker.port
 
     async def zk_call(self, fn, *args):
-        """Run a blocking ZooKeeper call in one of the node's ZooKeeper threads."""
-        return await asyncio.get_running_loop().run_in_executor(self._zk_threads, fn, *args)
+        """Run a blocking ZooKeeper call in one of the node's ZooKeeper threads; kazoo's
+        failures (connection lost, session expired...) raise ZooKeeperError. While the
+        connection is down, kazoo holds a new call until it is back."""
+        return await asyncio.get_running_loop().run_in_executor(self._zk_threads, zk_guarded,
+                                                                fn, *args)
+
+    async def zk_request(self, fn, *args):
+        """:meth:`zk_call` for a client's request: ZooKeeperError at once while the
+        connection is down, instead of holding the request (and a ZooKeeper thread)
+        until it is back; the client gets an error code and retries."""
+        check_connected(self.zk)
+        return await self.zk_call(fn, *args)
 
     # -- Lifecycle ---------------------------------------------------------------------------
 

@@ -21,15 +21,43 @@ fenced, exactly as in Kafka.
 import logging
 import uuid
 
-from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError,
-                              RolledBackError)
+from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError,
+                              NoNodeError, RolledBackError)
+from kazoo.handlers.threading import KazooTimeoutError
 
 from ..errors import KqliteError, TopicExistsError, UnknownTopicError
 from . import znodes as zn
 
-__all__ = ["ZkStore", "ControllerMovedError", "BrokerIdInUseError"]
+__all__ = ["ZkStore", "ControllerMovedError", "BrokerIdInUseError", "ZooKeeperError",
+           "zk_guarded", "check_connected"]
 
 log = logging.getLogger("kqlite.cluster")
+
+
+class ZooKeeperError(KqliteError):
+    """A ZooKeeper call failed on kazoo's side: the connection is lost or closed, the
+    session expired, no answer came in time, or a node changed under the call (a race
+    the call does not handle itself). A request that needed the call answers a Kafka
+    error code; the client retries."""
+
+
+def zk_guarded(fn, *args):
+    """``fn(*args)`` (a blocking ZooKeeper call, in a thread) with kazoo's failures raised
+    as ZooKeeperError, which request paths answer like any other KqliteError."""
+    try:
+        return fn(*args)
+    except (KazooException, KazooTimeoutError) as exc:
+        what = getattr(fn, "__name__", "call")
+        raise ZooKeeperError(f"ZooKeeper {what} failed: {type(exc).__name__}"
+                             f"{': ' + str(exc) if str(exc) else ''}") from exc
+
+
+def check_connected(client):
+    """ZooKeeperError unless ``client`` (a kazoo client, or None before start) is connected
+    now: kazoo would hold a call made meanwhile until the connection is back."""
+    if client is None or not client.connected:
+        state = "not started" if client is None else client.state
+        raise ZooKeeperError(f"not connected to ZooKeeper ({state})")
 
 
 class ControllerMovedError(KqliteError):

@@ -9,7 +9,9 @@ write lock (:class:`Locked`: the Log's thread lock, then the exclusive flock on
 the shared State record (state.py) and catches up with whatever other processes
 wrote; the last is :func:`write_shared_state`. Offsets therefore stay dense and
 unique across processes. Readers take only the thread lock and refresh the same
-way, so they see other processes' records without reopening.
+way, so they see other processes' records without reopening. A handle that holds the
+write lock never refreshes again until it lets it go: its view is the current one,
+and in the middle of a write the shared record is older than the write.
 
 Catching up (:func:`refresh`):
 
@@ -45,7 +47,7 @@ from .segments import list_segment_bases
 from .state import map_state, publish, read_raw, read_state
 
 __all__ = ["SharedFiles", "Locked", "refresh", "write_shared_state", "catch_up",
-           "reload_segments", "next_truncation_generation", "STATE_FILE",
+           "reload_segments", "next_truncation_generation", "truncations", "STATE_FILE",
            "USERS_FILE"]
 
 log = logging.getLogger("kqlite.storage")
@@ -60,6 +62,11 @@ _TRUNCATION_EPOCH = 1 << 32
 
 def next_truncation_generation(generation):
     return (generation // _TRUNCATION_EPOCH + 1) * _TRUNCATION_EPOCH
+
+
+def truncations(generation):
+    """How many truncations a generation counts: it changes when records were cut."""
+    return generation // _TRUNCATION_EPOCH
 
 
 class SharedFiles:
@@ -134,7 +141,7 @@ class Locked:
             raise
         if self.refresh:
             try:
-                refresh(lg)
+                _catch_up_shared(lg)
                 cut_dead_writer_tail(lg)
             except BaseException:
                 self.__exit__(*_FAILED)
@@ -160,14 +167,31 @@ def write_shared_state(lg, flags=0, sync=False):
 
 
 def refresh(lg):
-    """Catch up with changes other processes made (caller holds lg._lock)."""
+    """Catch up with changes other processes made (caller holds lg._lock).
+
+    Nothing to do while this handle holds the write lock: it caught up when it took the
+    lock (or has kept it since its last write), so nobody else wrote since. And in the
+    middle of a write (a truncation reloading the producer state reads batch headers,
+    which refresh) the shared record still describes the log before the write: catching
+    up with it would bring back the size and generation the write just replaced, and
+    the next append would land past the end of the file."""
+    if lg._shared.write_lock.held is None:
+        _catch_up_shared(lg)
+
+
+def _catch_up_shared(lg):
+    """:func:`refresh` itself, also under the write lock (Locked, right after taking it)."""
     state = lg._shared.read()
     if state is None:
         return
     active = lg._segments[-1]
-    if state.generation != lg._generation:
+    if state.generation != lg._generation or state.active_size < active.size:
+        # (A smaller active segment in the same generation: a write of this handle failed
+        # after appending part of its batches, before publishing them. They were never
+        # acknowledged and the next writer cuts them; the reload forgets them, under the
+        # write lock, as it rewrites the indexes.)
         reload_segments(lg, state)
-    elif state.active_size != active.size:
+    elif state.active_size > active.size:
         catch_up(active, state.active_size)
     lg.log_start_offset = state.log_start_offset  # every change writes it; it can go down
     lg.recovery_point = max(lg.recovery_point, state.recovery_point)
@@ -226,7 +250,7 @@ def reload_segments(lg, state):
         return
     fs, path = lg.fs, lg.path
     repaired = swap.recover_swaps(fs, path)  # a compactor died mid-swap
-    if state.generation // _TRUNCATION_EPOCH != lg._generation // _TRUNCATION_EPOCH:
+    if truncations(state.generation) != truncations(lg._generation):
         # A truncation since we last looked: our views of the segments (sizes, end
         # offsets, indexes, max timestamps) may describe bytes that were replaced.
         lg._segments.close_all()

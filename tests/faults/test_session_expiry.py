@@ -27,7 +27,9 @@ ROUNDS = 10
 
 
 def _expire_the_controller(cluster, round_):
-    victim = cluster.controller()
+    # Right after the last victim registered again, the election its expiry started may
+    # still be under way: /controller is then absent for a moment.
+    victim = cluster.wait_for(cluster.controller, "a controller elected")
     expire = isolate_from_zookeeper if round_ % 2 == 0 else pause_past_session
     return f"round {round_}: " + expire(cluster, victim, TOPIC, settle=False)
 

@@ -34,8 +34,6 @@ before it was cut from ZooKeeper: the Jepsen 2013 scenario and its control
 
 import asyncio
 
-import pytest
-
 from harness.cluster import node
 from harness.history import INFO, INVOKE, OK, History
 from harness.nemesis import leader_of, wait_full_isr
@@ -44,7 +42,6 @@ from harness.scenario import create_topic, run_scenario
 from harness.workload import key_of
 from kqlite.cluster.broker_client import BrokerClientError, BrokerConnection
 from kqlite.cluster.zk_store import ZkStore
-from kqlite.errors import CorruptRecordError
 from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode
 
@@ -228,10 +225,6 @@ def _zombie_leader(cluster, topic, history, probes):
             f"{successor}; acks=all produces to the zombie: {probes[:-1]}")
 
 
-@pytest.mark.xfail(strict=True, raises=CorruptRecordError, reason=(
-    "bug found by this test: after the zombie truncates what it appended alone and "
-    "follows the new leader, its segment file holds an invalid batch header inside the "
-    "log (CorruptRecordError reading it after a clean stop); see the H2 report"))
 def test_zombie_leader_acknowledges_nothing_and_truncates(fault_cluster, tmp_path):
     cluster = fault_cluster()
     controller = cluster.controller()

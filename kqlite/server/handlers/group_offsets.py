@@ -16,6 +16,7 @@ later clients of a group see the same offsets.
 import logging
 
 from ...db.offsets import OffsetAndMetadata
+from ...errors import KqliteError
 from ...format.batch import now_ms
 from ...protocol import ErrorCode
 from ..group_events import Commit
@@ -44,7 +45,13 @@ _MESSAGES = {
 async def _coordinator_for(broker, version, key_type, key):
     """(error, node id, host, port) of the coordinator for one key of ``key_type``."""
     if key_type == KEY_GROUP:
-        return await broker.group_placement.coordinator_for(key)
+        try:
+            return await broker.group_placement.coordinator_for(key)
+        except KqliteError as exc:
+            # Kafka's answer when it cannot place the group (in a cluster: the offsets
+            # topic cannot be created or read while ZooKeeper is unreachable).
+            log.warning("FindCoordinator for group %r: %s", key, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     if key_type == KEY_TRANSACTION:
         # No transaction coordinator: the error a transactional producer treats as fatal
         # (librdkafka, the Java client, kafka-python, aiokafka), the same that Produce and

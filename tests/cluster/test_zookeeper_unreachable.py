@@ -1,0 +1,131 @@
+"""Client requests that need ZooKeeper while it is unreachable get Kafka error codes, on a
+connection that stays open: FindCoordinator (the offsets topic cannot be created:
+COORDINATOR_NOT_AVAILABLE), DescribeConfigs (the topic's config is read from ZooKeeper),
+CreateTopics and Metadata's auto-creation (written to ZooKeeper). Before, kazoo's
+ConnectionLoss and SessionExpiredError escaped the handlers: the broker logged
+``connection from ... failed`` with a traceback and dropped the connection, and a call
+made while the connection was down waited in kazoo until ZooKeeper came back.
+
+One real broker process with a ZooKeeper server of its own, which the test stops.
+"""
+
+import socket
+import struct
+import time
+
+import pytest
+
+from cluster_processes import ClusterBroker
+from kqlite.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
+from kqlite.protocol import ErrorCode
+from kqlite.protocol.connection import decode_response, encode_request
+
+# WIRE: Kafka api keys
+METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DESCRIBE_CONFIGS = 3, 10, 18, 19, 32
+WAIT = 60.0
+
+
+class _Connection:
+    """One client connection; every request on it, in order."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.correlation = 0
+
+    def request(self, api_key, version, body):
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation, "test", body))
+        size = struct.unpack(">i", self._exactly(4))[0]
+        return decode_response(api_key, version, self._exactly(size))[1]
+
+    def _exactly(self, n):
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            assert chunk, "the broker closed the connection"
+            out += chunk
+        return out
+
+    def close(self):
+        self.sock.close()
+
+
+def _metadata(conn, topic, auto_create=False):
+    return conn.request(METADATA, 9, {
+        "topics": [{"name": topic}], "allow_auto_topic_creation": auto_create,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False})
+
+
+def _until(predicate, what):
+    deadline = time.monotonic() + WAIT
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"never happened within {WAIT} s: {what}"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def broker_without_zookeeper(tmp_path):
+    """A broker that created topic ``t`` and leads it, then lost its ZooKeeper."""
+    zookeeper = ZooKeeperProcess(tmp_path / "zookeeper")
+    try:
+        zookeeper.start()
+    except ZooKeeperUnavailable as exc:
+        pytest.fail(f"{exc} (run scripts/test, which installs it)", pytrace=False)
+    broker = ClusterBroker(1, tmp_path / "broker-1", zookeeper.connect_string, extra=[
+        "--offsets-topic-replication-factor", "1", "--offsets-topic-num-partitions", "1"])
+    try:
+        broker.start().wait_listening()
+        conn = _Connection(broker.port)
+        _until(lambda: _metadata(conn, "t")["controller_id"] == 1, "broker 1 the controller")
+        created = conn.request(CREATE_TOPICS, 4, {
+            "topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": 30000, "validate_only": False})
+        assert created["topics"][0]["error_code"] == ErrorCode.NONE, created
+        _until(lambda: _metadata(conn, "t")["topics"][0]["partitions"][0]["leader_id"] == 1,
+               "t-0 led by broker 1")
+        zookeeper.stop()
+        yield broker, conn
+        conn.close()
+    except BaseException:
+        print(broker.log())
+        raise
+    finally:
+        broker.kill()
+        zookeeper.stop()
+
+
+def test_requests_needing_zookeeper_answer_error_codes_while_it_is_down(
+        broker_without_zookeeper):
+    broker, conn = broker_without_zookeeper
+    found = conn.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+    assert found["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE, found
+    found = conn.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g", "h"]})
+    assert [c["error_code"] for c in found["coordinators"]] == \
+        [ErrorCode.COORDINATOR_NOT_AVAILABLE] * 2, found
+
+    described = conn.request(DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    (result,) = described["results"]
+    assert result["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR, result
+    assert "ZooKeeper" in result["error_message"], result
+
+    created = conn.request(CREATE_TOPICS, 4, {
+        "topics": [{"name": "u", "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 5000, "validate_only": False})
+    assert created["topics"][0]["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR, created
+
+    auto = _metadata(conn, "v", auto_create=True)
+    assert auto["topics"][0]["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR, auto
+
+    # Still the same connection, and the broker still serves what needs no ZooKeeper.
+    assert conn.request(API_VERSIONS, 3, {"client_software_name": "test",
+                                          "client_software_version": "1"})["error_code"] == 0
+    assert _metadata(conn, "t")["topics"][0]["partitions"][0]["leader_id"] == 1
+    assert "connection from" not in broker.log(), broker.log()
