@@ -21,7 +21,8 @@ from kqlite.protocol import ErrorCode
 from kqlite.protocol.connection import decode_response, encode_request
 
 # WIRE: Kafka api keys
-METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, DESCRIBE_CONFIGS = 3, 10, 18, 19, 32
+METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 3, 10, 18, 19, 22
+DESCRIBE_CONFIGS = 32
 WAIT = 60.0
 
 
@@ -123,6 +124,13 @@ def test_requests_needing_zookeeper_answer_error_codes_while_it_is_down(
 
     auto = _metadata(conn, "v", auto_create=True)
     assert auto["topics"][0]["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR, auto
+
+    # An idempotent producer's id needs a block from /latest_producer_id_block: Kafka's
+    # ZkProducerIdManager answers the failure's code.
+    pid = conn.request(INIT_PRODUCER_ID, 4, {"transactional_id": None,
+                                             "transaction_timeout_ms": 60000,
+                                             "producer_id": -1, "producer_epoch": -1})
+    assert (pid["error_code"], pid["producer_id"]) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1), pid
 
     # Still the same connection, and the broker still serves what needs no ZooKeeper.
     assert conn.request(API_VERSIONS, 3, {"client_software_name": "test",

@@ -163,8 +163,15 @@ async def init_producer_id(broker, conn, request):
         return {"throttle_time_ms": 0,
                 "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
-    # Every thousandth id reserves a new block on disk (a file lock and an fsync).
-    producer_id = await broker.io.run(broker.producer_ids.allocate)
+    # Every thousandth id reserves a new block on disk (a file lock and an fsync), or in a
+    # cluster in ZooKeeper, which may be unreachable: then Kafka's ZkProducerIdManager
+    # fails the request with the exception's code, UNKNOWN_SERVER_ERROR.
+    try:
+        producer_id = await broker.io.run(broker.producer_ids.allocate)
+    except KqliteError as exc:
+        logger.warning("InitProducerId: no producer id: %s", exc)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+                "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id,
             "producer_epoch": 0}
 
