@@ -184,6 +184,10 @@ class Controller:
             except ControllerMovedError as exc:
                 log.warning("controller %d: %s; resigning", self.broker.broker_id, exc)
                 self._resign()
+                # The request that found out is answered as by a broker that is not the
+                # controller (Kafka: ControllerMovedException -> NOT_CONTROLLER), so its
+                # sender looks for the new one instead of waiting out a timeout.
+                events.not_active(kind, payload)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -237,6 +237,17 @@ def test_controlled_shutdown_and_alter_partition(zk_hosts):
             f = loop.create_future()
             other.controller.post("alter_partition", 1, e1, [], f)
             assert (await asyncio.wait_for(f, 20))["error_code"] == ErrorCode.NOT_CONTROLLER
+            # A controller fenced behind its back (the epoch's zkVersion moved, as when a
+            # successor was elected) learns it from its write, resigns, and answers the
+            # request that found out NOT_CONTROLLER, as Kafka's ControllerMovedException.
+            st = store.partition_state("t", 0)
+            epoch_value, _ = client.get(zn.CONTROLLER_EPOCH)
+            client.set(zn.CONTROLLER_EPOCH, epoch_value)
+            answer = await ask("alter_partition", 1, e1,
+                               [("t", 0, 1, [1, 3], st.partition_epoch, False)])
+            assert answer == {"error_code": ErrorCode.NOT_CONTROLLER}
+            assert store.partition_state("t", 0).isr == st.isr      # nothing written
+            await until(lambda: ctrl.controller.context is None)
             client.stop()
     run(scenario())
 

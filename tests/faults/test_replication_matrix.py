@@ -31,6 +31,9 @@ def _assert_safe(outcome, idempotent=True):
     print(outcome.describe())
 
 
+# The default run covers these faults in test_matrix_full.py (one shared cluster); these
+# variants, each on a cluster of its own, run with --soak.
+@pytest.mark.soak
 @pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
 def test_hard_bounce_of_the_leader(fault_cluster, soak, idempotent):
     cluster = fault_cluster()
@@ -39,6 +42,7 @@ def test_hard_bounce_of_the_leader(fault_cluster, soak, idempotent):
     _assert_safe(run_scenario(cluster, TOPIC, faults, idempotent=idempotent), idempotent)
 
 
+@pytest.mark.soak
 def test_clean_bounce_of_the_leader(fault_cluster, soak):
     cluster = fault_cluster()
     create_topic(cluster, TOPIC, min_isr=2)
@@ -46,6 +50,7 @@ def test_clean_bounce_of_the_leader(fault_cluster, soak):
     _assert_safe(run_scenario(cluster, TOPIC, faults))
 
 
+@pytest.mark.soak
 def test_hard_kill_of_the_controller(fault_cluster, soak):
     cluster = fault_cluster()
     # The controller leads the partition too, so its death also moves the leadership.
