@@ -14,7 +14,7 @@ import logging
 
 from ..errors import ConfigError, KqliteError, UnknownTopicError
 from ..protocol import ErrorCode
-from ..server import config_changes as changes
+from ..server.handlers.admin_ops import alter_config_resources
 from ..storage.config import LogConfig
 
 __all__ = ["HANDLERS"]
@@ -23,37 +23,17 @@ log = logging.getLogger("kqlite.cluster")
 
 
 async def alter_configs(broker, conn, request):
-    return await _alter(broker, request, incremental=False)
+    return await alter_config_resources(broker, request, _alter_topic, incremental=False)
 
 
 async def incremental_alter_configs(broker, conn, request):
-    return await _alter(broker, request, incremental=True)
+    return await alter_config_resources(broker, request, _alter_topic, incremental=True)
 
 
-async def _alter(broker, request, *, incremental):
-    body = request.body
-    resources = body["resources"]
-    validate_only = bool(body.get("validate_only"))
-    responses = []
-    for res, refusal in zip(resources, changes.refusals(resources, broker.broker_id,
-                                                         incremental=incremental)):
-        if refusal is not None:
-            code, message = refusal
-        elif res["resource_type"] == changes.RESOURCE_BROKER:
-            code, message = changes.broker_change(res["configs"])
-        else:
-            edit = (changes.applying if incremental else changes.replacing)(res["configs"])
-            code, message = await _alter_topic(broker.replicas, res["resource_name"], edit,
-                                               validate_only)
-        responses.append({"error_code": code, "error_message": message,
-                          "resource_type": res["resource_type"],
-                          "resource_name": res["resource_name"]})
-    return {"throttle_time_ms": 0, "responses": responses}
-
-
-async def _alter_topic(replicas, name, edit, validate_only):
+async def _alter_topic(broker, name, edit, validate_only):
     """``(error code, message)`` of one topic's change, written to ZooKeeper unless
     ``validate_only``."""
+    replicas = broker.replicas
     store = replicas.store
     try:
         await replicas._zk_request(store.topic_assignment, name)

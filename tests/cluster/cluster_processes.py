@@ -9,12 +9,48 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
 import time
 
+import pytest
+
+from kqlite.protocol.connection import decode_response, encode_request
+
 _LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
+
+
+def until(predicate, what, timeout=WAIT, interval=0.1):
+    """Poll ``predicate`` until it returns something true, and return that; fail the
+    test naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(interval)
+
+
+def request(broker, api_key, version, body, timeout=60):
+    """One raw request to ``broker`` on a new connection; the decoded response body."""
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=timeout) as s:
+        s.sendall(encode_request(api_key, version, 1, "test", body))
+        size = struct.unpack(">i", _exactly(s, 4))[0]
+        return decode_response(api_key, version, _exactly(s, size))[1]
+
+
+def _exactly(sock, n):
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        assert chunk, "the broker closed the connection"
+        out += chunk
+    return out
 
 
 def free_port():

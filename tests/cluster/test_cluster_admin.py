@@ -10,9 +10,6 @@ moves leaders back."""
 import argparse
 import json
 import os
-import socket
-import struct
-import time
 import uuid
 
 import pytest
@@ -20,9 +17,8 @@ import pytest
 from kqlite.cli import cluster_elect
 from kqlite.cluster import znodes as zn
 from kqlite.protocol import ErrorCode
-from kqlite.protocol.connection import decode_response, encode_request
 
-from cluster_processes import Cluster
+from cluster_processes import Cluster, until, request as _request
 
 confluent = pytest.importorskip("confluent_kafka")
 kafka_python = pytest.importorskip("kafka")
@@ -34,33 +30,6 @@ from kazoo.client import KazooClient  # noqa: E402
 WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
 TOPIC = "orders"
 ZERO_UUID = uuid.UUID(int=0)
-
-
-def until(predicate, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.1)
-
-
-def _request(broker, api_key, version, body):
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=60) as s:
-        s.sendall(encode_request(api_key, version, 1, "test", body))
-        head = _exactly(s, 4)
-        return decode_response(api_key, version, _exactly(s, struct.unpack(">i", head)[0]))[1]
-
-
-def _exactly(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        assert chunk, "the broker closed the connection"
-        out += chunk
-    return out
 
 
 def _metadata(broker):

@@ -3,33 +3,19 @@ driven by confluent-kafka: topics created through any broker, acks=all produce a
 consume over replication factor 3, and the leader killed with SIGKILL mid-stream."""
 
 import json
-import socket
-import struct
 import time
 
 import pytest
 
 from kqlite.protocol import ErrorCode
-from kqlite.protocol.connection import decode_response, encode_request
 
-from cluster_processes import Cluster
+from cluster_processes import Cluster, until, request as _request
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
-
-
-def until(predicate, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -124,22 +110,6 @@ def test_a_topic_created_through_any_broker_has_kafkas_znodes(cluster, zk_client
                     "assignments": [], "configs": []}],
         "timeout_ms": 10000, "validate_only": False})
     assert answer["topics"][0]["error_code"] == ErrorCode.NOT_CONTROLLER
-
-
-def _request(broker, api_key, version, body):
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as s:
-        s.sendall(encode_request(api_key, version, 1, "test", body))
-        head = _exactly(s, 4)
-        return decode_response(api_key, version, _exactly(s, struct.unpack(">i", head)[0]))[1]
-
-
-def _exactly(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        assert chunk, "the broker closed the connection"
-        out += chunk
-    return out
 
 
 def test_acks_all_idempotent_records_are_replicated_and_consumed(cluster):

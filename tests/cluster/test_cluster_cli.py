@@ -17,20 +17,10 @@ import pytest
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from cluster_processes import until
 
 WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
 KQLITE = [sys.executable, "-m", "kqlite.cli"]
-
-
-def until(predicate, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.2)
 
 
 def kqlite(*args, timeout=60):

@@ -18,7 +18,6 @@ import itertools
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -27,7 +26,7 @@ from kqlite.errors import ReplicatedPartitionError
 from kqlite.storage.checkpoint import read_offsets
 from kqlite.storage.fs import DEFAULT_FS
 
-from cluster_processes import Cluster
+from cluster_processes import Cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
@@ -49,17 +48,6 @@ def _load_spark_fixture():
 
 
 spark = _load_spark_fixture()
-
-
-def until(predicate, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

@@ -5,17 +5,14 @@ NOT_COORDINATOR. Driven by confluent-kafka, kafka-python and aiokafka; one clust
 the whole module."""
 
 import asyncio
-import socket
-import struct
 import threading
 import time
 
 import pytest
 
 from kqlite.protocol import ErrorCode
-from kqlite.protocol.connection import decode_response, encode_request
 
-from cluster_processes import Cluster
+from cluster_processes import Cluster, until, request as _request
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
@@ -24,17 +21,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
 OFFSETS_PARTITIONS = 10     # fewer than Kafka's 50: the module starts faster
 FIND_COORDINATOR, OFFSET_FETCH, OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT = 10, 9, 8, 11, 12
-
-
-def until(predicate, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -59,22 +45,6 @@ def cluster(tmp_path_factory, zookeeper):
         raise
     finally:
         c.stop()
-
-
-def _request(broker, api_key, version, body):
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as s:
-        s.sendall(encode_request(api_key, version, 1, "test", body))
-        head = _exactly(s, 4)
-        return decode_response(api_key, version, _exactly(s, struct.unpack(">i", head)[0]))[1]
-
-
-def _exactly(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        assert chunk, "the broker closed the connection"
-        out += chunk
-    return out
 
 
 def _coordinator_seen_by(broker, group):

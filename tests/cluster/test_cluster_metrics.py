@@ -3,12 +3,11 @@ add up across the cluster, one active controller, and the ISR shrinking when a f
 dies and expanding when it comes back, as the leader's counters and gauges show."""
 
 import re
-import time
 import urllib.request
 
 import pytest
 
-from cluster_processes import Cluster, free_port
+from cluster_processes import Cluster, free_port, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
@@ -17,17 +16,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
 LAG_MS = 1000   # replica.lag.time.max.ms: well under the 6 s ZooKeeper session timeout
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
-
-
-def until(predicate, what, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.2)
 
 
 def scrape(port):

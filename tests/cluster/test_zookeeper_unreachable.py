@@ -11,11 +11,10 @@ One real broker process with a ZooKeeper server of its own, which the test stops
 
 import socket
 import struct
-import time
 
 import pytest
 
-from cluster_processes import ClusterBroker
+from cluster_processes import ClusterBroker, until as _until
 from kqlite.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
 from kqlite.protocol import ErrorCode
 from kqlite.protocol.connection import decode_response, encode_request
@@ -23,7 +22,6 @@ from kqlite.protocol.connection import decode_response, encode_request
 # WIRE: Kafka api keys
 METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 3, 10, 18, 19, 22
 DESCRIBE_CONFIGS = 32
-WAIT = 60.0
 
 
 class _Connection:
@@ -56,16 +54,6 @@ def _metadata(conn, topic, auto_create=False):
         "topics": [{"name": topic}], "allow_auto_topic_creation": auto_create,
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False})
-
-
-def _until(predicate, what):
-    deadline = time.monotonic() + WAIT
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"never happened within {WAIT} s: {what}"
-        time.sleep(0.1)
 
 
 @pytest.fixture

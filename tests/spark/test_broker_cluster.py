@@ -6,7 +6,6 @@ rows from the new leader."""
 import importlib.util
 import os
 import sys
-import time
 
 import pytest
 
@@ -16,7 +15,7 @@ confluent = pytest.importorskip("confluent_kafka")
 
 _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
 sys.path.insert(0, _CLUSTER_TESTS)
-from cluster_processes import Cluster  # noqa: E402
+from cluster_processes import Cluster, until as _until  # noqa: E402
 
 # tests/cluster's ZooKeeper fixtures, loaded under a name that is not "conftest".
 _spec = importlib.util.spec_from_file_location("cluster_conftest",
@@ -29,17 +28,6 @@ zk_hosts = _cluster_conftest.zk_hosts
 from kqlite.spark.broker import BrokerCatalog  # noqa: E402
 
 WAIT = 90   # liveness guard only
-
-
-def _until(predicate, what):
-    deadline = time.monotonic() + WAIT
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.2)
 
 
 def _rows(part, end):

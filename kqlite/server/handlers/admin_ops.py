@@ -34,14 +34,22 @@ _ENDPOINT_CONTROLLERS = 2
 # -- AlterConfigs, IncrementalAlterConfigs ---------------------------------------------------
 
 async def alter_configs(broker, conn, request):
-    return await _alter(broker, request, incremental=False)
+    return await alter_config_resources(broker, request, _alter_topic, incremental=False)
 
 
 async def incremental_alter_configs(broker, conn, request):
-    return await _alter(broker, request, incremental=True)
+    return await alter_config_resources(broker, request, _alter_topic, incremental=True)
 
 
-async def _alter(broker, request, *, incremental):
+async def _alter_topic(broker, name, edit, validate_only):
+    return await broker.io.run(changes.alter_topic_in_storage, broker.db, name, edit,
+                               validate_only)
+
+
+async def alter_config_resources(broker, request, alter_topic, *, incremental):
+    """The (Incremental)AlterConfigs response: each resource refused, a broker change
+    checked, or a topic changed by ``alter_topic(broker, name, edit, validate_only)`` ->
+    ``(error code, message)``, which is where a single broker and a cluster differ."""
     body = request.body
     resources = body["resources"]
     validate_only = bool(body.get("validate_only"))
@@ -55,8 +63,8 @@ async def _alter(broker, request, *, incremental):
             code, message = changes.broker_change(res["configs"])
         else:
             edit = (changes.applying if incremental else changes.replacing)(res["configs"])
-            code, message = await broker.io.run(changes.alter_topic_in_storage, broker.db,
-                                                res["resource_name"], edit, validate_only)
+            code, message = await alter_topic(broker, res["resource_name"], edit,
+                                              validate_only)
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res["resource_type"],
                           "resource_name": res["resource_name"]})
