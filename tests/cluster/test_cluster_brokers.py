@@ -1,6 +1,7 @@
 """Three real ``kqlite serve --zookeeper`` brokers over the session's real ZooKeeper,
 driven by confluent-kafka: topics created through any broker, acks=all produce and
-consume over replication factor 3, and the leader killed with SIGKILL mid-stream."""
+consume over replication factor 3; and the leader killed with SIGKILL mid-stream while
+confluent-kafka, kafka-python or aiokafka produces with acks=all and idempotence."""
 
 import json
 import time
@@ -9,6 +10,7 @@ import pytest
 
 from kqlite.protocol import ErrorCode
 
+from acks_all_producers import PRODUCERS
 from cluster_processes import Cluster, until, request as _request
 
 confluent = pytest.importorskip("confluent_kafka")
@@ -132,51 +134,57 @@ def test_acks_all_idempotent_records_are_replicated_and_consumed(cluster):
     assert sorted(values, key=int) == [str(i) for i in range(n)]
 
 
-def test_killing_the_leader_mid_stream_loses_and_duplicates_nothing(cluster, zk_client):
-    admin = _create(cluster, "payments", partitions=1, config={"min.insync.replicas": "2"})
-    before = _partition(admin, "payments")
+def _leader_of(admin, topic, unlike=None):
+    """The partition's metadata once it names a leader other than ``unlike``."""
+    p = _partition(admin, topic)
+    return p if p is not None and p.leader not in (-1, unlike) else None
+
+
+def _isr_is(admin, topic, brokers):
+    p = _partition(admin, topic)
+    return p is not None and sorted(p.isrs) == brokers
+
+
+def _send_slowly(producer, first, count):
+    """Records ``first`` .. ``first + count - 1``, a few at a time, so that the stream
+    is still flowing whenever the leader dies."""
+    for start in range(first, first + count, 10):
+        producer.send([str(i) for i in range(start, min(start + 10, first + count))])
+        time.sleep(0.01)
+    return first + count
+
+
+@pytest.mark.parametrize("client", PRODUCERS, ids=[c.name for c in PRODUCERS])
+def test_killing_the_leader_mid_stream_loses_and_duplicates_nothing(cluster, zk_client,
+                                                                    client):
+    pytest.importorskip(client.module)
+    topic = "payments"
+    admin = _create(cluster, topic, partitions=1, config={"min.insync.replicas": "2"})
+    before = until(lambda: _leader_of(admin, topic), "a first leader")
     leader = before.leader
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 2,
-                         "message.timeout.ms": 120000})
-    acked, failed = [], []
-
-    def delivered(err, msg):
-        if err:
-            failed.append(err)
-        else:
-            acked.append(msg.value().decode())
-
-    sent = 0
-
-    def produce(count):
-        nonlocal sent
-        for _ in range(count):
-            producer.produce("payments", value=str(sent).encode(), on_delivery=delivered)
-            sent += 1
-            producer.poll(0)
-            time.sleep(0.001)
-
-    produce(300)
-    until(lambda: producer.poll(0.1) >= 0 and len(acked) >= 100,
-          "the first records acknowledged")
-    cluster[leader].kill()                  # mid-stream: records are in flight
-    produce(300)
-    assert producer.flush(WAIT) == 0
-    after = until(lambda: (lambda p: p if p is not None and p.leader not in (-1, leader)
-                           else None)(_partition(admin, "payments")),
-                  "a new leader elected")
+    producer = client(cluster.bootstrap, topic)
+    try:
+        sent = _send_slowly(producer, 0, 100)
+        until(lambda: producer.acknowledged() >= 50, "the first records acknowledged")
+        # Killed right behind a burst, so that the burst is queued or on the wire, not
+        # acknowledged, when the leader dies (sent slowly, it would all be acked by then).
+        producer.send([str(i) for i in range(sent, sent + 200)])
+        sent += 200
+        cluster[leader].kill()
+        sent = _send_slowly(producer, sent, 300)
+        producer.flush()
+    finally:
+        producer.close()
+    after = until(lambda: _leader_of(admin, topic, unlike=leader), "a new leader elected")
     assert after.leader in before.isrs
-    assert failed == []
-    assert sorted(acked, key=int) == [str(i) for i in range(sent)]
-    values = _consume_all(cluster.bootstrap, "payments", 1, sent, "auditors")
-    # Every acknowledged record exactly once, in the order produced.
+    assert producer.failed == []
+    assert sorted(producer.acked, key=int) == [str(i) for i in range(sent)]
+    values = _consume_all(cluster.bootstrap, topic, 1, sent, "auditors")
+    # Every acknowledged record exactly once (idempotence), in the order produced.
     assert values == [str(i) for i in range(sent)]
     # The controller bumped the leader epoch when it moved leadership.
-    state = json.loads(zk_client().get("/brokers/topics/payments/partitions/0/state")[0])
+    state = json.loads(zk_client().get(f"/brokers/topics/{topic}/partitions/0/state")[0])
     assert state["leader"] == after.leader and state["leader_epoch"] > 0
     # The killed broker comes back, catches up, and rejoins the ISR.
     cluster[leader].start().wait_listening()
-    until(lambda: sorted(_partition(admin, "payments").isrs) == [1, 2, 3],
-          "the restarted broker back in the ISR")
-
+    until(lambda: _isr_is(admin, topic, [1, 2, 3]), "the restarted broker back in the ISR")

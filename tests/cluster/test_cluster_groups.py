@@ -1,7 +1,8 @@
 """Consumer groups over three real ``kqlite serve --zookeeper`` brokers: the coordinator
 of a group is the leader of its ``__consumer_offsets`` partition (replication factor 3),
 so commits survive the coordinator's SIGKILL, and the other brokers answer
-NOT_COORDINATOR. Driven by confluent-kafka, kafka-python and aiokafka; one cluster for
+NOT_COORDINATOR. Driven by confluent-kafka, kafka-python and aiokafka, each group's
+records produced with acks=all by the same client that consumes them; one cluster for
 the whole module."""
 
 import asyncio
@@ -12,10 +13,11 @@ import pytest
 
 from kqlite.protocol import ErrorCode
 
+from acks_all_producers import AiokafkaProducer, ConfluentProducer, KafkaPythonProducer
 from cluster_processes import Cluster, until, request as _request
 
 confluent = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka import Consumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
@@ -84,13 +86,16 @@ def _create(cluster, topic, partitions=3):
           f"leaders for {topic}")
 
 
-def _produce(cluster, topic, values):
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5})
-    for i, v in enumerate(values):
-        producer.produce(topic, value=v.encode(), key=str(i).encode())
-        producer.poll(0)
-    assert producer.flush(WAIT) == 0
+def _produce(cluster, topic, values, client=ConfluentProducer):
+    """``values`` produced with acks=all and idempotence by ``client`` (a class of
+    acks_all_producers), keyed so that they spread over the partitions."""
+    producer = client(cluster.bootstrap, topic)
+    try:
+        producer.send(values, keys=[str(i) for i in range(len(values))])
+        producer.flush()
+    finally:
+        producer.close()
+    assert producer.failed == [] and sorted(producer.acked) == sorted(values)
 
 
 def _check_commits_everywhere(cluster, group, topic, partitions, total):
@@ -200,7 +205,7 @@ def test_kafka_python_group_consumes_each_record_once_and_commits_are_replicated
     try:
         until(lambda: len(assigned) == 2 and all(assigned.values())
               and sum(assigned.values()) == 3, "kafka-python members share the partitions")
-        _produce(cluster, topic, values)
+        _produce(cluster, topic, values, KafkaPythonProducer)
         until(lambda: len(seen) >= len(values), "every record consumed")
         time.sleep(1)                     # a duplicate would show up meanwhile
     finally:
@@ -234,8 +239,9 @@ def test_aiokafka_group_consumes_each_record_once_and_commits_are_replicated(clu
                     sum(len(m.assignment()) for m in members) == 3
                     and all(m.assignment() for m in members)):
                 await asyncio.gather(*(m.getmany(timeout_ms=100) for m in members))
+            # aiokafka's producer runs on a loop of its own (see acks_all_producers).
             await asyncio.get_running_loop().run_in_executor(None, _produce, cluster, topic,
-                                                             values)
+                                                             values, AiokafkaProducer)
 
             async def consume(m):
                 while len(seen) < len(values) and time.monotonic() < deadline:
