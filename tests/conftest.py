@@ -1,17 +1,19 @@
 """Suite-wide options: ``--soak`` runs the long soak tests (marked ``soak``).
 
-The tests that start ZooKeeper and several broker processes (the cluster end-to-end tests
-and the fault-injection scenarios) check the cluster's behaviour, which does not depend
-on whether the C helpers or their pure-Python twins run (the unit tests cover both
-twins); the pure-Python pass of ``scripts/test`` leaves them out to keep the suite within
-CI's time budget. ``KQLITE_TEST_ALL_MODES=1`` runs them in both passes.
+``scripts/test`` runs the suite twice, with the C helpers and with their pure-Python
+twins (``KQLITE_PURE_PYTHON=1``). The second pass runs the tests of code that has a C
+helper beneath it (formats, storage, the embedded API, the crash suite, the single
+broker, Spark, the CLI) and leaves out the tests whose code is the same in both modes
+and calls no C helper itself: the protocol codec's schema checks, the cluster (its
+storage underneath is tested in both modes on its own) with its multi-broker and
+fault-injection scenarios, and the benchmark harness. That keeps the suite within CI's
+time budget; ``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
 """
 
 import os
 
 import pytest
 
-_FAULT_UNITS = ("test_checker.py", "test_power_loss_journal.py")
 
 
 def pytest_addoption(parser):
@@ -23,21 +25,24 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long-running soak tests, run only with --soak")
 
 
-def _multi_process_cluster_test(item):
+_SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
+                       f"{os.sep}tests{os.sep}cluster{os.sep}",
+                       f"{os.sep}tests{os.sep}faults{os.sep}",
+                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py")
+
+
+def _same_in_both_modes(item):
     path = str(item.path)
-    name = os.path.basename(path)
-    if f"{os.sep}tests{os.sep}faults{os.sep}" in path:
-        return name not in _FAULT_UNITS
-    return f"{os.sep}tests{os.sep}cluster{os.sep}" in path and name.startswith("test_cluster_")
+    return any(part in path for part in _SAME_IN_BOTH_MODES)
 
 
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("KQLITE_PURE_PYTHON") == "1" and \
             os.environ.get("KQLITE_TEST_ALL_MODES") != "1":
-        left_out = [i for i in items if _multi_process_cluster_test(i)]
+        left_out = [i for i in items if _same_in_both_modes(i)]
         if left_out:
             config.hook.pytest_deselected(items=left_out)
-            items[:] = [i for i in items if not _multi_process_cluster_test(i)]
+            items[:] = [i for i in items if not _same_in_both_modes(i)]
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with --soak")

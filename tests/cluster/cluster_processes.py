@@ -156,11 +156,18 @@ class Cluster:
         return self
 
     def stop(self):
+        """Controlled shutdown of every broker at once (SIGTERM), as an operator would."""
         for b in self.brokers.values():
             if b.alive:
                 b.proc.send_signal(signal.SIGTERM)
         for b in self.brokers.values():
             b.stop()
+
+    def kill(self):
+        """SIGKILL every broker: a test's teardown, which has nothing to wait for (a
+        controlled shutdown of the whole cluster takes seconds of retries)."""
+        for b in self.brokers.values():
+            b.kill()
 
     def logs(self):
         return "\n".join(f"--- broker {b.broker_id} ---\n{b.log()}"

@@ -94,7 +94,7 @@ def cluster(tmp_path, zk_hosts):
         print(c.logs())
         raise
     finally:
-        c.stop()
+        c.kill()
 
 
 def test_topic_ids_configs_and_elect_leaders(cluster, zk_hosts, capsys):

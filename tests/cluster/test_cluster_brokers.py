@@ -31,7 +31,7 @@ def cluster(tmp_path, zk_hosts):
         print(c.logs())
         raise
     finally:
-        c.stop()
+        c.kill()
 
 
 def _formed(admin, size):

@@ -67,7 +67,7 @@ def cluster(tmp_path_factory, zookeeper):
         print(c.logs())
         raise
     finally:
-        c.stop()
+        c.kill()
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def cluster(tmp_path_factory, zookeeper):
         print(c.logs())
         raise
     finally:
-        c.stop()
+        c.kill()
 
 
 def _coordinator_seen_by(broker, group):

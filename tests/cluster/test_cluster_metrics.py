@@ -56,7 +56,7 @@ def cluster(tmp_path, zk_hosts):
         print(c.logs())
         raise
     finally:
-        c.stop()
+        c.kill()
 
 
 def test_kafka_metrics_follow_leadership_and_isr_changes(cluster):

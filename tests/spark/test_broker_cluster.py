@@ -70,4 +70,4 @@ def test_reads_follow_the_leader_across_a_kill(tmp_path, zk_hosts):
         print(cluster.logs())
         raise
     finally:
-        cluster.stop()
+        cluster.kill()
