@@ -20,6 +20,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -78,9 +79,10 @@ def _child_ops(root):
         os.write(1, b"ok\n")
 
 
-def _child_log(root, fsync):
+def _child_log(root, fsync, stop_after=None):
     """Append one record per call to the log ROOT/t-0, print "ack <offset>" after each,
-    and every 10th time flush and print "flushed <log end>"; until killed."""
+    and every 10th time flush and print "flushed <log end>"; until killed, or until
+    ``stop_after`` records, then print "done" and wait to be killed."""
     import kqlite
     log = kqlite.Log.open(os.path.join(root, "t-0"), segment_bytes=4096, fsync=fsync)
     n = 0
@@ -91,9 +93,13 @@ def _child_log(root, fsync):
         if n % 10 == 0 and fsync == "never":
             log.flush()
             os.write(1, b"flushed %d\n" % log.end_offset)
+        if n == stop_after:
+            os.write(1, b"done 0\n")
+            while True:
+                time.sleep(60)
 
 
-def _child(root, journal, mode):
+def _child(root, journal, mode, stop_after=None):
     sys.path.insert(0, HERE)
     from harness.power_loss import install
     install(root, journal)
@@ -101,7 +107,7 @@ def _child(root, journal, mode):
     if mode == "ops":
         _child_ops(root)
     else:
-        _child_log(root, mode)
+        _child_log(root, mode, None if stop_after is None else int(stop_after))
 
 
 # -- The parent side --------------------------------------------------------------------------
@@ -109,11 +115,12 @@ def _child(root, journal, mode):
 class Child:
     """A child process journaling ``root``."""
 
-    def __init__(self, root, mode="ops"):
+    def __init__(self, root, mode="ops", stop_after=None):
         from harness.power_loss import journal_dir_of
         self.root, self.journal = str(root), journal_dir_of(root)
+        extra = [] if stop_after is None else [str(stop_after)]
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), self.root, self.journal, mode],
+            [sys.executable, os.path.abspath(__file__), self.root, self.journal, mode, *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = self.proc.stdout.readline()
         assert line == b"ready\n", f"{line!r}\n{self.proc.stderr.read().decode()}"
@@ -283,17 +290,22 @@ def test_random_sequences_match_faultyfs_drop_mode(tmp_path_factory, soak):
 
 # -- The real storage engine through the journal --------------------------------------------------
 
-def _acks_then_power_loss(root, mode, acks, rng):
-    child = Child(root, mode)
+def _acks_then_power_loss(root, mode, acks, rng, *, stop=False):
+    """Kill the child after about ``acks`` appends: in the middle of its appends, or
+    (``stop``) once it has stopped after a number of appends that no flush ends on, so
+    that some acknowledged appends are certainly unflushed."""
+    target = acks + rng.randint(1, 9) if stop else acks + rng.randint(0, 15)
+    child = Child(root, mode, stop_after=target if stop else None)
     acked, flushed = [], 0
-    target = acks + rng.randint(0, 15)
     for line in child.lines():
         word, number = line.split()
+        if word == b"done":
+            break
         if word == b"ack":
             acked.append(int(number))
         else:
             flushed = int(number)
-        if len(acked) >= target:
+        if not stop and len(acked) >= target:
             break
     stats = child.power_loss()
     for line in child.lines():           # what it printed before the kill
@@ -324,7 +336,7 @@ def test_log_with_fsync_always_keeps_every_acknowledged_record(tmp_path, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_log_in_default_mode_keeps_what_flush_covered_and_loses_the_rest(tmp_path, seed):
     acked, flushed, stats = _acks_then_power_loss(tmp_path / "disk", "never", 60,
-                                                  random.Random(seed))
+                                                  random.Random(seed), stop=True)
     records = _records(str(tmp_path / "disk" / "t-0"))
     assert flushed >= 50 and stats["bytes"] > 0
     assert [o for o, _v in records] == list(range(len(records)))
@@ -334,4 +346,4 @@ def test_log_in_default_mode_keeps_what_flush_covered_and_loses_the_rest(tmp_pat
 
 
 if __name__ == "__main__":
-    _child(*sys.argv[1:4])
+    _child(*sys.argv[1:5])
