@@ -43,6 +43,12 @@ def pytest_collection_modifyitems(config, items):
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = [i for i in items if not _same_in_both_modes(i)]
+    # The fault-injection scenarios run last: scripts/test runs the pure-Python pass
+    # beside this one, and by then it is over, so their faults' timing is their own.
+    faults = [i for i in items if f"{os.sep}tests{os.sep}faults{os.sep}" in str(i.path)]
+    if faults:
+        last = set(faults)
+        items[:] = [i for i in items if i not in last] + faults
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with --soak")
