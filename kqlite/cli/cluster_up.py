@@ -27,6 +27,7 @@ import threading
 import time
 
 from ..errors import KqliteError
+from .serve import positive_int
 
 DEFAULT_GRACE_SECONDS = 30.0
 DEFAULT_START_TIMEOUT = 120.0
@@ -46,7 +47,7 @@ def add_parser(commands):
                     "servers once every broker is registered; Ctrl-C or SIGTERM stops the "
                     "brokers (controlled shutdown), then ZooKeeper. Needs Debian's "
                     "zookeeper package (apt-get install zookeeper).")
-    u.add_argument("--brokers", type=_count, default=3, metavar="N",
+    u.add_argument("--brokers", type=positive_int, default=3, metavar="N",
                    help="number of brokers (default 3)")
     u.add_argument("--dir", metavar="DIR",
                    help="where data dirs and logs go; kept afterwards (default: a "
@@ -57,7 +58,7 @@ def add_parser(commands):
                    help="ZooKeeper's client port (default: a free port)")
     u.add_argument("--metrics-base-port", type=_port, metavar="M",
                    help="broker i serves Prometheus metrics on M+i-1 (default: none)")
-    u.add_argument("--replication-factor", type=_count, metavar="R",
+    u.add_argument("--replication-factor", type=positive_int, metavar="R",
                    help="default.replication.factor of created topics (default: "
                         "min(3, N))")
     u.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_SECONDS,
@@ -68,16 +69,6 @@ def add_parser(commands):
                    metavar="SECONDS", help="give up if the cluster is not formed by then "
                                            f"(default {DEFAULT_START_TIMEOUT:g})")
     u.set_defaults(run=run)
-
-
-def _count(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
-    return value
 
 
 def _port(text):

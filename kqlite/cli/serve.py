@@ -25,13 +25,13 @@ def add_parser(sub):
     p.add_argument("--no-auto-create-topics", action="store_true")
     p.add_argument("--max-request-bytes", type=int, default=104857600,
                    help="socket.request.max.bytes: larger requests close the connection")
-    p.add_argument("--io-threads", type=_positive, metavar="N",
+    p.add_argument("--io-threads", type=positive_int, metavar="N",
                    help="num.io.threads: threads that do the storage work of requests "
                         "(reads, appends, fsyncs, topic changes); default 8, as Kafka's")
     p.add_argument("--connections-max-idle-ms", type=_idle_ms, default=600000, metavar="MS",
                    help="connections.max.idle.ms: close a connection that sent no request "
                         "for this long (-1: never); default 600000 (10 minutes), as Kafka's")
-    p.add_argument("--max-connections", type=_positive, metavar="N",
+    p.add_argument("--max-connections", type=positive_int, metavar="N",
                    help="max.connections: at this many open connections stop accepting "
                         "until one closes; default a quarter of the descriptor limit "
                         "(ulimit -n), at least 64")
@@ -43,7 +43,7 @@ def add_parser(sub):
                    metavar="HOST:N[,HOST:N...]",
                    help="max.connections.per.ip.overrides: caps for particular addresses "
                         "or host names")
-    p.add_argument("--queued-max-request-bytes", type=_positive, metavar="BYTES",
+    p.add_argument("--queued-max-request-bytes", type=positive_int, metavar="BYTES",
                    help="queued.max.request.bytes: bytes of requests read and not yet "
                         "answered; over it the broker stops reading from sockets until "
                         "memory is released. Default 268435456 (256 MiB), or "
@@ -55,16 +55,16 @@ def add_parser(sub):
     cluster.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                          help="zookeeper.connect: the ZooKeeper ensemble (and chroot) of the "
                               "cluster to join; --broker-id must be unique in it")
-    cluster.add_argument("--zookeeper-session-timeout-ms", type=_positive, default=6000,
+    cluster.add_argument("--zookeeper-session-timeout-ms", type=positive_int, default=6000,
                          metavar="MS", help="zookeeper.session.timeout.ms (default 6000)")
-    cluster.add_argument("--default-replication-factor", type=_positive, default=1,
+    cluster.add_argument("--default-replication-factor", type=positive_int, default=1,
                          metavar="N", help="default.replication.factor of created topics "
                                            "(auto-created ones get at most the live broker "
                                            "count); default 1, as Kafka's")
-    cluster.add_argument("--replica-lag-time-max-ms", type=_positive, default=30000,
+    cluster.add_argument("--replica-lag-time-max-ms", type=positive_int, default=30000,
                          metavar="MS", help="replica.lag.time.max.ms: a follower this far "
                                             "behind leaves the ISR (default 30000)")
-    cluster.add_argument("--replica-high-watermark-checkpoint-interval-ms", type=_positive,
+    cluster.add_argument("--replica-high-watermark-checkpoint-interval-ms", type=positive_int,
                          default=5000, metavar="MS",
                          help="replica.high.watermark.checkpoint.interval.ms: how often the "
                               "partitions' high watermarks are written to "
@@ -72,13 +72,13 @@ def add_parser(sub):
     cluster.add_argument("--controlled-shutdown-retry-backoff-ms", type=_non_negative,
                          default=5000, metavar="MS",
                          help="controlled.shutdown.retry.backoff.ms (default 5000)")
-    cluster.add_argument("--offsets-topic-replication-factor", type=_positive, default=3,
+    cluster.add_argument("--offsets-topic-replication-factor", type=positive_int, default=3,
                          metavar="N",
                          help="offsets.topic.replication.factor: replicas of __consumer_offsets, "
                               "created on the first FindCoordinator; with fewer live brokers "
                               "its creation waits and groups get COORDINATOR_NOT_AVAILABLE "
                               "(default 3, as Kafka's)")
-    cluster.add_argument("--offsets-topic-num-partitions", type=_positive, default=50,
+    cluster.add_argument("--offsets-topic-num-partitions", type=positive_int, default=50,
                          metavar="N",
                          help="offsets.topic.num.partitions: partitions of __consumer_offsets "
                               "(default 50, as Kafka's); a group is coordinated by the leader "
@@ -87,7 +87,7 @@ def add_parser(sub):
                          metavar="true|false",
                          help="auto.leader.rebalance.enable: the controller moves leadership "
                               "back to preferred replicas by itself (default true)")
-    cluster.add_argument("--leader-imbalance-check-interval-seconds", type=_positive,
+    cluster.add_argument("--leader-imbalance-check-interval-seconds", type=positive_int,
                          default=300, metavar="S",
                          help="leader.imbalance.check.interval.seconds: how often the "
                               "controller checks the leader balance (default 300)")
@@ -106,7 +106,7 @@ def _boolean(text):
     return value == "true"
 
 
-def _positive(text):
+def positive_int(text):
     try:
         value = int(text)
     except ValueError:
@@ -129,7 +129,7 @@ def _non_negative(text):
 def _idle_ms(text):
     if text.strip() == "-1":
         return -1
-    return _positive(text)
+    return positive_int(text)
 
 
 def _overrides(text):
