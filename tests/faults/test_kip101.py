@@ -25,8 +25,9 @@ copy, reports them (``unseen``). The same copy cut where the leader-epoch rule s
 (``truncation_offset`` with the leader's answer for the follower's latest epoch, read
 from the leader's leader-epoch cache at that moment) keeps every one of them.
 
-Scenario 2 (divergence after both replicas lose unflushed data) needs power loss on two
-brokers at once; it is not in this file (see the report of the session that wrote it).
+Scenario 2 (divergence after both replicas lose unflushed data: the leader returns
+shorter and writes new records at offsets the follower still holds) is
+``test_kip101_divergence.py``, with the same kind of control.
 """
 
 import os
