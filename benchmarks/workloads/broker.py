@@ -13,6 +13,7 @@ import threading
 import time
 
 from common import best_time
+from producing import produce_flat_out
 
 NAME = "broker"
 DESCRIPTION = "kqlite serve vs librdkafka mock cluster (confluent-kafka), loopback sendfile"
@@ -66,27 +67,8 @@ class _MockAddress:
 
 def _produce(ctx, ck, conf, system, count, value):
     topic = f"bench-{os.getpid()}-{time.monotonic_ns()}"
-    p = ck.Producer(dict(PRODUCER_CONF, **conf))
-    errors = []
-
-    def report(err, _msg):
-        if err is not None:
-            errors.append(err)
-    # The first message creates the topic; time the steady state after it.
-    p.produce(topic, value, callback=report)
-    p.flush(30)
-    started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, value, callback=report)
-                break
-            except BufferError:
-                p.poll(0.01)
-    left = p.flush(120)
-    seconds = time.perf_counter() - started
-    if errors or left:
-        raise RuntimeError(f"{system}: {len(errors)} delivery errors, {left} undelivered")
+    seconds = produce_flat_out(ck.Producer(dict(PRODUCER_CONF, **conf)), topic, value, count,
+                               system=system)
     ctx.add_rate("produce_100B", system, count, seconds,
                  note="acks=1, linger.ms=5, no compression")
     _produce.topic = topic

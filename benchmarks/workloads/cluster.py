@@ -20,7 +20,6 @@ needs Debian's ``zookeeper`` package, a Java runtime and kazoo; without them its
 are reported skipped with the reason.
 """
 
-import functools
 import importlib.util
 import math
 import os
@@ -31,6 +30,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from producing import produce_flat_out, produce_paced
 
 NAME = "cluster"
 DESCRIPTION = "3 brokers over ZooKeeper (RF3, acks=all) vs one broker (acks=1), confluent-kafka"
@@ -126,29 +127,9 @@ def run(ctx):
 
 
 def _throughput(ctx, ck, conf, system, topic, count, value):
-    p = ck.Producer(conf)
-    errors = []
-
-    def report(err, _msg):
-        if err is not None:
-            errors.append(err)
-    # The first messages open the connections to every leader; time the steady state after.
-    for partition in range(PARTITIONS):
-        p.produce(topic, value, partition=partition, callback=report)
-    p.flush(60)
-    started = time.perf_counter()
-    for _ in range(count):
-        while True:
-            try:
-                p.produce(topic, value, callback=report)
-                break
-            except BufferError:
-                p.poll(0.01)
-    left = p.flush(300)
-    elapsed = time.perf_counter() - started
-    if errors or left:
-        raise RuntimeError(f"{system}: {len(errors)} delivery errors ({errors[:3]}), "
-                           f"{left} undelivered")
+    elapsed = produce_flat_out(ck.Producer(conf), topic, value, count, system=system,
+                               warm_up=[{"partition": p} for p in range(PARTITIONS)],
+                               timeout=300)
     ctx.add_rate("produce_100B", system, count, elapsed,
                  note=f"acks={conf['acks']}, {PARTITIONS} partitions, linger.ms=5")
 
@@ -157,39 +138,12 @@ def _latency(ctx, ck, conf, system, topic, seconds, value):
     """Offer OFFERED_RATE messages/s for ``seconds``; record p50 and p99 of scheduled
     send to delivery report; return the share delivered within LATENCY_BOUND_S."""
     p = ck.Producer(conf)
-    latencies = []
-    errors = []
-
-    def report(late, err, msg):
-        if err is not None:
-            errors.append(err)
-            return
-        # librdkafka measures produce() to acknowledgement; add how late produce() was.
-        latencies.append(late + (msg.latency() or 0.0))
-    for partition in range(PARTITIONS):
+    for partition in range(PARTITIONS):   # connections to every leader before the clock
         p.produce(topic, value, partition=partition)
     p.flush(60)
-    total = int(OFFERED_RATE * seconds)
-    sent = 0
-    started = time.perf_counter()
-    while sent < total:
-        now = time.perf_counter()
-        due = min(total, int((now - started) * OFFERED_RATE) + 1)
-        while sent < due:
-            late = time.perf_counter() - (started + sent / OFFERED_RATE)
-            try:
-                p.produce(topic, value, callback=functools.partial(report, max(0.0, late)))
-            except BufferError:
-                break
-            sent += 1
-        # Serve delivery reports often: a report waits in librdkafka until poll().
-        p.poll(min(0.001, max(0.0, started + sent / OFFERED_RATE - time.perf_counter())))
-    offered_for = time.perf_counter() - started
-    left = p.flush(120)
-    if errors or left:
-        raise RuntimeError(f"{system}: {len(errors)} delivery errors ({errors[:3]}), "
-                           f"{left} undelivered")
-    latencies.sort()
+    latencies, offered_for = produce_paced([p], topic, value, OFFERED_RATE, seconds,
+                                           system=system)
+    total = len(latencies)
     achieved = total / offered_for
     note = f"offered {OFFERED_RATE} msgs/s (achieved {achieved:,.0f}), acks={conf['acks']}"
     ctx.add("latency_20k_p50", system, _nearest_rank(latencies, 0.50), "s", n=total,

@@ -11,7 +11,6 @@ scheduled send to acknowledgement, next to the same broker and topic without
 fsync: the point is that the durable latency stays bounded.
 """
 
-import functools
 import os
 import threading
 import time
@@ -20,6 +19,7 @@ import kqlite
 
 import peers
 from common import run_threads, timed_loop, values
+from producing import produce_paced
 
 NAME = "durable"
 DESCRIPTION = ("fsync per append (1 thread), group commit (8 threads), broker produce with "
@@ -162,37 +162,7 @@ def _offer(ck, bootstrap, topic, value, seconds):
     conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1,
             "compression.type": "none", "queue.buffering.max.messages": 1 << 20}
     producers = [ck.Producer(conf) for _ in range(PRODUCERS)]
-    latencies, errors = [], []
-
-    def report(late, err, msg):
-        if err is not None:
-            errors.append(err)
-        else:
-            latencies.append(late + (msg.latency() or 0.0))
     for p in producers:              # connections and metadata before the clock starts
         p.produce(topic, value)
         p.flush(60)
-    total = int(OFFERED_RATE * seconds)
-    sent = 0
-    started = time.perf_counter()
-    while sent < total:
-        due = min(total, int((time.perf_counter() - started) * OFFERED_RATE) + 1)
-        while sent < due:
-            late = time.perf_counter() - (started + sent / OFFERED_RATE)
-            try:
-                producers[sent % PRODUCERS].produce(
-                    topic, value, callback=functools.partial(report, max(0.0, late)))
-            except BufferError:
-                break
-            sent += 1
-        for p in producers:
-            p.poll(0)
-        wait = started + sent / OFFERED_RATE - time.perf_counter()
-        if wait > 0:
-            time.sleep(min(wait, 0.001))
-    offered_for = time.perf_counter() - started
-    left = sum(p.flush(120) for p in producers)
-    if errors or left:
-        raise RuntimeError(f"{len(errors)} delivery errors ({errors[:3]}), {left} undelivered")
-    latencies.sort()
-    return latencies, offered_for
+    return produce_paced(producers, topic, value, OFFERED_RATE, seconds, system=topic)

@@ -3,8 +3,12 @@
 Each broker has a fixed port (picked free once), so a broker killed and restarted comes
 back at the same address, as a restarted Kafka broker does. Brokers of a cluster are
 started together and waited for together: starting three costs one start-up time.
+``running_cluster`` is the tests' usual fixture body: a formed cluster, its logs printed
+if the setup fails, SIGKILLed at the end. The fault-injection harness
+(``tests/faults/harness/cluster.py``) subclasses :class:`ClusterBroker`.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -19,7 +23,7 @@ import pytest
 
 from kqlite.protocol.connection import decode_response, encode_request
 
-_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+_LISTENING = re.compile(r"listening on 127\.0\.0\.\d+:(\d+)")
 WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
 
 
@@ -53,21 +57,25 @@ def _exactly(sock, n):
     return out
 
 
-def free_port():
+def free_port(host="127.0.0.1"):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
 class ClusterBroker:
-    """One broker process; ``start()`` launches it, ``wait_listening()`` waits for it."""
+    """One broker process; ``start()`` launches it, ``wait_listening()`` waits for it.
 
-    def __init__(self, broker_id, data_dir, zk_hosts, extra=()):
+    A subclass changes how it is launched through :meth:`command` and :meth:`environment`
+    (``listen_host`` is the loopback address it listens on)."""
+
+    def __init__(self, broker_id, data_dir, zk_hosts, extra=(), *, listen_host="127.0.0.1"):
         self.broker_id = broker_id
         self.data_dir = str(data_dir)
         self.zk_hosts = zk_hosts
         self.extra = list(extra)
-        self.port = free_port()
+        self.listen_host = listen_host
+        self.port = free_port(listen_host)
         self.proc = None
         self._lines = []
         self._reader = None
@@ -75,18 +83,27 @@ class ClusterBroker:
 
     @property
     def address(self):
-        return f"127.0.0.1:{self.port}"
+        return f"{self.listen_host}:{self.port}"
+
+    def serve_arguments(self):
+        """``kqlite`` arguments every broker is started with, from ``--log-level`` on."""
+        return ["--log-level", "info", "serve", "--data-dir", self.data_dir,
+                "--listen", f"{self.listen_host}:{self.port}",
+                "--broker-id", str(self.broker_id), "--zookeeper", self.zk_hosts]
+
+    def command(self):
+        return [sys.executable, "-m", "kqlite.cli", *self.serve_arguments(),
+                "--controlled-shutdown-retry-backoff-ms", "500", *self.extra]
+
+    def environment(self):
+        return dict(os.environ, PYTHONUNBUFFERED="1")
 
     def start(self):
         self._lines = []
         self._listening.clear()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kqlite.cli", "--log-level", "info", "serve",
-             "--data-dir", self.data_dir, "--listen", self.address,
-             "--broker-id", str(self.broker_id), "--zookeeper", self.zk_hosts,
-             "--controlled-shutdown-retry-backoff-ms", "500", *self.extra],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            self.command(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+            env=self.environment())
         # A thread drains stderr for the whole life of the process, so that a chatty
         # broker never blocks on a full pipe.
         self._reader = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
@@ -120,7 +137,7 @@ class ClusterBroker:
             self.proc.wait()
 
     def stop(self, timeout=60):
-        """SIGTERM (controlled shutdown); the exit code."""
+        """SIGTERM (controlled shutdown); the exit code (None if it never started)."""
         if self.alive:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -130,16 +147,23 @@ class ClusterBroker:
                 self.proc.wait()
         if self._reader is not None:
             self._reader.join(5)
-        return self.proc.returncode
+        return self.proc.returncode if self.proc else None
 
 
 class Cluster:
-    """``size`` brokers (ids 1..size) over one ZooKeeper chroot, started in parallel."""
+    """``size`` brokers (ids 1..size) over one ZooKeeper chroot, started in parallel.
+    With ``metrics``, each broker serves Prometheus metrics too, on the loopback port
+    ``self.metrics[broker_id]``."""
 
-    def __init__(self, tmp_path, zk_hosts, size=3, extra=()):
+    def __init__(self, tmp_path, zk_hosts, size=3, extra=(), *, metrics=False):
         self.zk_hosts = zk_hosts
         self.brokers = {b: ClusterBroker(b, tmp_path / f"broker-{b}", zk_hosts, extra)
                         for b in range(1, size + 1)}
+        self.metrics = {}
+        if metrics:
+            for b in self.brokers.values():
+                self.metrics[b.broker_id] = free_port()
+                b.extra += ["--metrics-listen", f"127.0.0.1:{self.metrics[b.broker_id]}"]
 
     def __getitem__(self, broker_id):
         return self.brokers[broker_id]
@@ -172,3 +196,33 @@ class Cluster:
     def logs(self):
         return "\n".join(f"--- broker {b.broker_id} ---\n{b.log()}"
                          for b in self.brokers.values())
+
+
+def formed(admin, size):
+    """Whether ``size`` brokers are registered and a controller is elected, as the
+    Metadata of ``admin`` (a confluent-kafka AdminClient) shows: the controller sends
+    every broker the full list."""
+    md = admin.list_topics(timeout=10)
+    return md.controller_id >= 0 and len(md.brokers) == size
+
+
+@contextlib.contextmanager
+def running_cluster(tmp_path, zk_hosts, extra=(), *, metrics=False, size=3):
+    """A started :class:`Cluster`, formed (see :func:`formed`); its brokers' logs are
+    printed if starting it or the body of the ``with`` fails, and its brokers SIGKILLed
+    at the end.
+
+    A fixture yields the cluster from inside the ``with``: pytest does not raise a test's
+    failure in its fixtures, so there only a failing setup prints the logs."""
+    from confluent_kafka.admin import AdminClient
+    cluster = Cluster(tmp_path, zk_hosts, size, extra, metrics=metrics)
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        until(lambda: formed(admin, size), "every broker registered and a controller elected")
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.kill()

@@ -18,7 +18,7 @@ from kqlite.cli import cluster_elect
 from kqlite.cluster import znodes as zn
 from kqlite.protocol import ErrorCode
 
-from cluster_processes import Cluster, until, request as _request
+from cluster_processes import request as _request, running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 kafka_python = pytest.importorskip("kafka")
@@ -84,17 +84,8 @@ def _produce(bootstrap):
 
 @pytest.fixture
 def cluster(tmp_path, zk_hosts):
-    c = Cluster(tmp_path, zk_hosts, extra=["--auto-leader-rebalance-enable", "false"]).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        until(lambda: (lambda md: md.controller_id >= 0 and len(md.brokers) == 3)(
-            admin.list_topics(timeout=10)), "every broker registered and a controller")
+    with running_cluster(tmp_path, zk_hosts, ["--auto-leader-rebalance-enable", "false"]) as c:
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.kill()
 
 
 def test_topic_ids_configs_and_elect_leaders(cluster, zk_hosts, capsys):

@@ -11,7 +11,7 @@ import pytest
 from kqlite.protocol import ErrorCode
 
 from acks_all_producers import PRODUCERS
-from cluster_processes import Cluster, until, request as _request
+from cluster_processes import request as _request, running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -22,21 +22,8 @@ WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
 
 @pytest.fixture
 def cluster(tmp_path, zk_hosts):
-    c = Cluster(tmp_path, zk_hosts).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        until(lambda: _formed(admin, 3), "every broker registered and a controller elected")
+    with running_cluster(tmp_path, zk_hosts) as c:
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.kill()
-
-
-def _formed(admin, size):
-    md = admin.list_topics(timeout=10)
-    return md.controller_id >= 0 and len(md.brokers) == size
 
 
 def _partition(admin, topic, index=0):

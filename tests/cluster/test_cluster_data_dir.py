@@ -26,7 +26,7 @@ from kqlite.errors import ReplicatedPartitionError
 from kqlite.storage.checkpoint import read_offsets
 from kqlite.storage.fs import DEFAULT_FS
 
-from cluster_processes import Cluster, until
+from cluster_processes import running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
@@ -54,20 +54,12 @@ spark = _load_spark_fixture()
 def cluster(tmp_path_factory, zookeeper):
     chroot = f"/kqlite-datadir-{os.getpid()}-{next(_chroots)}"
     hosts = zookeeper.connect_string + chroot
-    c = Cluster(tmp_path_factory.mktemp("cluster"), hosts,
-                extra=["--replica-high-watermark-checkpoint-interval-ms", "200"]).start()
-    try:
+    with running_cluster(tmp_path_factory.mktemp("cluster"), hosts,
+                         ["--replica-high-watermark-checkpoint-interval-ms", "200"]) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        until(lambda: len(admin.list_topics(timeout=10).brokers) == 3 and
-              admin.list_topics(timeout=10).controller_id >= 0, "the cluster formed")
         futures = admin.create_topics([NewTopic("events", PARTITIONS, 3)], request_timeout=60)
         futures["events"].result(timeout=WAIT)
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.kill()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from kqlite.protocol import ErrorCode
 
 from acks_all_producers import AiokafkaProducer, ConfluentProducer, KafkaPythonProducer
-from cluster_processes import Cluster, until, request as _request
+from cluster_processes import request as _request, running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer  # noqa: E402
@@ -34,19 +34,10 @@ def cluster(tmp_path_factory, zookeeper):
     admin_zk.ensure_path(chroot)
     admin_zk.stop()
     admin_zk.close()
-    c = Cluster(tmp_path_factory.mktemp("groups"), zookeeper.connect_string + chroot,
-                extra=["--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
-                       "--default-replication-factor", "3"]).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        until(lambda: (lambda md: md.controller_id >= 0 and len(md.brokers) == 3)(
-            admin.list_topics(timeout=10)), "every broker registered, a controller elected")
+    with running_cluster(tmp_path_factory.mktemp("groups"), zookeeper.connect_string + chroot,
+                         ["--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
+                          "--default-replication-factor", "3"]) as c:
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.kill()
 
 
 def _coordinator_seen_by(broker, group):

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from cluster_processes import Cluster, free_port, until
+from cluster_processes import running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
@@ -40,23 +40,9 @@ ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
 
 @pytest.fixture
 def cluster(tmp_path, zk_hosts):
-    c = Cluster(tmp_path, zk_hosts, extra=["--replica-lag-time-max-ms", str(LAG_MS)])
-    metrics = {}
-    for b in c.brokers.values():
-        metrics[b.broker_id] = free_port()
-        b.extra = b.extra + ["--metrics-listen", f"127.0.0.1:{metrics[b.broker_id]}"]
-    c.metrics = metrics
-    c.start()
-    try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        until(lambda: (lambda md: md.controller_id >= 0 and len(md.brokers) == 3)(
-            admin.list_topics(timeout=10)), "every broker registered, a controller elected")
+    with running_cluster(tmp_path, zk_hosts, ["--replica-lag-time-max-ms", str(LAG_MS)],
+                         metrics=True) as c:
         yield c
-    except BaseException:
-        print(c.logs())
-        raise
-    finally:
-        c.kill()
 
 
 def test_kafka_metrics_follow_leadership_and_isr_changes(cluster):

@@ -21,12 +21,8 @@ is broker j, anything else is ``"client"``. Nodes are named ``"b1"``, ``"b2"``, 
 
 import json
 import os
-import re
 import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
 import urllib.request
 
@@ -37,21 +33,22 @@ from kqlite.cluster.zookeeper_process import ZooKeeperProcess
 
 from .proxy import ProxyNet
 
+# The broker process is tests/cluster's ClusterBroker. tests/cluster is no package: its
+# directory goes on sys.path, as pytest puts it there when it collects those tests.
+_CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "cluster")
+if _CLUSTER_TESTS not in sys.path:
+    sys.path.append(_CLUSTER_TESTS)
+from cluster_processes import ClusterBroker, free_port  # noqa: E402
+
 __all__ = ["FaultCluster", "FaultBroker", "node", "WAIT"]
 
 WAIT = 60          # seconds: liveness guards only, never a pass/fail timing
 _MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "broker_main.py")
-_LISTENING = re.compile(r"listening on 127\.0\.0\.\d+:(\d+)")
 
 
 def node(broker_id):
     return f"b{broker_id}"
-
-
-def _free_port(host):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _source_of(peer_host):
@@ -61,81 +58,51 @@ def _source_of(peer_host):
     return "client"
 
 
-class FaultBroker:
-    """One broker process of a :class:`FaultCluster`."""
+class FaultBroker(ClusterBroker):
+    """One broker process of a :class:`FaultCluster`: a ``ClusterBroker`` that listens
+    on its own loopback address (``listen_host``, 127.0.0.(10+i)), advertises its
+    proxy's (``host``), runs through ``broker_main.py`` (which binds its outgoing
+    connections to ``listen_host``) and can be paused."""
 
     def __init__(self, broker_id, data_dir, zookeeper, options):
-        self.broker_id = broker_id
-        self.data_dir = str(data_dir)
-        self.zookeeper = zookeeper
-        self.options = list(options)
-        self.listen_host = f"127.0.0.{10 + broker_id}"
+        super().__init__(broker_id, data_dir, zookeeper, options,
+                         listen_host=f"127.0.0.{10 + broker_id}")
         self.host = f"127.0.0.{20 + broker_id}"
-        self.port = _free_port(self.listen_host)
-        self.proc = None
-        self._lines = []
-        self._listening = threading.Event()
         self.paused = False
+
+    # The harness's names for ClusterBroker's zk_hosts and extra.
+    zookeeper = property(lambda self: self.zk_hosts)
+    options = property(lambda self: self.extra,
+                       lambda self, value: setattr(self, "extra", value))
 
     @property
     def address(self):
         """Where clients and peers reach it (its proxy)."""
         return f"{self.host}:{self.port}"
 
+    def command(self):
+        return [sys.executable, _MAIN, *self.serve_arguments(),
+                "--advertised-host", self.host, *self.extra]
+
+    def environment(self):
+        return dict(super().environment(), KQLITE_FAULTS_SOURCE_IP=self.listen_host)
+
     def start(self):
-        self._lines = []
-        self._listening.clear()
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   KQLITE_FAULTS_SOURCE_IP=self.listen_host)
-        self.proc = subprocess.Popen(
-            [sys.executable, _MAIN, "--log-level", "info", "serve",
-             "--data-dir", self.data_dir, "--listen", f"{self.listen_host}:{self.port}",
-             "--advertised-host", self.host, "--broker-id", str(self.broker_id),
-             "--zookeeper", self.zookeeper, *self.options],
-            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        super().start()
         self.paused = False
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
         return self
-
-    def _drain(self, proc):
-        for line in proc.stderr:
-            self._lines.append(line)
-            if _LISTENING.search(line):
-                self._listening.set()
-
-    def wait_listening(self, timeout=WAIT):
-        deadline = time.monotonic() + timeout
-        while not self._listening.wait(0.1):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"broker {self.broker_id} did not start:\n{self.log()}")
-        return self
-
-    def log(self):
-        return "".join(self._lines)
-
-    @property
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def kill(self):
         """SIGKILL (a crash; the page cache survives, so no write is lost by it)."""
-        if self.alive:
-            if self.paused:
-                self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
+        if self.alive and self.paused:
+            self.proc.send_signal(signal.SIGCONT)
+        super().kill()
 
     def stop(self, timeout=WAIT):
-        """SIGTERM: controlled shutdown. The exit code."""
+        """SIGTERM: controlled shutdown, of a paused broker too. The exit code."""
         if self.alive:
             self.resume()
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode if self.proc else None
+        return super().stop(timeout)
 
     def pause(self):
         """SIGSTOP: the process freezes with its connections open (a GC pause, a VM
@@ -183,15 +150,15 @@ class FaultCluster:
                    *broker_options]
         self.brokers = {}
         for b in range(1, size + 1):
-            zk_proxy = (f"127.0.0.{30 + b}", _free_port(f"127.0.0.{30 + b}"))
+            zk_proxy = (f"127.0.0.{30 + b}", free_port(f"127.0.0.{30 + b}"))
             self.brokers[b] = FaultBroker(
                 b, os.path.join(self.workdir, f"broker-{b}"),
                 f"{zk_proxy[0]}:{zk_proxy[1]}{self.chroot}", options)
             self.brokers[b].zk_proxy = zk_proxy
             if metrics:     # read directly (not proxied): the test's view of its state
                 listen = self.brokers[b].listen_host
-                self.brokers[b].metrics_address = f"{listen}:{_free_port(listen)}"
-                self.brokers[b].options += ["--metrics-listen", self.brokers[b].metrics_address]
+                self.brokers[b].metrics_address = f"{listen}:{free_port(listen)}"
+                self.brokers[b].extra += ["--metrics-listen", self.brokers[b].metrics_address]
         self._admin = None
 
     def __getitem__(self, broker_id):
