@@ -38,7 +38,9 @@ from ..format.validate import AppendOrigin, validate_batches
 from . import cleaner, group_commit
 from .producer_state import ProducerStateManager
 from .segment import MAX_RELATIVE_OFFSET
+from .lock_handoff import keep_or_release
 from .sharing import write_shared_state
+from .state import publish
 
 __all__ = ["append", "append_batches", "roll", "group_records", "AppendInfo",
            "producer_state"]
@@ -110,7 +112,7 @@ def _one_value_plan(lg):
             and _codec(config, None) == "none"
             and config["message.timestamp.type"] != "LogAppendTime",
             config["max.message.bytes"], config["fsync"] == "always",
-            config["flush.messages"])
+            config["flush.messages"], config["segment.bytes"], config["segment.ms"])
     lg._one_value_plan = plan
     return plan
 
@@ -133,29 +135,68 @@ def _append_value(lg, value, timestamp, plan):
 
 
 def _write_value(lg, data, ts, size, plan):
-    with lg._locked_write():
+    lock = lg._lock
+    lock.acquire()
+    if lg._shared.kept and not lg._closed:
+        # Locked's own fast path (the flock kept since this handle's last write, so
+        # nobody else wrote meanwhile), without a context object per record.
+        failed = True
+        try:
+            base, need_sync = _put_value(lg, data, ts, size, plan)
+            failed = False
+        finally:
+            try:
+                keep_or_release(lg, failed)
+            finally:
+                lock.release()
+    else:
+        lock.release()
+        with lg._locked_write():
+            base, need_sync = _put_value(lg, data, ts, size, plan)
+    if need_sync:
+        lg._sync_to(base + 1)
+    return base
+
+
+def _put_value(lg, data, ts, size, plan):
+    """_write_value under the write lock: (base offset, whether flush.messages asks for
+    an fsync now)."""
+    if lg._corrupt is not None or lg._read_only or lg._closed or lg._failed is not None:
         lg._check_writable()
-        if lg._producer_state is not None:
-            return _append_pieces(lg, [(data, None, 0, 0, ts, size)], None).first_offset
-        seg = lg._segments[-1]
-        base = seg.next_offset
-        _set_base_offset(data, 0, base)
+    if lg._producer_state is not None:
+        return _append_pieces(lg, [(data, None, 0, 0, ts, size)], None).first_offset, False
+    seg = lg._segments[-1]
+    base = seg.next_offset
+    _set_base_offset(data, 0, base)
+    old_size = seg.size
+    if old_size and _may_roll(seg, old_size + size, ts, base, plan):
         _maybe_roll(lg, size, ts, base)
         seg = lg._segments[-1]
         old_size = seg.size
-        try:
-            seg.append_one(data, base, ts)
-        except OSError as exc:
-            _undo_append(lg, seg, old_size, exc)
-        last = base + 1
-        if lg.hw_follows_leo:
-            lg._high_watermark = last
-        write_shared_state(lg)
-        lg._unflushed += 1
-        need_sync = not plan[3] and lg._unflushed >= plan[4]
-    if need_sync:
-        lg._sync_to(last)
-    return base
+    try:
+        seg.append_one(data, base, ts)
+    except OSError as exc:
+        _undo_append(lg, seg, old_size, exc)
+    last = base + 1
+    if lg.hw_follows_leo:
+        lg._high_watermark = last
+    shared = lg._shared
+    publish(shared.state_file, shared.mapped, 0, lg._generation, last, seg.base_offset,
+            seg.size, lg.log_start_offset, lg.recovery_point)
+    lg._unflushed += 1
+    return base, not plan[3] and lg._unflushed >= plan[4]
+
+
+def _may_roll(seg, new_size, ts, offset, plan):
+    """Whether one of _maybe_roll's reasons holds for a one-record batch that would end
+    the active segment at ``new_size`` bytes: its tests, with the settings taken from
+    the plan and the indexes' fullness read off their buffers (no calls per record)."""
+    first_ts = seg.first_batch_timestamp      # Segment.rolling_timestamp
+    index, timeindex = seg.index, seg.timeindex
+    return (new_size > plan[5] or (first_ts is not None and ts - first_ts > plan[6])
+            or len(index.buf) >= index.max_entries * index.entry_size
+            or len(timeindex.buf) >= timeindex.max_entries * timeindex.entry_size
+            or offset - seg.base_offset > MAX_RELATIVE_OFFSET)
 
 
 def append_batches(lg, data, leader_epoch, assign_offsets, origin):

@@ -40,7 +40,13 @@ class OsFile:
         return os.pread(self._fd, size, pos)
 
     def pwrite(self, data, pos):
-        view = memoryview(data)
+        # One call nearly always writes everything; the view is made only for a
+        # short write (a one-record append pays ~0.2 us for it otherwise).
+        written = os.pwrite(self._fd, data, pos)
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
+        pos += written
         while view:
             written = os.pwrite(self._fd, view, pos)
             view = view[written:]

@@ -21,7 +21,11 @@ appending at the same time share rounds:
   before as many threads as took part in the last round have joined this one: it
   waits for them, at most :data:`GATHER` seconds, so that the round covers them
   too instead of leaving them a round of their own (the threads the last round
-  released are on their way back with their next append).
+  released are on their way back with their next append). The leader waits on a
+  condition of its own, woken by the last write to end and by each joiner; the
+  waiters' condition is notified only when a round ends and somebody waits
+  (``notify_all`` is a Python loop: once per append it cost a single thread's
+  durable append ~5% of its CPU).
 * ``force`` (Log.flush) always leads a round of its own, after the one running.
 
 The leader holds ``Log._sync_lock`` for the round, so the lock order of
@@ -52,11 +56,15 @@ _make_lock = threading.Lock()
 
 
 class _Rounds:
-    __slots__ = ("cond", "leading", "writers", "waiting", "last_size")
+    __slots__ = ("cond", "gather", "leading", "gathering", "writers", "waiting",
+                 "last_size")
 
     def __init__(self):
-        self.cond = threading.Condition(threading.Lock())
+        lock = threading.Lock()
+        self.cond = threading.Condition(lock)       # threads waiting for a round
+        self.gather = threading.Condition(lock)     # the leader gathering its round
         self.leading = False
+        self.gathering = False  # the leader waits on ``gather`` for writers and joiners
         self.writers = 0      # threads between the start of a syncing append and its write
         self.waiting = 0      # threads waiting for a round to cover them
         self.last_size = 1    # threads the last round covered (its leader included)
@@ -79,8 +87,8 @@ class writing:
         rounds = self.rounds
         with rounds.cond:
             rounds.writers -= 1
-            if not rounds.writers:
-                rounds.cond.notify_all()
+            if rounds.gathering and not rounds.writers:
+                rounds.gather.notify()
 
 
 def _rounds(lg):
@@ -102,6 +110,8 @@ def sync_to(lg, offset, force=False):
     with cond:
         if rounds.leading:
             rounds.waiting += 1
+            if rounds.gathering:
+                rounds.gather.notify()      # one more joiner: the leader may start
             try:
                 while rounds.leading and (lg._synced_offset < offset or force):
                     cond.wait()
@@ -112,11 +122,15 @@ def sync_to(lg, offset, force=False):
         rounds.leading = True
         if rounds.writers or rounds.waiting + 1 < rounds.last_size:
             deadline = time.monotonic() + GATHER
-            while rounds.writers or rounds.waiting + 1 < rounds.last_size:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                cond.wait(left)
+            rounds.gathering = True
+            try:
+                while rounds.writers or rounds.waiting + 1 < rounds.last_size:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    rounds.gather.wait(left)
+            finally:
+                rounds.gathering = False
         rounds.last_size = rounds.waiting + 1
     try:
         with lg._sync_lock:
@@ -124,7 +138,8 @@ def sync_to(lg, offset, force=False):
     finally:
         with cond:
             rounds.leading = False
-            cond.notify_all()
+            if rounds.waiting:
+                cond.notify_all()
 
 
 def _round(lg, publish):
