@@ -27,7 +27,9 @@ answers NOT_LEADER_OR_FOLLOWER, one it does not know UNKNOWN_TOPIC_OR_PARTITION.
 Leaders check their ISR every ``replica.lag.time.max.ms / 2``. Their ISR changes go to
 the controller: a local event when this broker is the active controller, else an
 AlterPartition request on a channel to the controller the cache names (re-pointed when
-the controller moves); the answer comes back as an IsrCommit or an error code.
+the controller moves); the answer comes back as an IsrCommit or an error code. A newer
+controller epoch, heard in any controller request, resends the changes an older
+controller left waiting for metadata (ReplicatedPartition.controller_changed).
 """
 
 import asyncio
@@ -170,7 +172,8 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
             clock=self._clock_ms,
             alter_partition=functools.partial(self._alter_partition, topic, index),
             min_insync_replicas=lambda: self._min_isr.get(topic, 1),
-            is_eligible=self.cache.is_alive, lag_time_ms=self.lag_time_ms, topic_id=topic_id)
+            is_eligible=self.cache.is_alive, lag_time_ms=self.lag_time_ms, topic_id=topic_id,
+            controller_epoch=lambda: self.controller_epoch)
 
     # -- LeaderAndIsr -------------------------------------------------------------------------
 
@@ -194,7 +197,7 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
             code = self._stale(body)
             if code:
                 return code, [(t, tid, p["partition_index"], code) for t, tid, p in states]
-            self.controller_epoch = body["controller_epoch"]
+            self._heard_controller_epoch(body["controller_epoch"])
             self.fetchers.broker_epoch = self.broker_epoch
             for leader in body.get("live_leaders") or ():
                 self._leader_endpoints[leader["broker_id"]] = (leader["host_name"],
@@ -320,7 +323,7 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
             code = self._stale(body)
             if code:
                 return code, [(t, i, code) for t, i, _, _ in items]
-            self.controller_epoch = body["controller_epoch"]
+            self._heard_controller_epoch(body["controller_epoch"])
             answers = []
             emptied = set()
             for topic, index, epoch, delete in items:
@@ -375,10 +378,19 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
         if code == ErrorCode.NONE:
             # As Kafka's ReplicaManager: a new controller heard through UpdateMetadata alone
             # fences its predecessor's LeaderAndIsr and StopReplica too.
-            self.controller_epoch = body["controller_epoch"]
+            self._heard_controller_epoch(body["controller_epoch"])
             self._point_controller_channel()
             self._metadata_changed()
         return code
+
+    def _heard_controller_epoch(self, epoch):
+        """A request from the controller of ``epoch`` (not older than any seen) was
+        accepted; a newer one gets the ISR changes its predecessors left pending."""
+        newer = epoch > self.controller_epoch
+        self.controller_epoch = epoch
+        if newer:
+            for partition in self.hosted_replicas():
+                partition.controller_changed()
 
     def _point_controller_channel(self):
         controller_id = self.cache.controller_id

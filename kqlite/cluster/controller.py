@@ -46,6 +46,7 @@ class ControllerEventError(KqliteError):
     often); the controller logged why. The request answers a Kafka error code."""
 
 _HANDLERS = {**events.HANDLERS, **elections.HANDLERS}
+MOVE_RETRY_S = 1.0   # between attempts to give up /controller after a failed failover
 
 
 class Controller:
@@ -202,6 +203,12 @@ class Controller:
             await self._elect()
         elif kind == "controller_change":
             await self._controller_changed()
+        elif kind == "move":
+            # Only while /controller still names us and no new election made us active
+            # again (after a session expiry the ephemeral node is gone anyway).
+            if self.context is None and \
+                    await self.zk(self.store.controller_id) == self.broker.broker_id:
+                await self._move(*payload)
         elif kind == "expire":
             self.active_controller_id = -1
             self._resign()
@@ -230,7 +237,19 @@ class Controller:
         self.active_controller_id = self.broker.broker_id
         log.info("broker %d is the controller (epoch %d)", self.broker.broker_id, epoch)
         self.context = ControllerContext(self.broker.broker_id, epoch, fence)
-        await events.on_failover(self)
+        try:
+            await events.on_failover(self)
+        except (ControllerMovedError, asyncio.CancelledError):
+            raise
+        except Exception:
+            # A failover cut short (ZooKeeper lost mid-load) leaves a context that knows
+            # part of the cluster; acting on it would strand the partitions it missed, and
+            # no newer controller would come while /controller names us. So move the
+            # controller, as Kafka's elect() does (triggerControllerMove).
+            log.exception("controller %d: failover failed; giving up the controller role",
+                          self.broker.broker_id)
+            await self._move(fence)
+            return
         # Kafka's onControllerFailover ends with the pending preferred elections (and
         # the watch on their znode), then the first rebalance check.
         await elections.preferred_replica_election_znode(self)
@@ -251,4 +270,17 @@ class Controller:
     def _resign(self):
         self.context = None
         self._cancel_rebalance()
+
+    async def _move(self, fence):
+        """Resign and delete /controller (if it is still ours at ``fence``), so that the
+        watches set on it start a new election; retried while ZooKeeper fails and
+        /controller still names this broker."""
+        self._resign()
+        try:
+            await self.zk(self.store.resign_controller, fence)
+        except Exception as exc:   # noqa: BLE001 -- ZooKeeper unreachable: try again
+            log.warning("controller %d: cannot delete /controller (%s); retrying in %.1f s",
+                        self.broker.broker_id, exc, MOVE_RETRY_S)
+            if not self._stopped and self._loop is not None:
+                self._loop.call_later(MOVE_RETRY_S, self.post, "move", fence)
 

@@ -20,7 +20,9 @@ previous fetch), which is what ``replica.lag.time.max.ms`` is measured against.
   pending shrink still counts the members it wants to drop (the HW must not race ahead
   on an ISR the controller has not accepted). While a change is in flight no other is
   proposed. The answer commits, reverts or leaves the state pending until the
-  controller's next LeaderAndIsr (``update_leadership``), per Kafka's error handling.
+  controller's next LeaderAndIsr (``update_leadership``), per Kafka's error handling;
+  the caller sends a change left pending again to a newer controller, whose answer may
+  differ (replicated_partition.py).
 - ``acks=all`` produce waits until the HW passes the batch: then every member of the
   maximal ISR has it. Appending is refused up front when the committed ISR is smaller
   than ``min.insync.replicas``.

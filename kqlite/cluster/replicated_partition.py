@@ -15,7 +15,13 @@ epoch.
   the delayed produces and fetches watching the partition are retried. ISR changes go
   to the controller through ``alter_partition`` (AlterPartition), one at a time,
   retried while the controller asks for it; shrinks come from :meth:`check_isr`, which
-  the broker runs every ``isr_expiration_interval_ms``.
+  the broker runs every ``isr_expiration_interval_ms``. An answer that leaves the
+  change in flight until new metadata (a fencing or version error, an answer for other
+  epochs) is only as good as the controller that gave it: the change is sent again when
+  a newer controller is heard of (:meth:`controller_changed`), or at once when one was
+  heard of while the request was out. Otherwise a change refused by a controller that
+  was already on its way out (a half-loaded one, after a session expiry) would wait for
+  a LeaderAndIsr that no later controller has any reason to send.
 - As follower, it is the :class:`~kqlite.cluster.follower.FollowerReplica` the fetcher
   drives (replica_follower.py): where to fetch from, append the leader's batches as
   they are, truncate by leader epoch, start over when out of range.
@@ -54,12 +60,14 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
     IsrCommit or an error code; ``min_insync_replicas()``, the topic's setting now;
     ``is_eligible(broker_id)``, whether that broker may join the ISR (alive in the
     metadata cache); ``lag_time_ms``, Kafka's replica.lag.time.max.ms. ``leader_epoch``
-    is the epoch known before the first LeaderAndIsr (-1, as a new Kafka Partition)."""
+    is the epoch known before the first LeaderAndIsr (-1, as a new Kafka Partition).
+    ``controller_epoch()``, the highest controller epoch the broker has heard of (default:
+    never changes); the broker calls :meth:`controller_changed` when it grows."""
 
     def __init__(self, db, io, topic, index, *, broker_id, delayed_produce, on_change, clock,
                  alter_partition, min_insync_replicas, is_eligible, leader_epoch=-1,
                  lag_time_ms=DEFAULT_LAG_TIME_MS, alter_retry_backoff_ms=ALTER_RETRY_BACKOFF_MS,
-                 topic_id=None):
+                 topic_id=None, controller_epoch=None):
         super().__init__(db, io, topic, index, broker_id=broker_id, leader_epoch=leader_epoch,
                          delayed_produce=delayed_produce, on_change=on_change)
         self.topic_id = topic_id
@@ -68,6 +76,7 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         self._alter_partition = alter_partition
         self._min_isr = min_insync_replicas
         self._is_eligible = is_eligible
+        self._controller_epoch = controller_epoch or (lambda: -1)
         self._alter_backoff = alter_retry_backoff_ms / 1000.0
         self._leader_state = None        # while leading
         self._following = False
@@ -87,6 +96,7 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         self._appends_done.set()
         self._tasks = set()
         self._alters = set()
+        self._parked = None              # (LeaderState, IsrProposal) awaiting metadata
         self._pin_pending = False
         self.isr_shrinks = 0             # committed ISR changes, for the metrics
         self.isr_expands = 0
@@ -345,8 +355,11 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
 
     async def _alter(self, ls, proposal):
         """Send ``proposal`` until the controller's answer is not "retry", or the
-        leadership it was made under is over."""
+        leadership it was made under is over. An answer that leaves it in flight parks
+        it until a newer controller is heard of (see the module docstring)."""
+        self._parked = None     # only one change is in flight: any parked one is over
         while True:
+            sent_under = self._controller_epoch()
             try:
                 result = await self._alter_partition(proposal)
             except Exception as exc:   # noqa: BLE001 -- unreachable controller: retried
@@ -366,11 +379,32 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
                     logger.info("%s: ISR now %s", self, list(ls.isr))
                     self._hw_moved()
                 if outcome.action is not AlterAction.RETRY:
-                    return
+                    if not self._holds(ls, proposal):
+                        return
+                    if self._controller_epoch() <= sent_under:
+                        self._parked = (ls, proposal)
+                        return
+                    logger.info("%s: AlterPartition %s answered %s by an older controller; "
+                                "sending it to the new one", self, proposal,
+                                outcome.action.value)
             await asyncio.sleep(self._alter_backoff)
-            state = ls.state
-            if self._leader_state is not ls or not state.in_flight or state.proposal != proposal:
+            if not self._holds(ls, proposal):
                 return
+
+    def _holds(self, ls, proposal):
+        """Whether ``proposal`` is still the change in flight of the current leadership."""
+        state = ls.state
+        return self._leader_state is ls and state.in_flight and state.proposal == proposal
+
+    def controller_changed(self):
+        """A newer controller was heard of: send it the change an older one left waiting
+        for metadata, if that change is still in flight (Kafka's AlterPartitionManager
+        likewise sends what it holds to whichever controller is current)."""
+        parked, self._parked = self._parked, None
+        if parked is not None and self._holds(*parked):
+            logger.info("%s: AlterPartition %s sent again to the new controller", self,
+                        parked[1])
+            self._spawn(self._alter(*parked), self._alters)
 
     def _spawn(self, coro, tasks):
         task = asyncio.get_running_loop().create_task(coro)

@@ -280,3 +280,40 @@ def test_repeated_session_expiry_leaves_exactly_one_controller(zk_hosts):
             assert int(client.get("/controller_epoch")[0]) >= 11
             client.stop()
     run(scenario())
+
+
+def test_a_failover_cut_short_gives_the_controller_up(zk_hosts, monkeypatch):
+    """The first elected controller's failover fails half way (ZooKeeper lost while it
+    loads the cluster): it must not stay active on a context that knows part of the
+    cluster (nothing would ever replace it), but delete /controller so that a new
+    election runs, as Kafka's elect() moves the controller. The next controller's
+    context is whole: a topic created afterwards gets its LeaderAndIsr."""
+    from kqlite.cluster import controller_events
+    from kqlite.cluster.zk_store import ZooKeeperError
+    real = controller_events.on_failover
+    failed = []
+
+    async def failing_once(c):
+        if not failed:
+            failed.append(c.broker.broker_id)
+            raise ZooKeeperError("ZooKeeper broker_ids failed: ConnectionLoss (injected)")
+        await real(c)
+    monkeypatch.setattr(controller_events, "on_failover", failing_once)
+
+    async def scenario():
+        async with brokers(zk_hosts, (1, 2, 3)) as by_id:
+            nodes = list(by_id.values())
+            client, store = admin(zk_hosts)
+            await until(lambda: failed, what="the first failover")
+            await until(lambda: int(client.get("/controller_epoch")[0]) >= 2 and
+                        len(active(nodes)) == 1, what="a second election")
+            leader = active(nodes)[0]
+            assert json.loads(client.get("/controller")[0])["brokerid"] == leader.broker_id
+            assert not by_id[failed[0]].controller.is_active or leader.broker_id == failed[0]
+            store.create_topic("after", zn.TopicAssignment(None, {0: (1, 2, 3)}), {})
+            await until(lambda: leader.controller.channels.of(LEADER_AND_ISR, 2),
+                        what="LeaderAndIsr from the new controller")
+            st = store.partition_state("after", 0)
+            assert (st.leader, st.isr) == (1, (1, 2, 3))
+            client.stop()
+    run(scenario())

@@ -18,8 +18,6 @@ scenario can break is liveness (a stuck broker, two controllers, a partition wit
 a leader), which the end state checks.
 """
 
-import pytest
-
 from harness.nemesis import isolate_from_zookeeper, pause_past_session, wait_full_isr
 from harness.scenario import create_topic, run_scenario
 
@@ -49,12 +47,6 @@ def _every_partition_led_with_full_isr(cluster):
     return topics
 
 
-# Known open bug (one run in four, see the issue-15 closing note): after the tenth expiry
-# a leader's ISR expansion can stay pending with no AlterPartition retried, leaving one
-# partition under-replicated. Until it is found this scenario runs with --soak, so that
-# the default suite stays deterministic; the in-process check of exactly one controller
-# after ten expiries runs by default (tests/cluster/test_controller.py).
-@pytest.mark.soak
 def test_ten_session_expiries_in_a_row_leave_one_controller_and_no_stuck_broker(
         fault_cluster, soak):
     cluster = fault_cluster(metrics=True)
