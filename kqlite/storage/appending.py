@@ -161,8 +161,9 @@ def _write_value(lg, data, ts, size, plan):
 def _put_value(lg, data, ts, size, plan):
     """_write_value under the write lock: (base offset, whether flush.messages asks for
     an fsync now)."""
-    if lg._corrupt is not None or lg._read_only or lg._closed or lg._failed is not None:
-        lg._check_writable()
+    if lg._corrupt is not None or lg._read_only or lg._closed or lg._failed is not None \
+            or not lg._marked:
+        lg._check_writable()        # raises, or makes the handle's not-clean mark durable
     if lg._producer_state is not None:
         return _append_pieces(lg, [(data, None, 0, 0, ts, size)], None).first_offset, False
     seg = lg._segments[-1]

@@ -46,8 +46,8 @@ import time
 
 from ..errors import (KqliteError, LogClosedError, LogFailedError, ReplicatedPartitionError,
                       StorageError)
-from . import appending, cleaner, cluster_dir, flusher, leader_epoch, reads, retention
-from . import record_lookup
+from . import appending, clean_mark, cleaner, cluster_dir, flusher, leader_epoch, reads
+from . import record_lookup, retention
 from . import group_commit
 from .cleanable import CleanableLog
 from .config import LogConfig
@@ -163,7 +163,6 @@ class Log:
         try:
             state = self._shared.read()
             self._load(state, recover=alone and (state is None or not state.flags & FLAG_CLEAN))
-            self._write_state(flags=0, sync=True)  # "not clean" must be durable before appends
         finally:
             write_lock.unlock()
         if alone:
@@ -171,6 +170,7 @@ class Log:
             users.lock(exclusive=False)
 
     def _load(self, state, recover):
+        listing = sorted(self.fs.listdir(self.path))
         checkpoints = self._checkpoints.read()
         loaded = load(self.fs, self.path, self.config, state, checkpoints, recover)
         self.recovery_reports.extend(loaded.reports)
@@ -198,6 +198,7 @@ class Log:
         self._last_checkpoint = self._last_flush
         self._dir_dirty = True  # the entries of files created or removed above are not durable
         self.epochs.truncate_from_end(end)
+        clean_mark.opened(self, state, recover, listing, checkpoints)
 
     @_fails_on_io_error
     def close(self):
@@ -206,6 +207,8 @@ class Log:
         if self._closed:
             return
         flusher.unregister(self)
+        if self._failed is None and not self._marked and clean_mark.close_untouched(self):
+            return      # it only read: nothing of its own to make durable
         flush_error = None
         if self._failed is None:
             try:
@@ -544,12 +547,7 @@ class Log:
         write_shared_state(self, flags, sync)
 
     def _write_checkpoints(self):
-        if self._read_only:         # the cluster broker's checkpoints are its own
-            return
-        # A replica's HW that replication did not pin may be stale, or past the commit.
-        self._checkpoints.write(self.recovery_point, self.log_start_offset,
-                                None if self._hw_from_checkpoint else self._high_watermark)
-        self._last_checkpoint = time.monotonic()
+        clean_mark.write_checkpoints(self)
 
     def _check_writable(self):
         if self._corrupt is not None:
@@ -560,6 +558,8 @@ class Log:
                 f"replicated by a cluster broker: this process may only read it (up to the "
                 f"high watermark); produce to topic {self.topic!r} through the cluster")
         self._check_usable()
+        if not self._marked and self._shared.write_lock.held is not None:
+            clean_mark.mark_not_clean(self)     # before the handle's first change lands
 
     def _fail(self, exc, action):
         """Put the log in the failed state (keeping the first cause) and return the

@@ -6,6 +6,7 @@ checked in milliseconds. tests/spark/test_spark.py runs the same paths through S
 """
 
 import json
+import os
 import pickle
 
 import pytest
@@ -29,6 +30,8 @@ from kqlite.spark.source import (
     ADMISSION_CONTROL, KqliteBatchReader, KqliteStreamReader, KqliteStreamWriter,
     KqliteWriter, OffsetRange, WriteResult,
 )
+from kqlite.storage.sharing import STATE_FILE
+from kqlite.storage.state import STATE_SIZE
 
 T0 = 1_700_000_000_000
 
@@ -248,6 +251,54 @@ def test_fail_on_data_loss(data):
     assert [r["offset"] for r in got] == [2, 3, 4]
     with pytest.raises(DataLossError, match="now ends"):
         list(read_range(path, "t", 0, 2, 1000))
+
+
+def _snapshot(root):
+    """Every file's bytes; of a log's .kqlite-state the State record only: the rest of its
+    page holds the write-lock handoff's shared-memory words (storage/lock_handoff.py),
+    which every taking of the lock moves, never written through the seam nor fsynced."""
+    files = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                data = f.read()
+            if name == STATE_FILE:
+                data = data[:STATE_SIZE]
+            files[os.path.relpath(os.path.join(dirpath, name), root)] = data
+    return files
+
+
+def test_reading_a_data_dir_changes_no_file_and_fsyncs_no_file(data, monkeypatch):
+    """A query's planning and its tasks open the data dir, read and close it: the logs
+    were only read, so closing them writes nothing and fsyncs nothing (storage/
+    clean_mark.py). Counted at the storage file-system seam (kqlite/storage/fs.py)."""
+    from kqlite.storage import fs as seam
+    path, written = data
+    before = _snapshot(path)
+    done = []
+
+    def counting(cls, name):
+        original = getattr(cls, name)
+
+        def call(self, *args):
+            done.append((name, getattr(self, "path", None) or args[0]))
+            return original(self, *args)
+        monkeypatch.setattr(cls, name, call)
+
+    for name in ("pwrite", "truncate", "sync"):
+        counting(seam.OsFile, name)
+    for name in ("rename", "remove", "fsync_dir", "makedirs"):
+        counting(seam.OsFileSystem, name)
+    reader = KqliteBatchReader({"path": path, "subscribe": "t", "includeHeaders": "true"})
+    got = rows(reader, reader.partitions())
+    assert {(r["partition"], r["offset"]): (r["key"], r["value"]) for r in got} == \
+        {k: v[:2] for k, v in written.items()}
+    # The one change is the data dir's clean-shutdown marker (storage/data_dir.py), removed
+    # while a log is open and created again, with a directory fsync, by the last close.
+    marker = os.path.join(path, ".kafka_cleanshutdown")
+    assert [c for c in done if c[1] != marker and c != ("fsync_dir", path)] == []
+    assert not [c for c in done if c[0] == "sync"]
+    assert _snapshot(path) == before
 
 
 def test_log_append_time_topic_reports_timestamp_type_1(tmp_path):
