@@ -12,26 +12,13 @@ import sys
 import pytest
 
 import kqlite
-from faultyfs import MODES, FaultyFS
-from kqlite.storage.data_dir import write_meta_properties
+from faultyfs import MODES
 from kqlite.storage.fs import DEFAULT_FS
 from kqlite.storage.sharing import STATE_FILE
 from kqlite.storage.state import FLAG_CLEAN, read_state
+from test_power_loss import new_disk
 
 CHANGES = ("write", "truncate", "sync", "dirsync", "rename", "remove", "mkdir")
-
-
-def new_log(disk, layout="bare", name="root"):
-    root = str(disk / name)
-    os.makedirs(root)
-    if layout == "datadir":
-        data = os.path.join(root, "data")
-        os.makedirs(data)
-        write_meta_properties(DEFAULT_FS, data)
-        path = os.path.join(data, "t-0")
-    else:
-        path = os.path.join(root, "t-0")
-    return FaultyFS(root), path
 
 
 def snapshot(root):
@@ -58,7 +45,7 @@ def changes(fs):
 
 @pytest.mark.parametrize("layout", ["bare", "datadir"])
 def test_read_only_open_and_close_change_nothing_and_fsync_nothing(disk, layout):
-    fs, path = new_log(disk, layout)
+    fs, path = new_disk(disk, "root", layout)
     with kqlite.Log.open(path, fs=fs, segment_bytes=200) as log:
         for i in range(10):
             log.append(b"record %d" % i)
@@ -109,7 +96,7 @@ def test_a_reader_that_dies_leaves_the_log_clean(tmp_path):
 @pytest.mark.parametrize("mode", ["append", "append_batches", "roll", "delete_records",
                                   "truncate_to", "assign_epoch_start"])
 def test_first_change_makes_the_not_clean_mark_durable_before_its_data(disk, mode):
-    fs, path = new_log(disk)
+    fs, path = new_disk(disk, "root", "bare")
     with kqlite.Log.open(path, fs=fs) as log:
         log.append([b"a", b"b", b"c"])
     state = os.path.join(path, STATE_FILE)
@@ -140,7 +127,7 @@ def test_first_change_makes_the_not_clean_mark_durable_before_its_data(disk, mod
 
 
 def test_power_cut_right_after_the_mark_loses_nothing(disk):
-    fs, path = new_log(disk)
+    fs, path = new_disk(disk, "root", "bare")
     with kqlite.Log.open(path, fs=fs, fsync="always") as log:
         log.append([b"a", b"b"])
     log = kqlite.Log.open(path, fs=fs, fsync="always")
@@ -159,7 +146,7 @@ def test_acknowledged_appends_after_a_read_only_reopen_survive_power_loss(disk, 
     """The reopened-after-a-clean-close case of test_power_loss.py, through a handle that
     read first (no mark at open): every damage mode, several seeds."""
     for seed in range(6):
-        fs, path = new_log(disk, name=f"{mode}-{seed}")
+        fs, path = new_disk(disk, f"{mode}-{seed}", "bare")
         with kqlite.Log.open(path, fs=fs, fsync="always") as log:
             log.append(b"one")
         with kqlite.Log.open(path, fs=fs) as reader:
@@ -174,7 +161,7 @@ def test_acknowledged_appends_after_a_read_only_reopen_survive_power_loss(disk, 
 
 
 def test_reader_closing_while_a_writer_is_open_fsyncs_nothing(disk):
-    fs, path = new_log(disk)
+    fs, path = new_disk(disk, "root", "bare")
     writer = kqlite.Log.open(path, fs=fs)
     writer.append([b"a", b"b"])
     reader = kqlite.Log.open(path, fs=fs)
@@ -195,7 +182,7 @@ def test_reader_closing_while_a_writer_is_open_fsyncs_nothing(disk):
 def test_reader_closing_last_after_a_writer_marks_the_log_clean_durably(disk):
     """Another handle wrote and closed while this one was open: the state is not clean,
     so the reader, closing last, does the ordinary close (flush, clean mark, fsync)."""
-    fs, path = new_log(disk)
+    fs, path = new_disk(disk, "root", "bare")
     reader = kqlite.Log.open(path, fs=fs)
     with kqlite.Log.open(path, fs=fs) as writer:
         writer.append([b"a", b"b"])
@@ -211,7 +198,7 @@ def test_reader_closing_last_after_a_writer_marks_the_log_clean_durably(disk):
 
 
 def test_unchanged_checkpoints_are_not_rewritten(disk):
-    fs, path = new_log(disk, "datadir")
+    fs, path = new_disk(disk, "root", "datadir")
     with kqlite.Log.open(path, fs=fs) as log:
         log.append([b"a", b"b"])
     data = os.path.dirname(path)

@@ -42,10 +42,24 @@ def _files(path):
             if name.endswith((".log", ".index", ".timeindex"))}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(st.tuples(values, stamps), min_size=1, max_size=40),
-       st.sampled_from([{}, {"segment.bytes": 1000, "index.interval.bytes": 100},
-                        {"segment.bytes": 20000, "segment.ms": 1000}]))
+# The one-record path decides to roll from its own copies of the roll tests
+# (appending._may_roll: settings kept in the log's plan, index fullness read off the
+# index buffers): every reason must roll where the general path rolls.
+ROLLING = [{}, {"segment.bytes": 1000, "index.interval.bytes": 100},
+           {"segment.bytes": 20000, "segment.ms": 1000},
+           # a full offset index (4 entries) or time index before segment.bytes
+           {"segment.index.bytes": 48, "index.interval.bytes": 0},
+           {"segment.index.bytes": 32, "index.interval.bytes": 50},
+           {"segment.index.bytes": 100, "index.interval.bytes": 0, "segment.bytes": 900},
+           # segment.ms counted from the first batch of each segment
+           {"segment.ms": 1, "index.interval.bytes": 100},
+           {"segment.ms": 2000, "segment.bytes": 600}]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(values, st.integers(min_value=0, max_value=10_000) | stamps),
+                min_size=1, max_size=40),
+       st.sampled_from(ROLLING))
 def test_one_record_appends_write_what_the_general_path_writes(tmp_path_factory, appends,
                                                                config):
     root = tmp_path_factory.mktemp("logs")
@@ -54,8 +68,20 @@ def test_one_record_appends_write_what_the_general_path_writes(tmp_path_factory,
         for value, ts in appends:
             assert a.append(value, timestamp=ts) == b.append([value], timestamp=ts)
         assert a.end_offset == b.end_offset == len(appends)
+        assert [s.base_offset for s in a._segments] == [s.base_offset for s in b._segments]
         assert list(a.read()) == list(b.read())
     assert _files(fast) == _files(general)
+
+
+def test_a_full_index_rolls_the_one_record_path(tmp_path):
+    # 16 bytes hold two offset-index entries (one time-index entry): with an entry per
+    # batch, the index fills after a few records and the next append must roll.
+    with kqlite.Log.open(tmp_path / "t-0", segment_index_bytes=16,
+                         index_interval_bytes=0) as log:
+        for i in range(12):
+            log.append(b"v%d" % i, timestamp=1000 + i)
+        assert len(log._segments) > 3
+        assert [r.value for r in log.read()] == [b"v%d" % i for i in range(12)]
 
 
 def test_settings_the_one_record_path_does_not_cover_take_the_general_path(tmp_path):
