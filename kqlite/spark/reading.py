@@ -194,28 +194,15 @@ def read_range(path, topic, partition, start, end, ts_type=0, include_headers=Fa
             yield from _read_broker(db, topic, partition, start, end, ts_type,
                                     include_headers, fail_on_data_loss, batch_rows)
             return
-        try:
-            lg = db.log(topic, partition)
-        except kqlite.UnknownTopicError:
-            check_lost(f"topic partition {topic}-{partition} no longer exists (offsets "
-                       f"[{start}, {end}) were to be read)", fail_on_data_loss)
+        lg = _log_or_lost(db, topic, partition, start, end, fail_on_data_loss)
+        if lg is None:
             return
         records = None
         for _attempt in range(3):
-            first = lg.start_offset
-            if start < first:
-                check_lost(f"offsets [{start}, {min(first, end)}) of {topic}-{partition} are "
-                           f"gone: the log now starts at {first}", fail_on_data_loss)
-                start = first
-                if start >= end:
-                    return
-            last = _hw(lg)
-            if end > last:
-                check_lost(f"offsets [{max(start, last)}, {end}) of {topic}-{partition} are "
-                           f"gone: the log now ends at {last}", fail_on_data_loss)
-                end = last
-                if start >= end:
-                    return
+            start, end = _still_there(topic, partition, start, end, lg.start_offset,
+                                      _hw(lg), fail_on_data_loss)
+            if start >= end:
+                return
             try:
                 records = lg.read(start, max_offset=end)
                 break
@@ -249,21 +236,11 @@ def read_range(path, topic, partition, start, end, ts_type=0, include_headers=Fa
 def _read_broker(catalog, topic, partition, start, end, ts_type, include_headers,
                  fail_on_data_loss, batch_rows):
     """read_range through a broker: the same data-loss rules as a data dir's."""
-    try:
-        lg = catalog.log(topic, partition)
-    except kqlite.UnknownTopicError:
-        check_lost(f"topic partition {topic}-{partition} no longer exists (offsets "
-                   f"[{start}, {end}) were to be read)", fail_on_data_loss)
+    lg = _log_or_lost(catalog, topic, partition, start, end, fail_on_data_loss)
+    if lg is None:
         return
-    first, last = lg.start_offset, lg.high_watermark
-    if start < first:
-        check_lost(f"offsets [{start}, {min(first, end)}) of {topic}-{partition} are "
-                   f"gone: the log now starts at {first}", fail_on_data_loss)
-        start = first
-    if end > last:
-        check_lost(f"offsets [{max(start, last)}, {end}) of {topic}-{partition} are "
-                   f"gone: the log now ends at {last}", fail_on_data_loss)
-        end = last
+    start, end = _still_there(topic, partition, start, end, lg.start_offset,
+                              lg.high_watermark, fail_on_data_loss)
     if start >= end:
         return
 
@@ -271,6 +248,31 @@ def _read_broker(catalog, topic, partition, start, end, ts_type, include_headers
         check_lost(message, fail_on_data_loss)
 
     yield from lg.read_arrow(start, end, include_headers, ts_type, batch_rows, lost)
+
+
+def _log_or_lost(source, topic, partition, start, end, fail_on_data_loss):
+    """The partition's log from a Database or a BrokerCatalog, or None (reported as
+    data loss) when the topic is gone."""
+    try:
+        return source.log(topic, partition)
+    except kqlite.UnknownTopicError:
+        check_lost(f"topic partition {topic}-{partition} no longer exists (offsets "
+                   f"[{start}, {end}) were to be read)", fail_on_data_loss)
+        return None
+
+
+def _still_there(topic, partition, start, end, first, last, fail_on_data_loss):
+    """[start, end) cut to what the partition still holds, [first, last): what was cut
+    is reported (check_lost), as data loss."""
+    if start < first:
+        check_lost(f"offsets [{start}, {min(first, end)}) of {topic}-{partition} are "
+                   f"gone: the log now starts at {first}", fail_on_data_loss)
+        start = first
+    if end > last and start < end:
+        check_lost(f"offsets [{max(start, last)}, {end}) of {topic}-{partition} are "
+                   f"gone: the log now ends at {last}", fail_on_data_loss)
+        end = last
+    return start, end
 
 
 def _batch(pa, schema, htype, rows, topic, partition, ts_type):

@@ -36,16 +36,21 @@ def until(predicate, what, timeout=WAIT, interval=0.1):
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
+            pytest.fail(f"never happened within {timeout} s: {what}")
         time.sleep(interval)
 
 
 def request(broker, api_key, version, body, timeout=60):
     """One raw request to ``broker`` on a new connection; the decoded response body."""
     with socket.create_connection(("127.0.0.1", broker.port), timeout=timeout) as s:
-        s.sendall(encode_request(api_key, version, 1, "test", body))
-        size = struct.unpack(">i", _exactly(s, 4))[0]
-        return decode_response(api_key, version, _exactly(s, size))[1]
+        return exchange(s, api_key, version, body)
+
+
+def exchange(sock, api_key, version, body, correlation=1):
+    """Send one request on the connected ``sock``; the decoded response body."""
+    sock.sendall(encode_request(api_key, version, correlation, "test", body))
+    size = struct.unpack(">i", _exactly(sock, 4))[0]
+    return decode_response(api_key, version, _exactly(sock, size))[1]
 
 
 def _exactly(sock, n):

@@ -10,14 +10,12 @@ One real broker process with a ZooKeeper server of its own, which the test stops
 """
 
 import socket
-import struct
 
 import pytest
 
-from cluster_processes import ClusterBroker, until as _until
+from cluster_processes import ClusterBroker, exchange, until as _until
 from kqlite.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
 from kqlite.protocol import ErrorCode
-from kqlite.protocol.connection import decode_response, encode_request
 
 # WIRE: Kafka api keys
 METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 3, 10, 18, 19, 22
@@ -33,17 +31,7 @@ class _Connection:
 
     def request(self, api_key, version, body):
         self.correlation += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation, "test", body))
-        size = struct.unpack(">i", self._exactly(4))[0]
-        return decode_response(api_key, version, self._exactly(size))[1]
-
-    def _exactly(self, n):
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            assert chunk, "the broker closed the connection"
-            out += chunk
-        return out
+        return exchange(self.sock, api_key, version, body, self.correlation)
 
     def close(self):
         self.sock.close()

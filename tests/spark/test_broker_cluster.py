@@ -15,7 +15,7 @@ confluent = pytest.importorskip("confluent_kafka")
 
 _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
 sys.path.insert(0, _CLUSTER_TESTS)
-from cluster_processes import Cluster, until as _until  # noqa: E402
+from cluster_processes import running_cluster, until as _until  # noqa: E402
 
 # tests/cluster's ZooKeeper fixtures, loaded under a name that is not "conftest".
 _spec = importlib.util.spec_from_file_location("cluster_conftest",
@@ -38,10 +38,8 @@ def _rows(part, end):
 def test_reads_follow_the_leader_across_a_kill(tmp_path, zk_hosts):
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
-    cluster = Cluster(tmp_path, zk_hosts).start()
-    try:
+    with running_cluster(tmp_path, zk_hosts) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        _until(lambda: len(admin.list_topics(timeout=10).brokers) == 3, "three brokers")
         admin.create_topics([NewTopic("clicks", 1, 3)])["clicks"].result(WAIT)
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
         for i in range(60):
@@ -66,8 +64,3 @@ def test_reads_follow_the_leader_across_a_kill(tmp_path, zk_hosts):
             assert catalog.client.leader("clicks", 0)[0] != leader
         finally:
             catalog.close()
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.kill()

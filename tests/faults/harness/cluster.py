@@ -39,7 +39,7 @@ _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "cluster")
 if _CLUSTER_TESTS not in sys.path:
     sys.path.append(_CLUSTER_TESTS)
-from cluster_processes import ClusterBroker, free_port  # noqa: E402
+from cluster_processes import ClusterBroker, free_port, until  # noqa: E402
 
 __all__ = ["FaultCluster", "FaultBroker", "node", "WAIT"]
 
@@ -69,11 +69,6 @@ class FaultBroker(ClusterBroker):
                          listen_host=f"127.0.0.{10 + broker_id}")
         self.host = f"127.0.0.{20 + broker_id}"
         self.paused = False
-
-    # The harness's names for ClusterBroker's zk_hosts and extra.
-    zookeeper = property(lambda self: self.zk_hosts)
-    options = property(lambda self: self.extra,
-                       lambda self, value: setattr(self, "extra", value))
 
     @property
     def address(self):
@@ -252,14 +247,7 @@ class FaultCluster:
         self.zk.start()
 
     def wait_for(self, predicate, what, timeout=WAIT):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never happened within {timeout} s: {what}")
-            time.sleep(0.1)
+        return until(predicate, what, timeout)
 
     def wait_session_expired(self, broker_id):
         """Until ZooKeeper dropped the broker's registration (its session expired)."""

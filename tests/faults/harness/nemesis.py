@@ -9,6 +9,8 @@ every broker running and every link healed unless its name says otherwise.
 
 import time
 
+import pytest
+
 from .cluster import WAIT, node
 
 __all__ = ["leader_of", "leaders_of", "wait_leader_other_than", "wait_full_isr", "hard_bounce",
@@ -37,7 +39,7 @@ def wait_full_isr(cluster, topic, partitions=1):
                 lambda: (s := cluster.partition_state(topic, p)) is not None
                 and sorted(s["isr"]) == everyone and s["leader"] in everyone,
                 f"{topic}-{p} has every broker in its ISR", timeout=2 * WAIT)
-        except AssertionError as exc:
+        except pytest.fail.Exception as exc:   # cluster.wait_for gave up
             raise AssertionError(f"{exc}; its state: {cluster.partition_state(topic, p)}, "
                                  f"registered: {cluster.registered()}, controller: "
                                  f"{cluster.controller()}") from None
