@@ -44,7 +44,11 @@ enum {
     KQ_SCAN_BAD_HEADER = 3,
 
     /* kq_find_record: no record at or after the wanted offset in the range. */
-    KQ_FIND_NONE = 1
+    KQ_FIND_NONE = 1,
+
+    /* kq_rounds_enter: the caller leads a round now / a round running at the call ended. */
+    KQ_ROUND_ENDED = 0,
+    KQ_ROUND_LEAD = 1
 };
 
 /* CRC-32C (Castagnoli) and CRC-32 (IEEE, zlib's). `crc` is a previous result (0
@@ -68,6 +72,24 @@ int64_t kq_encode_values(const char *data, int64_t data_len, const int64_t *lens
                          char *out, int64_t out_cap);
 int64_t kq_encode_records(const char *data, int64_t data_len, const int64_t *meta,
                           int64_t meta_len, int64_t n, char *out, int64_t out_cap);
+
+/* kq_encode_values that also sums what it writes while it is in cache: on success
+ * *crc_out = kq_crc32c(crc, out, bytes written), so a batch's CRC can start from
+ * its header fields and end with its records without a second pass over them. */
+int64_t kq_encode_values_crc(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
+                             char *out, int64_t out_cap, uint32_t crc, uint32_t *crc_out);
+
+/* Where a list of values is cut into batches, and the batches' sizes: each group
+ * is the longest run of the records that follow the last one whose sizes
+ * (per_record + lens[i] each, a null -1 counting 0) add up to at most target, and
+ * at least one record. ends gets each group's end index (exclusive), sizes the
+ * bytes kq_encode_values writes for its records, value_bytes the bytes of its
+ * values (what its lengths add up to, nulls counting 0). Returns the number of groups,
+ * KQ_ERR_DATA for a length < -1 or a negative per_record or target,
+ * KQ_ERR_TOO_LARGE for a record longer than 2**31 - 1 bytes, or KQ_ERR_NO_SPACE
+ * when cap groups are too few. */
+int64_t kq_cut_values(const int64_t *lens, int64_t n, int64_t per_record, int64_t target,
+                      int64_t *ends, int64_t *sizes, int64_t *value_bytes, int64_t cap);
 
 /* Decode `count` records of buf[0:len], reading nothing outside it.
  * cols holds 7 columns of `count` int64 (column k of record i at cols[k*count+i]):
@@ -148,6 +170,13 @@ int kq_find_record(const char *buf, int64_t start, int64_t end, int64_t count,
 int kq_scan_batches(const char *buf, int64_t start, int64_t end, int verify_crc,
                     int64_t max_size, int64_t *out, int64_t out_cap, int64_t *info);
 
+/* kq_scan_batches(buf, start, end, verify_crc 0, no max_size)'s entries folded
+ * (csrc/summary.c): out (6 slots) = [0] entries, [1] position after the last one,
+ * [2] the first one's maxTimestamp, [3] the largest maxTimestamp, [4] the
+ * lastOffset of the first entry holding it, [5] the last one's lastOffset (slots
+ * 2..5 mean nothing without entries). Returns kq_scan_batches' status. */
+int kq_summarize_batches(const char *buf, int64_t start, int64_t end, int64_t *out);
+
 /* Largest slot whose big-endian key (int32 for entry_size 8, int64 for 12) is
  * <= target, or -1. The caller guarantees count * entry_size bytes. */
 int64_t kq_index_search(const char *buf, int64_t count, int entry_size, int64_t target);
@@ -212,5 +241,20 @@ int64_t kq_arrow_encode(int64_t lo, int64_t hi, const char *key_valid, const cha
  * partitions, or -1 for a null key. */
 void kq_arrow_partitions(const char *key_valid, const char *key_offsets, const char *key_data,
                          int64_t rows, int32_t partitions, int32_t *out);
+
+/* Group commit's rendezvous (csrc/rounds.c; twin: kqlite/_native/pure_rounds.py).
+ * kq_rounds_writing adds delta to the threads between the start of a syncing
+ * append and the end of its write. kq_rounds_enter: if a round is running, waits
+ * for it to end and returns KQ_ROUND_ENDED; otherwise the caller leads: it waits
+ * at most gather_ns for writers to finish and for as many threads as the last
+ * round covered to join, and returns KQ_ROUND_LEAD. The leader runs its round,
+ * then calls kq_rounds_leave, which wakes the waiters. kq_rounds_new returns NULL
+ * when out of memory. */
+typedef struct kq_rounds kq_rounds;
+kq_rounds *kq_rounds_new(void);
+void kq_rounds_free(kq_rounds *r);
+void kq_rounds_writing(kq_rounds *r, int delta);
+int kq_rounds_enter(kq_rounds *r, int64_t gather_ns);
+void kq_rounds_leave(kq_rounds *r);
 
 #endif

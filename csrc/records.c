@@ -79,6 +79,77 @@ int64_t kq_encode_values(const char *data, int64_t data_len, const int64_t *lens
     return o - (uint8_t *)out;
 }
 
+/* The CRC runs behind the encoder a chunk at a time: each chunk is still in L1/L2
+ * when it is summed, and is a whole number of kq_crc32c's long 3-way blocks (3 x 4
+ * KiB), so that only the last piece of a batch goes through its slower tail. */
+#define CRC_CHUNK (2 * 3 * 4096)
+
+int64_t kq_encode_values_crc(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
+                             char *out, int64_t out_cap, uint32_t crc, uint32_t *crc_out) {
+    const uint8_t *d = (const uint8_t *)data;
+    uint8_t *o = (uint8_t *)out, *o_end = (uint8_t *)out + out_cap, *summed = o;
+    int64_t left = data_len;
+    if (n > INT32_LIMIT + 1) return KQ_ERR_TOO_LARGE;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t vlen = lens[i];
+        if (vlen < -1 || vlen > left) return KQ_ERR_DATA;
+        if (vlen > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        int64_t body = 3 + varint_size(i) + field_size(vlen) + 1;
+        if (body > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        if (o_end - o < varint_size(body) + body) return KQ_ERR_NO_SPACE;
+        o = put_varint(o, body);
+        *o++ = 0;
+        *o++ = 0;
+        o = put_varint(o, i);
+        *o++ = 1;
+        o = put_field(o, &d, vlen);
+        *o++ = 0;
+        if (vlen > 0) left -= vlen;
+        while (o - summed >= CRC_CHUNK) {
+            crc = kq_crc32c(crc, (const char *)summed, CRC_CHUNK);
+            summed += CRC_CHUNK;
+        }
+    }
+    if (left != 0) return KQ_ERR_DATA;
+    *crc_out = kq_crc32c(crc, (const char *)summed, (size_t)(o - summed));
+    return o - (uint8_t *)out;
+}
+
+int64_t kq_cut_values(const int64_t *lens, int64_t n, int64_t per_record, int64_t target,
+                      int64_t *ends, int64_t *sizes, int64_t *value_bytes, int64_t cap) {
+    int64_t groups = 0, size = 0, start = 0, encoded = 0, values = 0;
+    if (per_record < 0 || target < 0) return KQ_ERR_DATA;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = lens[i];
+        if (len < -1) return KQ_ERR_DATA;
+        if (len > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        int64_t bytes = len > 0 ? len : 0;
+        int64_t add = per_record > INT64_MAX - bytes ? INT64_MAX : per_record + bytes;
+        /* size + add > target, written so that neither side can overflow */
+        if (i > start && add > target - size) {
+            if (groups == cap) return KQ_ERR_NO_SPACE;
+            sizes[groups] = encoded;
+            value_bytes[groups] = values;
+            ends[groups++] = i;
+            start = i;
+            size = encoded = values = 0;
+        }
+        size = add > INT64_MAX - size ? INT64_MAX : size + add;
+        /* kq_encode_values' record i - start */
+        int64_t body = 3 + varint_size(i - start) + field_size(len) + 1;
+        if (body > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
+        encoded += varint_size(body) + body;
+        values += bytes;
+    }
+    if (n > 0) {
+        if (groups == cap) return KQ_ERR_NO_SPACE;
+        sizes[groups] = encoded;
+        value_bytes[groups] = values;
+        ends[groups++] = n;
+    }
+    return groups;
+}
+
 int64_t kq_encode_records(const char *data, int64_t data_len, const int64_t *meta,
                           int64_t meta_len, int64_t n, char *out, int64_t out_cap) {
     const uint8_t *d = (const uint8_t *)data;
@@ -126,36 +197,90 @@ int64_t kq_encode_records(const char *data, int64_t data_len, const int64_t *met
     return o - (uint8_t *)out;
 }
 
-int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base_offset,
-                      int64_t base_timestamp, int64_t *cols, int64_t *hcols, int64_t hcap,
-                      int64_t *info) {
-    const uint8_t *buf = (const uint8_t *)data;
+/* A varint of one or two bytes (lengths under 8192, deltas under 8192: most of
+ * them) without the general loop; anything else goes to kq_get_varint. */
+static inline int get_varint(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
+    int64_t p = *pos;
+    if (end - p >= 2) {
+        uint64_t raw = buf[p];
+        if (raw < 0x80) {
+            *pos = p + 1;
+            *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return 0;
+        }
+        if (buf[p + 1] < 0x80) {
+            raw = (raw & 0x7f) | ((uint64_t)buf[p + 1] << 7);
+            *pos = p + 2;
+            *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+            return 0;
+        }
+    }
+    return kq_get_varint(buf, pos, end, v);
+}
+
+/* A varlong of one byte (a timestamp delta under 64: most batches') inline. */
+static inline int get_varlong(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
+    int64_t p = *pos;
+    if (p < end && buf[p] < 0x80) {
+        uint8_t b = buf[p];
+        *pos = p + 1;
+        *v = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        return 0;
+    }
+    return kq_get_varlong(buf, pos, end, v);
+}
+
+static inline int get_field(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *start,
+                            int64_t *stop) {
+    int64_t n;
+    if (get_varint(buf, pos, end, &n)) return KQ_ERR_VARINT;
+    if (n < 0) {
+        if (n != -1) return KQ_ERR_LENGTH;
+        *start = 0;
+        *stop = -1;
+        return 0;
+    }
+    if (n > end - *pos) return KQ_ERR_LENGTH;
+    *start = *pos;
+    *pos += n;
+    *stop = *pos;
+    return 0;
+}
+
+/* The records of buf[from:len], positions (and info[0]) counted from buf: one
+ * pass writes what both entry points return. */
+static int decode_from(const uint8_t *buf, int64_t from, int64_t len, int64_t count,
+                       int64_t base_offset, int64_t base_timestamp, int64_t *cols,
+                       int64_t *hcols, int64_t hcap, int64_t *info) {
     int64_t *c_off = cols, *c_ts = cols + count, *c_ks = cols + 2 * count,
             *c_ke = cols + 3 * count, *c_vs = cols + 4 * count, *c_ve = cols + 5 * count,
             *c_nh = cols + 6 * count;
-    int64_t pos = 0, headers = 0, null_keys = 0, null_values = 0, ts0 = 0;
+    int64_t pos = from, headers = 0, null_keys = 0, null_values = 0, ts0 = 0;
     int rc, dense = 1, same_ts = 1;
     info[0] = info[1] = info[2] = info[3] = info[4] = info[5] = 0;
     /* The smallest record is 7 bytes, so a larger count is corrupt before any work. */
-    if (count < 0 || count > len / 7) return KQ_ERR_COUNT;
+    if (count < 0 || count > (len - from) / 7) {
+        info[0] = from;
+        return KQ_ERR_COUNT;
+    }
     for (int64_t i = 0; i < count; i++) {
         int64_t size, end, ts, od, nh;
         info[0] = pos;
-        if (kq_get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
+        if (get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
         if (size <= 0 || size > len - pos) return KQ_ERR_RECORD_SIZE;
         end = pos + size;
         pos++; /* attributes: unused in v2 */
-        if (kq_get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
-        if (kq_get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
-        if ((rc = kq_get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
-        if ((rc = kq_get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
-        if (kq_get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
+        if (get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
+        if (get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
+        if ((rc = get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
+        if ((rc = get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
+        if (get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
         if (nh < 0 || nh > (end - pos) / 2) return KQ_ERR_COUNT;
         for (int64_t h = 0; h < nh; h++, headers++) {
             int64_t ks, ke, vs, ve;
-            if ((rc = kq_get_field(buf, &pos, end, &ks, &ke))) return rc;
+            if ((rc = get_field(buf, &pos, end, &ks, &ke))) return rc;
             if (ke < 0) return KQ_ERR_HEADER_KEY;
-            if ((rc = kq_get_field(buf, &pos, end, &vs, &ve))) return rc;
+            if ((rc = get_field(buf, &pos, end, &vs, &ve))) return rc;
             if (headers < hcap) {
                 hcols[headers] = ks;
                 hcols[hcap + headers] = ke;
@@ -186,36 +311,18 @@ int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base
     return headers > hcap ? KQ_ERR_HEADERS_FULL : 0;
 }
 
+int kq_decode_records(const char *data, int64_t len, int64_t count, int64_t base_offset,
+                      int64_t base_timestamp, int64_t *cols, int64_t *hcols, int64_t hcap,
+                      int64_t *info) {
+    return decode_from((const uint8_t *)data, 0, len, count, base_offset, base_timestamp,
+                       cols, hcols, hcap, info);
+}
+
 int kq_decode_records_at(const char *buf, int64_t start, int64_t end, int64_t count,
                          int64_t base_offset, int64_t base_timestamp, int64_t *cols,
                          int64_t *hcols, int64_t hcap, int64_t *info) {
-    int rc = kq_decode_records(buf + start, end - start, count, base_offset, base_timestamp,
-                               cols, hcols, hcap, info);
-    if (rc != 0 && rc != KQ_ERR_HEADERS_FULL) {
-        info[0] += start;
-        return rc;
-    }
-    /* Key and value columns (2..5) and header columns: positions in buf, nulls kept. */
-    for (int64_t i = 0; i < count; i++) {
-        if (cols[3 * count + i] >= 0) {
-            cols[2 * count + i] += start;
-            cols[3 * count + i] += start;
-        }
-        if (cols[5 * count + i] >= 0) {
-            cols[4 * count + i] += start;
-            cols[5 * count + i] += start;
-        }
-    }
-    int64_t headers = info[3] < hcap ? info[3] : hcap;
-    for (int64_t h = 0; h < headers; h++) {
-        hcols[h] += start;
-        hcols[hcap + h] += start;
-        if (hcols[3 * hcap + h] >= 0) {
-            hcols[2 * hcap + h] += start;
-            hcols[3 * hcap + h] += start;
-        }
-    }
-    return rc;
+    return decode_from((const uint8_t *)buf, start, end, count, base_offset, base_timestamp,
+                       cols, hcols, hcap, info);
 }
 
 /* Writes decimal v into o (no terminator); returns the byte after it. */
@@ -236,17 +343,30 @@ int64_t kq_fields_format(const int64_t *cols, int64_t count, int with_keys, int6
                   *ve = cols + 5 * count;
     char *o = fmt, *o_end = fmt + cap;
     int64_t at = from;
+    /* Records of one layout repeat the text of their key and of their value field:
+     * the last text of each is kept and copied whole while gap and length repeat. */
+    char text[2][KQ_FORMAT_FIELD_MAX];
+    int64_t last_gap[2] = {-1, -1}, last_len[2] = {-1, -1}, text_len[2] = {0, 0};
     for (int64_t i = 0; i < count; i++) {
         for (int f = with_keys ? 0 : 1; f < 2; f++) {
             int64_t start = f ? vs[i] : ks[i], stop = f ? ve[i] : ke[i];
             if (stop < 0 || start < at) return -1;  /* a null, or fields out of order */
             if (o_end - o < KQ_FORMAT_FIELD_MAX) return -1;
-            if (start > at) {
-                o = put_decimal(o, start - at);
-                *o++ = 'x';
+            if (start - at != last_gap[f] || stop - start != last_len[f]) {
+                char *t = text[f];
+                if (start > at) {
+                    t = put_decimal(t, start - at);
+                    *t++ = 'x';
+                }
+                t = put_decimal(t, stop - start);
+                *t++ = 's';
+                last_gap[f] = start - at;
+                last_len[f] = stop - start;
+                text_len[f] = t - text[f];
             }
-            o = put_decimal(o, stop - start);
-            *o++ = 's';
+            /* A fixed-size copy (the room is checked above), then the true length. */
+            memcpy(o, text[f], KQ_FORMAT_FIELD_MAX);
+            o += text_len[f];
             at = stop;
         }
     }

@@ -11,6 +11,21 @@ Contract (identical in both implementations; tests/native checks it):
     offsetDelta 0..n-1. values/keys: bytes-like or None; timestamp_deltas: ints;
     headers: per record a sequence of (str or bytes key, bytes-like or None value).
     InvalidRecordError for bad types, mismatched lengths, or fields >= 2 GiB.
+``cut_values(lens, per_record, target) -> (ends, sizes, value_bytes)``
+    How a list of values is cut into batches: ``lens`` (native int64 per value, -1 for
+    None); each group the longest run of the records after the last group whose sizes
+    (``per_record`` + length each) add up to at most ``target``, and at least one
+    record. ``ends``: each group's end index (exclusive); ``sizes``: the bytes
+    encode_records makes of its values; ``value_bytes``: the bytes of its values
+    (what their lengths add up to). ValueError for a length below -1 or a
+    negative ``per_record`` or ``target``; InvalidRecordError for a record >= 2 GiB.
+``encode_values_crc(out, prefix, data, lens, crc_from=0) -> (written, crc) or None``
+    Writes ``prefix`` and then the records encode_records makes of the values ``lens``
+    cuts ``data`` into at the start of the writable buffer ``out``, and returns the
+    bytes written and crc32c(out[crc_from:written]), summed as the records are
+    written (a batch's header as the prefix: its CRC without another pass). None
+    when the lengths do not cut ``data`` exactly; ValueError when ``out`` is too
+    small; InvalidRecordError for a record >= 2 GiB.
 ``decode_records(data, count, base_offset=0, base_timestamp=0, row_type=None, start=0,
 end=None) -> list``
     ``(base_offset + offsetDelta, base_timestamp + timestampDelta, key, value,
@@ -34,6 +49,13 @@ end=None)`` -> ``(first offset, last offset, iterator)``: decode_records with ev
     SCAN_TRUNCATED (an incomplete tail), SCAN_CORRUPT_CRC, SCAN_BAD_HEADER
     (unknown magic, length below the magic's minimum, size > max_size, or a last
     offset outside int64). Works in place on mmaps of any size.
+``summarize_batches(buf, start=0, end=None)`` -> ``(count, stop, status, first_max_timestamp,
+max_timestamp, offset_of_max_timestamp, last_offset)``
+    The entries ``scan_batches(buf, start, end, verify_crc=False)`` finds, folded
+    without an object per entry (a catch-up with other processes' appends): how
+    many, its ``stop`` and ``status``, the first entry's max timestamp, the largest
+    max timestamp and the last offset of the first entry holding it, and the last
+    entry's last offset (the last four None when ``count`` is 0).
 ``walk_records(buf, count, start=0, end=None, base_timestamp=0, offsets=False)``
     -> ``(status, walked, null_keys, position, offsets)``: checks, without decoding,
     that buf[start:end] holds exactly ``count`` v2 records that decode_records would
@@ -64,6 +86,11 @@ base_timestamp=0)`` -> ``(status, fields)``
     key start, key stop, value start, value stop, header count)`` (a null key or
     value: 0, -1) with WALK_OK; FIND_NONE (None) when the range ends first;
     otherwise the WALK_* code of the malformation (None).
+``Rounds()``
+    Group commit's rendezvous, one per Log (storage/group_commit.py):
+    ``writing(delta)``, ``enter(gather_ns) -> bool`` (True: lead a round now;
+    False: a round running at the call has ended), ``leave()`` after leading.
+    pure_rounds.py documents it.
 ``index_search(buf, count, entry_size, target) -> int``
     Largest slot of an 8-byte (int32 key) or 12-byte (int64 key) big-endian index
     whose key <= target, or -1. ValueError if the entries do not fit ``buf``.
@@ -85,8 +112,8 @@ from ._inputs import (
 )
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32", "encode_records", "decode_records",
-           "iter_records", "scan_batches", "walk_records", "record_marks", "find_record",
-           "index_search",
+           "iter_records", "scan_batches", "summarize_batches", "walk_records", "record_marks", "find_record",
+           "index_search", "Rounds", "cut_values", "encode_values_crc",
            "pure", "c", "FIND_NONE",
            "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER",
            "WALK_OK", "WALK_VARINT", "WALK_LENGTH", "WALK_RECORD_SIZE", "WALK_COUNT",
@@ -121,10 +148,14 @@ encode_records = _impl.encode_records
 decode_records = _impl.decode_records
 iter_records = _impl.iter_records
 scan_batches = _impl.scan_batches
+summarize_batches = _impl.summarize_batches
 walk_records = _impl.walk_records
 record_marks = _impl.record_marks
 find_record = _impl.find_record
 index_search = _impl.index_search
+Rounds = _impl.Rounds
+cut_values = _impl.cut_values
+encode_values_crc = _impl.encode_values_crc
 
 # Arrow columns for the Spark data source (csrc/arrow.c), documented in pure_arrow.py:
 # ``arrow_decode``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``

@@ -29,7 +29,7 @@ from .pure_arrow import arrow_append_rows  # noqa: F401  (one implementation for
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
-EXPECTED_ABI = 6            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
+EXPECTED_ABI = 7            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
 
 
 class StaleBuildError(RuntimeError):
@@ -278,18 +278,28 @@ def iter_records(data, count, base_offset=0, base_timestamp=0, row_type=None, st
     return offsets[0], offsets[-1], rows
 
 
-_last_format = (None, None)
+_FORMATS_KEPT = 4
+# A format this long (a batch of some 40,000 records or more) compiles to a Struct of
+# over 1 MiB: it is kept only until the next format is made.
+_FORMAT_KEPT_ALONE = 1 << 18
+_formats = ()
 
 
 def _compiled(fmt):
-    """struct.Struct(fmt), reusing the last one made: consecutive batches of one layout
-    (same record sizes and count) have the same format."""
-    global _last_format
-    last = _last_format
-    if last[0] == fmt:
-        return last[1]
+    """struct.Struct(fmt), reusing one of the last few made: batches of one layout (same
+    record sizes and count) have the same format, and appends larger than a batch leave
+    a few layouts taking turns (a full batch, then the rest of each append)."""
+    global _formats
+    kept = _formats
+    for i, (known, compiled) in enumerate(kept):
+        # Formats of other record counts differ in length: most compare in O(1).
+        if known == fmt:
+            if i:
+                _formats = ((known, compiled),) + kept[:i] + kept[i + 1:]
+            return compiled
     compiled = _Struct(fmt)
-    _last_format = (fmt, compiled)
+    _formats = ((fmt, compiled),) + tuple(
+        entry for entry in kept[:_FORMATS_KEPT - 1] if len(entry[0]) < _FORMAT_KEPT_ALONE)
     return compiled
 
 
@@ -526,3 +536,8 @@ def arrow_partitions(key, rows, partitions):
 
 # Going to one record of a batch (record_marks, find_record) lives in _c_seek.py.
 from ._c_seek import find_record, record_marks  # noqa: E402,F401
+# Lists of values made into batches (cut_values, encode_values_crc): _c_values.py.
+from ._c_values import cut_values, encode_values_crc  # noqa: E402,F401
+from ._c_rounds import Rounds  # noqa: E402,F401  (group commit's rendezvous; after the ABI check)
+# Batch headers folded for a catch-up (summarize_batches): _c_summary.py.
+from ._c_summary import summarize_batches  # noqa: E402,F401

@@ -18,6 +18,7 @@ from ._inputs import (
     WALK_MISSING, WALK_OK, WALK_OVERFLOW, WALK_RECORD_SIZE, WALK_TRAILING, WALK_VARINT,
 )
 from ._inputs import as_bytes as _as_bytes
+from .pure_rounds import Rounds  # noqa: F401  (group commit's rendezvous)
 from ._inputs import column as _column
 from ._inputs import header_key as _header_key
 from ._inputs import timestamp_delta as _delta
@@ -444,3 +445,7 @@ from .pure_arrow import (  # noqa: E402,F401
 
 # Going to one record of a batch (record_marks, find_record) lives in pure_seek.py.
 from .pure_seek import find_record, record_marks  # noqa: E402,F401
+# Lists of values made into batches (cut_values, encode_values_crc): pure_values.py.
+from .pure_values import cut_values, encode_values_crc  # noqa: E402,F401
+# Batch headers folded for a catch-up (summarize_batches): pure_summary.py.
+from .pure_summary import summarize_batches  # noqa: E402,F401

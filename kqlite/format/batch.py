@@ -12,6 +12,7 @@ it never decodes.
 """
 
 import struct
+import threading
 import time
 
 from .. import _native
@@ -19,14 +20,14 @@ from ..errors import CorruptRecordError, InvalidRecordError
 from . import compression
 from .constants import (
     ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, CONTROL_MASK, CRC_OFFSET,
-    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, PARTITION_LEADER_EPOCH_OFFSET, TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
+    LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, PARTITION_LEADER_EPOCH_OFFSET,
+    TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
 )
 from .record import Record
 
 __all__ = ["BatchHeader", "build_batch", "build_batch_parts", "build_values_batch_parts",
-           "build_value_batch",
+           "build_value_batch", "value_batches", "ValueBatches",
            "parse_header", "decode_batch", "decode_records", "iter_records",
            "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms"]
 
@@ -192,6 +193,111 @@ def build_values_batch_parts(values, timestamp=None, codec=CODEC_NONE,
     return _assemble(values, None, None, None, 0, timestamp, codec, NO_PRODUCER_ID,
                      NO_PRODUCER_EPOCH, NO_SEQUENCE, partition_leader_epoch, False, False,
                      timestamp_type)
+
+
+_LENGTH = struct.Struct(">i")
+_join = b"".join
+_pack = struct.pack
+_BYTES_TYPES = frozenset((bytes, bytearray))
+VALUE_GROUP_OVERHEAD = 12     # what a record adds to its value when cutting groups
+_SCRATCH_KEPT = 4 << 20       # a thread keeps its batch buffer up to this size
+_JOIN_AHEAD = 4 << 20         # lists with fewer value bytes are joined at once
+_scratch = threading.local()
+
+
+def value_batches(values, target, timestamp=None,
+                  partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, timestamp_type=0):
+    """A non-empty list of values as uncompressed batches with base offset 0, one per
+    group of the list cut every ``target`` bytes (the values' lengths plus
+    VALUE_GROUP_OVERHEAD each, at least one value per group): a :class:`ValueBatches`,
+    or None when a value is not bytes-like (the caller takes the general path, which
+    says what is wrong). Each batch holds the bytes :func:`build_values_batch_parts`
+    makes of its group, joined.
+
+    Theory of operation: one C-level pass takes the values' lengths, from which C
+    cuts the groups and sizes their batches, and every check (types, lengths,
+    sizes) is made here, so that the caller knows that building the batches one
+    after the other while it writes them cannot fail half-way. The join of the
+    values is the only copy before the encoder, which writes the records after the
+    header into a buffer the thread reuses and sums the CRC-32C as it goes,
+    starting from the header's fields (all known before the records: the count
+    comes from the cut). A list of up to _JOIN_AHEAD value bytes is joined here at
+    once (the join checks the types); a longer one may only hold bytes and
+    bytearray values, and each group is joined when its batch is built: an append
+    of any size then touches about one batch's worth of memory, which stays in
+    cache and is not handed back to the system between batches.
+    """
+    n = len(values)
+    try:
+        lens = _pack(f"{n}q", *map(len, values))
+    except TypeError:
+        return None
+    ends, sizes, value_bytes = _native.cut_values(lens, VALUE_GROUP_OVERHEAD, target)
+    total = sum(value_bytes)
+    if total <= _JOIN_AHEAD:
+        try:
+            data = _join(values)
+        except TypeError:       # str, None, Record
+            return None
+        if len(data) != total:  # lengths that are not byte counts (wide memoryviews)
+            return None
+    elif _BYTES_TYPES.issuperset(map(type, values)):
+        data = None
+    else:
+        return None
+    ts = now_ms() if timestamp is None else int(timestamp)
+    return ValueBatches(values, data, memoryview(lens), ends, value_bytes,
+                        [BATCH_OVERHEAD + s for s in sizes], ts, partition_leader_epoch,
+                        TIMESTAMP_TYPE_MASK if timestamp_type else 0)
+
+
+class ValueBatches:
+    """The batches of :func:`value_batches`: ``sizes`` (bytes of each batch), and
+    iteration, which yields ``(batch, record count, max timestamp)`` with ``batch`` a
+    writable memoryview valid until the next one is taken."""
+
+    __slots__ = ("values", "data", "lens", "ends", "value_bytes", "sizes", "timestamp",
+                 "epoch", "attributes")
+
+    def __init__(self, values, data, lens, ends, value_bytes, sizes, timestamp, epoch,
+                 attributes):
+        self.values, self.data, self.lens, self.ends = values, data, lens, ends
+        self.value_bytes, self.sizes = value_bytes, sizes
+        self.timestamp, self.epoch, self.attributes = timestamp, epoch, attributes
+
+    def __iter__(self):
+        values, data, lens, ts = self.values, self.data, self.lens, self.timestamp
+        if data is not None:
+            data = memoryview(data)
+        buf = _take_scratch(max(self.sizes))
+        start = at = 0
+        for end, size in zip(self.ends, self.value_bytes):
+            count = end - start
+            head = _HEADER.pack(0, 0, self.epoch, MAGIC_V2, 0, self.attributes, count - 1,
+                                ts, ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count)
+            # value_batches made sure that the lengths cut the joined values exactly.
+            written, crc = _native.encode_values_crc(
+                buf, head, _join(values[start:end]) if data is None else data[at:at + size],
+                lens[8 * start:8 * end], ATTRIBUTES_OFFSET)
+            _LENGTH.pack_into(buf, LENGTH_OFFSET, written - LOG_OVERHEAD)
+            _CRC.pack_into(buf, CRC_OFFSET, crc)
+            yield memoryview(buf)[:written], count, ts
+            start, at = end, at + size
+        _give_back(buf)
+
+
+def _take_scratch(size):
+    """A bytearray of at least ``size`` bytes for building batches, the thread's own
+    while it is taken (a thread builds one batch at a time)."""
+    buf = _scratch.__dict__.pop("buf", None)
+    if buf is None or len(buf) < size:
+        buf = bytearray(size)
+    return buf
+
+
+def _give_back(buf):
+    if len(buf) <= _SCRATCH_KEPT:
+        _scratch.buf = buf
 
 
 _BEFORE_CRC = struct.Struct(">qiibI")         # baseOffset .. crc

@@ -3,7 +3,9 @@
 Theory of operation
 -------------------
 ``Log.append`` builds v2 batches of about 1 MiB (each within
-``max.message.bytes``); ``Log.append_batches`` takes whole batches that arrive
+``max.message.bytes``; an uncompressed list of bytes values is checked whole first,
+then each batch is built as it is written, in one reused buffer: format/batch.py
+value_batches); ``Log.append_batches`` takes whole batches that arrive
 as bytes (a client's produce, a leader's fetch response) and checks their
 framing and CRC without decoding them; unless they come from replication, the log's
 ``message.timestamp.type`` is applied to them first (format/timestamps.py: a
@@ -31,7 +33,8 @@ from typing import NamedTuple
 
 from ..errors import InvalidRecordError, LogFailedError, RecordTooLargeError, StorageError
 from ..format import batch as batch_format
-from ..format.constants import MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP
+from ..format import compression
+from ..format.constants import CODEC_NONE, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP
 from ..format.record import Record
 from ..format.timestamps import InvalidTimestampError, set_timestamp_type
 from ..format.validate import AppendOrigin, validate_batches
@@ -87,7 +90,12 @@ def append(lg, records, timestamp, codec, leader_epoch):
         timestamp = batch_format.now_ms()
     epoch = NO_PARTITION_LEADER_EPOCH if leader_epoch is None else leader_epoch
     limit = config["max.message.bytes"]
-    # A list of bytes values only (the common case) takes C-level passes throughout.
+    if compression.codec_id(codec) == CODEC_NONE:
+        built = _values_pieces(records, min(_BATCH_TARGET, limit), timestamp, timestamp_type,
+                               epoch, limit)
+        if built is not None:
+            return _append_pieces(lg, built, leader_epoch).first_offset
+    # Compressed lists of bytes values only take C-level passes throughout too.
     plain = _BYTES_TYPES.issuperset(map(type, records))
     build = batch_format.build_values_batch_parts if plain else batch_format.build_batch_parts
     built = []
@@ -101,6 +109,21 @@ def append(lg, records, timestamp, codec, leader_epoch):
             raise RecordTooLargeError(size, limit)
         built.append((head, body, 0, count - 1, max_ts, size))
     return _append_pieces(lg, built, leader_epoch).first_offset
+
+
+def _values_pieces(records, target, timestamp, timestamp_type, epoch, limit):
+    """append()'s pieces for a list of bytes-like values, uncompressed (format/batch.py
+    value_batches; the groups are those group_records cuts): every size is checked
+    here, and each batch is built as _write_pieces takes it, in a buffer reused for
+    the next. None for other records."""
+    batches = batch_format.value_batches(records, target, timestamp, epoch, timestamp_type)
+    if batches is None:
+        return None
+    for size in batches.sizes:
+        if size > limit:
+            raise RecordTooLargeError(size, limit)
+    return ((batch, None, 0, count - 1, max_ts, len(batch))
+            for batch, count, max_ts in batches)
 
 
 def _one_value_plan(lg):
@@ -122,15 +145,18 @@ def _append_value(lg, value, timestamp, plan):
     build_value_batch), written as _append_pieces writes it, with what a single batch
     of one record needs of that path only."""
     ts = batch_format.now_ms() if timestamp is None else int(timestamp)
+    if plan[3]:
+        # The round's leader builds the batch too: its CRC call would release the GIL,
+        # and a waiting thread that gives the GIL up has to queue for it again.
+        return group_commit.write_and_sync(lg, _build_and_write, value, ts, plan)
+    return _build_and_write(lg, value, ts, plan)
+
+
+def _build_and_write(lg, value, ts, plan):
     data = batch_format.build_value_batch(value, ts)
     size = len(data)
     if size > plan[2]:
         raise RecordTooLargeError(size, plan[2])
-    if plan[3]:
-        with group_commit.writing(lg):
-            base = _write_value(lg, data, ts, size, plan)
-        lg._sync_to(base + 1)
-        return base
     return _write_value(lg, data, ts, size, plan)
 
 
@@ -165,7 +191,11 @@ def _put_value(lg, data, ts, size, plan):
             or not lg._marked:
         lg._check_writable()        # raises, or makes the handle's not-clean mark durable
     if lg._producer_state is not None:
-        return _append_pieces(lg, [(data, None, 0, 0, ts, size)], None).first_offset, False
+        # Written as _append_pieces writes, but the sync is the caller's: inside a round's
+        # leader (group_commit.write_and_sync) a round of its own would wait for itself.
+        info, sync_to = _write_pieces(lg, [(data, None, 0, 0, ts, size)], None, True, None,
+                                      AppendOrigin.LOCAL, NO_TIMESTAMP)
+        return info.first_offset, not plan[3] and sync_to is not None
     seg = lg._segments[-1]
     base = seg.next_offset
     _set_base_offset(data, 0, base)

@@ -16,11 +16,19 @@ a write ends, for as long as nobody else asks for it:
   which never take the flock, see each append at once.
 * Whoever wants the flock and does not get it at once (a writer or a reader in
   another process, or another Log of the same directory in this process) sets
-  the *want* word of the mapped page at every retry (locking.FileLock.lock). A
-  holder looks at it when a write ends: once set, and the holder has had the lock
-  for :data:`QUANTUM`, it clears the word and unlocks. A holder that does not
-  write is released by one daemon thread per process (:func:`_run`), which looks
-  at the Logs keeping a lock and unlocks those wanted, or idle for :data:`IDLE`.
+  the *want* word of the mapped page at every retry (locking.FileLock.lock), and
+  then sleeps on that word (a futex, shared_page.wait_word) for at most
+  :data:`NAP`. A holder looks at it when a write ends: once set, and the holder
+  has had the lock for :data:`QUANTUM`, it clears the word, unlocks and wakes the
+  sleepers (:func:`wake_takers`); any other unlock wakes them too while the word
+  is set. So a waiter learns the lock is free within a wake-up's latency (tens of
+  microseconds), where polling at 0.5 ms cost ~150 us on average per hand-over,
+  7% of the time 4 processes appending one record per call spent. The NAP only
+  bounds the wait when no wake comes: the holder died (the kernel drops its
+  flock and wakes nobody). Where futexes are missing, waiters poll as before.
+  A holder that does not write is released by one daemon thread per process
+  (:func:`_run`), which looks at the Logs keeping a lock and unlocks those
+  wanted, or idle for :data:`IDLE`.
   It looks every :data:`TICK` while the lock is contended, and backs off to
   :data:`QUIET_TICK` while nobody asks: each look takes the GIL from the thread
   that is appending, and at 1,000 looks a second that cost the appender ~7% of
@@ -29,8 +37,9 @@ a write ends, for as long as nobody else asks for it:
   a quiet holder's lock may wait up to QUIET_TICK longer.
 * flock is not fair: a holder that just unlocked would take the lock straight
   back at its next write, before the waiter's next retry. So every fresh taker
-  counts itself in the *turn* word, and a holder that unlocked for a waiter waits
-  at its next write (at most :data:`GRACE`) until the turn has moved on.
+  counts itself in the *turn* word (and wakes who sleeps on it), and a holder
+  that unlocked for a waiter sleeps at its next write (at most :data:`GRACE`)
+  until the turn has moved on.
 * A process killed while holding the lock, kept or not, loses it with its life
   (the kernel drops flocks): nothing wedges. The next taker takes it fresh, so it
   catches up and cuts what the dead writer left past the shared state, as before.
@@ -46,25 +55,31 @@ waits. The flock alone decides who writes.
 
 import os
 import struct
+import sys
 import threading
 import time
 import weakref
 
+from .shared_page import CAN_WAIT, wait_word, wake_word
 from .state import TURN_AT, WANT_AT
 
-__all__ = ["keep_or_release", "before_fresh_lock", "count_turn", "post_want", "now",
-           "QUANTUM", "IDLE", "GRACE", "TICK", "QUIET_TICK"]
+__all__ = ["keep_or_release", "before_fresh_lock", "count_turn", "post_want", "wait_for_holder",
+           "wake_takers", "now", "CAN_WAIT", "QUANTUM", "IDLE", "GRACE", "TICK", "QUIET_TICK",
+           "NAP"]
 
 QUANTUM = 0.002     # s a wanted holder keeps writing before it hands the lock over
 GRACE = 0.002       # s a holder that handed over waits for a waiter to take the lock
 IDLE = 0.1          # s without writes after which a kept lock is let go anyway
 TICK = 0.001        # s between the releasing thread's looks while the lock is contended
 QUIET_TICK = 0.008  # s between its looks at most, while no taker has asked for a lock
+NAP = 0.005         # s a waiter sleeps at most on the want word before it tries again
 
 _WANT = struct.Struct("=I")
 _TURN = struct.Struct("=Q")
 _ONE = _WANT.pack(1)
 _ZERO = _WANT.pack(0)
+# The turn's low 32 bits: the futex word a holder in its grace sleeps on.
+_TURN_WORD_AT = TURN_AT if sys.byteorder == "little" else TURN_AT + 4
 
 _kept = weakref.WeakSet()        # Logs keeping the write lock between writes
 _cond = threading.Condition()
@@ -78,6 +93,19 @@ def post_want(mapped):
     mapped[WANT_AT:WANT_AT + 4] = _ONE
 
 
+def wait_for_holder(mapped, timeout):
+    """A taker that posted its want and then found the lock still busy sleeps until an
+    unlock wakes it (or ``timeout``); it tries the lock again either way. False when the
+    sleep lasted the whole ``timeout``."""
+    return wait_word(mapped, WANT_AT, 1, timeout)
+
+
+def wake_takers(mapped):
+    """The lock was just unlocked for takers who posted their want: wake them."""
+    if CAN_WAIT:
+        wake_word(mapped, WANT_AT)
+
+
 def before_fresh_lock(shared):
     """Before taking the lock fresh: after handing it over, let the waiter have it first."""
     turn = shared.handed_over_at
@@ -86,16 +114,25 @@ def before_fresh_lock(shared):
     shared.handed_over_at = None
     mapped = shared.mapped
     deadline = time.monotonic() + GRACE
-    while _TURN.unpack_from(mapped, TURN_AT)[0] == turn and time.monotonic() < deadline:
-        time.sleep(0.00005)
+    while _TURN.unpack_from(mapped, TURN_AT)[0] == turn:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        if CAN_WAIT:
+            wait_word(mapped, _TURN_WORD_AT, turn & 0xFFFFFFFF, left)
+        else:
+            time.sleep(0.00005)
 
 
 now = time.monotonic
 
 
 def count_turn(mapped):
-    """The exclusive flock was just taken (FileLock.try_lock): move the turn on."""
+    """The exclusive flock was just taken (FileLock.try_lock): move the turn on, and wake
+    a holder that handed the lock over and waits for the turn to move."""
     _TURN.pack_into(mapped, TURN_AT, _TURN.unpack_from(mapped, TURN_AT)[0] + 1)
+    if CAN_WAIT:
+        wake_word(mapped, _TURN_WORD_AT)
 
 
 def keep_or_release(lg, failed):
@@ -124,6 +161,7 @@ def _hand_over(shared):
     shared.handed_over_at = _TURN.unpack_from(mapped, TURN_AT)[0]
     mapped[WANT_AT:WANT_AT + 4] = _ZERO
     _unlock(shared)
+    wake_takers(mapped)     # after the unlock: a woken taker finds the lock free
 
 
 def _unlock(shared):

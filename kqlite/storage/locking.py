@@ -21,7 +21,8 @@ import time
 
 import portalocker
 
-from .lock_handoff import count_turn, post_want
+from .lock_handoff import CAN_WAIT, NAP, count_turn, post_want, wait_for_holder, wake_takers
+from .state import WANT_AT
 
 from ..errors import LogLockedError
 
@@ -79,8 +80,11 @@ class FileLock:
         if self.try_lock(exclusive):
             return
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.00005
         mapped = self.mapped
+        if mapped is not None and CAN_WAIT:
+            self._sleep_until_free(exclusive, deadline, timeout, what)
+            return
+        delay = 0.00005
         # A holder keeping the lock hands it over within a few ms once asked: retry
         # often enough to be there when it does.
         longest = 0.0005 if mapped is not None else 0.005
@@ -91,12 +95,34 @@ class FileLock:
             if self.try_lock(exclusive):
                 return
             if deadline is not None and time.monotonic() >= deadline:
-                raise LogLockedError(
-                    f"{what} is locked by another writer; gave up after {timeout:.3g} s "
-                    f"({self.file.path})")
+                self._give_up(timeout, what)
             delay = min(delay * 2, longest)
+
+    def _sleep_until_free(self, exclusive, deadline, timeout, what):
+        # The want goes up before the try whose failure sends us to sleep, and the holder
+        # unlocks before it reads the want and wakes us: a wake cannot fall between the
+        # failed try and the sleep unnoticed (lock_handoff.py).
+        mapped = self.mapped
+        while True:
+            post_want(mapped)
+            if self.try_lock(exclusive):
+                return
+            nap = NAP
+            if deadline is not None:
+                nap = min(nap, deadline - time.monotonic())
+                if nap <= 0:
+                    self._give_up(timeout, what)
+            wait_for_holder(mapped, nap)
+
+    def _give_up(self, timeout, what):
+        raise LogLockedError(
+            f"{what} is locked by another writer; gave up after {timeout:.3g} s "
+            f"({self.file.path})")
 
     def unlock(self):
         if self.held is not None:
             _unlock(self.file.fileno())
             self.held = None
+            mapped = self.mapped
+            if mapped is not None and mapped[WANT_AT]:
+                wake_takers(mapped)     # somebody sleeps on the want word (lock_handoff.py)

@@ -41,7 +41,7 @@ import os
 from ..errors import LogClosedError
 from . import lock_handoff, swap
 from .locking import FileLock
-from .scan import SegmentWalk
+from .header_summary import note_headers
 from .segment import SEGMENT_SUFFIXES, Segment, segment_name
 from .segments import list_segment_bases
 from .state import map_state, publish, read_raw, read_state
@@ -205,12 +205,14 @@ def _catch_up_shared(lg):
 
 
 def catch_up(seg, size):
-    """Learn the batches another process appended to ``seg`` up to ``size`` bytes."""
+    """Learn the batches another process appended to ``seg`` up to ``size`` bytes: their
+    index entries from the index files, their end offset and timestamps from their
+    headers, folded without an object per batch (header_summary.py)."""
     seg.index.reload_tail()
     seg.timeindex.reload_tail()
     start = seg.size
     seg.size = size
-    seg.note_batches(SegmentWalk(seg.log, start, size, headers_only=True))
+    note_headers(seg, start, size)
     seg.bytes_since_index_entry = size - seg.index.last_position()
 
 
