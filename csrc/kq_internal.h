@@ -14,6 +14,49 @@ static inline uint64_t kq_be64(const uint8_t *p) {
     return ((uint64_t)kq_be32(p) << 32) | kq_be32(p + 4);
 }
 
+/* One log entry (magic 0, 1 or 2) at buf[pos:end], as kq_scan_batches checks it and
+ * kq_summarize_batches folds it: both take these two steps, so that they stop at the
+ * same entry with the same status. kq_entry_frame reads the framing: KQ_SCAN_OK
+ * with base, magic and size set, else KQ_SCAN_TRUNCATED or KQ_SCAN_BAD_HEADER (an
+ * unknown magic, a length below the magic's smallest legal one: the v2 batch header
+ * after the length is 49 bytes, v0's crc, magic, attributes and key/value lengths
+ * 14, v1 adds an 8-byte timestamp; or, with max_size >= 0, a larger entry). The
+ * scan checks the CRC between the steps. kq_entry_offsets then sets last and
+ * max_ts; a v2 last offset past int64 cannot be a real batch: KQ_SCAN_BAD_HEADER. */
+typedef struct {
+    int64_t base, size, last, max_ts;
+    int magic;
+} kq_entry;
+
+static inline int kq_entry_frame(const uint8_t *buf, int64_t pos, int64_t end,
+                                 int64_t max_size, kq_entry *en) {
+    if (end - pos < 17) return KQ_SCAN_TRUNCATED;
+    const uint8_t *e = buf + pos;
+    int32_t length = (int32_t)kq_be32(e + 8);
+    int magic = e[16];
+    int32_t minimum = magic == 2 ? 49 : magic == 1 ? 22 : magic == 0 ? 14 : -1;
+    int64_t size = (int64_t)length + 12;
+    if (minimum < 0 || length < minimum || (max_size >= 0 && size > max_size))
+        return KQ_SCAN_BAD_HEADER;
+    if (end - pos < size) return KQ_SCAN_TRUNCATED;
+    en->base = (int64_t)kq_be64(e);
+    en->size = size;
+    en->magic = magic;
+    return KQ_SCAN_OK;
+}
+
+static inline int kq_entry_offsets(const uint8_t *e, kq_entry *en) {
+    if (en->magic == 2) {
+        if (__builtin_add_overflow(en->base, (int64_t)(int32_t)kq_be32(e + 23), &en->last))
+            return KQ_SCAN_BAD_HEADER;
+        en->max_ts = (int64_t)kq_be64(e + 35);
+    } else {
+        en->last = en->base;
+        en->max_ts = en->magic == 1 ? (int64_t)kq_be64(e + 18) : -1;
+    }
+    return KQ_SCAN_OK;
+}
+
 /* Readers of the v2 record fields, shared by the decoder (records.c) and the
  * walker (walk.c) so that both accept exactly the same bytes. Each reads only
  * inside buf[*pos:end] and advances *pos on success.

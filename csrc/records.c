@@ -52,10 +52,17 @@ static inline uint8_t *put_field(uint8_t *o, const uint8_t **data, int64_t len) 
     return o;
 }
 
-int64_t kq_encode_values(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
-                         char *out, int64_t out_cap) {
+/* The CRC runs behind the encoder a chunk at a time: each chunk is still in L1/L2
+ * when it is summed, and is a whole number of kq_crc32c's long 3-way blocks (3 x 4
+ * KiB), so that only the last piece of a batch goes through its slower tail. */
+#define CRC_CHUNK (2 * 3 * 4096)
+
+/* Both encoders: with crc_out NULL nothing is summed. */
+static int64_t encode_values(const char *data, int64_t data_len, const int64_t *lens,
+                             int64_t n, char *out, int64_t out_cap, uint32_t crc,
+                             uint32_t *crc_out) {
     const uint8_t *d = (const uint8_t *)data;
-    uint8_t *o = (uint8_t *)out, *o_end = (uint8_t *)out + out_cap;
+    uint8_t *o = (uint8_t *)out, *o_end = (uint8_t *)out + out_cap, *summed = o;
     int64_t left = data_len;
     if (n > INT32_LIMIT + 1) return KQ_ERR_TOO_LARGE;
     for (int64_t i = 0; i < n; i++) {
@@ -74,45 +81,25 @@ int64_t kq_encode_values(const char *data, int64_t data_len, const int64_t *lens
         o = put_field(o, &d, vlen);
         *o++ = 0;
         if (vlen > 0) left -= vlen;
-    }
-    if (left != 0) return KQ_ERR_DATA;
-    return o - (uint8_t *)out;
-}
-
-/* The CRC runs behind the encoder a chunk at a time: each chunk is still in L1/L2
- * when it is summed, and is a whole number of kq_crc32c's long 3-way blocks (3 x 4
- * KiB), so that only the last piece of a batch goes through its slower tail. */
-#define CRC_CHUNK (2 * 3 * 4096)
-
-int64_t kq_encode_values_crc(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
-                             char *out, int64_t out_cap, uint32_t crc, uint32_t *crc_out) {
-    const uint8_t *d = (const uint8_t *)data;
-    uint8_t *o = (uint8_t *)out, *o_end = (uint8_t *)out + out_cap, *summed = o;
-    int64_t left = data_len;
-    if (n > INT32_LIMIT + 1) return KQ_ERR_TOO_LARGE;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t vlen = lens[i];
-        if (vlen < -1 || vlen > left) return KQ_ERR_DATA;
-        if (vlen > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
-        int64_t body = 3 + varint_size(i) + field_size(vlen) + 1;
-        if (body > INT32_LIMIT) return KQ_ERR_TOO_LARGE;
-        if (o_end - o < varint_size(body) + body) return KQ_ERR_NO_SPACE;
-        o = put_varint(o, body);
-        *o++ = 0;
-        *o++ = 0;
-        o = put_varint(o, i);
-        *o++ = 1;
-        o = put_field(o, &d, vlen);
-        *o++ = 0;
-        if (vlen > 0) left -= vlen;
-        while (o - summed >= CRC_CHUNK) {
+        while (crc_out != NULL && o - summed >= CRC_CHUNK) {
             crc = kq_crc32c(crc, (const char *)summed, CRC_CHUNK);
             summed += CRC_CHUNK;
         }
     }
     if (left != 0) return KQ_ERR_DATA;
-    *crc_out = kq_crc32c(crc, (const char *)summed, (size_t)(o - summed));
+    if (crc_out != NULL)
+        *crc_out = kq_crc32c(crc, (const char *)summed, (size_t)(o - summed));
     return o - (uint8_t *)out;
+}
+
+int64_t kq_encode_values(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
+                         char *out, int64_t out_cap) {
+    return encode_values(data, data_len, lens, n, out, out_cap, 0, NULL);
+}
+
+int64_t kq_encode_values_crc(const char *data, int64_t data_len, const int64_t *lens, int64_t n,
+                             char *out, int64_t out_cap, uint32_t crc, uint32_t *crc_out) {
+    return encode_values(data, data_len, lens, n, out, out_cap, crc, crc_out);
 }
 
 int64_t kq_cut_values(const int64_t *lens, int64_t n, int64_t per_record, int64_t target,

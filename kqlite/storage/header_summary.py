@@ -112,10 +112,11 @@ def summarize_headers(file, start, end, chunk=CHUNK):
     return summary
 
 
-def note_headers(seg, start, end):
+def note_headers(seg, start, end, chunk=CHUNK):
     """``seg.note_batches(SegmentWalk(seg.log, start, end, headers_only=True))``, from
-    :func:`summarize_headers`: the end offset and timestamps of the batches there."""
-    s = summarize_headers(seg.log, start, end)
+    :func:`summarize_headers` (reads of at most ``chunk`` bytes): the end offset and
+    timestamps of the batches there."""
+    s = summarize_headers(seg.log, start, end, chunk=chunk)
     if not s.count:
         return
     if seg.first_batch_timestamp is None:

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kqlite import _native
+from record_bytes import MIN_LENGTH, entry
 
 NATIVE = settings.get_profile("kqlite-native")
 IMPLS = [_native.pure] + ([_native.c] if _native.c is not None else [])
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 INT32 = st.integers(-(1 << 31), (1 << 31) - 1)
-MIN_LENGTH = {0: 14, 1: 22, 2: 49}
 
 
 def folded_scan(buf, start=0, end=None):
@@ -28,21 +28,6 @@ def folded_scan(buf, start=0, end=None):
             top, top_offset = max_ts, entry_last
         last = entry_last
     return len(found), stop, status, first, top, top_offset, last
-
-
-def entry(magic, base, extra, delta, timestamp):
-    """A log entry whose header says what the summary reads (the rest is filler: no
-    CRC is checked)."""
-    length = MIN_LENGTH[magic] + extra
-    out = bytearray(length + 12)
-    struct.pack_into(">qi", out, 0, base, length)
-    out[16] = magic
-    if magic == 2:
-        struct.pack_into(">i", out, 23, delta)
-        struct.pack_into(">q", out, 35, timestamp)
-    elif magic == 1:
-        struct.pack_into(">q", out, 18, timestamp)
-    return bytes(out)
 
 
 # Timestamps from a small set, so that ties between entries are common.

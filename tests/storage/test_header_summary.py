@@ -5,7 +5,7 @@ range past the file's end, cut-off tails, bad headers, garbage; with the C helpe
 its pure twin. And a read of a bounded size however large the range and its batches."""
 
 import os
-import struct
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -18,8 +18,10 @@ from kqlite.storage.header_summary import note_headers, summarize_headers
 from kqlite.storage.scan import SegmentWalk
 from kqlite.storage.segment import Segment
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "native"))
+from record_bytes import entry  # noqa: E402  (the log entries tests/native/test_summary.py makes)
+
 IMPLS = [_native.pure] + ([_native.c] if _native.c is not None else [])
-MIN_LENGTH = {0: 14, 1: 22, 2: 49}
 INT64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
@@ -36,19 +38,6 @@ class View:
     def fields(self):
         return (self.first_batch_timestamp, self.max_timestamp, self.offset_of_max_timestamp,
                 self.next_offset)
-
-
-def entry(magic, base, extra, delta, timestamp):
-    length = MIN_LENGTH[magic] + extra
-    out = bytearray(length + 12)
-    struct.pack_into(">qi", out, 0, base, length)
-    out[16] = magic
-    if magic == 2:
-        struct.pack_into(">i", out, 23, delta)
-        struct.pack_into(">q", out, 35, timestamp)
-    elif magic == 1:
-        struct.pack_into(">q", out, 18, timestamp)
-    return bytes(out)
 
 
 @st.composite
@@ -83,15 +72,7 @@ def summarized(file, start, end, first, top, top_offset, next_offset, chunk):
     if chunk is None:
         note_headers(seg, start, end)
     else:
-        # note_headers with a small read size: the same fold over summarize_headers.
-        s = summarize_headers(file, start, end, chunk=chunk)
-        if s.count:
-            if seg.first_batch_timestamp is None:
-                seg.first_batch_timestamp = s.first_max_timestamp
-            if s.max_timestamp > seg.max_timestamp:
-                seg.max_timestamp, seg.offset_of_max_timestamp = s.max_timestamp, \
-                    s.offset_of_max_timestamp
-            seg.next_offset = s.last_offset + 1
+        note_headers(seg, start, end, chunk=chunk)
     return seg.fields()
 
 
