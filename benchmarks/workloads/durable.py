@@ -18,7 +18,7 @@ import time
 import kqlite
 
 import peers
-from common import run_threads, timed_loop, values
+from common import run_threads, settle, timed_loop, values
 from producing import produce_paced
 
 NAME = "durable"
@@ -50,6 +50,7 @@ def _threaded(ctx, case, system, make_append, seconds, pool):
             n += 1
         counts[i] = n
 
+    settle()
     started = time.perf_counter()
     stop[0] = started + seconds + 0.05
     run_threads(THREADS, body)
@@ -70,6 +71,10 @@ def run_embedded(ctx):
     with ctx.workdir("kq") as d:
         with kqlite.Log.open(os.path.join(d, "bench-0"), fsync="always") as log:
             it = iter(pool * 1000)
+            # Each durable case starts with no dirty pages: the kernel's writeback of
+            # an earlier workload's data slows every fdatasync it overlaps, and would
+            # land on whichever system happens to run first.
+            settle()
             n, t = timed_loop(lambda: log.append(next(it)), seconds)
             ctx.add_rate("fsync_per_append_1_thread", KQ, n, t, note='fsync="always"')
     singles = [
@@ -85,6 +90,7 @@ def run_embedded(ctx):
             store = factory(d)
             try:
                 it = iter(pool * 1000)
+                settle()
                 n, t = timed_loop(lambda: store.append_one(next(it)), seconds)
             finally:
                 store.close()
