@@ -61,10 +61,17 @@ static inline int kq_entry_offsets(const uint8_t *e, kq_entry *en) {
  * walker (walk.c) so that both accept exactly the same bytes. Each reads only
  * inside buf[*pos:end] and advances *pos on success.
  *
- * A zigzag varint of at most 5 bytes whose unsigned form fits 32 bits. */
+ * A zigzag varint of at most 5 bytes whose unsigned form fits 32 bits. One or two
+ * bytes (lengths and deltas under 8192: most of them) skip the general loop. */
 static inline int kq_get_varint(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
     int64_t p = *pos;
     uint64_t raw = 0;
+    if (end - p >= 2 && (buf[p] < 0x80 || buf[p + 1] < 0x80)) {
+        raw = buf[p] < 0x80 ? buf[p] : (buf[p] & 0x7f) | ((uint64_t)buf[p + 1] << 7);
+        *pos = p + (buf[p] < 0x80 ? 1 : 2);
+        *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+        return 0;
+    }
     for (int shift = 0;; shift += 7) {
         if (shift > 28 || p >= end) return -1;
         uint8_t b = buf[p++];
@@ -77,10 +84,16 @@ static inline int kq_get_varint(const uint8_t *buf, int64_t *pos, int64_t end, i
     return 0;
 }
 
-/* A zigzag varint of at most 10 bytes whose unsigned form fits 64 bits. */
+/* A zigzag varint of at most 10 bytes whose unsigned form fits 64 bits. One byte (a
+ * timestamp delta under 64: most batches') skips the general loop. */
 static inline int kq_get_varlong(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
     int64_t p = *pos;
     uint64_t raw = 0;
+    if (p < end && buf[p] < 0x80) {
+        *pos = p + 1;
+        *v = (int64_t)(buf[p] >> 1) ^ -(int64_t)(buf[p] & 1);
+        return 0;
+    }
     for (int shift = 0;; shift += 7) {
         if (shift > 63 || p >= end) return -1;
         uint8_t b = buf[p++];

@@ -184,56 +184,6 @@ int64_t kq_encode_records(const char *data, int64_t data_len, const int64_t *met
     return o - (uint8_t *)out;
 }
 
-/* A varint of one or two bytes (lengths under 8192, deltas under 8192: most of
- * them) without the general loop; anything else goes to kq_get_varint. */
-static inline int get_varint(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
-    int64_t p = *pos;
-    if (end - p >= 2) {
-        uint64_t raw = buf[p];
-        if (raw < 0x80) {
-            *pos = p + 1;
-            *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            return 0;
-        }
-        if (buf[p + 1] < 0x80) {
-            raw = (raw & 0x7f) | ((uint64_t)buf[p + 1] << 7);
-            *pos = p + 2;
-            *v = (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
-            return 0;
-        }
-    }
-    return kq_get_varint(buf, pos, end, v);
-}
-
-/* A varlong of one byte (a timestamp delta under 64: most batches') inline. */
-static inline int get_varlong(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *v) {
-    int64_t p = *pos;
-    if (p < end && buf[p] < 0x80) {
-        uint8_t b = buf[p];
-        *pos = p + 1;
-        *v = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
-        return 0;
-    }
-    return kq_get_varlong(buf, pos, end, v);
-}
-
-static inline int get_field(const uint8_t *buf, int64_t *pos, int64_t end, int64_t *start,
-                            int64_t *stop) {
-    int64_t n;
-    if (get_varint(buf, pos, end, &n)) return KQ_ERR_VARINT;
-    if (n < 0) {
-        if (n != -1) return KQ_ERR_LENGTH;
-        *start = 0;
-        *stop = -1;
-        return 0;
-    }
-    if (n > end - *pos) return KQ_ERR_LENGTH;
-    *start = *pos;
-    *pos += n;
-    *stop = *pos;
-    return 0;
-}
-
 /* The records of buf[from:len], positions (and info[0]) counted from buf: one
  * pass writes what both entry points return. */
 static int decode_from(const uint8_t *buf, int64_t from, int64_t len, int64_t count,
@@ -253,21 +203,21 @@ static int decode_from(const uint8_t *buf, int64_t from, int64_t len, int64_t co
     for (int64_t i = 0; i < count; i++) {
         int64_t size, end, ts, od, nh;
         info[0] = pos;
-        if (get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
+        if (kq_get_varint(buf, &pos, len, &size)) return KQ_ERR_VARINT;
         if (size <= 0 || size > len - pos) return KQ_ERR_RECORD_SIZE;
         end = pos + size;
         pos++; /* attributes: unused in v2 */
-        if (get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
-        if (get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
-        if ((rc = get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
-        if ((rc = get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
-        if (get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
+        if (kq_get_varlong(buf, &pos, end, &ts)) return KQ_ERR_VARINT;
+        if (kq_get_varint(buf, &pos, end, &od)) return KQ_ERR_VARINT;
+        if ((rc = kq_get_field(buf, &pos, end, &c_ks[i], &c_ke[i]))) return rc;
+        if ((rc = kq_get_field(buf, &pos, end, &c_vs[i], &c_ve[i]))) return rc;
+        if (kq_get_varint(buf, &pos, end, &nh)) return KQ_ERR_VARINT;
         if (nh < 0 || nh > (end - pos) / 2) return KQ_ERR_COUNT;
         for (int64_t h = 0; h < nh; h++, headers++) {
             int64_t ks, ke, vs, ve;
-            if ((rc = get_field(buf, &pos, end, &ks, &ke))) return rc;
+            if ((rc = kq_get_field(buf, &pos, end, &ks, &ke))) return rc;
             if (ke < 0) return KQ_ERR_HEADER_KEY;
-            if ((rc = get_field(buf, &pos, end, &vs, &ve))) return rc;
+            if ((rc = kq_get_field(buf, &pos, end, &vs, &ve))) return rc;
             if (headers < hcap) {
                 hcols[headers] = ks;
                 hcols[hcap + headers] = ke;
