@@ -69,7 +69,7 @@ class writing:
     __slots__ = ("rounds",)
 
     def __init__(self, lg):
-        self.rounds = _rounds(lg)
+        self.rounds = _state(lg)[0]
 
     def __enter__(self):
         self.rounds.writing(1)
@@ -78,21 +78,23 @@ class writing:
         self.rounds.writing(-1)
 
 
-def _rounds(lg):
-    rounds = lg.__dict__.get("_group_commit")
-    if rounds is None:
+def _state(lg):
+    """The log's group-commit state, made at its first durable append: (the rendezvous,
+    the queue of write_and_sync's records, the queue's lock)."""
+    state = lg.__dict__.get("_group_commit")
+    if state is None:
         with _make_lock:
-            rounds = lg.__dict__.get("_group_commit")
-            if rounds is None:
-                rounds = lg._group_commit = _native.Rounds()
-    return rounds
+            state = lg.__dict__.get("_group_commit")
+            if state is None:
+                state = lg._group_commit = (_native.Rounds(), [], threading.Lock())
+    return state
 
 
 def sync_to(lg, offset, force=False):
     """Return once an fsync round covering the log up to ``offset`` has finished (with
     ``force``, a round that began after this call). Raises LogFailedError when a round
     fails (the log is then failed), LogClosedError on a closed log."""
-    rounds = _rounds(lg)
+    rounds = _state(lg)[0]
     enter = rounds.enter
     while force or lg._synced_offset < offset:
         if enter(_GATHER_NS):
@@ -128,21 +130,14 @@ def write_and_sync(lg, write, *args):
     not finish with (its round failed, or it was interrupted) is finished here, by
     the general path: its own write, then :func:`sync_to`, which raises the log's
     failure in this thread."""
-    rounds = _rounds(lg)
-    queue = lg.__dict__.get("_sync_queue")
-    if queue is None:
-        with _make_lock:
-            queue = lg.__dict__.get("_sync_queue")
-            if queue is None:
-                queue = lg._sync_queue = ([], threading.Lock())
+    rounds, items, lock = _state(lg)
     pending = _Pending(args)
-    items, lock = queue
     with lock:
         items.append(pending)
     enter = rounds.enter
     while not pending.done:
         if enter(_GATHER_NS):
-            _lead_queue(lg, rounds, queue, write)
+            _lead_queue(lg, rounds, items, lock, write)
     if pending.error is not None:
         raise pending.error
     if pending.offset is None:
@@ -152,9 +147,8 @@ def write_and_sync(lg, write, *args):
     return pending.offset
 
 
-def _lead_queue(lg, rounds, queue, write):
+def _lead_queue(lg, rounds, items, lock, write):
     """A round led for the queue: write what it holds, sync, release its owners."""
-    items, lock = queue
     with lock:
         taken = items[:]
         del items[:]
