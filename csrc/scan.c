@@ -3,7 +3,7 @@
  * kq_scan_batches is what recovery, the produce path and fetch validation run
  * over whole segments (often an mmap of up to 1 GiB), so it works in place and
  * stops at the first entry it cannot vouch for, saying why. It mirrors
- * scan_batches() in kqlite/_native/pure.py decision for decision. */
+ * scan_batches() in kqlite/_native/pure_codec.py decision for decision. */
 #include "kq_internal.h"
 
 int kq_scan_batches(const char *data, int64_t start, int64_t end, int verify_crc,

@@ -6,7 +6,7 @@
  * readers in kq_internal.h and make the same checks in the same order) and
  * also checks header keys for UTF-8, which the decoder's Python caller does, so
  * that a batch that passes here can always be read back. walk_records() in
- * kqlite/_native/pure.py mirrors this decision for decision.
+ * kqlite/_native/pure_codec.py mirrors this decision for decision.
  *
  * kq_record_marks is the same walk leaving a mark (offsetDelta, position, index)
  * every `stride` bytes, and kq_find_record walks from a record boundary to one

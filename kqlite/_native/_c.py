@@ -1,10 +1,10 @@
 """The cffi-built C helpers (csrc/) behind the same signatures as pure.py.
 
-Buffers go to C without copying: ``bytes`` directly, anything else (bytearray,
-memoryview, mmap) through ``ffi.from_buffer``, released before returning so an
-mmap can be closed right after a call. C fills flat int64 arrays; Python turns
-them into results with C-level iteration (``ffi.unpack``, ``map``, ``zip``), so
-a decoded key or value costs one slice of the records region.
+Buffers go to C without copying (_c_buffers.py): ``bytes`` directly, anything
+else (bytearray, memoryview, mmap) through ``ffi.from_buffer``, released before
+returning so an mmap can be closed right after a call. C fills flat int64 arrays;
+Python turns them into results with C-level iteration (``ffi.unpack``, ``map``,
+``zip``), so a decoded key or value costs one slice of the records region.
 
 Importing this module raises :class:`StaleBuildError` when the extension was
 built from sources with a different ABI number (see csrc/build_native.py).
@@ -41,6 +41,12 @@ if _built_abi != EXPECTED_ABI:
     raise StaleBuildError(f"kqlite._native._cnative has ABI {_built_abi}, expected "
                           f"{EXPECTED_ABI}: rebuild with `pip install -e .`")
 
+# The buffer helpers touch ffi: only once the build is known to match.
+from ._c_buffers import alloc as _alloc  # noqa: E402
+from ._c_buffers import pointer as _pointer  # noqa: E402
+from ._c_buffers import release as _release  # noqa: E402
+from ._c_buffers import unpack as _unpack  # noqa: E402
+
 HARDWARE_CRC = bool(lib.kq_crc32c_hardware())
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
 
@@ -48,10 +54,7 @@ MIN_RECORD_SIZE = 7
 _SCAN_CAP = 4096            # entries per C call: bounds the scratch array, not the scan
 
 _from_buffer = ffi.from_buffer
-_release = ffi.release
-_unpack = ffi.unpack
 _buffer = ffi.buffer
-_alloc = ffi.new_allocator(should_clear_after_alloc=False)
 _join = b"".join
 _tuple_new = tuple.__new__
 _pack = struct.pack
@@ -77,20 +80,6 @@ _DECODE_ERRORS = {
     lib.KQ_ERR_HEADER_KEY: "null header key",
     lib.KQ_ERR_OVERFLOW: "offset or timestamp does not fit in 64 bits",
 }
-
-
-def _pointer(data):
-    """(C pointer, byte length, cdata to release or None) for a contiguous buffer."""
-    if type(data) is bytes:
-        return data, len(data), None
-    try:
-        cdata = _from_buffer(data)
-    except (TypeError, ValueError, BufferError):
-        if isinstance(data, str):
-            raise TypeError("a bytes-like object is required, not 'str'") from None
-        data = memoryview(data).tobytes()        # non-contiguous views
-        return data, len(data), None
-    return cdata, len(cdata), cdata
 
 
 # -- CRCs -----------------------------------------------------------------------------------
@@ -395,7 +384,7 @@ def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_
         end = size if end is None else min(end, size)
         pos = start
         limit = None if max_batches is None else max(max_batches, 0)
-        # A negative limit rejects every entry, as in pure.py; 0 would too.
+        # A negative limit rejects every entry, as in pure_codec.py; 0 would too.
         c_max_size = -1 if max_size is None else min(max(max_size, 0), INT64_MAX)
         found = []
         info = _alloc("int64_t[2]")

@@ -2,7 +2,11 @@
 record of a large batch without decoding the rest, behind the signatures of
 pure_seek.py (the contract is in kqlite/_native/__init__.py)."""
 
-from ._c import _alloc, _pointer, _release, _unpack, lib
+from ._c_buffers import alloc as _alloc
+from ._c_buffers import pointer as _pointer
+from ._c_buffers import release as _release
+from ._c_buffers import unpack as _unpack
+from ._cnative import lib
 from ._inputs import INT64_MAX, INT64_MIN, WALK_COUNT, WALK_OK
 from ._inputs import find_args as _find_args
 from ._inputs import marks_args as _marks_args

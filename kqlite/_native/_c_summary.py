@@ -1,7 +1,10 @@
 """The cffi wrapper of kq_summarize_batches (csrc/summary.c), behind the signature of
 pure_summary.py (the contract is in kqlite/_native/__init__.py)."""
 
-from ._c import _alloc, _pointer, _release, lib
+from ._c_buffers import alloc as _alloc
+from ._c_buffers import pointer as _pointer
+from ._c_buffers import release as _release
+from ._cnative import lib
 
 _summarize_c = lib.kq_summarize_batches
 

@@ -3,7 +3,10 @@ list of values made into batches with one pass over their bytes after the join,
 behind the signatures of pure_values.py (the contract is in kqlite/_native/__init__.py)."""
 
 from ..errors import InvalidRecordError
-from ._c import _alloc, _pointer, _release, ffi, lib
+from ._c_buffers import alloc as _alloc
+from ._c_buffers import pointer as _pointer
+from ._c_buffers import release as _release
+from ._cnative import ffi, lib
 
 _encode_c = lib.kq_encode_values_crc
 _cut_c = lib.kq_cut_values

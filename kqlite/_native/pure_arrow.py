@@ -14,7 +14,7 @@ from ._inputs import (
     AC_OFFSET, AC_TIMESTAMP, AC_VALUE_VALID, ARROW_NO_SPACE, ARROW_TOO_LARGE, INT32_MAX,
     WALK_OVERFLOW, arrow_check,
 )
-from .pure import decode_records, encode_records, walk_records
+from .pure_codec import decode_records, encode_records, walk_records
 
 _LE_I32 = struct.Struct("<i")
 _LE_I64 = struct.Struct("<q")

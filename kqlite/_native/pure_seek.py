@@ -6,7 +6,7 @@ from ._inputs import FIND_NONE, INT64_MAX, INT64_MIN, WALK_COUNT
 from ._inputs import WALK_HEADER_KEY, WALK_OK, WALK_OVERFLOW, WALK_RECORD_SIZE
 from ._inputs import find_args as _find_args
 from ._inputs import marks_args as _marks_args
-from .pure import _byte_view, _walk, _walk_field, _walk_varint, _WalkStop
+from .pure_codec import _byte_view, _walk, _walk_field, _walk_varint, _WalkStop
 
 
 def record_marks(buf, count, start=0, end=None, base_offset=0, base_timestamp=0, stride=4096):

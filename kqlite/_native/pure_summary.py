@@ -3,7 +3,7 @@ buffer folded into what a process learns when it catches up with another process
 appends (the contract is in kqlite/_native/__init__.py; tests/native/test_summary.py
 compares both, and both with scan_batches)."""
 
-from .pure import scan_batches
+from .pure_codec import scan_batches
 
 
 def summarize_batches(buf, start=0, end=None):

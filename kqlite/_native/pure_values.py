@@ -4,7 +4,7 @@ tests/native/test_values_batches.py checks both against each other."""
 
 from ..errors import InvalidRecordError
 from ._inputs import INT32_MAX
-from .pure import _byte_view, crc32c, encode_records
+from .pure_codec import _byte_view, crc32c, encode_records
 
 
 def _lengths(lens):
