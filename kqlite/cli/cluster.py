@@ -8,10 +8,10 @@ development cluster (cluster_up.py).
 
 import importlib
 import json
-import logging
 import sys
 
 from . import cluster_up
+from .kazoo_logging import quiet_kazoo
 
 try:
     cluster_elect = importlib.import_module(f"{__package__}.cluster_elect")
@@ -71,12 +71,6 @@ def _zookeeper_options(p):
                    help=f"give up reaching ZooKeeper after this long (default "
                         f"{DEFAULT_TIMEOUT:g})")
     p.add_argument("--json", action="store_true", help="print JSON, for scripts")
-
-
-def quiet_kazoo(args):
-    """kazoo logs every failed connection attempt; a command reports the outcome once."""
-    if not (args.verbose or args.log_level):
-        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
 
 def _snapshot(args, topics=None):

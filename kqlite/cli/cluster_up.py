@@ -27,6 +27,7 @@ import threading
 import time
 
 from ..errors import KqliteError
+from .kazoo_logging import quiet_kazoo
 from .serve import positive_int
 
 DEFAULT_GRACE_SECONDS = 30.0
@@ -281,7 +282,6 @@ class DevCluster:
 
 
 def run(args):
-    from .cluster import quiet_kazoo
     quiet_kazoo(args)
     if args.replication_factor and args.replication_factor > args.brokers:
         raise ClusterStartError(f"--replication-factor {args.replication_factor} is more "
