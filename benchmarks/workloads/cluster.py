@@ -84,7 +84,7 @@ def run(ctx):
         finally:
             broker.stop()
 
-    from kqlite.cluster.zookeeper_process import (ZooKeeperProcess, ZooKeeperUnavailable,
+    from kqlite.cluster.zookeeper.process import (ZooKeeperProcess, ZooKeeperUnavailable,
                                                   find_zookeeper)
     try:
         find_zookeeper()

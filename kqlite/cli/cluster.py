@@ -74,7 +74,7 @@ def _zookeeper_options(p):
 
 
 def _snapshot(args, topics=None):
-    from ..cluster.cluster_view import connect, read_cluster
+    from ..cluster.zookeeper.snapshot import connect, read_cluster
     quiet_kazoo(args)
     client = connect(args.zookeeper, args.timeout)
     try:

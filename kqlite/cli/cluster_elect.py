@@ -3,7 +3,7 @@
 
 The command asks a bootstrap broker for Metadata to find the controller (and, with
 ``--topic``, the topic's partitions), then sends ElectLeaders to the controller with
-kqlite's own client (kqlite/cluster/broker_client.py). Without ``--topic`` every partition
+kqlite's own client (kqlite/cluster/network/broker_client.py). Without ``--topic`` every partition
 is asked for (a null topic list), and the controller answers only for partitions that
 needed an election. A controller that moved meanwhile (NOT_CONTROLLER) is looked up
 again, a few times.
@@ -18,7 +18,7 @@ import json
 import sys
 import uuid
 
-from ..cluster.broker_client import BrokerClientError, BrokerConnection
+from ..cluster.network.broker_client import BrokerClientError, BrokerConnection
 from ..protocol import ErrorCode
 
 __all__ = ["add_parser", "run"]

@@ -1,7 +1,7 @@
 """``kqlite cluster up``: a local development cluster in one command.
 
 Theory of operation. ``up`` starts a ZooKeeper server (Debian's ``zookeeper`` package,
-kqlite/cluster/zookeeper_process.py) and N ``kqlite serve --zookeeper`` brokers (ids
+kqlite/cluster/zookeeper/process.py) and N ``kqlite serve --zookeeper`` brokers (ids
 1..N) as child processes on loopback, each with its data dir and log file under DIR.
 It waits until every broker has registered in ZooKeeper and a controller is elected,
 then prints the bootstrap string and supervises: a broker that exits on its own is
@@ -137,7 +137,7 @@ class _Broker:
         return f"{self.host}:{self.port}"
 
     def start(self, zookeeper, replication_factor, offsets_replication_factor):
-        from ..cluster.zookeeper_process import die_with_parent
+        from ..cluster.zookeeper.process import die_with_parent
         command = [sys.executable, "-m", "kqlite.cli", "serve", "--data-dir", self.data_dir,
                    "--listen", self.address, "--broker-id", str(self.broker_id),
                    "--zookeeper", zookeeper,
@@ -179,7 +179,7 @@ class DevCluster:
         return ",".join(b.address for b in self.brokers)
 
     def start_zookeeper(self):
-        from ..cluster.zookeeper_process import ZooKeeperProcess, find_zookeeper
+        from ..cluster.zookeeper.process import ZooKeeperProcess, find_zookeeper
         find_zookeeper()     # says what to install before anything starts
         if self.zookeeper_port:
             _check_free(self.host, self.zookeeper_port, "ZooKeeper")
@@ -206,8 +206,8 @@ class DevCluster:
     def wait_formed(self, timeout, stop):
         """Wait until every broker is registered and a controller elected; returns the
         controller's id, or None if ``stop`` was set meanwhile."""
-        from ..cluster.cluster_view import connect
-        from ..cluster.zk_store import ZkStore
+        from ..cluster.zookeeper.snapshot import connect
+        from ..cluster.zookeeper.store import ZkStore
         client = connect(self.zookeeper.connect_string, 15.0)
         try:
             store = ZkStore(client)

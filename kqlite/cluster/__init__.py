@@ -1,29 +1,28 @@
 """kqlite.cluster: brokers replicated and coordinated through ZooKeeper, as Apache Kafka's
 ZooKeeper mode (``kqlite serve --zookeeper``).
 
-Layout:
-- ``znodes``: Kafka's ZooKeeper paths and the JSON documents stored in them (pure codecs);
-- ``zk_store``: the cluster's reads and writes on ZooKeeper through kazoo (broker
-  registration, controller election, epoch-fenced controller writes, topics, configs,
-  producer-id blocks);
-- ``assignment``, ``election``: where replicas go and who leads (pure rules);
-- ``controller``, ``controller_events``, ``controller_context``: the controller role;
-- ``replica_state``, ``truncation``: the leader's follower tracking, high watermark and
-  ISR rules, and the follower's truncation rules (pure);
-- ``replicated_partition`` with ``role_changes``, ``replica_follower`` and ``replica_log``:
-  the partition seam for a replicated partition, as leader (follower tracking, HW, ISR
-  changes, acks=all) and as follower (appends, truncation by leader epoch);
-- ``follower``: what the replica fetcher asks of a followed partition;
-- ``fetcher`` with ``replica_fetcher``: the replica fetchers (one task and one connection
-  per leader, many partitions each);
-- ``metadata_cache``: the broker's view of the cluster from UpdateMetadata;
-- ``broker_client``: one asyncio connection to another broker over the sans-I/O codec;
-- ``channels``: ordered per-broker request queues with reconnect and backoff (Kafka's
-  ControllerChannelManager);
-- ``cluster_replicas`` with ``cluster_topics``: the cluster broker's replica manager
-  (partitions made by LeaderAndIsr, Metadata from the cache, topics through ZooKeeper);
-- ``topic_admin``, ``interbroker_handlers``: the cluster broker's request handlers;
-- ``node``: the broker of ``kqlite serve --zookeeper``, putting it all together;
-- ``zookeeper_process``: a standalone ZooKeeper server as a child process, for the
-  development cluster and the tests.
+Layout, lowest first; a subpackage imports only those above it in this list (the
+table "Inside kqlite/cluster" in docs/architecture.md, which tests/test_layers.py
+enforces):
+
+- ``rules``: Kafka's rules as pure functions and state machines: replica assignment,
+  leader election, the leader's ISR and high-watermark rules, truncation by leader
+  epoch, the automatic leader rebalance;
+- ``zookeeper``: Kafka's znodes and their JSON, the fenced store on kazoo, producer-id
+  blocks, the config-change watcher, a read-only snapshot for ``kqlite cluster``, a
+  ZooKeeper server child process;
+- ``network``: one connection to another broker, and the controller's ordered
+  per-broker channels;
+- ``controller``: the controller (its election, its event task, its context, the
+  requests it sends, its event handlers and leader elections), and ``fetcher``: the
+  replica fetchers (the manager, one task per leader, the interface of a followed
+  partition); neither imports the other;
+- ``replica``: the replicated partition (the partition seam, with a leader role and a
+  follower role), the replica manager with the topics of the metadata cache, the
+  broker's data dir and high-watermark checkpoint;
+- ``coordinators``: the group coordinator placed on the leaders of
+  ``__consumer_offsets``;
+- ``handlers``: the request handlers a cluster broker adds;
+- ``node`` with ``metrics``: the broker of ``kqlite serve --zookeeper``, putting it all
+  together, and its Kafka-named metrics.
 """

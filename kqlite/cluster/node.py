@@ -12,7 +12,7 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
 3. once it listens, the Controller registers the broker (``/brokers/ids/N``, ephemeral;
    its creation zxid is the broker epoch) and runs for controller. From then on the
    active controller tells every broker what to lead and follow;
-4. the config watcher follows ``/config/changes`` (config_watcher.py), so topic config
+4. the config watcher follows ``/config/changes`` (zookeeper/config_watcher.py), so topic config
    changes made through any broker reach this one's replicas.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
@@ -30,21 +30,21 @@ from ..db.offsets import OFFSETS_PARTITIONS
 from ..protocol import CLUSTER_SUPPORTED, ErrorCode
 from ..server import Broker
 from ..storage.fs import DEFAULT_FS
-from .broker_client import BrokerClientError
-from .broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
-                         adopt_cluster_id, close_broker_dir, open_broker_dir)
-from .channels import ChannelManager
-from .cluster_groups import DEFAULT_OFFSETS_REPLICATION_FACTOR, ClusterGroupPlacement
-from .cluster_metrics import ClusterMetricsSource
-from .cluster_replicas import CONTROLLED_SHUTDOWN, ClusterReplicaManager
-from .config_watcher import ConfigChangeWatcher
-from .controller import Controller
-from .interbroker_handlers import HANDLERS
-from .leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
-from .metadata_cache import MetadataCache
-from .replica_state import DEFAULT_LAG_TIME_MS
-from .zk_store import ZkStore, check_connected, zk_guarded
-from .znodes import BrokerInfo
+from .controller.role import Controller
+from .coordinators.groups import DEFAULT_OFFSETS_REPLICATION_FACTOR, ClusterGroupPlacement
+from .handlers.interbroker import HANDLERS
+from .metrics import ClusterMetricsSource
+from .network.broker_client import BrokerClientError
+from .network.channels import ChannelManager
+from .replica.broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
+                                 adopt_cluster_id, close_broker_dir, open_broker_dir)
+from .replica.manager import CONTROLLED_SHUTDOWN, ClusterReplicaManager
+from .replica.metadata_cache import MetadataCache
+from .rules.leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
+from .rules.leader_state import DEFAULT_LAG_TIME_MS
+from .zookeeper.config_watcher import ConfigChangeWatcher
+from .zookeeper.store import ZkStore, check_connected, zk_guarded
+from .zookeeper.znodes import BrokerInfo
 
 __all__ = ["ClusterNode", "ZkProducerIds", "DEFAULT_SESSION_TIMEOUT_MS"]
 
@@ -94,7 +94,8 @@ class ClusterNode:
                  offsets_topic_num_partitions=OFFSETS_PARTITIONS,
                  **broker_options):
         self.broker_id = broker_id
-        # Before the broker opens any log: the dir's identity, mark and claim (broker_dir.py).
+        # Before the broker opens any log: the dir's identity, mark and claim
+        # (replica/broker_dir.py).
         self._fs = broker_options.get("fs") or DEFAULT_FS
         open_broker_dir(self._fs, data_dir, broker_id)
         self._data_dir = data_dir

@@ -5,7 +5,7 @@ Every leader answers it, the single broker's partitions included: a follower's f
 names the epoch of its last batch, and if the leader's log has that epoch ending before
 the fetch offset, or never had it, the follower holds records the leader does not; the
 leader answers with no records and a ``DivergingEpoch``, and the follower truncates
-(kqlite/cluster/truncation.py). Pure functions over a leader-epoch cache.
+(kqlite/cluster/rules/truncation.py). Pure functions over a leader-epoch cache.
 """
 
 from typing import NamedTuple

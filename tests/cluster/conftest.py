@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from kqlite.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
+from kqlite.cluster.zookeeper.process import ZooKeeperProcess, ZooKeeperUnavailable
 
 kazoo_client = pytest.importorskip("kazoo.client")
 

@@ -12,7 +12,7 @@ nothing waits ``max_wait_ms`` before answering, as a leader's purgatory does.
 
 import asyncio
 
-from kqlite.cluster.truncation import diverging_epoch_for
+from kqlite.cluster.rules.truncation import diverging_epoch_for
 from kqlite.protocol import ErrorCode, ServerConnection
 from kqlite.protocol.connection import encode_response
 from kqlite.storage import Isolation

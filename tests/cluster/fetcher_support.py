@@ -7,8 +7,8 @@ import os
 import sys
 import uuid
 
-from kqlite.cluster.broker_client import BrokerConnection
-from kqlite.cluster.fetcher import ReplicaFetcherManager
+from kqlite.cluster.fetcher.manager import ReplicaFetcherManager
+from kqlite.cluster.network.broker_client import BrokerConnection
 from kqlite.errors import KqliteError
 from kqlite.format.batch import build_batch, parse_header
 from kqlite.format.record import Record

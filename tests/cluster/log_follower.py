@@ -1,6 +1,6 @@
 """LogFollower: a FollowerReplica over a kqlite Log in a directory of its own, what the
 replica-fetcher tests follow with, and a worked example of the contract in
-kqlite/cluster/follower.py.
+kqlite/cluster/fetcher/follower.py.
 
 Kafka's rules it keeps (``ReplicaFetcherThread.processPartitionData``, ``UnifiedLog``):
 
@@ -29,8 +29,8 @@ import asyncio
 import os
 import shutil
 
-from kqlite.cluster.follower import FetchPosition, FollowerReplica
-from kqlite.cluster.truncation import EpochEndOffset, initial_fetch_state, truncation_offset
+from kqlite.cluster.fetcher.follower import FetchPosition, FollowerReplica
+from kqlite.cluster.rules.truncation import EpochEndOffset, initial_fetch_state, truncation_offset
 from kqlite.format.batch import parse_header
 from kqlite.format.constants import BATCH_OVERHEAD
 from kqlite.storage import Isolation

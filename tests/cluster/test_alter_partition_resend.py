@@ -18,8 +18,8 @@ and answers it scripts.
 import asyncio
 
 import kqlite
-from kqlite.cluster.replica_state import IsrCommit
-from kqlite.cluster.replicated_partition import ReplicatedPartition
+from kqlite.cluster.replica.partition import ReplicatedPartition
+from kqlite.cluster.rules.leader_state import IsrCommit
 from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode
 from kqlite.server.purgatory import Purgatory

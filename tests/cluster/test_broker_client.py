@@ -1,5 +1,5 @@
-"""The inter-broker client (kqlite.cluster.broker_client) and the ordered channels built on
-it (kqlite.cluster.channels), against real `kqlite serve` processes: version negotiation,
+"""The inter-broker client (kqlite.cluster.network.broker_client) and the ordered channels built on
+it (kqlite.cluster.network.channels), against real `kqlite serve` processes: version negotiation,
 Metadata, Produce then a follower Fetch whose records go straight into a Log, pipelining,
 a broker killed mid-request and restarted, request timeouts, unreachable brokers and
 oversized responses. A few protocol faults no real broker commits (a wrong correlation
@@ -13,12 +13,11 @@ import sys
 
 import pytest
 
-from kqlite.cluster.broker_client import (BrokerConnectError, BrokerConnection,
-                                          BrokerDisconnectedError, BrokerProtocolError,
-                                          BrokerRequestTimeoutError,
-                                          BrokerResponseTooLargeError, UnsupportedVersionError)
-from kqlite.cluster.channels import (BrokerChannel, ChannelManager, ChannelRemovedError,
-                                     UnknownBrokerError)
+from kqlite.cluster.network.broker_client import (
+    BrokerConnectError, BrokerConnection, BrokerDisconnectedError, BrokerProtocolError,
+    BrokerRequestTimeoutError, BrokerResponseTooLargeError, UnsupportedVersionError)
+from kqlite.cluster.network.channels import (BrokerChannel, ChannelManager, ChannelRemovedError,
+                                             UnknownBrokerError)
 from kqlite.format.batch import build_batch, decode_batch
 from kqlite.protocol import ErrorCode, ServerConnection
 from kqlite.storage import Isolation

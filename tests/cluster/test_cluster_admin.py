@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from kqlite.cli import cluster_elect
-from kqlite.cluster import znodes as zn
+from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.protocol import ErrorCode
 
 from cluster_processes import request as _request, running_cluster, until

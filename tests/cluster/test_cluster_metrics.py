@@ -115,7 +115,7 @@ def test_kafka_metrics_follow_leadership_and_isr_changes(cluster):
 def test_isr_change_totals_keep_the_counts_of_dropped_partitions():
     from types import SimpleNamespace
 
-    from kqlite.cluster.cluster_metrics import ClusterMetricsSource
+    from kqlite.cluster.metrics import ClusterMetricsSource
 
     def partition(topic, index, shrinks, expands):
         return SimpleNamespace(topic=topic, index=index, isr_shrinks=shrinks,

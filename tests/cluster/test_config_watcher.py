@@ -7,9 +7,9 @@ import json
 import time
 
 import kqlite
-from kqlite.cluster import znodes as zn
-from kqlite.cluster.config_watcher import ConfigChangeWatcher, apply_topic_config
-from kqlite.cluster.zk_store import ZkStore
+from kqlite.cluster.zookeeper import znodes as zn
+from kqlite.cluster.zookeeper.config_watcher import ConfigChangeWatcher, apply_topic_config
+from kqlite.cluster.zookeeper.store import ZkStore
 
 
 def test_config_write_leaves_kafkas_notification(zk_client):

@@ -10,9 +10,9 @@ import json
 
 from kazoo.client import KazooClient
 
-from kqlite.cluster import znodes as zn
-from kqlite.cluster.controller import Controller
-from kqlite.cluster.zk_store import ZkStore
+from kqlite.cluster.controller.role import Controller
+from kqlite.cluster.zookeeper import znodes as zn
+from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.protocol import ErrorCode, decode_request, encode_request
 
 LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = 4, 5 + 1, 5
@@ -288,8 +288,8 @@ def test_a_failover_cut_short_gives_the_controller_up(zk_hosts, monkeypatch):
     cluster (nothing would ever replace it), but delete /controller so that a new
     election runs, as Kafka's elect() moves the controller. The next controller's
     context is whole: a topic created afterwards gets its LeaderAndIsr."""
-    from kqlite.cluster import controller_events
-    from kqlite.cluster.zk_store import ZooKeeperError
+    from kqlite.cluster.controller import events as controller_events
+    from kqlite.cluster.zookeeper.store import ZooKeeperError
     real = controller_events.on_failover
     failed = []
 

@@ -6,11 +6,11 @@ Brokers are controller roles with recording channels, as in test_controller.py."
 
 import asyncio
 
-from kqlite.cluster import znodes as zn
-from kqlite.cluster.controller import Controller
-from kqlite.cluster.controller_elections import PREFERRED, UNCLEAN
-from kqlite.cluster.leader_rebalance import imbalanced_partitions
-from kqlite.cluster.zk_store import ZkStore
+from kqlite.cluster.controller.elections import PREFERRED, UNCLEAN
+from kqlite.cluster.controller.role import Controller
+from kqlite.cluster.rules.leader_rebalance import imbalanced_partitions
+from kqlite.cluster.zookeeper import znodes as zn
+from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.protocol import ErrorCode
 
 from test_controller import LEADER_AND_ISR, Node, active, admin, run, until

@@ -5,11 +5,11 @@ import random
 import pytest
 from hypothesis import given, strategies as st
 
-from kqlite.cluster import election
-from kqlite.cluster.assignment import (InvalidReplicaAssignmentError,
-                                       InvalidReplicationFactorError, assign_replicas,
-                                       check_assignment)
-from kqlite.cluster.znodes import NO_LEADER, PartitionState
+from kqlite.cluster.rules import election
+from kqlite.cluster.rules.assignment import (InvalidReplicaAssignmentError,
+                                             InvalidReplicationFactorError, assign_replicas,
+                                             check_assignment)
+from kqlite.cluster.zookeeper.znodes import NO_LEADER, PartitionState
 
 
 def test_assignment_matches_kafkas_fixed_start_vector():

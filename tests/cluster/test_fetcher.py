@@ -1,4 +1,4 @@
-"""The replica fetcher (kqlite.cluster.fetcher) copying a real leader, a `kqlite serve`
+"""The replica fetcher (kqlite.cluster.fetcher.manager) copying a real leader, a `kqlite serve`
 child process that serves follower fetches (replica id >= 0) to its log end, into
 LogFollower replicas (log_follower.py: a FollowerReplica over a real kqlite Log).
 
@@ -16,7 +16,7 @@ import signal
 
 import pytest
 
-from kqlite.cluster.fetcher import FETCHING
+from kqlite.cluster.fetcher.manager import FETCHING
 from kqlite.errors import KqliteError
 
 from fetcher_support import (BROKER_EPOCH, FETCH, FOLLOWER_ID, Admin, BrokerProcess,

@@ -1,4 +1,4 @@
-"""The replica fetcher (kqlite.cluster.fetcher) when things go wrong, against a real
+"""The replica fetcher (kqlite.cluster.fetcher.manager) when things go wrong, against a real
 `kqlite serve` leader where it can answer: FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH
 (a leader whose data dir was last led at epoch 3), a follower whose storage fails, and
 pacing: an unreachable leader and a leader refusing every partition are retried once
@@ -17,8 +17,8 @@ import uuid
 import pytest
 
 import kqlite
-from kqlite.cluster.broker_client import BrokerConnection
-from kqlite.cluster.fetcher import DELAYED, FAILED, FETCHING, ReplicaFetcherManager
+from kqlite.cluster.fetcher.manager import DELAYED, FAILED, FETCHING, ReplicaFetcherManager
+from kqlite.cluster.network.broker_client import BrokerConnection
 from kqlite.errors import StorageError
 from kqlite.protocol import ErrorCode
 from kqlite.storage.log import Log

@@ -2,9 +2,9 @@
 
 import uuid
 
-from kqlite.cluster import znodes as zn
-from kqlite.cluster.controller_context import ControllerContext
-from kqlite.cluster.metadata_cache import MetadataCache, PartitionInfo
+from kqlite.cluster.controller.context import ControllerContext
+from kqlite.cluster.replica.metadata_cache import MetadataCache, PartitionInfo
+from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.protocol import ErrorCode, decode_request, encode_request
 
 

@@ -1,11 +1,11 @@
-"""The pure parts of the cluster's group placement (kqlite.cluster.cluster_groups): which
+"""The pure parts of the cluster's group placement (kqlite.cluster.coordinators.groups): which
 offsets partitions a broker owns as leadership moves, what a partition's records load
 into, and the coordinator dropping and taking back the groups of a partition."""
 
 import asyncio
 
-from kqlite.cluster.cluster_groups import (GROUP_STORE_ERRORS, OFFSET_COMMIT_ERRORS,
-                                           OffsetsOwnership, read_offsets_partition)
+from kqlite.cluster.coordinators.groups import (GROUP_STORE_ERRORS, OFFSET_COMMIT_ERRORS,
+                                                OffsetsOwnership, read_offsets_partition)
 from kqlite.db.group_metadata import (GroupMetadataValue, MemberMetadata, encode_group_key,
                                       encode_group_value)
 from kqlite.db.offsets import OffsetAndMetadata, encode_key, encode_value

@@ -12,8 +12,8 @@ import types
 import pytest
 
 import kqlite
-from kqlite.cluster.replica_state import IsrCommit
-from kqlite.cluster.replicated_partition import ReplicatedPartition
+from kqlite.cluster.replica.partition import ReplicatedPartition
+from kqlite.cluster.rules.leader_state import IsrCommit
 from kqlite.format.batch import build_batch, decode_batch
 from kqlite.protocol import ErrorCode
 from kqlite.protocol.connection import decode_response, encode_response

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kqlite.cluster.truncation import (EpochEndOffset, FetchStart, Truncation,
-                                       diverging_epoch_for, initial_fetch_state,
-                                       leader_epoch_end, truncation_offset)
+from kqlite.cluster.rules.truncation import (EpochEndOffset, FetchStart, Truncation,
+                                             diverging_epoch_for, initial_fetch_state,
+                                             leader_epoch_end, truncation_offset)
 from kqlite.protocol import ErrorCode
 from kqlite.storage.leader_epoch import LeaderEpochCache
 

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from kqlite.cluster import znodes as zn
-from kqlite.cluster.zk_store import BrokerIdInUseError, ControllerMovedError, ZkStore
+from kqlite.cluster.zookeeper import znodes as zn
+from kqlite.cluster.zookeeper.store import BrokerIdInUseError, ControllerMovedError, ZkStore
 from kqlite.errors import TopicExistsError, UnknownTopicError
 
 

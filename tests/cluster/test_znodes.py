@@ -7,7 +7,7 @@ import uuid
 import pytest
 from hypothesis import given, strategies as st
 
-from kqlite.cluster import znodes as zn
+from kqlite.cluster.zookeeper import znodes as zn
 
 
 def test_paths_are_kafkas():

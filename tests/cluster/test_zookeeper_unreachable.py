@@ -14,7 +14,7 @@ import socket
 import pytest
 
 from cluster_processes import ClusterBroker, exchange, until as _until
-from kqlite.cluster.zookeeper_process import ZooKeeperProcess, ZooKeeperUnavailable
+from kqlite.cluster.zookeeper.process import ZooKeeperProcess, ZooKeeperUnavailable
 from kqlite.protocol import ErrorCode
 
 # WIRE: Kafka api keys

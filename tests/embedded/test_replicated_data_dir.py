@@ -16,7 +16,7 @@ import time
 import pytest
 
 import kqlite
-from kqlite.cluster.broker_dir import adopt_cluster_id, close_broker_dir, open_broker_dir
+from kqlite.cluster.replica.broker_dir import adopt_cluster_id, close_broker_dir, open_broker_dir
 from kqlite.errors import (InconsistentBrokerIdError, InconsistentClusterIdError,
                            ReplicatedPartitionError)
 from kqlite.storage import Isolation, cluster_dir

@@ -8,7 +8,7 @@ pytest.importorskip("confluent_kafka")
 pytest.importorskip("kazoo")
 
 from harness.cluster import FaultCluster  # noqa: E402
-from kqlite.cluster.zookeeper_process import ZooKeeperUnavailable, find_zookeeper  # noqa: E402
+from kqlite.cluster.zookeeper.process import ZooKeeperUnavailable, find_zookeeper  # noqa: E402
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

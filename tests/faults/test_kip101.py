@@ -2,7 +2,7 @@
 end, then the leader dies at once. Before KIP-101 the follower truncated to its own
 high watermark when it restarted, so records every replica had, acknowledged to
 producers, were cut from it; becoming leader, it made everyone else truncate to match.
-kqlite's follower truncates by leader epoch (``kqlite/cluster/truncation.py``): it
+kqlite's follower truncates by leader epoch (``kqlite/cluster/rules/truncation.py``): it
 keeps its log and lets the leader's epoch say where the logs part.
 
 The run: two brokers, a topic of replication factor 2 with ``min.insync.replicas=1``
@@ -41,8 +41,8 @@ from harness.nemesis import leader_of, wait_full_isr
 from harness.replica_logs import checkpointed_high_watermark, copy_partition
 from harness.scenario import create_topic, run_scenario
 from harness.workload import key_of
-from kqlite.cluster.truncation import leader_epoch_end, truncation_offset
-from kqlite.cluster.zookeeper_process import ZooKeeperUnavailable, find_zookeeper
+from kqlite.cluster.rules.truncation import leader_epoch_end, truncation_offset
+from kqlite.cluster.zookeeper.process import ZooKeeperUnavailable, find_zookeeper
 from kqlite.storage import Isolation
 from kqlite.storage.fs import DEFAULT_FS
 from kqlite.storage.leader_epoch import LeaderEpochCache

@@ -4,7 +4,7 @@ different suffixes of the log; the one back first leads and writes new records a
 offsets the other still holds with other records. Before KIP-101 the other one, on its
 return, truncated to its own high watermark, which lay above the point where the logs
 parted, so the two replicas kept different records at the same offsets for good.
-kqlite's follower truncates by leader epoch (``kqlite/cluster/truncation.py``): the
+kqlite's follower truncates by leader epoch (``kqlite/cluster/rules/truncation.py``): the
 leader's epoch cache says where its epoch of the follower's latest batch ends, and the
 follower cuts there.
 
@@ -69,8 +69,8 @@ from harness.power_loss import ENV, describe, journal_dir_of, replay
 from harness.replica_logs import checkpointed_high_watermark, copy_partition
 from harness.scenario import run_scenario
 from harness.workload import key_of
-from kqlite.cluster.truncation import leader_epoch_end, truncation_offset
-from kqlite.cluster.zookeeper_process import ZooKeeperUnavailable, find_zookeeper
+from kqlite.cluster.rules.truncation import leader_epoch_end, truncation_offset
+from kqlite.cluster.zookeeper.process import ZooKeeperUnavailable, find_zookeeper
 from kqlite.format.batch import parse_header
 from kqlite.storage import Isolation
 from kqlite.storage.fs import DEFAULT_FS

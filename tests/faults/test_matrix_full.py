@@ -39,7 +39,7 @@ from harness.nemesis import (clean_bounce, clean_shutdown, hard_bounce, hard_shu
                              leader_of, wait_acks, wait_full_isr)
 from harness.history import History
 from harness.scenario import create_topic, run_scenario
-from kqlite.cluster.zookeeper_process import ZooKeeperUnavailable, find_zookeeper
+from kqlite.cluster.zookeeper.process import ZooKeeperUnavailable, find_zookeeper
 
 PARTITIONS = 3
 MODES = ("clean_shutdown", "hard_shutdown", "clean_bounce", "hard_bounce")

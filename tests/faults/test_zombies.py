@@ -40,8 +40,8 @@ from harness.nemesis import leader_of, wait_full_isr
 from harness.replica_logs import read_replica
 from harness.scenario import create_topic, run_scenario
 from harness.workload import key_of
-from kqlite.cluster.broker_client import BrokerClientError, BrokerConnection
-from kqlite.cluster.zk_store import ZkStore
+from kqlite.cluster.network.broker_client import BrokerClientError, BrokerConnection
+from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode
 

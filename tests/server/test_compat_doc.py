@@ -51,7 +51,10 @@ def test_inter_broker_table_matches_what_a_cluster_broker_adds():
 def test_sent_table_matches_the_versions_the_cluster_sends():
     """The "Requests a cluster broker sends" rows are the ranges the cluster code asks its
     peers for, each within what a cluster broker serves, under Kafka's names."""
-    from kqlite.cluster import cluster_replicas, controller_context, node, replica_fetcher
+    from kqlite.cluster import node
+    from kqlite.cluster.controller import context
+    from kqlite.cluster.fetcher import task
+    from kqlite.cluster.replica import manager
     table = _section(_doc(), "### Requests a cluster broker sends")
     rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \|", table, re.M)
     sent = {}
@@ -61,15 +64,15 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
         sent[int(k)] = (int(lo), int(hi))
     assert [k for k, *_ in rows] == sorted((k for k, *_ in rows), key=int)
     controller_sends = {key: (v, v) for key, v in (
-        (4, controller_context.LEADER_AND_ISR_VERSION),
-        (5, controller_context.STOP_REPLICA_VERSION),
-        (6, controller_context.UPDATE_METADATA_VERSION))}
+        (4, context.LEADER_AND_ISR_VERSION),
+        (5, context.STOP_REPLICA_VERSION),
+        (6, context.UPDATE_METADATA_VERSION))}
     assert {k: sent[k] for k in controller_sends} == controller_sends
-    assert sent[1] == replica_fetcher.FOLLOWER_FETCH_VERSIONS
-    assert sent[2] == replica_fetcher._LIST_OFFSETS_VERSIONS
+    assert sent[1] == task.FOLLOWER_FETCH_VERSIONS
+    assert sent[2] == task._LIST_OFFSETS_VERSIONS
     assert sent[7] == node._CONTROLLED_SHUTDOWN_VERSIONS
-    assert cluster_replicas.ALTER_PARTITION in sent
-    assert set(sent) == {1, 2, 4, 5, 6, 7, cluster_replicas.ALTER_PARTITION}
+    assert manager.ALTER_PARTITION in sent
+    assert set(sent) == {1, 2, 4, 5, 6, 7, manager.ALTER_PARTITION}
     for key, (lo, hi) in sent.items():
         served_lo, served_hi = protocol.CLUSTER_SUPPORTED[key]
         assert served_lo <= lo <= hi <= served_hi, f"{protocol.API_NAMES[key]} v{lo}-{hi}"

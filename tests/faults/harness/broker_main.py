@@ -4,7 +4,7 @@ the broker's own loopback address, then ``kqlite.cli`` unchanged.
 Kafka has no option that sets the local address of a broker's outgoing connections (the
 kernel picks 127.0.0.1 for any 127.x destination), and the proxies need it to tell which
 broker opened a connection. So this wrapper gives ``asyncio.open_connection`` — which
-the broker's inter-broker client (``kqlite/cluster/broker_client.py``) calls for every
+the broker's inter-broker client (``kqlite/cluster/network/broker_client.py``) calls for every
 controller channel and replica fetcher — a default ``local_addr`` of the address in
 ``KQLITE_FAULTS_SOURCE_IP``. Client-facing sockets and the ZooKeeper session (kazoo,
 plain sockets) are untouched: each broker reaches ZooKeeper through its own proxy.

@@ -29,7 +29,7 @@ import urllib.request
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-from kqlite.cluster.zookeeper_process import ZooKeeperProcess
+from kqlite.cluster.zookeeper.process import ZooKeeperProcess
 
 from .proxy import ProxyNet
 

@@ -1,0 +1,108 @@
+"""A broker's view of the cluster, as the controller's UpdateMetadata requests state it
+(Kafka's ZkMetadataCache).
+
+Brokers answer Metadata, FindCoordinator and DescribeCluster from this cache, resolve a
+leader's id to an address for their replica fetchers, and ask it whether a follower is
+alive before letting it into an ISR. It changes only through :meth:`update`, with the
+body of an UpdateMetadata request (v8 layout), and refuses a request from an older
+controller epoch than it has seen (STALE_CONTROLLER_EPOCH), so a zombie controller
+cannot roll it back. A partition whose leader is -2 belongs to a topic being deleted and
+is dropped.
+"""
+
+import uuid
+from typing import NamedTuple
+
+from ...protocol import ErrorCode
+from ..zookeeper.znodes import LEADER_DURING_DELETE
+
+__all__ = ["MetadataCache", "PartitionInfo", "BrokerEndpoint"]
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class BrokerEndpoint(NamedTuple):
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class PartitionInfo(NamedTuple):
+    leader: int
+    leader_epoch: int
+    isr: tuple
+    replicas: tuple
+    offline_replicas: tuple
+    partition_epoch: int
+
+
+class MetadataCache:
+    def __init__(self, broker_id):
+        self.broker_id = broker_id
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.brokers = {}            # id -> BrokerEndpoint
+        self.partitions = {}         # (topic, index) -> PartitionInfo
+        self.topic_ids = {}          # topic -> uuid.UUID
+
+    def update(self, body):
+        """Apply an UpdateMetadata body; returns Kafka's top-level error code (NONE, or
+        STALE_CONTROLLER_EPOCH for an older controller's request, which changes nothing)."""
+        if body["controller_epoch"] < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = body["controller_epoch"]
+        self.controller_id = body["controller_id"]
+        brokers = {}
+        for b in body["live_brokers"]:
+            endpoint = b["endpoints"][0] if b.get("endpoints") else None
+            if endpoint is not None:
+                brokers[b["id"]] = BrokerEndpoint(b["id"], endpoint["host"], endpoint["port"],
+                                                  b.get("rack"))
+        self.brokers = brokers
+        for topic_state in body["topic_states"]:
+            topic = topic_state["topic_name"]
+            topic_id = topic_state.get("topic_id")
+            for p in topic_state["partition_states"]:
+                tp = (topic, p["partition_index"])
+                if p["leader"] == LEADER_DURING_DELETE:
+                    self.partitions.pop(tp, None)
+                    continue
+                self.partitions[tp] = PartitionInfo(
+                    p["leader"], p["leader_epoch"], tuple(p["isr"]), tuple(p["replicas"]),
+                    tuple(p.get("offline_replicas") or ()), p["zk_version"])
+            if any(t == topic for t, _ in self.partitions):
+                if topic_id is not None and topic_id != _ZERO_UUID:
+                    self.topic_ids[topic] = topic_id
+            else:
+                self.topic_ids.pop(topic, None)
+        return ErrorCode.NONE
+
+    # ---- queries ---------------------------------------------------------------------
+
+    def is_alive(self, broker_id):
+        return broker_id in self.brokers
+
+    def endpoint(self, broker_id):
+        """(host, port) of a live broker, or None."""
+        b = self.brokers.get(broker_id)
+        return (b.host, b.port) if b is not None else None
+
+    def topics(self):
+        return sorted({t for t, _ in self.partitions})
+
+    def topic_partitions(self, topic):
+        """{index: PartitionInfo} of a topic ({} when unknown)."""
+        return {p: info for (t, p), info in self.partitions.items() if t == topic}
+
+    def partition(self, topic, index):
+        return self.partitions.get((topic, index))
+
+    def topic_id(self, topic):
+        return self.topic_ids.get(topic)
+
+    def topic_by_id(self, topic_id):
+        for topic, tid in self.topic_ids.items():
+            if tid == topic_id:
+                return topic
+        return None
