@@ -19,7 +19,7 @@ with it, so the source keeps the final counts of the partitions it last saw and 
 broker totals never go down.
 """
 
-from .zookeeper.znodes import LEADER_DURING_DELETE, NO_LEADER
+from .rules.partition_state import LEADER_DURING_DELETE, NO_LEADER
 
 __all__ = ["ClusterMetricsSource"]
 

@@ -11,6 +11,7 @@ import json
 from kazoo.client import KazooClient
 
 from kqlite.cluster.controller.role import Controller
+from kqlite.cluster.rules.partition_state import NO_LEADER
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.protocol import ErrorCode, decode_request, encode_request
@@ -183,7 +184,7 @@ def test_last_replica_standing_keeps_its_isr_and_no_unclean_leader(zk_hosts):
             store.create_topic("solo", zn.TopicAssignment(None, {0: (other,)}), {})
             await until(lambda: store.partition_state("solo", 0) is not None)
             await nodes[other].crash()
-            await until(lambda: store.partition_state("solo", 0).leader == zn.NO_LEADER)
+            await until(lambda: store.partition_state("solo", 0).leader == NO_LEADER)
             st = store.partition_state("solo", 0)
             assert st.isr == (other,) and st.leader_epoch == 1
             client.stop()

@@ -9,6 +9,7 @@ import asyncio
 from kqlite.cluster.controller.elections import PREFERRED, UNCLEAN
 from kqlite.cluster.controller.role import Controller
 from kqlite.cluster.rules.leader_rebalance import imbalanced_partitions
+from kqlite.cluster.rules.partition_state import NO_LEADER, PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.protocol import ErrorCode
@@ -119,7 +120,7 @@ def test_elect_leaders_preferred_unclean_znode_and_config(zk_hosts):
             await nodes[y].crash()
             await until(lambda: store.partition_state("u", 0).isr == (x,))
             await nodes[x].crash()
-            await until(lambda: store.partition_state("w", 0).leader == zn.NO_LEADER)
+            await until(lambda: store.partition_state("w", 0).leader == NO_LEADER)
             nodes[y] = await Node(zk_hosts, y).start()
             await until(lambda: y in ctrl.controller.context.live_brokers)
             results = await ask(ctrl, "elect_leaders", PREFERRED, [("w", 0)])
@@ -148,7 +149,7 @@ def test_elect_leaders_preferred_unclean_znode_and_config(zk_hosts):
 
             # Turning unclean.leader.election.enable on for u elects y there too (what
             # a broker's config watcher tells its controller).
-            assert store.partition_state("u", 0).leader == zn.NO_LEADER
+            assert store.partition_state("u", 0).leader == NO_LEADER
             store.set_topic_config("u", {"unclean.leader.election.enable": "true"})
             ctrl.controller.post("topic_config_change", "u")
             await until(lambda: store.partition_state("u", 0).leader == y,
@@ -158,7 +159,7 @@ def test_elect_leaders_preferred_unclean_znode_and_config(zk_hosts):
             store.create_topic("solo", zn.TopicAssignment(None, {0: (y,)}), {})
             await until(lambda: store.partition_state("solo", 0) is not None)
             await nodes[y].crash()
-            await until(lambda: store.partition_state("solo", 0).leader == zn.NO_LEADER)
+            await until(lambda: store.partition_state("solo", 0).leader == NO_LEADER)
             results = await ask(ctrl, "elect_leaders", UNCLEAN, [("solo", 0)])
             assert codes(results) == {("solo", 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
         finally:
@@ -195,7 +196,7 @@ def test_automatic_rebalance_moves_leaders_back(zk_hosts):
 
 
 def test_imbalance_rule():
-    st = zn.PartitionState
+    st = PartitionState
     assignments = {"a": {0: (1, 2), 1: (1, 2), 2: (1, 2), 3: (1, 2), 4: (1, 2),
                          5: (1, 2), 6: (1, 2), 7: (1, 2), 8: (1, 2), 9: (1, 2)},
                    "b": {0: (2, 1)}, "gone": {0: (3, 1)}}

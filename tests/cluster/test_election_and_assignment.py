@@ -9,7 +9,7 @@ from kqlite.cluster.rules import election
 from kqlite.cluster.rules.assignment import (InvalidReplicaAssignmentError,
                                              InvalidReplicationFactorError, assign_replicas,
                                              check_assignment)
-from kqlite.cluster.zookeeper.znodes import NO_LEADER, PartitionState
+from kqlite.cluster.rules.partition_state import NO_LEADER, PartitionState
 
 
 def test_assignment_matches_kafkas_fixed_start_vector():

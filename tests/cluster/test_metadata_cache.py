@@ -4,6 +4,7 @@ import uuid
 
 from kqlite.cluster.controller.context import ControllerContext
 from kqlite.cluster.replica.metadata_cache import MetadataCache, PartitionInfo
+from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.protocol import ErrorCode, decode_request, encode_request
 
@@ -14,8 +15,8 @@ def _context(epoch=1):
                         for b in (1, 2)}
     ctx.assignments = {"t": {0: (1, 2, 3), 1: (2, 3, 1)}}
     ctx.topic_ids = {"t": uuid.uuid4()}
-    ctx.states = {("t", 0): zn.PartitionState(1, 3, (1, 2), epoch, False, 5),
-                  ("t", 1): zn.PartitionState(2, 0, (2, 1), epoch, False, 0)}
+    ctx.states = {("t", 0): PartitionState(1, 3, (1, 2), epoch, False, 5),
+                  ("t", 1): PartitionState(2, 0, (2, 1), epoch, False, 0)}
     return ctx
 
 

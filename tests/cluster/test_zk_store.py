@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.cluster.zookeeper.store import BrokerIdInUseError, ControllerMovedError, ZkStore
 from kqlite.errors import TopicExistsError, UnknownTopicError
@@ -86,7 +87,7 @@ def test_a_replaced_controller_is_fenced(zk_client):
     # check and changes nothing.
     zombie = ZkStore(zk_client())
     zombie.create_topic("t", zn.TopicAssignment(None, {0: (1,)}), {})
-    state = zn.PartitionState(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1)
+    state = PartitionState(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1)
     with pytest.raises(ControllerMovedError):
         zombie.create_partition_states("t", {0: state}, old_version)
     assert zombie.partition_state("t", 0) is None
@@ -102,7 +103,7 @@ def test_a_replaced_controller_is_fenced(zk_client):
 def test_partition_state_updates_are_conditional_on_the_partition_epoch(store):
     _, fence = store.elect_controller(1)
     store.create_topic("t", zn.TopicAssignment(None, {0: (1, 2, 3)}), {})
-    store.create_partition_states("t", {0: zn.PartitionState(1, 0, (1, 2, 3), 1)}, fence)
+    store.create_partition_states("t", {0: PartitionState(1, 0, (1, 2, 3), 1)}, fence)
     current = store.partition_state("t", 0)
     assert current.partition_epoch == 0
     shrunk = current._replace(isr=(1, 2))
@@ -131,8 +132,8 @@ def test_topics_configs_and_deletion_markers(store):
         store.mark_topic_for_deletion("nope")
     store.mark_topic_for_deletion("orders")
     assert store.topics_marked_for_deletion() == ["orders"]
-    store.create_partition_states("orders", {0: zn.PartitionState(1, 0, (1,), 1),
-                                             1: zn.PartitionState(1, 0, (1,), 1)}, fence)
+    store.create_partition_states("orders", {0: PartitionState(1, 0, (1,), 1),
+                                             1: PartitionState(1, 0, (1,), 1)}, fence)
     store.delete_topic_znodes("orders", fence)
     assert store.topics() == [] and store.topics_marked_for_deletion() == []
     assert store.zk.exists("/config/topics/orders") is None

@@ -7,6 +7,7 @@ import uuid
 import pytest
 from hypothesis import given, strategies as st
 
+from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
 
 
@@ -59,7 +60,7 @@ def test_topic_assignment_with_topic_id():
 
 
 def test_partition_state_document():
-    st0 = zn.PartitionState(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1)
+    st0 = PartitionState(leader=1, leader_epoch=0, isr=(1, 2, 3), controller_epoch=1)
     assert json.loads(zn.encode_partition_state(st0)) == {
         "version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1, 2, 3]}
     recovering = st0._replace(recovering=True)

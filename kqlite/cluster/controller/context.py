@@ -9,7 +9,7 @@ the layouts of the versions a Kafka 3.9 controller sends (LeaderAndIsr v7,
 UpdateMetadata v8, StopReplica v4), as dicts for the protocol codec.
 """
 
-from ..zookeeper.znodes import LEADER_DURING_DELETE
+from ..rules.partition_state import LEADER_DURING_DELETE
 
 __all__ = ["ControllerContext", "LEADER_AND_ISR_VERSION", "UPDATE_METADATA_VERSION",
            "STOP_REPLICA_VERSION"]
@@ -33,7 +33,7 @@ class ControllerContext:
         self.shutting_down = set()
         self.assignments = {}           # topic -> {partition: replicas}
         self.topic_ids = {}             # topic -> uuid.UUID
-        self.states = {}                # (topic, partition) -> znodes.PartitionState
+        self.states = {}                # (topic, partition) -> PartitionState
         self.topics_being_deleted = set()
         self.unclean_topics = set()     # topics with unclean.leader.election.enable=true
 

@@ -24,7 +24,7 @@ import logging
 from ...protocol import ErrorCode
 from ..rules import election
 from ..rules.leader_rebalance import imbalanced_partitions
-from ..zookeeper.znodes import NO_LEADER
+from ..rules.partition_state import NO_LEADER
 from . import events
 
 __all__ = ["PREFERRED", "UNCLEAN", "HANDLERS", "run_election"]

@@ -46,8 +46,9 @@ from ..fetcher.manager import ReplicaFetcherManager
 from ..network.broker_client import BrokerConnectError, BrokerConnection
 from ..network.channels import ChannelManager
 from ..rules.leader_state import DEFAULT_LAG_TIME_MS, IsrCommit
+from ..rules.partition_state import LEADER_DURING_DELETE
 from ..zookeeper.config_watcher import apply_topic_config
-from ..zookeeper.znodes import LEADER_DURING_DELETE, uuid_to_text
+from ..zookeeper.znodes import uuid_to_text
 from .partition import ReplicatedPartition
 from .topics import ClusterTopics
 

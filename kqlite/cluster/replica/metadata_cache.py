@@ -14,7 +14,7 @@ import uuid
 from typing import NamedTuple
 
 from ...protocol import ErrorCode
-from ..zookeeper.znodes import LEADER_DURING_DELETE
+from ..rules.partition_state import LEADER_DURING_DELETE
 
 __all__ = ["MetadataCache", "PartitionInfo", "BrokerEndpoint"]
 

@@ -1,10 +1,10 @@
 """Leader election and ISR changes the controller decides: Kafka's rules, as pure functions.
 
-Each function takes a partition's assignment, its current state (``znodes.PartitionState``)
-and the set of live brokers, and returns the new state to write to ZooKeeper (or None when
-no leader can be chosen). Writing it, fenced and conditional on the partition epoch, is
-the controller's job (zookeeper/store.py); keeping the decisions pure lets the tests check them
-exhaustively.
+Each function takes a partition's assignment, its current state (``PartitionState``,
+partition_state.py) and the set of live brokers, and returns the new state to write to
+ZooKeeper (or None when no leader can be chosen). Writing it, fenced and conditional on
+the partition epoch, is the controller's job (zookeeper/store.py); keeping the decisions
+pure lets the tests check them exhaustively.
 
 Every change of leader bumps the leader epoch, so followers and clients can tell an old
 leader's word from the new one's (KIP-101, KIP-320). A replica leaving the ISR bumps it as
@@ -12,7 +12,7 @@ well. The ISR never becomes empty: when its last member dies, that member stays 
 ("last replica standing"), which is what lets it come back as a clean leader.
 """
 
-from ..zookeeper.znodes import NO_LEADER, PartitionState
+from .partition_state import NO_LEADER, PartitionState
 
 __all__ = ["initial_state", "elect_offline", "elect_preferred", "elect_for_shutdown",
            "remove_replica"]

@@ -18,6 +18,7 @@ its ISR is smaller than the topic's ``min.insync.replicas``.
 from typing import NamedTuple
 
 from ...errors import KqliteError
+from ..rules.partition_state import NO_LEADER
 from . import znodes as zn
 from .store import ZkStore
 
@@ -137,7 +138,7 @@ def read_cluster(client, topics=None):
                                                     DEFAULT_MIN_INSYNC_REPLICAS))
         for p, replicas in sorted(assignment.partitions.items()):
             state = store.partition_state(topic, p)
-            leader = state.leader if state is not None else zn.NO_LEADER
+            leader = state.leader if state is not None else NO_LEADER
             partitions.append(PartitionView(
                 topic, p, leader, state.leader_epoch if state is not None else -1,
                 tuple(replicas), tuple(state.isr) if state is not None else (), min_isr,

@@ -24,14 +24,14 @@ import uuid
 from typing import NamedTuple
 
 from ...errors import KqliteError
+from ..rules.partition_state import PartitionState
 
 __all__ = [
-    "ZnodeFormatError", "BrokerInfo", "PartitionState", "ProducerIdBlock", "TopicAssignment",
+    "ZnodeFormatError", "BrokerInfo", "ProducerIdBlock", "TopicAssignment",
     "CONTROLLER", "CONTROLLER_EPOCH", "BROKER_IDS", "BROKER_TOPICS", "CLUSTER_ID",
     "CONFIG_CHANGES", "DELETE_TOPICS", "PREFERRED_REPLICA_ELECTION", "LATEST_PRODUCER_ID_BLOCK",
-    "FEATURE", "PERSISTENT_PATHS", "NO_LEADER", "LEADER_DURING_DELETE",
-    "PRODUCER_ID_BLOCK_SIZE", "broker_path", "topic_path", "partitions_path",
-    "partition_path", "partition_state_path", "topic_config_path", "delete_topic_path",
+    "FEATURE", "PERSISTENT_PATHS", "PRODUCER_ID_BLOCK_SIZE", "broker_path", "topic_path",
+    "partitions_path", "partition_path", "partition_state_path", "topic_config_path", "delete_topic_path",
     "uuid_to_text", "uuid_from_text", "encode_broker", "decode_broker", "encode_controller",
     "decode_controller", "encode_controller_epoch", "decode_controller_epoch",
     "encode_topic", "decode_topic", "encode_partition_state", "decode_partition_state",
@@ -63,8 +63,6 @@ PERSISTENT_PATHS = (CONSUMERS, BROKER_IDS, BROKER_TOPICS, CONFIG_CHANGES, DELETE
                     BROKER_SEQID, ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK,
                     LOG_DIR_EVENT_NOTIFICATION) + tuple(f"{CONFIG}/{t}" for t in CONFIG_TYPES)
 
-NO_LEADER = -1              # WIRE: Kafka-defined LeaderAndIsr.NoLeader
-LEADER_DURING_DELETE = -2   # WIRE: Kafka-defined LeaderAndIsr.LeaderDuringDelete
 PRODUCER_ID_BLOCK_SIZE = 1000  # WIRE: Kafka-defined ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 
@@ -256,18 +254,7 @@ def decode_topic(topic, data):
                            _replica_map(doc, "removing_replicas", what))
 
 
-# ---- /brokers/topics/T/partitions/P/state ------------------------------------------------
-
-class PartitionState(NamedTuple):
-    """Leader and ISR of one partition. ``partition_epoch`` is not in the JSON: it is the
-    state znode's zkVersion, filled in by the reader (-1 when unknown)."""
-    leader: int
-    leader_epoch: int
-    isr: tuple
-    controller_epoch: int
-    recovering: bool = False
-    partition_epoch: int = -1
-
+# ---- /brokers/topics/T/partitions/P/state: a rules/partition_state.PartitionState ------
 
 def encode_partition_state(state):
     doc = {"version": 1, "leader": state.leader, "leader_epoch": state.leader_epoch,
