@@ -24,7 +24,6 @@ flushes, and closes its ZooKeeper session, which removes its registration.
 import asyncio
 import concurrent.futures
 import logging
-import threading
 
 from ..db.offsets import OFFSETS_PARTITIONS
 from ..protocol import CLUSTER_SUPPORTED, ErrorCode
@@ -43,38 +42,16 @@ from .replica.metadata_cache import MetadataCache
 from .rules.leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .rules.leader_state import DEFAULT_LAG_TIME_MS
 from .zookeeper.config_watcher import ConfigChangeWatcher
+from .zookeeper.producer_ids import ZkProducerIds
 from .zookeeper.store import ZkStore, check_connected, zk_guarded
 from .zookeeper.znodes import BrokerInfo
 
-__all__ = ["ClusterNode", "ZkProducerIds", "DEFAULT_SESSION_TIMEOUT_MS"]
+__all__ = ["ClusterNode", "DEFAULT_SESSION_TIMEOUT_MS"]
 
 log = logging.getLogger("kqlite.cluster")
 
 DEFAULT_SESSION_TIMEOUT_MS = 6000
 _CONTROLLED_SHUTDOWN_VERSIONS = (1, 3)   # WIRE: v3 is what Kafka 3.x brokers send
-
-
-class ZkProducerIds:
-    """Producer ids from blocks claimed in ZooKeeper (``/latest_producer_id_block``), unique
-    across the cluster; the broker's ``producer_ids`` (``allocate()`` runs in a storage
-    thread, so it may block on ZooKeeper)."""
-
-    def __init__(self, store, broker_id):
-        self._store = store
-        self._broker_id = broker_id
-        self._lock = threading.Lock()
-        self._next = 0
-        self._last = -1
-
-    def allocate(self):
-        with self._lock:
-            if self._next > self._last:
-                check_connected(self._store.zk)
-                block = zk_guarded(self._store.allocate_producer_id_block, self._broker_id)
-                self._next, self._last = block.first, block.last
-            pid = self._next
-            self._next += 1
-            return pid
 
 
 class ClusterNode:
