@@ -3,6 +3,7 @@
 import uuid
 
 from kqlite.cluster.controller.context import ControllerContext
+from kqlite.cluster.controller.requests import update_metadata
 from kqlite.cluster.replica.metadata_cache import MetadataCache, PartitionInfo
 from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
@@ -28,7 +29,7 @@ def _over_the_wire(body):
 def test_the_cache_holds_what_the_controller_states():
     ctx = _context()
     cache = MetadataCache(2)
-    assert cache.update(_over_the_wire(ctx.update_metadata(2, list(ctx.partitions())))) == 0
+    assert cache.update(_over_the_wire(update_metadata(ctx, 2, list(ctx.partitions())))) == 0
     assert cache.controller_id == 1 and cache.controller_epoch == 1
     assert cache.endpoint(2) == ("127.0.0.1", 9002) and not cache.is_alive(3)
     assert cache.partition("t", 0) == PartitionInfo(1, 3, (1, 2), (1, 2, 3), (3,), 5)
@@ -40,10 +41,10 @@ def test_the_cache_holds_what_the_controller_states():
 def test_an_older_controller_cannot_roll_the_cache_back():
     cache = MetadataCache(2)
     new = _context(epoch=4)
-    cache.update(_over_the_wire(new.update_metadata(2, list(new.partitions()))))
+    cache.update(_over_the_wire(update_metadata(new, 2, list(new.partitions()))))
     old = _context(epoch=3)
     old.states[("t", 0)] = old.states[("t", 0)]._replace(leader=2)
-    answer = cache.update(_over_the_wire(old.update_metadata(2, list(old.partitions()))))
+    answer = cache.update(_over_the_wire(update_metadata(old, 2, list(old.partitions()))))
     assert answer == ErrorCode.STALE_CONTROLLER_EPOCH
     assert cache.partition("t", 0).leader == 1 and cache.controller_epoch == 4
 
@@ -51,8 +52,8 @@ def test_an_older_controller_cannot_roll_the_cache_back():
 def test_a_topic_being_deleted_leaves_the_cache():
     ctx = _context()
     cache = MetadataCache(1)
-    cache.update(_over_the_wire(ctx.update_metadata(1, list(ctx.partitions()))))
-    cache.update(_over_the_wire(ctx.update_metadata(1, list(ctx.partitions()),
-                                                    deleting={"t"})))
+    cache.update(_over_the_wire(update_metadata(ctx, 1, list(ctx.partitions()))))
+    cache.update(_over_the_wire(update_metadata(ctx, 1, list(ctx.partitions()),
+                                                deleting={"t"})))
     assert cache.topics() == [] and cache.topic_id("t") is None
     assert cache.is_alive(1)

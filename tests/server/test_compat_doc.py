@@ -52,7 +52,7 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     """The "Requests a cluster broker sends" rows are the ranges the cluster code asks its
     peers for, each within what a cluster broker serves, under Kafka's names."""
     from kqlite.cluster import node
-    from kqlite.cluster.controller import context
+    from kqlite.cluster.controller import requests
     from kqlite.cluster.fetcher import task
     from kqlite.cluster.replica import manager
     table = _section(_doc(), "### Requests a cluster broker sends")
@@ -64,9 +64,9 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
         sent[int(k)] = (int(lo), int(hi))
     assert [k for k, *_ in rows] == sorted((k for k, *_ in rows), key=int)
     controller_sends = {key: (v, v) for key, v in (
-        (4, context.LEADER_AND_ISR_VERSION),
-        (5, context.STOP_REPLICA_VERSION),
-        (6, context.UPDATE_METADATA_VERSION))}
+        (4, requests.LEADER_AND_ISR_VERSION),
+        (5, requests.STOP_REPLICA_VERSION),
+        (6, requests.UPDATE_METADATA_VERSION))}
     assert {k: sent[k] for k in controller_sends} == controller_sends
     assert sent[1] == task.FOLLOWER_FETCH_VERSIONS
     assert sent[2] == task._LIST_OFFSETS_VERSIONS

@@ -25,7 +25,8 @@ from ...protocol import ErrorCode
 from ..rules import election
 from ..rules.leader_rebalance import imbalanced_partitions
 from ..rules.partition_state import NO_LEADER
-from . import events
+from .state_changes import (broadcast_metadata, elect_where_needed, send_leader_and_isr,
+                            write_state)
 
 __all__ = ["PREFERRED", "UNCLEAN", "HANDLERS", "run_election"]
 
@@ -90,8 +91,8 @@ async def run_election(c, election_type, tps, *, trigger):
     if changed:
         log.info("controller: %s leader election (%s) moved %s", _TYPE_NAMES[election_type],
                  trigger, {f"{t}-{p}": out[(t, p)].leader for t, p in changed})
-        events._send_leader_and_isr(c, changed)
-        events._broadcast_metadata(c, list(ctx.partitions()))
+        send_leader_and_isr(c, changed)
+        broadcast_metadata(c, list(ctx.partitions()))
     return out
 
 
@@ -110,7 +111,7 @@ async def _elect_one(c, tp, election_type):
             return Elected(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                            f"Failed to elect leader for partition {tp[0]}-{tp[1]}: no "
                            f"replica of {list(ctx.replicas(tp))} is live")
-        if await events._write_state(c, tp, new):
+        if await write_state(c, tp, new):
             if new.recovering:
                 log.warning("unclean leader election for %s-%d: broker %d leads without "
                             "the records only the old in-sync replicas had", *tp, new.leader)
@@ -177,7 +178,7 @@ async def topic_config_change(c, topic):
     leaderless = [tp for tp in ctx.partitions([topic])
                   if tp in ctx.states and ctx.states[tp].leader not in ctx.live_brokers]
     if leaderless:
-        await events._elect_where_needed(c, leaderless, is_new=False)
+        await elect_where_needed(c, leaderless, is_new=False)
 
 
 HANDLERS = {

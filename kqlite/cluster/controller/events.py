@@ -3,11 +3,8 @@
 Every function runs in the controller's event task, one at a time, with ``c`` the
 Controller and ``c.context`` its cache of the cluster. ZooKeeper writes go through
 ``c.zk(...)`` (the ZooKeeper thread), fenced by ``c.context.epoch_zk_version``; a fence
-failure raises ControllerMovedError, which makes the controller resign.
-
-The order of effects follows Kafka: first the state is written to ZooKeeper (the source
-of truth), then LeaderAndIsr goes to the replicas concerned, then UpdateMetadata to every
-live broker, so a broker never advertises a leader that has not been told it leads.
+failure raises ControllerMovedError, which makes the controller resign. What a change
+writes and sends, and in which order, is state_changes.py's.
 """
 
 import asyncio
@@ -16,14 +13,14 @@ import uuid
 
 from ...protocol import ErrorCode
 from ..rules import election
-from .context import (LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION,
-                      UPDATE_METADATA_VERSION)
+from .requests import (LEADER_AND_ISR, LEADER_AND_ISR_VERSION, STOP_REPLICA,
+                       STOP_REPLICA_VERSION, leader_and_isr, stop_replica)
+from .state_changes import (broadcast_metadata, elect_where_needed, send, send_leader_and_isr,
+                            update_channels, write_state)
 
 __all__ = ["HANDLERS", "on_failover", "not_active"]
 
 log = logging.getLogger("kqlite.cluster.controller")
-
-_LEADER_AND_ISR, _STOP_REPLICA, _UPDATE_METADATA = 4, 5, 6   # WIRE: Kafka-defined API keys
 
 
 # ---- failover --------------------------------------------------------------------------
@@ -33,18 +30,18 @@ async def on_failover(c):
     ctx = c.context
     store = c.store
     ctx.live_brokers = await c.zk(store.brokers, c.watcher("broker_change"))
-    _update_channels(c, ctx.live_brokers)
+    update_channels(c, ctx.live_brokers)
     topics = await c.zk(store.topics, c.watcher("topic_change"))
     for topic in topics:
         await _load_topic(c, topic)
     # Brokers learn the live set before any LeaderAndIsr (Kafka's onControllerFailover).
-    _broadcast_metadata(c, [])
+    broadcast_metadata(c, [])
     # Replicas that died while there was no controller leave their ISRs now (Kafka's
     # replica state machine starts them as OfflineReplica).
     offline = {r for tp in ctx.partitions() for r in ctx.replicas(tp)} - ctx.live_ids
     if offline:
         await _on_brokers_failed(c, offline)
-    await _elect_where_needed(c, list(ctx.partitions()), is_new=False, announce_all=True)
+    await elect_where_needed(c, list(ctx.partitions()), is_new=False, announce_all=True)
     await topic_deletion(c)
 
 
@@ -69,102 +66,6 @@ async def _load_topic(c, topic):
             ctx.states[(topic, p)] = state
 
 
-async def _elect_where_needed(c, tps, *, is_new, announce_all=False):
-    """Give a leader to every partition of ``tps`` that has none (no state yet, or a dead
-    leader), write it, and tell the replicas. With ``announce_all`` every partition's
-    replicas hear their state, changed or not (failover, broker startup)."""
-    ctx = c.context
-    changed = []
-    created = {}
-    for tp in tps:
-        replicas = ctx.replicas(tp)
-        state = ctx.states.get(tp)
-        if state is None:
-            new = election.initial_state(replicas, ctx.live_ids, ctx.epoch)
-            if new is not None:
-                created.setdefault(tp[0], {})[tp[1]] = new
-            continue
-        if state.leader in ctx.live_brokers and state.leader not in ctx.shutting_down:
-            continue
-        new = election.elect_offline(replicas, state, ctx.live_ids - ctx.shutting_down,
-                                     ctx.epoch, unclean=tp[0] in ctx.unclean_topics)
-        if new is not None:
-            if new.recovering:
-                log.warning("unclean leader election for %s-%d: broker %d leads without "
-                            "the records only the old in-sync replicas had", *tp, new.leader)
-            if await _write_state(c, tp, new):
-                changed.append(tp)
-    for topic, states in created.items():
-        await c.zk(c.store.create_partition_states, topic, states, ctx.epoch_zk_version)
-        for p, st in states.items():
-            ctx.states[(topic, p)] = st._replace(partition_epoch=0)
-            changed.append((topic, p))
-    _send_leader_and_isr(c, list(tps) if announce_all else changed, is_new=is_new)
-    _broadcast_metadata(c, list(ctx.partitions()))
-    return changed
-
-
-async def _write_state(c, tp, new):
-    """Conditional write of a partition's new state; re-read and report False when it
-    changed under us (Kafka retries the election with the fresh state)."""
-    ctx = c.context
-    version = await c.zk(c.store.update_partition_state, tp[0], tp[1], new,
-                         ctx.epoch_zk_version)
-    if version is None:
-        fresh = await c.zk(c.store.partition_state, tp[0], tp[1])
-        if fresh is not None:
-            ctx.states[tp] = fresh
-        return False
-    ctx.states[tp] = new._replace(partition_epoch=version)
-    return True
-
-
-# ---- sending -----------------------------------------------------------------------------
-
-def _update_channels(c, brokers):
-    """One channel per live broker (channels.ChannelManager): new ones opened, moved
-    ones re-pointed, dead ones removed (their pending requests fail)."""
-    for b in set(c.channels.broker_ids) - set(brokers):
-        c.channels.remove_broker(b)
-    for b, info in sorted(brokers.items()):
-        c.channels.add_broker(b, info.host, info.port)
-
-
-def _send(c, broker_id, api_key, version, body):
-    future = c.channels.send(broker_id, api_key, version, body)
-    future.add_done_callback(lambda f: _log_failure(broker_id, api_key, f))
-    return future
-
-
-def _log_failure(broker_id, api_key, future):
-    if future.cancelled():
-        return
-    exc = future.exception()
-    if exc is not None:
-        log.warning("controller request %d to broker %d failed: %s", api_key, broker_id, exc)
-
-
-def _send_leader_and_isr(c, tps, *, is_new=False):
-    ctx = c.context
-    by_broker = {}
-    for tp in tps:
-        if tp not in ctx.states:
-            continue
-        for r in ctx.replicas(tp):
-            if r in ctx.live_brokers:
-                by_broker.setdefault(r, []).append(tp)
-    for broker_id, mine in sorted(by_broker.items()):
-        _send(c, broker_id, _LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
-              ctx.leader_and_isr(broker_id, mine, is_new=is_new))
-
-
-def _broadcast_metadata(c, tps, *, to=None, deleting=()):
-    ctx = c.context
-    for broker_id in sorted(ctx.live_brokers if to is None else to):
-        _send(c, broker_id, _UPDATE_METADATA, UPDATE_METADATA_VERSION,
-              ctx.update_metadata(broker_id, tps, deleting=deleting))
-
-
 # ---- brokers -------------------------------------------------------------------------------
 
 async def broker_change(c):
@@ -183,7 +84,7 @@ async def broker_change(c):
     if dead | bounced:
         await _on_brokers_failed(c, dead | bounced)
     ctx.live_brokers = now
-    _update_channels(c, now)
+    update_channels(c, now)
     if new | bounced:
         await _on_brokers_started(c, new | bounced)
 
@@ -204,10 +105,10 @@ async def _on_brokers_failed(c, failed):
                                          unclean=tp[0] in ctx.unclean_topics) or state
         for b in sorted(failed):
             new = election.remove_replica(new, b, ctx.epoch) or new
-        if new is not state and await _write_state(c, tp, new):
+        if new is not state and await write_state(c, tp, new):
             changed.append(tp)
-    _send_leader_and_isr(c, changed)
-    _broadcast_metadata(c, list(ctx.partitions()))
+    send_leader_and_isr(c, changed)
+    broadcast_metadata(c, list(ctx.partitions()))
 
 
 async def _on_brokers_started(c, started):
@@ -216,8 +117,8 @@ async def _on_brokers_started(c, started):
     ctx = c.context
     # Every other broker learns the new live set (Kafka's onBrokerStartup sends them an
     # UpdateMetadata without partitions), the new ones everything.
-    _broadcast_metadata(c, [], to=set(ctx.live_brokers) - set(started))
-    _broadcast_metadata(c, list(ctx.partitions()), to=started)
+    broadcast_metadata(c, [], to=set(ctx.live_brokers) - set(started))
+    broadcast_metadata(c, list(ctx.partitions()), to=started)
     theirs = [tp for tp in ctx.partitions() if started & set(ctx.replicas(tp))]
     by_broker = {}
     for tp in theirs:
@@ -225,11 +126,11 @@ async def _on_brokers_started(c, started):
             if b in started and tp in ctx.states:
                 by_broker.setdefault(b, []).append(tp)
     for b, tps in sorted(by_broker.items()):
-        _send(c, b, _LEADER_AND_ISR, LEADER_AND_ISR_VERSION, ctx.leader_and_isr(b, tps))
+        send(c, b, LEADER_AND_ISR, LEADER_AND_ISR_VERSION, leader_and_isr(ctx, b, tps))
     leaderless = [tp for tp in ctx.partitions()
                   if tp not in ctx.states or ctx.states[tp].leader not in ctx.live_brokers]
     if leaderless:
-        await _elect_where_needed(c, leaderless, is_new=False)
+        await elect_where_needed(c, leaderless, is_new=False)
     if ctx.topics_being_deleted:
         await topic_deletion(c)
 
@@ -245,7 +146,7 @@ async def topic_change(c):
     for topic in added:
         await _load_topic(c, topic)
     if added:
-        await _elect_where_needed(c, list(ctx.partitions(added)), is_new=True)
+        await elect_where_needed(c, list(ctx.partitions(added)), is_new=True)
 
 
 async def partition_modification(c, topic):
@@ -261,7 +162,7 @@ async def partition_modification(c, topic):
     added = [(topic, p) for p in assignment.partitions if p not in ctx.assignments[topic]]
     ctx.assignments[topic] = dict(assignment.partitions)
     if added:
-        await _elect_where_needed(c, added, is_new=True)
+        await elect_where_needed(c, added, is_new=True)
 
 
 def _forget_topic(ctx, topic):
@@ -285,7 +186,7 @@ async def topic_deletion(c):
             continue
         ctx.topics_being_deleted.add(topic)
         tps = list(ctx.partitions([topic]))
-        _broadcast_metadata(c, tps, deleting={topic})
+        broadcast_metadata(c, tps, deleting={topic})
         replicas = {r for tp in tps for r in ctx.replicas(tp)}
         if not replicas <= ctx.live_ids:
             log.info("controller: deletion of %s waits for brokers %s", topic,
@@ -294,8 +195,8 @@ async def topic_deletion(c):
         pending = []
         for r in sorted(replicas):
             mine = [tp for tp in tps if r in ctx.replicas(tp)]
-            pending.append(_send(c, r, _STOP_REPLICA, STOP_REPLICA_VERSION,
-                                 ctx.stop_replica(r, mine, delete=True)))
+            pending.append(send(c, r, STOP_REPLICA, STOP_REPLICA_VERSION,
+                                stop_replica(ctx, r, mine, delete=True)))
         # Replies arrive on the broker channels; waiting here keeps deletion ordered
         # with later events for the same topic (a re-creation must not race it).
         results = await asyncio.gather(*pending, return_exceptions=True)
@@ -341,17 +242,17 @@ async def controlled_shutdown(c, broker_id, broker_epoch, future):
             if len(ctx.replicas(tp)) > 1:
                 new = election.elect_for_shutdown(ctx.replicas(tp), state, ctx.live_ids,
                                                   ctx.shutting_down, ctx.epoch)
-                if new is not None and await _write_state(c, tp, new):
+                if new is not None and await write_state(c, tp, new):
                     led.append(tp)
         else:
             new = election.remove_replica(state, broker_id, ctx.epoch)
-            if new is not None and await _write_state(c, tp, new):
+            if new is not None and await write_state(c, tp, new):
                 followed.append(tp)
-    _send_leader_and_isr(c, led + followed)
+    send_leader_and_isr(c, led + followed)
     if followed:
-        _send(c, broker_id, _STOP_REPLICA, STOP_REPLICA_VERSION,
-              ctx.stop_replica(broker_id, followed, delete=False))
-    _broadcast_metadata(c, list(ctx.partitions()))
+        send(c, broker_id, STOP_REPLICA, STOP_REPLICA_VERSION,
+             stop_replica(ctx, broker_id, followed, delete=False))
+    broadcast_metadata(c, list(ctx.partitions()))
     remaining = [{"topic_name": t, "partition_index": p}
                  for (t, p), st in sorted(ctx.states.items()) if st.leader == broker_id]
     future.set_result({"error_code": ErrorCode.NONE, "remaining_partitions": remaining})
@@ -397,14 +298,14 @@ async def alter_partition(c, broker_id, broker_epoch, items, future):
             continue
         new = state._replace(isr=tuple(new_isr), controller_epoch=ctx.epoch,
                              recovering=recovering)
-        if await _write_state(c, tp, new):
+        if await write_state(c, tp, new):
             answers.append((ErrorCode.NONE, ctx.states[tp]))
             changed.append(tp)
         else:
             answers.append((ErrorCode.INVALID_UPDATE_VERSION, None))
     future.set_result((ErrorCode.NONE, answers))
     if changed:
-        _broadcast_metadata(c, changed)
+        broadcast_metadata(c, changed)
 
 
 HANDLERS = {

@@ -19,7 +19,7 @@ per broker), LeaderAndIsr first, then UpdateMetadata, as Kafka orders them.
 Handlers of the active controller's events live in events.py, those of
 leader elections on request (ElectLeaders, ``/admin/preferred_replica_election``, the
 automatic leader rebalance every ``leader.imbalance.check.interval.seconds``) in
-elections.py.
+elections.py; both change the cluster through state_changes.py.
 """
 
 import asyncio
@@ -32,8 +32,7 @@ from ...errors import KqliteError
 from ..rules.leader_rebalance import (DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE,
                                       FIRST_CHECK_DELAY_S)
 from ..zookeeper.store import ControllerMovedError
-from . import elections
-from . import events
+from . import elections, events
 from .context import ControllerContext
 
 __all__ = ["Controller", "ControllerEventError"]
