@@ -13,6 +13,13 @@ over thousands of partitions keeps only the logs in use open. After each operati
 positions it saw (log start, high watermark, log end) are folded into the partition's
 own, on the event loop; a change notifies the replica manager, which retries the
 delayed produces and fetches watching this partition (purgatory.py).
+
+The cluster's replicated partition (kqlite/cluster/replica/partition.py) extends this
+class: it overrides ``_lease`` (each lease pins its high watermark), ``observe`` and the
+leadership properties, and runs its work through the storage calls here
+(``_storage_call``, ``_append_as_leader``, ``_read_checked``). Those read the epoch
+through the ``leader_epoch`` property, which the replicated partition answers from its
+role.
 """
 
 import logging
@@ -171,7 +178,7 @@ class LocalPartition(Partition):
         (Log.append_as_leader); this maps its refusals to Kafka's error codes."""
         try:
             with self._lease() as log:
-                info = log.append_as_leader(records, leader_epoch=self._leader_epoch)
+                info = log.append_as_leader(records, leader_epoch=self.leader_epoch)
                 positions = self._positions(log)
         except UnknownTopicError:
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -285,7 +292,7 @@ class LocalPartition(Partition):
             return offset, -1, _epoch_for_offset(log, offset)
         if timestamp == LATEST_TIMESTAMP:
             latest = log.end_offset if isolation is Isolation.LOG_END else log.high_watermark
-            return latest, -1, self._leader_epoch
+            return latest, -1, self.leader_epoch
         if timestamp == MAX_TIMESTAMP:
             offset, found_ts = log.max_timestamp()
             return offset, found_ts, _epoch_for_offset(log, offset) if offset >= 0 else -1
@@ -315,7 +322,7 @@ class LocalPartition(Partition):
         if not log.epochs.entries:
             # Nothing was ever stamped (the embedded API writes no epoch): all of the log
             # belongs to the epoch we lead with.
-            return self._leader_epoch, end
+            return self.leader_epoch, end
         return log.epochs.end_offset_for(epoch, end)
 
     async def delete_records(self, offset):

@@ -1,4 +1,5 @@
-"""The follower role of a replicated partition: the FollowerReplica the fetcher drives.
+"""The follower role of a replicated partition: what the partition does when the fetcher
+drives it (the FollowerReplica methods, kqlite/cluster/fetcher/follower.py).
 
 Theory of operation. While following, the partition copies its leader's log. The
 fetcher asks where to fetch from (the log end, with the epoch of the last batch for the
@@ -6,33 +7,44 @@ leader's diverging-epoch check), appends what comes back as it is, and on the le
 say truncates by leader epoch or starts over at the leader's log start. Each step is one
 storage-thread call on the leased log (log_rules.py holds the storage rules); the
 high watermark is the leader's, capped at our log end, and is pinned in storage by the
-same call. An out-of-range reset below the leader's log start empties the log and
-starts it over at the leader's log start, which is then the fetch position.
-
-This is a mixin of :class:`~kqlite.cluster.replica.partition.ReplicatedPartition`,
-which owns the state used here (``_following``, ``_generation``, ``_leader_epoch``)
-and the storage helpers (``_storage_call``, ``_set_storage_hw``,
-``_set_positions``).
+same call (high_watermark.py). An out-of-range reset below the leader's log start
+empties the log and starts it over at the leader's log start, which is then the fetch
+position. The positions a call saw become the partition's unless its role changed
+meanwhile (RoleState.generation).
 """
 
 from ...protocol import ErrorCode
 from ...server.partition import PartitionError
-from ..fetcher.follower import FetchPosition, FollowerReplica
+from ..fetcher.follower import FetchPosition
 from ..rules.truncation import EpochEndOffset, truncation_offset
 from .log_rules import append_replicated, restart_replica_at, truncate_replica
 
 __all__ = ["FollowerRole"]
 
 
-class FollowerRole(FollowerReplica):
-    """FollowerReplica's methods. Every method raises PartitionError:
-    NOT_LEADER_OR_FOLLOWER when the partition does not follow, else storage's failure
-    (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, KAFKA_STORAGE_ERROR)."""
+class FollowerRole:
+    """The follower's side of the partition ``topic``-``index``. ``role``: the RoleState
+    shared with the partition; ``hw``: its HighWatermarkPin; ``run_on_log(action, fn,
+    *args)``: a coroutine running ``fn(log, *args)`` on the leased log in a storage thread
+    and answering ``(result, positions)``, storage's failures raised as PartitionError;
+    ``set_positions(start, hw, end)``: the partition's positions are now these.
+
+    Every method raises PartitionError: NOT_LEADER_OR_FOLLOWER when the partition does not
+    follow, else storage's failure (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE,
+    KAFKA_STORAGE_ERROR)."""
+
+    def __init__(self, role, hw, *, topic, index, run_on_log, set_positions):
+        self._role = role
+        self._hw = hw
+        self._topic = topic
+        self._index = index
+        self._run_on_log = run_on_log
+        self._set_positions = set_positions
 
     async def next_fetch_position(self):
         """The FetchPosition of the next fetch from the leader."""
         start, end, latest = await self._as_follower("fetch position", _fetch_state)
-        return FetchPosition(end, latest, start, self._leader_epoch)
+        return FetchPosition(end, latest, start, self._role.leader_epoch)
 
     async def append_as_follower(self, records, *, high_watermark, log_start_offset):
         return await self._as_follower("replicate", self._append_from_leader, records,
@@ -40,7 +52,7 @@ class FollowerRole(FollowerReplica):
 
     def _append_from_leader(self, log, records, leader_hw, leader_start):
         end = append_replicated(log, records) if records else log.end_offset
-        hw = self._set_storage_hw(log, min(leader_hw, end))
+        hw = self._hw.set(log, min(leader_hw, end))
         if leader_start > log.start_offset:
             log.delete_records(min(leader_start, hw))
         return end
@@ -53,7 +65,7 @@ class FollowerRole(FollowerReplica):
         target = truncation_offset(log.epochs, EpochEndOffset(epoch, end_offset),
                                    log.end_offset, log.high_watermark)
         end = truncate_replica(log, target.offset)
-        self._set_storage_hw(log, log.high_watermark)
+        self._hw.set(log, log.high_watermark)
         return end
 
     async def reset_for_out_of_range(self, leader_log_start_offset, leader_log_end_offset):
@@ -64,23 +76,24 @@ class FollowerRole(FollowerReplica):
         end = log.end_offset
         if leader_end < end:
             end = truncate_replica(log, leader_end)
-            self._set_storage_hw(log, log.high_watermark)
+            self._hw.set(log, log.high_watermark)
         elif leader_start > end:
             # Everything we hold is below what the leader still has: start again there.
             end = restart_replica_at(log, leader_start)
-            self._set_storage_hw(log, log.high_watermark)
+            self._hw.set(log, log.high_watermark)
         return end
 
     async def _as_follower(self, action, fn, *args):
         """``fn(log, *args)`` in a storage thread while following; the positions it saw
         become ours unless the role changed meanwhile."""
-        if not self._following:
+        role = self._role
+        if not role.following:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                                 f"broker {self._broker_id} does not follow "
-                                 f"{self.topic}-{self.index}")
-        generation = self._generation
-        found, positions = await self._io.run(self._storage_call, action, fn, *args)
-        if generation == self._generation:
+                                 f"broker {role.broker_id} does not follow "
+                                 f"{self._topic}-{self._index}")
+        generation = role.generation
+        found, positions = await self._run_on_log(action, fn, *args)
+        if generation == role.generation:
             self._set_positions(*positions)
         return found
 

@@ -1,60 +1,73 @@
 """ReplicatedPartition: one partition of a cluster broker, as leader or as follower
 (Kafka's ``Partition`` in ZooKeeper mode), behind the same seam as the single broker's.
 
-Theory of operation. The controller decides the role (LeaderAndIsr): ``become_leader``
-or ``become_follower`` (role_changes.py), each refused for an older leader or partition
-epoch.
+Theory of operation. The object is the server's partition seam
+(kqlite/server/partition.py, by way of LocalPartition's storage calls) and the
+fetcher's FollowerReplica. It holds two role objects over the state they share, passed
+to each explicitly: the RoleState (role_state.py: which role is in force, the epochs,
+the replicas) and the HighWatermarkPin (high_watermark.py: the HW storage must keep).
 
-- As leader, a :class:`~kqlite.cluster.rules.leader_state.LeaderState` holds the rules: who
-  is in sync, where the high watermark (HW) is, which ISR change to ask for. Produce
-  appends with the leader epoch (refused up front with NOT_ENOUGH_REPLICAS when an
-  ``acks=-1`` produce finds the ISR below ``min.insync.replicas``); a follower's fetch
-  (``read`` with its replica id) first checks its epochs, then may be answered with a
-  DivergingEpoch instead of records, else reads to the log end and tells the leader
-  state where the follower is. The HW moves only when the leader state says so; then
-  the delayed produces and fetches watching the partition are retried. ISR changes go
-  to the controller through ``alter_partition`` (AlterPartition), one at a time,
-  retried while the controller asks for it; shrinks come from :meth:`check_isr`, which
-  the broker runs every ``isr_expiration_interval_ms``. An answer that leaves the
-  change in flight until new metadata (a fencing or version error, an answer for other
-  epochs) is only as good as the controller that gave it: the change is sent again when
-  a newer controller is heard of (:meth:`controller_changed`), or at once when one was
-  heard of while the request was out. Otherwise a change refused by a controller that
-  was already on its way out (a half-loaded one, after a session expiry) would wait for
-  a LeaderAndIsr that no later controller has any reason to send.
-- As follower, it is the :class:`~kqlite.cluster.fetcher.follower.FollowerReplica` the fetcher
-  drives (follower_role.py): where to fetch from, append the leader's batches as
-  they are, truncate by leader epoch, start over when out of range.
+- As leader, the :class:`~kqlite.cluster.replica.leader_role.LeaderRole` applies the
+  leader state's rules: produce appends with the leader epoch (refused up front with
+  NOT_ENOUGH_REPLICAS when an ``acks=-1`` produce finds the ISR below
+  ``min.insync.replicas``); a follower's fetch (``read`` with its replica id) first
+  checks its epochs, then may be answered with a DivergingEpoch instead of records,
+  else reads to the log end and tells the leader role where the follower is. The HW
+  moves only when the leader state says so; then the delayed produces and fetches
+  watching the partition are retried. ISR changes go to the controller from the leader
+  role (leader_role.py).
+- As follower, the :class:`~kqlite.cluster.replica.follower_role.FollowerRole` does
+  what the fetcher asks (follower_role.py): where to fetch from, append the leader's
+  batches as they are, truncate by leader epoch, start over when out of range.
+
+The role changes are the partition's own. The controller decides the role
+(LeaderAndIsr: ``become_leader``, ``become_follower``; StopReplica: ``stop_replica``),
+each refused for an older leader or partition epoch. A role change first waits until
+the appends in flight have landed and holds new ones back (``_quiesce``), so that a new
+leader epoch starts exactly at the log end and a new follower's first fetch starts at a
+log end nothing will move. Then:
+
+- becoming leader with a new epoch records ``(epoch, log end)`` in the leader-epoch
+  cache (a storage thread) and starts a LeaderState in which the followers in the ISR
+  count as caught up now; already leading, a new epoch resets the followers' clocks and
+  the same epoch only takes the new assignment and ISR (LeaderState.update_leadership);
+- becoming follower drops the leader state (waiting acks=-1 produces then complete with
+  NOT_LEADER_OR_FOLLOWER) and, for a new epoch on a log that has no leader epoch at
+  all, truncates to the high watermark (truncation.initial_fetch_state);
+- either way, the high watermark a role starts with is the one the partition held, or
+  after a restart the last checkpointed one (log_rules.checkpointed_high_watermark).
 
 Storage stays off the event loop (every log operation runs in a storage thread on a
-leased log), and so does the HW: each lease first pins the log's HW at the value this
-object holds (``_storage_hw``), because a log that was closed and reopened would
-otherwise let its HW follow the log end.
+leased log), and so does the HW: each lease first pins the log's HW at the value the
+partition holds, because a log that was closed and reopened would otherwise let its HW
+follow the log end.
 """
 
 import asyncio
 import contextlib
 import logging
-import threading
 
-from ...errors import KqliteError
+from ...errors import KqliteError, UnknownTopicError
 from ...protocol import ErrorCode
 from ...server.local_partition import LATEST_TIMESTAMP, LocalPartition
 from ...server.partition import (CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError,
                                  ReadResult)
 from ...storage import Isolation
-from ..rules.leader_state import DEFAULT_LAG_TIME_MS, AlterAction
+from ..fetcher.follower import FollowerReplica
+from ..rules.leader_state import DEFAULT_LAG_TIME_MS, LeaderState
+from ..rules.truncation import initial_fetch_state
 from .follower_role import FollowerRole
-from .role_changes import RoleChanges
+from .high_watermark import HighWatermarkPin
+from .leader_role import ALTER_RETRY_BACKOFF_MS, LeaderRole
+from .log_rules import checkpointed_high_watermark, open_leader_epoch, truncate_replica
+from .role_state import RoleState
 
-__all__ = ["ReplicatedPartition", "ALTER_RETRY_BACKOFF_MS"]
-
-ALTER_RETRY_BACKOFF_MS = 50   # Kafka's DefaultAlterPartitionManager retries after 50 ms
+__all__ = ["ReplicatedPartition"]
 
 logger = logging.getLogger("kqlite.cluster")
 
 
-class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
+class ReplicatedPartition(LocalPartition, FollowerReplica):
     """A partition replicated over several brokers. Besides LocalPartition's arguments:
     ``clock()`` in ms; ``alter_partition(IsrProposal)``, a coroutine answering an
     IsrCommit or an error code; ``min_insync_replicas()``, the topic's setting now;
@@ -62,7 +75,10 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
     metadata cache); ``lag_time_ms``, Kafka's replica.lag.time.max.ms. ``leader_epoch``
     is the epoch known before the first LeaderAndIsr (-1, as a new Kafka Partition).
     ``controller_epoch()``, the highest controller epoch the broker has heard of (default:
-    never changes); the broker calls :meth:`controller_changed` when it grows."""
+    never changes); the broker calls :meth:`controller_changed` when it grows.
+
+    ``leader_role`` and ``follower_role`` are the two role objects (see the module
+    docstring)."""
 
     def __init__(self, db, io, topic, index, *, broker_id, delayed_produce, on_change, clock,
                  alter_partition, min_insync_replicas, is_eligible, leader_epoch=-1,
@@ -73,156 +89,137 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         self.topic_id = topic_id
         self.lag_time_ms = lag_time_ms
         self._clock = clock
-        self._alter_partition = alter_partition
         self._min_isr = min_insync_replicas
         self._is_eligible = is_eligible
-        self._controller_epoch = controller_epoch or (lambda: -1)
-        self._alter_backoff = alter_retry_backoff_ms / 1000.0
-        self._leader_state = None        # while leading
-        self._following = False
-        self._leader = -1                # the leader's id while following
-        self._partition_epoch = -1
-        self._replicas = ()
-        self._follower_isr = ()
-        self._storage_hw = -1            # the HW storage must hold (-1: not known yet)
-        self._hw_lock = threading.Lock()  # orders the storage threads' HW pins
-        self._start_at = None            # after an out-of-range reset: the leader's start
-        self._generation = 0             # bumped by every role change
+        self._role = RoleState(broker_id, leader_epoch)
+        self._hw = HighWatermarkPin()
+        self.leader_role = LeaderRole(
+            self._role, self._hw, owner=self, clock=clock,
+            min_insync_replicas=min_insync_replicas, alter_partition=alter_partition,
+            controller_epoch=controller_epoch or (lambda: -1),
+            alter_retry_backoff_ms=alter_retry_backoff_ms, pin_storage=self._pin_storage,
+            hw_moved=self._show_high_watermark)
+        self.follower_role = FollowerRole(
+            self._role, self._hw, topic=topic, index=index, run_on_log=self._run_on_log,
+            set_positions=self._set_positions)
         self._leadership = asyncio.Lock()
         self._ready = asyncio.Event()    # cleared while the role changes
         self._ready.set()
         self._appends = 0
         self._appends_done = asyncio.Event()
         self._appends_done.set()
-        self._tasks = set()
-        self._alters = set()
-        self._parked = None              # (LeaderState, IsrProposal) awaiting metadata
-        self._pin_pending = False
-        self.isr_shrinks = 0             # committed ISR changes, for the metrics
-        self.isr_expands = 0
 
     # -- Leadership -------------------------------------------------------------------------
 
     @property
     def is_leader(self):
-        return self._leader_state is not None
+        return self._role.leading
 
     @property
     def is_follower(self):
-        return self._following
+        return self._role.following
 
     @property
     def leader_id(self):
-        return self._broker_id if self._leader_state is not None else self._leader
+        role = self._role
+        return role.broker_id if role.leading else role.leader
+
+    @property
+    def leader_epoch(self):
+        return self._role.leader_epoch
 
     @property
     def partition_epoch(self):
-        return self._partition_epoch
+        return self._role.partition_epoch
 
     @property
     def replicas(self):
-        return list(self._replicas)
+        return list(self._role.replicas)
 
     @property
     def isr(self):
-        ls = self._leader_state
-        return list(ls.isr) if ls is not None else list(self._follower_isr)
+        ls = self._role.leader_state
+        return list(ls.isr) if ls is not None else list(self._role.follower_isr)
 
     @property
     def offline_replicas(self):
-        return [r for r in self._replicas if r != self._broker_id and not self._is_eligible(r)]
+        return [r for r in self._role.replicas
+                if r != self._broker_id and not self._is_eligible(r)]
 
     @property
     def under_replicated(self):
-        ls = self._leader_state
+        ls = self._role.leader_state
         return ls is not None and ls.under_replicated
 
     @property
     def under_min_isr(self):
-        ls = self._leading()
+        ls = self.leader_role.leading()
         return ls is not None and ls.under_min_isr
 
     @property
     def checkpoint_high_watermark(self):
         """The HW ``replication-offset-checkpoint`` records for this partition: the one
         storage holds for the role (-1 before the first role: the file keeps its entry)."""
-        return self._storage_hw
+        return self._hw.value
 
     @property
     def isr_expiration_interval_ms(self):
         """How often the broker should call :meth:`check_isr` (half the lag time)."""
         return self.lag_time_ms / 2
 
-    def _leading(self):
-        """The LeaderState, with the topic's current min.insync.replicas; None if not
-        leading."""
-        ls = self._leader_state
-        if ls is not None:
-            ls.min_insync_replicas = self._min_isr()
-        return ls
+    @property
+    def isr_shrinks(self):
+        """ISR shrinks the controller committed while this partition led, for the metrics."""
+        return self.leader_role.isr_shrinks
+
+    @property
+    def isr_expands(self):
+        """ISR expansions the controller committed while this partition led."""
+        return self.leader_role.isr_expands
 
     def _check_leader(self, current_leader_epoch):
         code = self.check_leader_epoch(current_leader_epoch)
         if code:
             raise PartitionError(code)
-        if self._leader_state is None:
+        if not self._role.leading:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                  f"broker {self._broker_id} does not lead "
                                  f"{self.topic}-{self.index}")
 
-    # -- High watermark ---------------------------------------------------------------------
+    # -- Positions and the high watermark ---------------------------------------------------
 
     @contextlib.contextmanager
     def _lease(self):
         with self._db.leased_log(self.topic, self.index) as log:
-            with self._hw_lock:
-                if self._storage_hw >= 0:
-                    log.set_high_watermark(self._storage_hw)
+            self._hw.apply(log)
             yield log
 
-    def _set_storage_hw(self, log, hw):
-        """Pin ``hw`` in storage and hold it (storage thread); returns the pinned value."""
-        with self._hw_lock:
-            self._storage_hw = log.set_high_watermark(hw)
-            return self._storage_hw
-
-    def _hw_moved(self):
-        """The leader state's HW may have moved: hold it, pin it in storage soon, retry
-        the delayed operations."""
-        ls = self._leader_state
-        self.high_watermark = self._storage_hw = ls.high_watermark
-        if not self._pin_pending:
-            self._pin_pending = True
-            self._spawn(self._pin_storage_hw(), self._tasks)
-        self._on_change(self)
-
-    async def _pin_storage_hw(self):
-        self._pin_pending = False    # later moves need another pin
-        try:
-            await self._io.run(self._pin_in_thread)
-        except (KqliteError, OSError) as exc:   # the next lease pins it
-            logger.debug("%s: cannot pin the high watermark: %s", self, exc)
+    async def _pin_storage(self):
+        await self._io.run(self._pin_in_thread)
 
     def _pin_in_thread(self):
         with self._lease():
             pass
 
-    def _leader_saw_end(self, end):
-        ls = self._leader_state
-        if ls is not None and end > ls.log_end_offset:
-            if ls.on_leader_append(end, self._clock()):
-                self._hw_moved()
+    async def _run_on_log(self, action, fn, *args):
+        return await self._io.run(self._storage_call, action, fn, *args)
+
+    def _show_high_watermark(self, hw):
+        """The leader role moved the HW: the delayed operations watching us are retried."""
+        self.high_watermark = hw
+        self._on_change(self)
 
     def observe(self, positions):
         """Fold the positions a storage call saw: the leader's only grow and its log end
-        feeds the leader state; a follower's are what its last call left."""
+        feeds the leader role; a follower's are what its last call left."""
         if positions is None:
             return
         start, hw, end = positions
-        if self._leader_state is not None:
-            self._leader_saw_end(end)
+        ls = self._role.leader_state
+        if ls is not None:
+            self.leader_role.saw_end(end)
             start, end = max(start, self.log_start_offset), max(end, self.log_end_offset)
-            hw = self._leader_state.high_watermark
+            hw = ls.high_watermark
         self._set_positions(start, hw, end)
 
     def _set_positions(self, start, hw, end):
@@ -235,14 +232,14 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
     def check_enough_replicas_reach_offset(self, offset):
         if self.is_deleted:
             return True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        ls = self._leading()
+        ls = self.leader_role.leading()
         if ls is None:
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ls.check_enough_replicas_reach_offset(offset)
 
     async def append(self, records, *, acks, timeout_ms):
         await self._ready.wait()
-        ls = self._leading()
+        ls = self.leader_role.leading()
         if ls is None:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 error_message=f"broker {self._broker_id} does not lead "
@@ -274,7 +271,7 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         code = self.check_leader_epoch(current_leader_epoch)
         if code:
             return ReadResult(code)
-        ls = self._leader_state
+        ls = self._role.leader_state
         if ls is None:
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if replica_id >= 0:
@@ -287,24 +284,25 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         if result.log_end_offset >= 0:
             self.observe((result.log_start_offset, result.high_watermark, result.log_end_offset))
         if (replica_id >= 0 and result.error_code == ErrorCode.NONE
-                and result.diverging_epoch is None and self._leader_state is ls
-                and replica_id in ls.followers):
-            outcome = ls.on_follower_fetch(replica_id, offset, follower_log_start_offset,
-                                           self._clock(), leader_end_offset=result.log_end_offset)
-            if outcome.hw_advanced:
-                self._hw_moved()
-            if outcome.expand is not None:
-                self._spawn(self._alter(ls, outcome.expand), self._alters)
-            # The follower learns the HW its own fetch may just have moved.
-            result.high_watermark = result.last_stable_offset = ls.high_watermark
+                and result.diverging_epoch is None):
+            self.leader_role.follower_fetched(ls, replica_id, offset, follower_log_start_offset,
+                                              result)
         return result
+
+    def fetch_position(self, isolation):
+        """Partition's position for a delayed fetch (event loop, no I/O); (-1, -1) when
+        not leading, so that fetches waiting here read again and learn it (Kafka completes
+        them when leadership moves)."""
+        if not self._role.leading:
+            return -1, -1
+        return Partition.fetch_position(self, isolation)
 
     # -- Offsets (leader only) -------------------------------------------------------------
 
     async def list_offset(self, timestamp, *, current_leader_epoch=-1,
                           isolation=Isolation.HIGH_WATERMARK):
         self._check_leader(current_leader_epoch)
-        ls = self._leader_state
+        ls = self._role.leader_state
         # KIP-207: while a new leader's HW is below its epoch start, records the old
         # leader may have acknowledged are hidden: the latest offset is not known yet.
         if ls.high_watermark < ls.leader_epoch_start_offset and (
@@ -334,97 +332,167 @@ class ReplicatedPartition(RoleChanges, LocalPartition, FollowerRole):
         self._check_leader(-1)
         return await super().delete_records(offset)
 
-    # -- ISR changes ------------------------------------------------------------------------
+    # -- ISR changes (the leader role's) ----------------------------------------------------
 
     async def check_isr(self, now=None):
-        """The periodic ISR check: propose dropping the followers that fell behind for
-        longer than the lag time; the AlterPartition exchange runs in the background
-        (:meth:`isr_updates_settled` awaits it). Returns the proposal, or None."""
-        ls = self._leading()
-        if ls is None:
-            return None
-        proposal = ls.propose_shrink(now)
-        if proposal is not None:
-            self._spawn(self._alter(ls, proposal), self._alters)
-        return proposal
+        """The periodic ISR check (LeaderRole.check_isr); the proposal, or None."""
+        return await self.leader_role.check_isr(now)
 
     async def isr_updates_settled(self):
         """Wait until no AlterPartition exchange is running."""
-        while self._alters:
-            await asyncio.gather(*list(self._alters), return_exceptions=True)
-
-    async def _alter(self, ls, proposal):
-        """Send ``proposal`` until the controller's answer is not "retry", or the
-        leadership it was made under is over. An answer that leaves it in flight parks
-        it until a newer controller is heard of (see the module docstring)."""
-        self._parked = None     # only one change is in flight: any parked one is over
-        while True:
-            sent_under = self._controller_epoch()
-            try:
-                result = await self._alter_partition(proposal)
-            except Exception as exc:   # noqa: BLE001 -- unreachable controller: retried
-                logger.warning("%s: AlterPartition %s failed: %s", self, proposal, exc)
-                result = None
-            if self._leader_state is not ls:
-                return
-            if result is not None:
-                ls.min_insync_replicas = self._min_isr()
-                outcome = ls.on_alter_partition_result(proposal, result, self._clock())
-                if outcome.action is AlterAction.COMMITTED:
-                    self._partition_epoch = ls.partition_epoch
-                    if proposal.kind == "shrink":
-                        self.isr_shrinks += 1
-                    else:
-                        self.isr_expands += 1
-                    logger.info("%s: ISR now %s", self, list(ls.isr))
-                    self._hw_moved()
-                if outcome.action is not AlterAction.RETRY:
-                    if not self._holds(ls, proposal):
-                        return
-                    if self._controller_epoch() <= sent_under:
-                        self._parked = (ls, proposal)
-                        return
-                    logger.info("%s: AlterPartition %s answered %s by an older controller; "
-                                "sending it to the new one", self, proposal,
-                                outcome.action.value)
-            await asyncio.sleep(self._alter_backoff)
-            if not self._holds(ls, proposal):
-                return
-
-    def _holds(self, ls, proposal):
-        """Whether ``proposal`` is still the change in flight of the current leadership."""
-        state = ls.state
-        return self._leader_state is ls and state.in_flight and state.proposal == proposal
+        await self.leader_role.isr_updates_settled()
 
     def controller_changed(self):
-        """A newer controller was heard of: send it the change an older one left waiting
-        for metadata, if that change is still in flight (Kafka's AlterPartitionManager
-        likewise sends what it holds to whichever controller is current)."""
-        parked, self._parked = self._parked, None
-        if parked is not None and self._holds(*parked):
-            logger.info("%s: AlterPartition %s sent again to the new controller", self,
-                        parked[1])
-            self._spawn(self._alter(*parked), self._alters)
-
-    def _spawn(self, coro, tasks):
-        task = asyncio.get_running_loop().create_task(coro)
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        return task
+        """A newer controller was heard of (LeaderRole.controller_changed)."""
+        self.leader_role.controller_changed()
 
     async def close(self):
         """Stop the background work (AlterPartition exchanges, HW pins)."""
-        tasks = list(self._tasks | self._alters)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.leader_role.close()
 
-    # -- Follower ---------------------------------------------------------------------------
+    # -- Following (the fetcher's FollowerReplica, done by the follower role) ---------------
 
-    def fetch_position(self, isolation):
-        """Partition's position for a delayed fetch (event loop, no I/O); (-1, -1) when
-        not leading, so that fetches waiting here read again and learn it (Kafka completes
-        them when leadership moves)."""
-        if self._leader_state is None:
-            return -1, -1
-        return Partition.fetch_position(self, isolation)
+    async def next_fetch_position(self):
+        return await self.follower_role.next_fetch_position()
+
+    async def append_as_follower(self, records, *, high_watermark, log_start_offset):
+        return await self.follower_role.append_as_follower(
+            records, high_watermark=high_watermark, log_start_offset=log_start_offset)
+
+    async def truncate_for_diverging_epoch(self, epoch, end_offset):
+        return await self.follower_role.truncate_for_diverging_epoch(epoch, end_offset)
+
+    async def reset_for_out_of_range(self, leader_log_start_offset, leader_log_end_offset):
+        return await self.follower_role.reset_for_out_of_range(leader_log_start_offset,
+                                                               leader_log_end_offset)
+
+    # -- Role changes -----------------------------------------------------------------------
+
+    async def become_leader(self, leader_epoch, isr, replicas, partition_epoch, topic_id=None):
+        """LeaderAndIsr making this broker the leader (Kafka's makeLeader). Returns an error
+        code: STALE_CONTROLLER_EPOCH for an older leader epoch, NONE (and nothing
+        changes) for an older partition epoch, UNKNOWN_TOPIC_OR_PARTITION when this
+        broker is not a replica. A new epoch is recorded in the leader-epoch cache at the
+        log end; the same epoch only updates the assignment and the ISR. Raises
+        ValueError when the ISR does not hold this broker (no controller sends that)."""
+        role = self._role
+        async with self._leadership:
+            if leader_epoch < role.leader_epoch:
+                return ErrorCode.STALE_CONTROLLER_EPOCH
+            if partition_epoch < role.partition_epoch:
+                logger.info("%s: ignoring leadership at partition epoch %d, already at %d",
+                            self, partition_epoch, role.partition_epoch)
+                return ErrorCode.NONE
+            if self._broker_id not in replicas:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if topic_id is not None:
+                self.topic_id = topic_id
+            ls = role.leader_state
+            await self._quiesce()
+            try:
+                if ls is None or leader_epoch > ls.leader_epoch:
+                    try:
+                        start, hw, end = await self._io.run(self._open_epoch, leader_epoch)
+                    except UnknownTopicError:
+                        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    except (KqliteError, OSError) as exc:
+                        logger.error("%s: cannot start leader epoch %d: %s", self,
+                                     leader_epoch, exc)
+                        return ErrorCode.KAFKA_STORAGE_ERROR
+                if ls is None:
+                    ls = LeaderState(self._broker_id, replicas, isr, leader_epoch, partition_epoch,
+                                     end, end, hw, lag_time_ms=self.lag_time_ms,
+                                     clock=self._clock, min_insync_replicas=self._min_isr(),
+                                     is_eligible=self._is_eligible)
+                    self._set_positions(start, ls.high_watermark, end)
+                else:
+                    if leader_epoch > ls.leader_epoch:
+                        self.leader_role.saw_end(end)
+                    ls.min_insync_replicas = self._min_isr()
+                    if not ls.update_leadership(replicas, isr, leader_epoch, partition_epoch):
+                        return ErrorCode.NONE
+                role.leader_state = ls
+                role.following, role.leader = False, self._broker_id
+                role.leader_epoch, role.partition_epoch = leader_epoch, partition_epoch
+                role.replicas = tuple(replicas)
+                role.generation += 1
+                self.leader_role.hw_moved()
+            finally:
+                self._ready.set()
+        logger.info("%s: leader with ISR %s", self, list(ls.isr))
+        return ErrorCode.NONE
+
+    def _open_epoch(self, epoch):
+        """In a storage thread: record ``epoch`` at the log end; (start, HW, end)."""
+        with self._lease() as log:
+            end = open_leader_epoch(log, epoch)
+            start = log.start_offset
+            hw = self._hw.set(log, self._known_hw(log, start, end))
+            return start, hw, end
+
+    async def become_follower(self, leader_id, leader_epoch, isr, replicas, partition_epoch):
+        """LeaderAndIsr making this broker a follower of ``leader_id`` (Kafka's
+        makeFollower). Returns True when the leader epoch increased: the fetcher must
+        start over from :meth:`next_fetch_position`. An older leader or partition epoch
+        changes nothing (False). Produces waiting for acks=-1 complete with
+        NOT_LEADER_OR_FOLLOWER."""
+        role = self._role
+        async with self._leadership:
+            if leader_epoch < role.leader_epoch or partition_epoch < role.partition_epoch:
+                return False
+            new_epoch = leader_epoch > role.leader_epoch
+            await self._quiesce()
+            try:
+                role.leader_state = None
+                role.following, role.leader = True, leader_id
+                role.leader_epoch, role.partition_epoch = leader_epoch, partition_epoch
+                role.replicas, role.follower_isr = tuple(replicas), tuple(isr)
+                role.generation += 1
+                self._on_change(self)
+                try:
+                    positions = await self._io.run(self._start_following, new_epoch)
+                except (KqliteError, OSError) as exc:
+                    logger.error("%s: cannot read the log to follow %d: %s", self, leader_id, exc)
+                else:
+                    self._set_positions(*positions)
+            finally:
+                self._ready.set()
+        logger.info("%s: following broker %d", self, leader_id)
+        return new_epoch
+
+    def _start_following(self, new_epoch):
+        """In a storage thread: the follower's HW, and -- for a new epoch on a log
+        without leader epochs -- the truncation to it (truncation.initial_fetch_state)."""
+        with self._lease() as log:
+            start, end = log.start_offset, log.end_offset
+            hw = self._hw.set(log, self._known_hw(log, start, end))
+            if new_epoch:
+                begin = initial_fetch_state(log.epochs.latest_epoch, end, hw)
+                if begin.truncate_first and begin.offset < end:
+                    end = truncate_replica(log, begin.offset)
+                    hw = self._hw.set(log, log.high_watermark)
+            return log.start_offset, hw, end
+
+    async def stop_replica(self):
+        """StopReplica without deletion: neither lead nor follow any more."""
+        role = self._role
+        async with self._leadership:
+            await self._quiesce()
+            try:
+                role.leader_state, role.following, role.leader = None, False, -1
+                role.generation += 1
+            finally:
+                self._ready.set()
+        self._on_change(self)
+
+    async def _quiesce(self):
+        self._ready.clear()
+        await self._appends_done.wait()
+
+    def _known_hw(self, log, start, end):
+        """The HW to start a role with: the one held, else the last checkpointed."""
+        hw = self._hw.value
+        if hw < 0:
+            hw = checkpointed_high_watermark(self._db.fs, self._db.path, self.topic,
+                                             self.index, start, end)
+        return max(start, min(hw, end))
