@@ -34,10 +34,8 @@ async def _alter_topic(broker, name, edit, validate_only):
     """``(error code, message)`` of one topic's change, written to ZooKeeper unless
     ``validate_only``."""
     replicas = broker.replicas
-    store = replicas.store
     try:
-        await replicas._zk_request(store.topic_assignment, name)
-        current = await replicas._zk_request(store.topic_config, name)
+        current = await replicas.topics.config_overrides(name)
     except UnknownTopicError:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
     except KqliteError as exc:
@@ -50,7 +48,7 @@ async def _alter_topic(broker, name, edit, validate_only):
     if validate_only:
         return ErrorCode.NONE, None
     try:
-        await replicas._zk_request(store.set_topic_config, name, new)
+        await replicas.topics.set_config_overrides(name, new)
     except Exception as exc:   # noqa: BLE001 -- ZooKeeper trouble: the client may retry
         log.error("topic %s: cannot write its config to ZooKeeper: %s", name, exc)
         return ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot change the config of {name!r}: {exc}"

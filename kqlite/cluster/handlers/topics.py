@@ -36,7 +36,7 @@ async def create_topics(broker, conn, request):
             configs = requested_configs(t)
             assignments = {a["partition_index"]: a["broker_ids"]
                            for a in t.get("assignments") or ()}
-            count, factor, topic_id = await replicas.create_cluster_topic(
+            count, factor, topic_id = await replicas.topics.create_topic(
                 t["name"], t["num_partitions"], t["replication_factor"],
                 configs, assignments=assignments or None,
                 validate_only=validate_only)
@@ -60,9 +60,10 @@ async def _await_leaders(replicas, pending, timeout_ms, late):
     if not pending:
         return
     await replicas.wait_for_metadata(
-        lambda: all(replicas.topic_ready(e["name"], n) for e, n in pending), timeout_ms)
+        lambda: all(replicas.topics.topic_ready(e["name"], n) for e, n in pending),
+        timeout_ms)
     for entry, count in pending:
-        if not replicas.topic_ready(entry["name"], count):
+        if not replicas.topics.topic_ready(entry["name"], count):
             entry.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=late)
 
 
@@ -81,7 +82,7 @@ async def delete_topics(broker, conn, request):
                 if name is None:
                     raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID,
                                          f"unknown topic id {topic_id}")
-            await replicas.delete_cluster_topic(name)
+            await replicas.topics.delete_topic(name)
             marked.append(entry)
         except (PartitionError, KqliteError) as exc:
             entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
@@ -110,7 +111,7 @@ async def create_partitions(broker, conn, request):
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST, "duplicate topic in request")
             assignments = t.get("assignments")
-            await replicas.create_cluster_partitions(
+            await replicas.topics.create_partitions(
                 t["name"], t["count"],
                 assignments=None if assignments is None else
                 [a["broker_ids"] for a in assignments], validate_only=validate_only)

@@ -21,8 +21,11 @@ controller's LeaderAndIsr names this broker among its replicas. Handling one:
 
 StopReplica stops a partition (and with ``delete`` drops it, and the local topic once no
 partition of it is left); UpdateMetadata fills the metadata cache, from which Metadata is
-answered (topics.py). A partition the cache knows but this broker does not host
-answers NOT_LEADER_OR_FOLLOWER, one it does not know UNKNOWN_TOPIC_OR_PARTITION.
+answered (``topics``, a :class:`~kqlite.cluster.replica.topics.ClusterTopics`, which also
+makes the topic changes through ZooKeeper). A partition the cache knows but this broker
+does not host answers NOT_LEADER_OR_FOLLOWER, one it does not know
+UNKNOWN_TOPIC_OR_PARTITION. A topic config change (the config watcher) reaches this
+broker's replicas of the topic here.
 
 Leaders check their ISR every ``replica.lag.time.max.ms / 2``. Their ISR changes go to
 the controller: a local event when this broker is the active controller, else an
@@ -62,13 +65,14 @@ _NO_EPOCH = -1               # WIRE: LeaderAndIsr.NoEpoch, StopReplica's "no epo
 _CONTROLLER_ANSWER_TIMEOUT = 30.0
 
 
-class ClusterReplicaManager(ClusterTopics, ReplicaManager):
+class ClusterReplicaManager(ReplicaManager):
     """Partitions hosted by one cluster broker. ``cache``: the MetadataCache;
     ``store``: the ZkStore; ``zk(fn, *args)``: a coroutine running a blocking ZooKeeper
     call in a thread; ``zk_request``: the same for a client's request, failing at once
     while ZooKeeper is unreachable (default: ``zk``); ``controller``: this broker's
     Controller (set once made), through which its broker epoch is known. Sizes and times
-    are Kafka's settings."""
+    are Kafka's settings. ``topics``: the ClusterTopics answering the server's topic
+    questions and making the topic changes."""
 
     def __init__(self, db, io, *, broker_id, cache, store, zk, zk_request=None,
                  default_partitions=1,
@@ -81,9 +85,14 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
         self.cache = cache
         self.store = store
         self._zk = zk
-        self._zk_request = zk if zk_request is None else zk_request
         self.controller = None
-        self.default_replication_factor = default_replication_factor
+        self.topics = ClusterTopics(
+            db, broker_id=broker_id, cache=cache,
+            zk_request=zk if zk_request is None else zk_request,
+            store=lambda: self.store, controller=lambda: self.controller,
+            default_partitions=default_partitions,
+            default_replication_factor=default_replication_factor,
+            auto_create_limit=auto_create_limit)
         self.lag_time_ms = lag_time_ms
         self.controller_epoch = -1        # the highest seen in LeaderAndIsr / StopReplica
         self._min_isr = {}                # topic -> min.insync.replicas
@@ -124,6 +133,34 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
 
     def _clock_ms(self):
         return time.monotonic() * 1000.0
+
+    # -- Topics (answered by ``topics``) ----------------------------------------------------
+
+    async def topic_names(self):
+        return await self.topics.topic_names()
+
+    async def topic_names_by_id(self, topic_ids):
+        return await self.topics.topic_names_by_id(topic_ids)
+
+    async def topic(self, name, *, auto_create=False):
+        return await self.topics.topic(name, auto_create=auto_create)
+
+    async def describe_topics(self, names, *, auto_create=False):
+        return await self.topics.describe_topics(names, auto_create=auto_create)
+
+    async def topic_config(self, name):
+        return await self.topics.topic_config(name)
+
+    async def topic_config_changed(self, topic):
+        """``/config/topics/<topic>`` changed (zookeeper/config_watcher.py): this broker's
+        replicas of the topic take the new config, and its controller, if active, hears of
+        it."""
+        config = await self._zk(self.store.topic_config, topic)
+        min_isr = await self.io.run(apply_topic_config, self.db, topic, config)
+        if min_isr is not None:
+            self._min_isr[topic] = min_isr
+        if self.controller is not None:
+            self.controller.post("topic_config_change", topic)
 
     # -- Partitions -------------------------------------------------------------------------
 
@@ -383,6 +420,25 @@ class ClusterReplicaManager(ClusterTopics, ReplicaManager):
             self._point_controller_channel()
             self._metadata_changed()
         return code
+
+    async def wait_for_metadata(self, predicate, timeout_ms):
+        """Wait until ``predicate()`` holds after some UpdateMetadata, or ``timeout_ms``
+        passes; returns whether it holds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, timeout_ms) / 1000.0
+        while not predicate():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(asyncio.shield(self._metadata_updated.wait()), left)
+            except asyncio.TimeoutError:
+                return predicate()
+        return True
+
+    def _metadata_changed(self):
+        event, self._metadata_updated = self._metadata_updated, asyncio.Event()
+        event.set()
 
     def _heard_controller_epoch(self, epoch):
         """A request from the controller of ``epoch`` (not older than any seen) was

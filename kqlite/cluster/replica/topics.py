@@ -16,16 +16,17 @@ result, as Kafka's DelayedCreatePartitions and DelayedDeleteTopics wait.
   broker writes the znodes itself); the topic is answered LEADER_NOT_AVAILABLE until
   its leaders are known.
 - Config changes (handlers/configs.py) are written to ``/config/topics`` with a change
-  notification; every broker's config watcher then calls :meth:`topic_config_changed`.
+  notification (:meth:`ClusterTopics.set_config_overrides`); every broker's config
+  watcher then tells its replica manager (``ClusterReplicaManager.topic_config_changed``).
 - Replicas are placed by Kafka's rack-unaware rule (rules/assignment.py) over the live brokers
   of the cache; ``default.replication.factor`` for auto-created topics is capped at the
   live broker count.
 
-This is a mixin of :class:`~kqlite.cluster.replica.manager.ClusterReplicaManager`, which
-owns ``cache``, ``controller``, the ZooKeeper call ``_zk`` and the settings read here.
+The replica manager (manager.py) holds one :class:`ClusterTopics` (its ``topics``) and
+answers the server's topic questions through it; the cluster's topic handlers
+(kqlite/cluster/handlers) call it for the changes.
 """
 
-import asyncio
 import logging
 import uuid
 from typing import NamedTuple
@@ -39,7 +40,6 @@ from ...storage.config import LogConfig, check_kafka_names
 from ..rules.assignment import (InvalidReplicaAssignmentError, InvalidReplicationFactorError,
                                 assign_replicas, check_assignment)
 from ..zookeeper import znodes as zn
-from ..zookeeper.config_watcher import apply_topic_config
 from ..zookeeper.store import ZooKeeperError
 
 __all__ = ["ClusterTopics", "PartitionView"]
@@ -62,7 +62,26 @@ class PartitionView(NamedTuple):
 
 
 class ClusterTopics:
-    """Metadata and topic changes of a cluster broker (see the module docstring)."""
+    """Metadata and topic changes of a cluster broker (see the module docstring).
+
+    ``db``: the broker's Database (its config defaults); ``cache``: the MetadataCache;
+    ``zk_request(fn, *args)``: a coroutine running a blocking ZooKeeper call for a
+    client's request in a thread; ``store()`` and ``controller()``: the ZkStore and this
+    broker's Controller, both made after this object (None until then). Sizes are the
+    broker's settings (``default_partitions``, ``default.replication.factor``, the most
+    topics one Metadata request auto-creates)."""
+
+    def __init__(self, db, *, broker_id, cache, zk_request, store, controller,
+                 default_partitions, default_replication_factor, auto_create_limit):
+        self.db = db
+        self.broker_id = broker_id
+        self.cache = cache
+        self._zk_request = zk_request
+        self._store = store
+        self._controller = controller
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+        self.auto_create_limit = auto_create_limit
 
     # -- Metadata -----------------------------------------------------------------------
 
@@ -131,7 +150,7 @@ class ClusterTopics:
                                   "no live brokers known yet")
         assignment = assign_replicas(self.default_partitions, factor, live)
         try:
-            await self._zk_request(self.store.create_topic, name,
+            await self._zk_request(self._store().create_topic, name,
                                    zn.TopicAssignment(uuid.uuid4(), assignment), {})
             log.info("auto-created topic %s: %d partitions, replication factor %d", name,
                      len(assignment), factor)
@@ -149,7 +168,7 @@ class ClusterTopics:
         if not self.cache.topic_partitions(name):
             raise UnknownTopicError(f"unknown topic {name!r}")
         try:
-            overrides = await self._zk_request(self.store.topic_config, name)
+            overrides = await self._zk_request(self._store().topic_config, name)
         except ZooKeeperError as exc:
             # The handlers asking (DescribeConfigs, DeleteRecords, Fetch) answer this
             # per topic or partition, as Kafka answers an exception it did not expect.
@@ -163,27 +182,28 @@ class ClusterTopics:
             effective = LogConfig(dict(self.db.defaults)).as_dict()
         return overrides, effective
 
-    async def topic_config_changed(self, topic):
-        """``/config/topics/<topic>`` changed (zookeeper/config_watcher.py): this broker's
-        replicas of the topic take the new config, and its controller, if active, hears of
-        it."""
-        config = await self._zk(self.store.topic_config, topic)
-        min_isr = await self.io.run(apply_topic_config, self.db, topic, config)
-        if min_isr is not None:
-            self._min_isr[topic] = min_isr
-        if self.controller is not None:
-            self.controller.post("topic_config_change", topic)
+    async def config_overrides(self, name):
+        """The per-topic overrides of ``name`` in ``/config/topics`` for a config change;
+        UnknownTopicError when ZooKeeper holds no assignment for it."""
+        store = self._store()
+        await self._zk_request(store.topic_assignment, name)
+        return await self._zk_request(store.topic_config, name)
+
+    async def set_config_overrides(self, name, overrides):
+        """Write ``overrides`` as the config of ``name``, with the change notification every
+        broker's config watcher follows (Kafka's AdminZkClient.changeTopicConfig)."""
+        await self._zk_request(self._store().set_topic_config, name, overrides)
 
     # -- Changes (active controller only) -------------------------------------------------
 
     def _check_controller(self):
-        controller = self.controller
+        controller = self._controller()
         if controller is None or not controller.is_active:
             raise PartitionError(ErrorCode.NOT_CONTROLLER,
                                  f"broker {self.broker_id} is not the controller "
                                  f"(broker {self.cache.controller_id} is)")
 
-    async def create_cluster_topic(self, name, count, factor, configs, *, assignments=None,
+    async def create_topic(self, name, count, factor, configs, *, assignments=None,
                                    validate_only=False):
         """CreateTopics for one topic; returns (partition count, replication factor,
         topic id or None). Raises PartitionError or KqliteError (TopicExistsError,
@@ -220,27 +240,27 @@ class ClusterTopics:
         if validate_only:
             return count, factor, None
         topic_id = uuid.uuid4()
-        await self._zk_request(self.store.create_topic, name,
+        await self._zk_request(self._store().create_topic, name,
                                zn.TopicAssignment(topic_id, assignment),
                                {k: str(v) for k, v in configs.items()})
         return count, factor, topic_id
 
-    async def delete_cluster_topic(self, name):
+    async def delete_topic(self, name):
         """DeleteTopics for one topic: the deletion marker; the controller does the rest."""
         self._check_controller()
         check_topic(name)
         if name in INTERNAL_TOPICS:
             raise PartitionError(ErrorCode.TOPIC_DELETION_DISABLED,
                                  f"{name} is an internal topic; clients cannot delete it")
-        await self._zk_request(self.store.mark_topic_for_deletion, name)
+        await self._zk_request(self._store().mark_topic_for_deletion, name)
 
-    async def create_cluster_partitions(self, name, total, *, assignments=None,
+    async def create_partitions(self, name, total, *, assignments=None,
                                         validate_only=False):
         """CreatePartitions for one topic: the grown assignment, written (fenced) by the
         controller; its partition-modification watch elects the new leaders."""
         self._check_controller()
         check_topic(name)
-        current = await self._zk_request(self.store.topic_assignment, name)
+        current = await self._zk_request(self._store().topic_assignment, name)
         have = len(current.partitions)
         if total <= have:
             raise PartitionError(ErrorCode.INVALID_PARTITIONS,
@@ -266,31 +286,12 @@ class ClusterTopics:
         if validate_only:
             return
         grown = current._replace(partitions={**current.partitions, **added})
-        await self._zk_request(self.store.set_topic_assignment, name, grown,
-                               self.controller.context.epoch_zk_version)
+        await self._zk_request(self._store().set_topic_assignment, name, grown,
+                               self._controller().context.epoch_zk_version)
 
-    # -- Waiting for the controller's answer -----------------------------------------------
+    # -- The controller's answer -------------------------------------------------------------
 
     def topic_ready(self, name, count):
         """Whether the cache shows ``count`` partitions of ``name``, each with a leader."""
         partitions = self.cache.topic_partitions(name)
         return len(partitions) >= count and all(p.leader >= 0 for p in partitions.values())
-
-    async def wait_for_metadata(self, predicate, timeout_ms):
-        """Wait until ``predicate()`` holds after some UpdateMetadata, or ``timeout_ms``
-        passes; returns whether it holds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0, timeout_ms) / 1000.0
-        while not predicate():
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            try:
-                await asyncio.wait_for(asyncio.shield(self._metadata_updated.wait()), left)
-            except asyncio.TimeoutError:
-                return predicate()
-        return True
-
-    def _metadata_changed(self):
-        event, self._metadata_updated = self._metadata_updated, asyncio.Event()
-        event.set()
