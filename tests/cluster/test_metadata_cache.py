@@ -4,7 +4,7 @@ import uuid
 
 from kqlite.cluster.controller.context import ControllerContext
 from kqlite.cluster.controller.requests import update_metadata
-from kqlite.cluster.replica.metadata_cache import MetadataCache, PartitionInfo
+from kqlite.cluster.replica.metadata_cache import MetadataCache, CachedPartition
 from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.protocol import ErrorCode, decode_request, encode_request
@@ -32,7 +32,7 @@ def test_the_cache_holds_what_the_controller_states():
     assert cache.update(_over_the_wire(update_metadata(ctx, 2, list(ctx.partitions())))) == 0
     assert cache.controller_id == 1 and cache.controller_epoch == 1
     assert cache.endpoint(2) == ("127.0.0.1", 9002) and not cache.is_alive(3)
-    assert cache.partition("t", 0) == PartitionInfo(1, 3, (1, 2), (1, 2, 3), (3,), 5)
+    assert cache.partition("t", 0) == CachedPartition(1, 3, (1, 2), (1, 2, 3), (3,), 5)
     assert cache.topic_id("t") == ctx.topic_ids["t"]
     assert cache.topic_by_id(ctx.topic_ids["t"]) == "t"
     assert sorted(cache.topic_partitions("t")) == [0, 1]

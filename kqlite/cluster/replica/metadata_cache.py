@@ -16,7 +16,7 @@ from typing import NamedTuple
 from ...protocol import ErrorCode
 from ..rules.partition_state import LEADER_DURING_DELETE
 
-__all__ = ["MetadataCache", "PartitionInfo", "BrokerEndpoint"]
+__all__ = ["MetadataCache", "CachedPartition", "BrokerEndpoint"]
 
 _ZERO_UUID = uuid.UUID(int=0)
 
@@ -28,7 +28,10 @@ class BrokerEndpoint(NamedTuple):
     rack: str | None
 
 
-class PartitionInfo(NamedTuple):
+class CachedPartition(NamedTuple):
+    """One partition as the controller's last UpdateMetadata stated it (the broker's view;
+    the controller's own is controller/context.py, an operator's
+    zookeeper/snapshot.SnapshotPartition)."""
     leader: int
     leader_epoch: int
     isr: tuple
@@ -43,7 +46,7 @@ class MetadataCache:
         self.controller_id = -1
         self.controller_epoch = -1
         self.brokers = {}            # id -> BrokerEndpoint
-        self.partitions = {}         # (topic, index) -> PartitionInfo
+        self.partitions = {}         # (topic, index) -> CachedPartition
         self.topic_ids = {}          # topic -> uuid.UUID
 
     def update(self, body):
@@ -68,7 +71,7 @@ class MetadataCache:
                 if p["leader"] == LEADER_DURING_DELETE:
                     self.partitions.pop(tp, None)
                     continue
-                self.partitions[tp] = PartitionInfo(
+                self.partitions[tp] = CachedPartition(
                     p["leader"], p["leader_epoch"], tuple(p["isr"]), tuple(p["replicas"]),
                     tuple(p.get("offline_replicas") or ()), p["zk_version"])
             if any(t == topic for t, _ in self.partitions):
@@ -92,7 +95,7 @@ class MetadataCache:
         return sorted({t for t, _ in self.partitions})
 
     def topic_partitions(self, topic):
-        """{index: PartitionInfo} of a topic ({} when unknown)."""
+        """{index: CachedPartition} of a topic ({} when unknown)."""
         return {p: info for (t, p), info in self.partitions.items() if t == topic}
 
     def partition(self, topic, index):

@@ -42,16 +42,17 @@ from ..rules.assignment import (InvalidReplicaAssignmentError, InvalidReplicatio
 from ..zookeeper import znodes as zn
 from ..zookeeper.store import ZooKeeperError
 
-__all__ = ["ClusterTopics", "PartitionView"]
+__all__ = ["ClusterTopics", "AdvertisedPartition"]
 
 log = logging.getLogger("kqlite.cluster")
 
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-class PartitionView(NamedTuple):
-    """One partition as Metadata reports it, from the metadata cache (the attributes
-    the Metadata handler reads from a partition)."""
+class AdvertisedPartition(NamedTuple):
+    """One partition as this broker advertises it in Metadata: its metadata cache's entry
+    (a CachedPartition), a leader that is not a live broker shown as -1 with
+    LEADER_NOT_AVAILABLE, in the attributes the Metadata handler reads from a partition."""
     index: int
     leader_id: int
     leader_epoch: int
@@ -133,7 +134,7 @@ class ClusterTopics:
         views = []
         for index, p in sorted(partitions.items()):
             alive = p.leader >= 0 and self.cache.is_alive(p.leader)
-            views.append(PartitionView(
+            views.append(AdvertisedPartition(
                 index, p.leader if alive else -1, p.leader_epoch, list(p.replicas), list(p.isr),
                 list(p.offline_replicas),
                 ErrorCode.NONE if alive else ErrorCode.LEADER_NOT_AVAILABLE))

@@ -22,7 +22,7 @@ from ..rules.partition_state import NO_LEADER
 from . import znodes as zn
 from .store import ZkStore
 
-__all__ = ["ClusterUnreachable", "ClusterSnapshot", "PartitionView", "connect",
+__all__ = ["ClusterUnreachable", "ClusterSnapshot", "SnapshotPartition", "connect",
            "read_cluster", "DEFAULT_MIN_INSYNC_REPLICAS"]
 
 DEFAULT_MIN_INSYNC_REPLICAS = 1    # Kafka's default for min.insync.replicas
@@ -32,7 +32,9 @@ class ClusterUnreachable(KqliteError):
     """ZooKeeper did not answer, or holds no cluster at that path."""
 
 
-class PartitionView(NamedTuple):
+class SnapshotPartition(NamedTuple):
+    """One partition as ZooKeeper shows it to an operator's tool (its assignment, its state
+    znode, whether its leader is a live broker), with Kafka's TopicCommand flags."""
     topic: str
     partition: int
     leader: int              # -1: no leader
@@ -75,7 +77,7 @@ class ClusterSnapshot(NamedTuple):
     controller_epoch: int        # 0: never elected
     brokers: dict                # broker id -> znodes.BrokerInfo (epoch = czxid)
     topics: list                 # every topic name, sorted
-    partitions: list             # PartitionView of the topics read, sorted
+    partitions: list             # SnapshotPartition of the topics read, sorted
 
     def as_dict(self):
         return {"cluster_id": self.cluster_id,
@@ -139,7 +141,7 @@ def read_cluster(client, topics=None):
         for p, replicas in sorted(assignment.partitions.items()):
             state = store.partition_state(topic, p)
             leader = state.leader if state is not None else NO_LEADER
-            partitions.append(PartitionView(
+            partitions.append(SnapshotPartition(
                 topic, p, leader, state.leader_epoch if state is not None else -1,
                 tuple(replicas), tuple(state.isr) if state is not None else (), min_isr,
                 leader in brokers))
