@@ -31,7 +31,7 @@ from ..server import Broker
 from ..storage.fs import DEFAULT_FS
 from .controller.role import Controller
 from .coordinators.groups import DEFAULT_OFFSETS_REPLICATION_FACTOR, ClusterGroupPlacement
-from .handlers.interbroker import HANDLERS
+from .handlers import HANDLERS
 from .metrics import ClusterMetricsSource
 from .network.broker_client import BrokerClientError
 from .network.channels import ChannelManager

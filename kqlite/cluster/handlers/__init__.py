@@ -1,6 +1,22 @@
-"""The request handlers a cluster broker adds to the single broker's (same signature as
-kqlite/server/handlers): ``interbroker`` (the controller's requests, the requests to
-the controller, Metadata and DescribeCluster from the cache), ``topics`` (CreateTopics,
-DeleteTopics, CreatePartitions), ``configs`` (AlterConfigs, IncrementalAlterConfigs)
-and ``elect_leaders`` (ElectLeaders).
+"""The request handlers a cluster broker adds to the single broker's, or puts in their place
+(same signature as kqlite/server/handlers: ``async def handler(broker, connection,
+request)``); ``HANDLERS`` gathers them for the broker's ``extra_handlers``.
+
+- ``interbroker``: the controller's requests (LeaderAndIsr, StopReplica,
+  UpdateMetadata), the requests to the controller (ControlledShutdown, AlterPartition),
+  and Metadata and DescribeCluster from the metadata cache;
+- ``topics``: CreateTopics, DeleteTopics and CreatePartitions through ZooKeeper;
+- ``configs``: AlterConfigs and IncrementalAlterConfigs through ZooKeeper;
+- ``elect_leaders``: ElectLeaders, through the controller.
+
+ApiVersions needs no handler of its own: the broker advertises what it is given
+(``CLUSTER_SUPPORTED``, see node.py).
 """
+
+from . import configs, elect_leaders, interbroker, topics
+
+HANDLERS = {}
+for _module in (interbroker, topics, configs, elect_leaders):
+    HANDLERS.update(_module.HANDLERS)
+
+__all__ = ["HANDLERS"]

@@ -1,5 +1,5 @@
-"""Request handlers a cluster broker adds to the single broker's (same signature as
-kqlite/server/handlers: ``async def handler(broker, connection, request)``).
+"""The inter-broker request handlers of a cluster broker, and the two it answers from its
+metadata cache instead of the single broker's way:
 
 - The controller's requests: LeaderAndIsr (4), StopReplica (5) and UpdateMetadata (6),
   applied by the ClusterReplicaManager (``broker.replicas``), which refuses stale
@@ -9,12 +9,6 @@ kqlite/server/handlers: ``async def handler(broker, connection, request)``).
   (NOT_CONTROLLER or STALE_CONTROLLER_EPOCH when it is not the active one).
 - Metadata (3) and DescribeCluster (60) answer the live brokers and the controller id
   of the metadata cache instead of the single broker's "just me".
-- CreateTopics (19), DeleteTopics (20) and CreatePartitions (37) go through ZooKeeper
-  (topics.py), as do AlterConfigs (33) and IncrementalAlterConfigs (44)
-  (configs.py); ElectLeaders (43) goes to the controller (elect_leaders.py).
-
-ApiVersions needs no handler of its own: the broker advertises what it is given
-(``CLUSTER_SUPPORTED``, see node.py).
 """
 
 import asyncio
@@ -24,7 +18,6 @@ import uuid
 from ...errors import KqliteError
 from ...protocol import ErrorCode
 from ...server.handlers import admin, admin_ops
-from . import configs, elect_leaders, topics
 
 __all__ = ["HANDLERS"]
 
@@ -191,5 +184,4 @@ async def describe_cluster(broker, conn, request):
 
 
 HANDLERS = {4: leader_and_isr, 5: stop_replica, 6: update_metadata, 7: controlled_shutdown,
-            56: alter_partition, 3: metadata, 60: describe_cluster, **topics.HANDLERS,
-            **configs.HANDLERS, **elect_leaders.HANDLERS}
+            56: alter_partition, 3: metadata, 60: describe_cluster}
