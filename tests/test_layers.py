@@ -358,7 +358,7 @@ def toy_cluster(tmp_path):
         | `kqlite/cluster/` | the layout | — |
         | `kqlite/cluster/rules/` | pure rules | — |
         | `kqlite/cluster/replica/` | partitions | `kqlite/cluster/rules/` |
-        | `kqlite/cluster/node.py` | the broker | `kqlite/cluster/rules/`, `kqlite/cluster/replica/` |
+        | `kqlite/cluster/node.py` | broker | `kqlite/cluster/rules/`, `kqlite/cluster/replica/` |
         """))
     return pkg, doc
 
