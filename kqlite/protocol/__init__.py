@@ -12,12 +12,15 @@ Layout:
 - ``primitives``: Kafka's primitive types over a bounded reader and a chunked writer;
 - ``codec``: compiles a schema version into decode/encode closures;
 - ``connection``: frames, headers, :class:`ServerConnection` and the client-side helpers;
+- ``client``: :class:`ClientConnection`, the client side of a connection (request frames,
+  the in-flight FIFO, response framing, version negotiation);
 - ``errors``: :class:`ProtocolError` and Kafka's :class:`ErrorCode` s.
 
 Body dicts use the snake_case of Kafka's JSON field names; see docs/protocol.md.
 """
 
 from .api_keys import ApiKey as ApiKey
+from .client import ClientConnection as ClientConnection
 from .connection import (CLUSTER_SUPPORTED as CLUSTER_SUPPORTED, SUPPORTED as SUPPORTED,
                          Request as Request,
                          ServerConnection as ServerConnection,
@@ -30,5 +33,5 @@ from .schema import API_NAMES as API_NAMES
 
 __all__ = ["ApiKey", "ProtocolError", "ErrorCode", "FileRegion", "Request", "SUPPORTED",
            "CLUSTER_SUPPORTED", "API_NAMES",
-           "ServerConnection", "encode_request", "encode_response", "decode_request",
-           "decode_response", "EncodeError", "EncodeRangeError"]
+           "ServerConnection", "ClientConnection", "encode_request", "encode_response",
+           "decode_request", "decode_response", "EncodeError", "EncodeRangeError"]
