@@ -6,7 +6,8 @@ advertised API or one kqlite decodes only to refuse (SASL, ACLs, transactions:
 schema/refused.py), which a client that sends it anyway gets Kafka's error for.
 
 An advertised API without a handler would close the connection of every client that
-believed ApiVersions; a handler without an advertised range could never be reached.
+believed ApiVersions; a handler for an API neither advertised nor deliberately refused is
+half of an API added (or removed): well-behaved clients never call it.
 """
 
 import inspect
