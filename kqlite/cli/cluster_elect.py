@@ -19,11 +19,10 @@ import sys
 import uuid
 
 from ..cluster.network.broker_client import BrokerClientError, BrokerConnection
-from ..protocol import ErrorCode
+from ..protocol import ApiKey, ErrorCode
 
 __all__ = ["add_parser", "run"]
 
-_METADATA, _ELECT_LEADERS = 3, 43      # WIRE: Kafka-defined api keys
 _ELECTION_TYPES = {"preferred": 0, "unclean": 1}   # WIRE: Kafka's ElectionType ids
 _CONTROLLER_ATTEMPTS = 3
 _ZERO_UUID = uuid.UUID(int=0)    # WIRE: Metadata v10+ names topics, not ids, with it
@@ -90,8 +89,8 @@ async def _metadata(host, port, topic, timeout):
     """(controller (host, port), the topic's partition indexes or None)."""
     conn = await _connect(host, port, timeout)
     try:
-        version = conn.version_for(_METADATA, (1, 12))
-        body = await conn.request(_METADATA, version, {
+        version = conn.version_for(ApiKey.METADATA, (1, 12))
+        body = await conn.request(ApiKey.METADATA, version, {
             "topics": None if topic is None else [{"topic_id": _ZERO_UUID, "name": topic}],
             "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False})
@@ -125,8 +124,8 @@ async def _elect(host, port, args):
             asked = [{"topic": args.topic, "partitions": partitions}]
         conn = await _connect(*controller, args.timeout + 10)
         try:
-            version = conn.version_for(_ELECT_LEADERS, (0 if election_type == 0 else 1, 2))
-            body = await conn.request(_ELECT_LEADERS, version, {
+            version = conn.version_for(ApiKey.ELECT_LEADERS, (0 if election_type == 0 else 1, 2))
+            body = await conn.request(ApiKey.ELECT_LEADERS, version, {
                 "election_type": election_type, "topic_partitions": asked,
                 "timeout_ms": timeout_ms})
         finally:

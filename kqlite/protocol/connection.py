@@ -17,8 +17,9 @@ connection unusable, since the next frame boundary is lost.
 
 import struct
 
+from .api_keys import ApiKey
 from .codec import message, read_tags
-from .errors import ProtocolError
+from .errors import ErrorCode, ProtocolError
 from .primitives import (EncodeError, EncodeRangeError, FileRegion, Reader, Writer,
                          read_int16, read_int32, read_length, write_length)
 from .schema import API_NAMES, APIS, CLUSTER_ONLY, REFUSED, REQUEST_HEADER_V0, in_range
@@ -26,12 +27,12 @@ from .schema import API_NAMES, APIS, CLUSTER_ONLY, REFUSED, REQUEST_HEADER_V0, i
 __all__ = ["Request", "ServerConnection", "encode_request", "encode_response",
            "decode_request", "decode_response", "SUPPORTED", "CLUSTER_SUPPORTED"]
 
-API_VERSIONS_KEY = 18  # WIRE: Kafka-defined; its response header is always v0
-UNSUPPORTED_VERSION = 35  # WIRE: Kafka-defined error code
 _HEADER = struct.Struct(">hhi")  # WIRE: Kafka-defined request header v1 prefix
 _INT32 = struct.Struct(">i")
+# The header's int16 -> its ApiKey: a dict lookup, cheaper than calling the enum per request.
+_API_KEYS = {int(key): key for key in ApiKey}
 
-# api_key -> (min, max): the versions kqlite serves and advertises in ApiVersions.
+# ApiKey -> (min, max): the versions kqlite serves and advertises in ApiVersions.
 SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())
              if key not in REFUSED and key not in CLUSTER_ONLY}
 # What a cluster broker advertises: SUPPORTED plus the inter-broker APIs.
@@ -42,6 +43,7 @@ CLUSTER_SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())
 class Request:
     """One decoded request.
 
+    ``api_key`` is an :class:`ApiKey` when Kafka defines the key (a plain int otherwise).
     ``body`` is the decoded body dict, or None when ``unsupported`` (an API key kqlite does
     not serve or a version outside ``SUPPORTED``; the header is parsed as far as possible
     so the caller can answer or log it). ``size`` is the frame's length prefix: the bytes
@@ -100,6 +102,7 @@ def _decode_request(buf):
         raise ProtocolError(f"a request frame of {len(buf)} bytes has no header")
     api_key, api_version, correlation_id = _HEADER.unpack_from(buf, 0)
     r.pos = _HEADER.size
+    api_key = _API_KEYS.get(api_key, api_key)
     api = APIS.get(api_key)
     name = API_NAMES.get(api_key, f"Unknown({api_key})")
     flexible = api is not None and api.is_flexible(api_version)
@@ -175,7 +178,7 @@ def encode_response(api_key, version, correlation_id, body):
     m = _compiled(api_key, version, "response")
     w = Writer(regions_ok=True)
     w.out += b"\0\0\0\0" + _INT32.pack(correlation_id)
-    if m.flexible and api_key != API_VERSIONS_KEY:
+    if m.flexible and api_key != ApiKey.API_VERSIONS:
         w.out.append(0)  # header v1: no tagged fields
     _encode(m, w, body)
     size = w.size() - 4
@@ -195,12 +198,12 @@ def decode_response(api_key, api_version, frame):
     buf = memoryview(frame)
     r = Reader(buf)
     correlation_id = read_int32(r)
-    if api_key == API_VERSIONS_KEY and api_version > 0 and r.remaining() >= 2:
-        if read_int16(Reader(buf, r.pos)) == UNSUPPORTED_VERSION:
+    if api_key == ApiKey.API_VERSIONS and api_version > 0 and r.remaining() >= 2:
+        if read_int16(Reader(buf, r.pos)) == ErrorCode.UNSUPPORTED_VERSION:
             api_version = 0
     m = _compiled(api_key, api_version, "response")
     try:
-        if m.flexible and api_key != API_VERSIONS_KEY:
+        if m.flexible and api_key != ApiKey.API_VERSIONS:
             read_tags(r, {}, {})
         body = m.decode(r)
     except ProtocolError:

@@ -30,7 +30,7 @@ import struct
 import time
 
 from ..db import Database
-from ..protocol import (API_NAMES, SUPPORTED, ErrorCode, FileRegion, ProtocolError,
+from ..protocol import (SUPPORTED, ApiKey, ErrorCode, FileRegion, ProtocolError,
                         ServerConnection)
 from .acceptor import Acceptor, open_listeners
 from .connection_limits import ConnectionLimits
@@ -84,8 +84,8 @@ class Broker:
         replica manager to use instead of the single-broker one;
         ``make_group_placement(broker)`` the GroupPlacement of its consumer groups
         (group_placement.py) instead of the data dir's own; ``extra_handlers``
-        (``{api_key: handler}``) add or replace request handlers; ``api_versions``
-        (``{api_key: (min, max)}``) is what ApiVersions advertises."""
+        (``{ApiKey: handler}``) add or replace request handlers; ``api_versions``
+        (``{ApiKey: (min, max)}``) is what ApiVersions advertises."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -282,7 +282,7 @@ class _Connection:
 
     async def _handle(self, request):
         started = time.perf_counter()
-        name = API_NAMES.get(request.api_key, str(request.api_key))
+        name = request.name
         handler = self.broker.handlers.get(request.api_key)
         if request.unsupported or handler is None:
             body, version = _unsupported(request, self.broker.api_versions)
@@ -343,7 +343,7 @@ def _unsupported(request, supported):
     both know). For anything else no correct response layout is known, so the connection
     is closed, as Apache Kafka does; ApiVersions never lists such requests. (SASL, ACL and
     transaction requests do have schemas and get error answers: handlers/refused.py.)"""
-    if request.api_key == 18:
+    if request.api_key == ApiKey.API_VERSIONS:
         return {"error_code": ErrorCode.UNSUPPORTED_VERSION,
                 "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                              for k, (lo, hi) in sorted(supported.items())]}, 0

@@ -21,12 +21,10 @@ import time
 
 import kqlite
 from ..errors import OffsetOutOfRangeError
-from ..protocol import ErrorCode
+from ..protocol import ApiKey, ErrorCode
 from .arrow_read import ColumnBuilder
 from .fetched import FetchedDecoder
-from .kafka_client import (
-    DESCRIBE_CONFIGS, FETCH, LIST_OFFSETS, BrokerError, KafkaClient, raise_for,
-)
+from .kafka_client import BrokerError, KafkaClient, raise_for
 from .options import SparkOptionError
 
 __all__ = ["BrokerCatalog", "BrokerPartition", "BrokerError", "ISOLATION_LEVELS"]
@@ -101,7 +99,7 @@ class BrokerCatalog:
                 for t, p in group:
                     topics.setdefault(t, []).append({"partition_index": p,
                                                      "timestamp": timestamp})
-                body = client.call(node, conn, LIST_OFFSETS, "ListOffsets", {
+                body = client.call(node, conn, ApiKey.LIST_OFFSETS, {
                     "replica_id": -1, "isolation_level": self.isolation,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
                 for t in body["topics"]:
@@ -131,7 +129,7 @@ class BrokerCatalog:
 
         def attempt():
             key, conn = client.any_connection()
-            return client.call(key, conn, DESCRIBE_CONFIGS, "DescribeConfigs", {
+            return client.call(key, conn, ApiKey.DESCRIBE_CONFIGS, {
                 "resources": [{"resource_type": _TOPIC_RESOURCE, "resource_name": topic,
                                "configuration_keys": None}]})
 
@@ -241,7 +239,7 @@ class BrokerPartition:
 
         def attempt():
             node, conn = client.leader(self.topic, self.partition)
-            body = client.call(node, conn, FETCH, "Fetch", {
+            body = client.call(node, conn, ApiKey.FETCH, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
                 "max_bytes": max_bytes, "isolation_level": self.catalog.isolation,
                 "session_id": 0, "session_epoch": -1,

@@ -1,6 +1,8 @@
 """A small synchronous Kafka client for the source's reads through a broker: Metadata,
-ListOffsets, Fetch and DescribeConfigs over blocking sockets, encoded and decoded by
-kqlite's sans-I/O codec (``kqlite.protocol``).
+ListOffsets, Fetch and DescribeConfigs over blocking sockets. The frames are made and read
+by the sans-I/O ``kqlite.protocol.ClientConnection`` (correlation ids, response framing
+and its limits, version negotiation), the same as the cluster's inter-broker client's;
+this module only moves their bytes.
 
 Theory of operation: one :class:`KafkaClient` per driver or Spark task. It learns
 the cluster from Metadata asked of any broker it can reach (the bootstrap list
@@ -18,23 +20,21 @@ is a :class:`BrokerError` too, never a traceback from deep inside the codec.
 """
 
 import socket
-import struct
 import time
 
 from ..errors import KqliteError
-from ..protocol import ErrorCode, ProtocolError, decode_response, encode_request
+from ..protocol import ApiKey, ClientConnection, ErrorCode, ProtocolError
+from ..protocol.client import ApiVersionsError, ConnectionClosedError, NoCommonVersionError
 
-__all__ = ["KafkaClient", "BrokerError", "RETRIABLE", "METADATA", "LIST_OFFSETS", "FETCH",
-           "DESCRIBE_CONFIGS"]
-
-API_VERSIONS, METADATA, LIST_OFFSETS, FETCH, DESCRIBE_CONFIGS = 18, 3, 2, 1, 32  # WIRE: keys
+__all__ = ["KafkaClient", "BrokerError", "RETRIABLE"]
 
 # The versions this client speaks: (lowest usable, highest it asks for). Fetch stops at
 # 12 because v13+ names topics by id; ListOffsets needs v2+ for the isolation level.
-_SPOKEN = {METADATA: (1, 12), LIST_OFFSETS: (2, 9), FETCH: (4, 12), DESCRIBE_CONFIGS: (0, 4)}
+_SPOKEN = {ApiKey.METADATA: (1, 12), ApiKey.LIST_OFFSETS: (2, 9), ApiKey.FETCH: (4, 12),
+           ApiKey.DESCRIBE_CONFIGS: (0, 4)}
 _API_VERSIONS_V = 3
 _MAX_FRAME = 1 << 30          # a larger length prefix is not a sane answer to our requests
-_LEN = struct.Struct(">i")
+_READ_SIZE = 1 << 18          # bytes asked of the socket at a time
 
 # Error codes after which a new Metadata and another try may succeed (the leader moved,
 # a broker is starting or stopping): Kafka's consumer retries the same ones.
@@ -85,81 +85,69 @@ def parse_servers(servers):
 
 
 class _Connection:
-    """One blocking connection to one broker, with the API versions it serves."""
+    """One blocking connection to one broker: the socket, around the sans-I/O
+    ClientConnection that makes its frames, reads the answers and keeps the broker's
+    API versions."""
 
     def __init__(self, host, port, timeout, client_id):
         self.where = f"{host}:{port}"
-        self.client_id = client_id
-        self._timeout = timeout
-        self._next_id = 0
+        self.protocol = ClientConnection(client_id, peer=f"the broker at {self.where}",
+                                         max_response_size=_MAX_FRAME)
+        self._buffer = memoryview(bytearray(_READ_SIZE))
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             raise BrokerError(f"cannot connect to {self.where}: {exc}") from None
         try:
-            self.versions = self._negotiate()
+            self._negotiate()
         except BaseException:
             self.close()
             raise
 
     def _negotiate(self):
-        body = self.call(API_VERSIONS, _API_VERSIONS_V, {
-            "client_software_name": "kqlite-spark", "client_software_version": "1"})
-        # An UNSUPPORTED_VERSION answer still lists the broker's APIs (KIP-511).
-        if body["error_code"] not in (0, ErrorCode.UNSUPPORTED_VERSION):
-            raise_for(body["error_code"], f"ApiVersions at {self.where}")
-        served = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
-        chosen = {}
-        for key, (low, high) in _SPOKEN.items():
-            if key not in served:
-                continue
-            top = min(high, served[key][1])
-            if top >= max(low, served[key][0]):
-                chosen[key] = top
-        return chosen
+        version = _API_VERSIONS_V
+        while version is not None:
+            body = self.call(ApiKey.API_VERSIONS, version, {
+                "client_software_name": "kqlite-spark", "client_software_version": "1"})
+            try:
+                version = self.protocol.negotiate(version, body)
+            except ApiVersionsError as exc:
+                raise BrokerError(str(exc), ErrorCode.for_code(exc.code)) from None
 
-    def version(self, api_key, name):
-        if api_key not in self.versions:
-            lo, hi = _SPOKEN[api_key]
-            raise BrokerError(f"the broker at {self.where} serves no {name} version in "
-                              f"{lo}-{hi}, which this client needs")
-        return self.versions[api_key]
+    def version(self, api_key):
+        """The version to speak: the highest the broker serves within _SPOKEN's range."""
+        try:
+            return self.protocol.version_for(api_key, _SPOKEN[api_key])
+        except NoCommonVersionError as exc:
+            raise BrokerError(str(exc)) from None
 
     def call(self, api_key, version, body):
-        """Send one request and return the decoded response body."""
-        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        correlation = self._next_id
-        frame = encode_request(api_key, version, correlation, self.client_id, body)
+        """Send one request and return the decoded response body. A failure closes the
+        connection: its next frame could no longer be matched to a request."""
         try:
-            self._sock.sendall(frame)
-            size = _LEN.unpack(self._read(4))[0]
-            if not 4 <= size <= _MAX_FRAME:
-                raise BrokerError(f"the broker at {self.where} sent a frame of {size} bytes")
-            data = self._read(size)
+            return self._exchange(api_key, version, body)
         except OSError as exc:
-            raise BrokerError(f"connection to {self.where} failed: {exc}") from None
-        got = _LEN.unpack_from(data)[0]
-        if got != correlation:
-            raise BrokerError(f"the broker at {self.where} answered request {got} to "
-                              f"request {correlation}")
-        try:
-            return decode_response(api_key, version, data)[1]
-        except ProtocolError as exc:
-            raise BrokerError(f"undecodable answer from {self.where}: {exc}") from None
+            failure = BrokerError(f"connection to {self.where} failed: {exc}")
+        except (ProtocolError, ConnectionClosedError) as exc:
+            failure = BrokerError(str(exc))
+        except BrokerError as exc:
+            failure = exc
+        self.close()
+        raise failure
 
-    def _read(self, n):
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self._sock.recv_into(view[got:])
-            if not k:
+    def _exchange(self, api_key, version, body):
+        request = self.protocol.send_request(api_key, version, body)
+        self._sock.sendall(request.frame)
+        while True:
+            got = self._sock.recv_into(self._buffer)
+            if not got:
                 raise BrokerError(f"the broker at {self.where} closed the connection")
-            got += k
-        return buf
+            for response in self.protocol.receive_data(self._buffer[:got]):
+                return response.body
 
     def close(self):
+        self.protocol.close("closed by this client")
         try:
             self._sock.close()
         except OSError:
@@ -214,10 +202,10 @@ class KafkaClient:
         host, port = self.brokers[node_id]
         return self._connect(node_id, host, port)
 
-    def call(self, key, conn, api_key, name, body):
+    def call(self, key, conn, api_key, body):
         """conn.call at the negotiated version; a broken connection is dropped."""
         try:
-            return conn.call(api_key, conn.version(api_key, name), body)
+            return conn.call(api_key, conn.version(api_key), body)
         except BrokerError as exc:
             if exc.code is None:
                 self.drop(key)
@@ -228,7 +216,7 @@ class KafkaClient:
     def refresh(self, topics=None):
         """Ask Metadata of ``topics`` (None: all) and remember brokers and leaders."""
         key, conn = self.any_connection()
-        body = self.call(key, conn, METADATA, "Metadata", {
+        body = self.call(key, conn, ApiKey.METADATA, {
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False})
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}

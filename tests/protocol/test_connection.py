@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqlite.protocol import (API_NAMES, SUPPORTED, EncodeError, ErrorCode, FileRegion,
+from kqlite.protocol import (API_NAMES, SUPPORTED, ApiKey, EncodeError, ErrorCode, FileRegion,
                              ProtocolError, ServerConnection, decode_request, decode_response,
                              encode_request, encode_response)
 
@@ -71,7 +71,7 @@ def test_same_requests_whole_bytewise_and_chunked(stream):
 def test_records_are_views_that_survive_later_data():
     req = {"acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": b"A" * 100}]}]}
-    frame = encode_request(0, 9, 1, "c", req)
+    frame = encode_request(ApiKey.PRODUCE, 9, 1, "c", req)
     conn = ServerConnection()
     (first,) = conn.receive_data(frame + frame[:10])
     records = first.body["topic_data"][0]["partition_data"][0]["records"]
@@ -127,17 +127,17 @@ def test_api_versions_answer_to_unsupported_version_is_v0_with_header_v0():
     (frame,) = ServerConnection().respond(req, body, version=0)
     assert frame[4:8] == struct.pack(">i", 31) and frame[8:10] == b"\x00\x23"
     # A client that asked for v3 reads it as v0 because of the error code.
-    corr, decoded = decode_response(18, 3, frame[4:])
+    corr, decoded = decode_response(ApiKey.API_VERSIONS, 3, frame[4:])
     assert corr == 31 and decoded["error_code"] == 35 and len(decoded["api_keys"]) == len(SUPPORTED)
 
 
 def test_flexible_response_headers():
     # ApiVersions v3 is flexible but its response header stays v0: no tagged-field byte.
-    frame = encode_response(18, 3, 5, {"api_keys": []})[0]
+    frame = encode_response(ApiKey.API_VERSIONS, 3, 5, {"api_keys": []})[0]
     assert frame[8:10] == b"\x00\x00"  # error_code straight after the correlation id
     # Metadata v9 (flexible) gets header v1: an empty tagged-field section.
-    frame = encode_response(3, 9, 5, {})[0]
-    assert frame[8] == 0 and decode_response(3, 9, frame[4:])[0] == 5
+    frame = encode_response(ApiKey.METADATA, 9, 5, {})[0]
+    assert frame[8] == 0 and decode_response(ApiKey.METADATA, 9, frame[4:])[0] == 5
 
 
 # -- Errors ------------------------------------------------------------------------------------
@@ -148,18 +148,18 @@ def test_bad_length_prefix_is_rejected_at_once(prefix):
     with pytest.raises(ProtocolError):
         conn.receive_data(struct.pack(">i", prefix))
     with pytest.raises(ProtocolError):  # the connection stays failed
-        conn.receive_data(encode_request(18, 0, 1, None, {}))
+        conn.receive_data(encode_request(ApiKey.API_VERSIONS, 0, 1, None, {}))
 
 
 def test_custom_max_request_size():
-    frame = encode_request(3, 1, 1, "c", {"topics": [{"name": "x" * 200}]})
+    frame = encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": [{"name": "x" * 200}]})
     with pytest.raises(ProtocolError, match="outside"):
         ServerConnection(max_request_size=100).receive_data(frame)
     assert len(ServerConnection(max_request_size=len(frame) - 4).receive_data(frame)) == 1
 
 
 def test_error_keeps_earlier_requests_of_the_same_call():
-    good = encode_request(12, 4, 1, "c", {"group_id": "g", "member_id": "m"})
+    good = encode_request(ApiKey.HEARTBEAT, 4, 1, "c", {"group_id": "g", "member_id": "m"})
     with pytest.raises(ProtocolError) as info:
         ServerConnection().receive_data(good + struct.pack(">i", -5))
     assert [r.correlation_id for r in info.value.requests] == [1]
@@ -182,16 +182,16 @@ def test_encode_errors_name_the_field():
         {"index": 0, "error_code": "bad", "base_offset": 0}]}]}
     with pytest.raises(TypeError, match=r"ProduceResponse v9: responses\[0\]\."
                                         r"partition_responses\[0\]\.error_code: expected int16"):
-        encode_response(0, 9, 1, body)
+        encode_response(ApiKey.PRODUCE, 9, 1, body)
     body["responses"][0]["partition_responses"][0]["error_code"] = 40000
     with pytest.raises(ValueError, match="out of range for int16"):
-        encode_response(0, 9, 1, body)
+        encode_response(ApiKey.PRODUCE, 9, 1, body)
     with pytest.raises(TypeError, match="null in a non-nullable string"):
-        encode_response(11, 5, 1, {"protocol_name": None})
+        encode_response(ApiKey.JOIN_GROUP, 5, 1, {"protocol_name": None})
     with pytest.raises(EncodeError, match="expected a list"):
-        encode_request(3, 1, 1, "c", {"topics": "t"})
+        encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": "t"})
     with pytest.raises(ValueError, match="no response schema for Fetch v18"):
-        encode_response(1, 18, 1, {})
+        encode_response(ApiKey.FETCH, 18, 1, {})
 
 
 def test_bytes_after_the_body_are_ignored_as_kafka_does():
@@ -205,8 +205,9 @@ def test_bytes_after_the_body_are_ignored_as_kafka_does():
 
 
 def test_unknown_keys_and_absent_versions_are_ignored():
-    frame = encode_response(12, 0, 1, {"error_code": 0, "throttle_time_ms": 5, "extra": 1})
-    assert decode_response(12, 0, frame[0][4:])[1] == {"error_code": 0}
+    frame = encode_response(ApiKey.HEARTBEAT, 0, 1,
+                            {"error_code": 0, "throttle_time_ms": 5, "extra": 1})
+    assert decode_response(ApiKey.HEARTBEAT, 0, frame[0][4:])[1] == {"error_code": 0}
 
 
 # -- File regions -------------------------------------------------------------------------------
@@ -218,7 +219,7 @@ def test_file_regions_in_fetch_responses():
         {"partition_index": 1, "records": b"inline"},
         {"partition_index": 2, "records": FileRegion(7, 0, 50)},
     ]}]}
-    request = decode_request(encode_request(1, 12, 77, "c", {"topics": []})[4:])
+    request = decode_request(encode_request(ApiKey.FETCH, 12, 77, "c", {"topics": []})[4:])
     chunks = ServerConnection().respond(request, body)
     assert [type(c) for c in chunks] == [bytes, FileRegion, bytes, FileRegion, bytes]
     assert chunks[1] == region and chunks[3] == FileRegion(7, 0, 50)
@@ -227,21 +228,21 @@ def test_file_regions_in_fetch_responses():
     # The wire image (regions filled in) decodes to the same partitions.
     fill = {4096: b"R" * 1000, 0: b"S" * 50}
     wire = b"".join(fill[c.offset] if isinstance(c, FileRegion) else c for c in chunks)
-    corr, decoded = decode_response(1, 12, wire[4:])
+    corr, decoded = decode_response(ApiKey.FETCH, 12, wire[4:])
     parts = decoded["responses"][0]["partitions"]
     assert corr == 77 and [bytes(p["records"]) for p in parts] == [fill[4096], b"inline", fill[0]]
-    empty = encode_response(1, 12, 1, {"responses": [{"topic": "t", "partitions": [
+    empty = encode_response(ApiKey.FETCH, 12, 1, {"responses": [{"topic": "t", "partitions": [
         {"partition_index": 0, "records": FileRegion(7, 10, 0)}]}]})
     assert len(empty) == 1 and isinstance(empty[0], bytes)  # no zero-length region
     with pytest.raises(TypeError, match="FileRegion"):
-        encode_request(0, 9, 1, "c", {"topic_data": [
+        encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": [
             {"name": "t", "partition_data": [{"index": 0, "records": region}]}]})
 
 
 def test_random_chunking_of_a_large_produce():
     rng = random.Random(5)
     payload = bytes(rng.getrandbits(8) for _ in range(300_000))
-    frame = encode_request(0, 9, 1, "c", {"topic_data": [
+    frame = encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": payload}]}], "acks": -1})
     conn, got, pos = ServerConnection(), [], 0
     while pos < len(frame):
@@ -255,5 +256,7 @@ def test_random_chunking_of_a_large_produce():
 
 def test_uuid_fields_reject_other_types():
     with pytest.raises(TypeError, match="uuid.UUID"):
-        encode_response(3, 10, 1, {"topics": [{"name": "t", "topic_id": b"\0" * 16}]})
-    assert encode_response(3, 10, 1, {"topics": [{"name": "t", "topic_id": uuid.uuid4()}]})
+        encode_response(ApiKey.METADATA, 10, 1,
+                        {"topics": [{"name": "t", "topic_id": b"\0" * 16}]})
+    assert encode_response(ApiKey.METADATA, 10, 1,
+                           {"topics": [{"name": "t", "topic_id": uuid.uuid4()}]})

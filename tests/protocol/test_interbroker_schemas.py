@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from kqlite.protocol import (CLUSTER_SUPPORTED, SUPPORTED, ErrorCode, ServerConnection,
+from kqlite.protocol import (CLUSTER_SUPPORTED, SUPPORTED, ApiKey, ErrorCode, ServerConnection,
                              decode_request, decode_response, encode_request, encode_response)
 from kqlite.protocol.codec import message
 from kqlite.protocol.primitives import Writer
@@ -225,7 +225,7 @@ def test_stop_replica_response():
 
 def test_controlled_shutdown_v0_header_has_no_client_id():
     """Header v0: api key, version, correlation id, then the body at once."""
-    frame = encode_request(7, 0, 99, "broker-2", {"broker_id": 2})
+    frame = encode_request(ApiKey.CONTROLLED_SHUTDOWN, 0, 99, "broker-2", {"broker_id": 2})
     assert frame == struct.pack(">ihhii", 12, 7, 0, 99, 2)
     (req,) = ServerConnection().receive_data(frame)
     assert not req.unsupported and not req.flexible
@@ -247,9 +247,10 @@ def test_controlled_shutdown_v0_frame_written_by_kio():
 
 def test_controlled_shutdown_v0_between_other_frames():
     """The frame boundary survives a header without a client id."""
-    frames = [encode_request(7, 3, 1, "broker-2", {"broker_id": 2, "broker_epoch": 7}),
-              encode_request(7, 0, 2, None, {"broker_id": 2}),
-              encode_request(7, 1, 3, "broker-2", {"broker_id": 2})]
+    frames = [encode_request(ApiKey.CONTROLLED_SHUTDOWN, 3, 1, "broker-2",
+                             {"broker_id": 2, "broker_epoch": 7}),
+              encode_request(ApiKey.CONTROLLED_SHUTDOWN, 0, 2, None, {"broker_id": 2}),
+              encode_request(ApiKey.CONTROLLED_SHUTDOWN, 1, 3, "broker-2", {"broker_id": 2})]
     data = b"".join(frames)
     conn = ServerConnection()
     got = [r for i in range(len(data)) for r in conn.receive_data(data[i:i + 1])]
@@ -268,9 +269,9 @@ def test_controlled_shutdown_v3():
         {"topic_name": "orders", "partition_index": 1}]}
     # v0: header v0, int32 array length, int16 string length. v3: header v1 (an empty
     # tagged-field section), compact lengths (n + 1), a tagged-field section per struct.
-    (v0,) = encode_response(7, 0, 17, response)
+    (v0,) = encode_response(ApiKey.CONTROLLED_SHUTDOWN, 0, 17, response)
     assert v0 == struct.pack(">iihih", 22, 17, 0, 1, 6) + b"orders" + struct.pack(">i", 1)
-    (v3,) = encode_response(7, 3, 17, response)
+    (v3,) = encode_response(ApiKey.CONTROLLED_SHUTDOWN, 3, 17, response)
     assert v3 == (struct.pack(">iiBhB", 21, 17, 0, 0, 2) + b"\x07orders"
                   + struct.pack(">iBB", 1, 0, 0))
     for version in (0, 3):

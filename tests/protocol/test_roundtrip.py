@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqlite.protocol import (ServerConnection, decode_request, decode_response,
+from kqlite.protocol import (ApiKey, ServerConnection, decode_request, decode_response,
                              encode_request, encode_response)
 from kqlite.protocol.codec import message
 from kqlite.protocol.schema import APIS, REQUEST_HEADER_V0
@@ -79,21 +79,22 @@ def test_empty_body_takes_defaults(case):
 def test_tagged_fields_are_written_only_when_not_default():
     base = {"responses": [{"topic": "t", "partitions": [
         {"partition_index": 0, "error_code": 0, "high_watermark": 0, "records": None}]}]}
-    plain = encode_response(1, 12, 1, base)[0]
+    plain = encode_response(ApiKey.FETCH, 12, 1, base)[0]
     base["responses"][0]["partitions"][0]["current_leader"] = {"leader_id": 3, "leader_epoch": 7}
-    tagged = encode_response(1, 12, 1, base)[0]
+    tagged = encode_response(ApiKey.FETCH, 12, 1, base)[0]
     # tag count 1, tag 1, size 9: leader id 3, leader epoch 7, the struct's own empty tags
     assert bytes.fromhex("01010900000003000000070000") in tagged
     assert len(tagged) == len(plain) + 11
-    _, body = decode_response(1, 12, tagged[4:])
+    _, body = decode_response(ApiKey.FETCH, 12, tagged[4:])
     part = body["responses"][0]["partitions"][0]
     assert part["current_leader"] == {"leader_id": 3, "leader_epoch": 7}
     assert part["diverging_epoch"] == {"epoch": -1, "end_offset": -1}
 
 
 def test_unknown_tags_are_skipped():
-    frame = bytearray(encode_request(18, 3, 5, "c", {"client_software_name": "a",
-                                                     "client_software_version": "1"}))
+    frame = bytearray(encode_request(ApiKey.API_VERSIONS, 3, 5, "c",
+                                     {"client_software_name": "a",
+                                      "client_software_version": "1"}))
     assert frame[-1] == 0  # the body's empty tagged-field section
     frame[-1:] = bytes([2, 7, 2, 0xAB, 0xCD, 9, 0])  # tags 7 (2 bytes) and 9 (empty)
     frame[:4] = (len(frame) - 4).to_bytes(4, "big")
@@ -104,11 +105,11 @@ def test_unknown_tags_are_skipped():
 def test_uuid_and_records_types():
     tid = uuid.uuid4()
     body = {"topics": [{"name": "t", "topic_id": tid, "error_code": 0, "partitions": []}]}
-    frame = encode_response(3, 12, 1, body)[0]
-    topic = decode_response(3, 12, frame[4:])[1]["topics"][0]
+    frame = encode_response(ApiKey.METADATA, 12, 1, body)[0]
+    topic = decode_response(ApiKey.METADATA, 12, frame[4:])[1]["topics"][0]
     assert topic["topic_id"] == tid and isinstance(topic["topic_id"], uuid.UUID)
     req = {"acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": b"batch-bytes"}]}]}
-    frame = encode_request(0, 9, 1, "c", req)
+    frame = encode_request(ApiKey.PRODUCE, 9, 1, "c", req)
     records = decode_request(frame[4:]).body["topic_data"][0]["partition_data"][0]["records"]
     assert isinstance(records, memoryview) and records == b"batch-bytes"

@@ -123,7 +123,8 @@ class RawClient:
         return out
 
     def metadata_ok(self):
-        body = self.call(3, 1, {"topics": None})
+        from kqlite.protocol import ApiKey
+        body = self.call(ApiKey.METADATA, 1, {"topics": None})
         return [b["node_id"] for b in body["brokers"]] == [0]
 
     def close(self):

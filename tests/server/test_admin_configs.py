@@ -12,15 +12,14 @@ import pytest
 from broker_process import BrokerProcess, RawClient, unique
 
 import kqlite
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
-ALTER, INCREMENTAL, DESCRIBE_CONFIGS = 33, 44, 32
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _create(raw, topic, configs=None):
-    body = raw.call(19, 5, {"topics": [{
+    body = raw.call(ApiKey.CREATE_TOPICS, 5, {"topics": [{
         "name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [],
         "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
         "timeout_ms": 5000, "validate_only": False})
@@ -29,7 +28,7 @@ def _create(raw, topic, configs=None):
 
 def _overrides(raw, topic):
     """The topic's overrides, as DescribeConfigs reports them (source DYNAMIC_TOPIC_CONFIG)."""
-    body = raw.call(DESCRIBE_CONFIGS, 1, {"resources": [{
+    body = raw.call(ApiKey.DESCRIBE_CONFIGS, 1, {"resources": [{
         "resource_type": TOPIC, "resource_name": topic, "configuration_keys": None}],
         "include_synonyms": False})
     [result] = body["results"]
@@ -44,7 +43,7 @@ def _stored(data_dir, topic):
 
 
 def _alter(raw, version, resources, validate_only=False):
-    body = raw.call(ALTER, version, {"resources": [
+    body = raw.call(ApiKey.ALTER_CONFIGS, version, {"resources": [
         {"resource_type": t, "resource_name": n,
          "configs": [{"name": k, "value": v} for k, v in configs]}
         for t, n, configs in resources], "validate_only": validate_only})
@@ -52,7 +51,7 @@ def _alter(raw, version, resources, validate_only=False):
 
 
 def _incremental(raw, version, resources, validate_only=False):
-    body = raw.call(INCREMENTAL, version, {"resources": [
+    body = raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, version, {"resources": [
         {"resource_type": t, "resource_name": n,
          "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in configs]}
         for t, n, configs in resources], "validate_only": validate_only})
@@ -424,7 +423,7 @@ def _describe(raw, version, resource_type, name, keys=None, *, synonyms=False, d
         body["include_synonyms"] = synonyms
     if version >= 3:
         body["include_documentation"] = docs
-    [result] = raw.call(DESCRIBE_CONFIGS, version, body)["results"]
+    [result] = raw.call(ApiKey.DESCRIBE_CONFIGS, version, body)["results"]
     return result
 
 
@@ -547,11 +546,11 @@ def test_describe_configs_responses_parse_with_kio(broker, version):
                           {"resource_type": BROKER, "resource_name": "0",
                            "configuration_keys": ["message.max.bytes"]}],
             "include_synonyms": True, "include_documentation": True}
-    raw.send(DESCRIBE_CONFIGS, version, body)
+    raw.send(ApiKey.DESCRIBE_CONFIGS, version, body)
     frame = raw.frame()
     header = 4 + (version >= 4)          # correlation id (+ tagged fields, flexible v4)
-    parsed, size = kio_serial.entity_reader(
-        kio_index.load_response_schema(DESCRIBE_CONFIGS, version))(memoryview(frame), header)
+    schema = kio_index.load_response_schema(ApiKey.DESCRIBE_CONFIGS, version)
+    parsed, size = kio_serial.entity_reader(schema)(memoryview(frame), header)
     assert size == len(frame) - header
     topic_result, broker_result = parsed.results
     configs = {c.name: c for c in topic_result.configs}

@@ -10,7 +10,7 @@ from kqlite.db.offsets import OffsetAndMetadata
 from broker_process import BrokerProcess, RawClient, unique
 
 protocol = pytest.importorskip("kqlite.protocol")
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 
 
 @pytest.fixture
@@ -22,10 +22,11 @@ def broker(tmp_path):
 
 def _create(broker, topic, partitions=2):
     c = RawClient(broker)
-    reply = c.call(19, 5, {"topics": [{"name": topic, "num_partitions": partitions,
-                                       "replication_factor": 1, "assignments": [],
-                                       "configs": []}],
-                           "timeout_ms": 10000, "validate_only": False})
+    reply = c.call(ApiKey.CREATE_TOPICS, 5,
+                   {"topics": [{"name": topic, "num_partitions": partitions,
+                                "replication_factor": 1, "assignments": [],
+                                "configs": []}],
+                    "timeout_ms": 10000, "validate_only": False})
     assert reply["topics"][0]["error_code"] == ErrorCode.NONE
     c.close()
 
@@ -37,7 +38,7 @@ def _commit_body(group, topic, partitions, generation=-1, member=""):
 
 
 def _fetch(client, group, topic, partitions, version=7):
-    reply = client.call(9, version, {"group_id": group, "topics": [
+    reply = client.call(ApiKey.OFFSET_FETCH, version, {"group_id": group, "topics": [
         {"name": topic, "partition_indexes": partitions}], "require_stable": False})
     assert reply["error_code"] == ErrorCode.NONE
     return {p["partition_index"]: (p["committed_offset"], p["committed_leader_epoch"],
@@ -90,7 +91,7 @@ def test_metadata_and_epoch_survive_a_restart_and_reach_the_embedded_api(tmp_pat
     try:
         _create(broker, "t")
         c = RawClient(broker)
-        reply = c.call(8, 8, _commit_body("g", "t", [
+        reply = c.call(ApiKey.OFFSET_COMMIT, 8, _commit_body("g", "t", [
             {"partition_index": 0, "committed_offset": 10, "committed_leader_epoch": 2,
              "committed_metadata": "before restart"},
             {"partition_index": 1, "committed_offset": 20, "committed_leader_epoch": -1,
@@ -118,7 +119,7 @@ def test_metadata_over_the_limit_is_refused_and_not_stored(broker):
     _create(broker, "big")
     c = RawClient(broker)
     # 4096 UTF-16 code units is Kafka's limit; an emoji is two of them.
-    reply = c.call(8, 8, _commit_body("g-big", "big", [
+    reply = c.call(ApiKey.OFFSET_COMMIT, 8, _commit_body("g-big", "big", [
         {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
          "committed_metadata": "\U0001F600" * 2049},
         {"partition_index": 1, "committed_offset": 6, "committed_leader_epoch": -1,
@@ -141,7 +142,7 @@ def test_unknown_partitions_are_refused_and_the_rest_stored(broker):
     body["topics"].append({"name": "no-such-topic", "partitions": [
         {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
          "committed_metadata": None}]})
-    reply = c.call(8, 8, body)
+    reply = c.call(ApiKey.OFFSET_COMMIT, 8, body)
     codes = {(t["name"], p["partition_index"]): p["error_code"]
              for t in reply["topics"] for p in t["partitions"]}
     assert codes == {("known", 0): ErrorCode.NONE,

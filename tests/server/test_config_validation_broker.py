@@ -10,9 +10,8 @@ import pytest
 from broker_process import RawClient, unique
 
 import kqlite
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
-CREATE_TOPICS, METADATA, DESCRIBE_CONFIGS, INCREMENTAL = 19, 3, 32, 44
 TOPIC, SUBTRACT = 2, 3
 
 # (config, value): each refused by Kafka 3.9 (the rule in the storage table's rows)
@@ -31,7 +30,7 @@ REFUSED = [
 
 
 def _create(raw, version, topics, validate_only=False):
-    body = raw.call(CREATE_TOPICS, version, {"topics": [{
+    body = raw.call(ApiKey.CREATE_TOPICS, version, {"topics": [{
         "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
         "configs": [{"name": k, "value": v} for k, v in configs]} for name, configs in topics],
         "timeout_ms": 5000, "validate_only": validate_only})
@@ -39,15 +38,15 @@ def _create(raw, version, topics, validate_only=False):
 
 
 def _exists(raw, topic):
-    body = raw.call(METADATA, 9, {"topics": [{"name": topic}],
-                                  "allow_auto_topic_creation": False})
+    body = raw.call(ApiKey.METADATA, 9, {"topics": [{"name": topic}],
+                                         "allow_auto_topic_creation": False})
     [entry] = body["topics"]
     assert entry["error_code"] in (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), entry
     return entry["error_code"] == 0
 
 
 def _described(raw, topic):
-    body = raw.call(DESCRIBE_CONFIGS, 4, {"resources": [{
+    body = raw.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{
         "resource_type": TOPIC, "resource_name": topic, "configuration_keys": None}],
         "include_synonyms": False, "include_documentation": False})
     [result] = body["results"]
@@ -108,10 +107,10 @@ def test_subtracting_the_last_cleanup_policy_leaves_the_empty_list(broker):
     raw = RawClient(broker)
     topic = unique("nopolicy")
     assert _create(raw, 5, [(topic, [("cleanup.policy", "compact")])])[topic]["error_code"] == 0
-    body = raw.call(INCREMENTAL, 1, {"resources": [{
+    body = raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
         "resource_type": TOPIC, "resource_name": topic,
         "configs": [{"name": "cleanup.policy", "config_operation": SUBTRACT,
-                     "value": "compact"}]}], "validate_only": False})
+                                          "value": "compact"}]}], "validate_only": False})
     assert [r["error_code"] for r in body["responses"]] == [0], body
     assert _described(raw, topic)["cleanup.policy"] == ("", 1)
     raw.close()
@@ -121,11 +120,11 @@ def test_subtracting_the_last_cleanup_policy_leaves_the_empty_list(broker):
 
 KQLITE_SETTINGS = [("fsync", "always"), ("lock.timeout.ms", "1000"),
                    ("recovery.point.checkpoint.interval.ms", "1000")]
-ALTER, SET, DELETE = 33, 0, 1
+SET, DELETE = 0, 1
 
 
 def _incremental(raw, topic, ops, validate_only=False):
-    body = raw.call(INCREMENTAL, 1, {"resources": [{
+    body = raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
         "resource_type": TOPIC, "resource_name": topic,
         "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}],
         "validate_only": validate_only})
@@ -134,7 +133,7 @@ def _incremental(raw, topic, ops, validate_only=False):
 
 
 def _alter(raw, topic, configs):
-    body = raw.call(ALTER, 2, {"resources": [{
+    body = raw.call(ApiKey.ALTER_CONFIGS, 2, {"resources": [{
         "resource_type": TOPIC, "resource_name": topic,
         "configs": [{"name": k, "value": v} for k, v in configs]}], "validate_only": False})
     [response] = body["responses"]

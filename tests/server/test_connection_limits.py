@@ -22,9 +22,7 @@ from broker_thread import BrokerThread, GatedFS, segment_of
 
 protocol = pytest.importorskip("kqlite.protocol")
 from kqlite.format.batch import build_batch  # noqa: E402
-from kqlite.protocol import ErrorCode, decode_response, encode_request  # noqa: E402
-
-API_VERSIONS = 18
+from kqlite.protocol import ApiKey, ErrorCode, decode_response, encode_request  # noqa: E402
 
 
 def scrape(port):
@@ -45,12 +43,12 @@ def connect(port, source="127.0.0.1"):
 def api_versions_answered(sock):
     """Send ApiVersions v0; True when answered, False when the broker closed the
     connection instead."""
-    sock.sendall(encode_request(API_VERSIONS, 0, 7, "limits", {}))
+    sock.sendall(encode_request(ApiKey.API_VERSIONS, 0, 7, "limits", {}))
     head = _recv_exactly(sock, 4)
     if head is None:
         return False
     frame = _recv_exactly(sock, struct.unpack(">i", head)[0])
-    correlation, body = decode_response(API_VERSIONS, 0, frame)
+    correlation, body = decode_response(ApiKey.API_VERSIONS, 0, frame)
     return correlation == 7 and body["error_code"] == ErrorCode.NONE
 
 
@@ -84,10 +82,10 @@ def test_idle_connection_is_closed_but_not_while_a_request_is_in_progress(tmp_pa
         assert client.metadata_ok()
         # A Fetch waiting in the purgatory for longer than the idle time is a request in
         # progress, not idleness: it gets its answer.
-        body = client.call(3, 9, {"topics": [{"name": "idle"}],
-                                  "allow_auto_topic_creation": True})
+        body = client.call(ApiKey.METADATA, 9, {"topics": [{"name": "idle"}],
+                                                "allow_auto_topic_creation": True})
         assert body["topics"][0]["error_code"] == ErrorCode.NONE
-        fetch = client.call(1, 11, {
+        fetch = client.call(ApiKey.FETCH, 11, {
             "replica_id": -1, "max_wait_ms": 1500, "min_bytes": 1 << 20,
             "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
             "session_epoch": -1, "topics": [{"topic": "idle", "partitions": [
@@ -157,7 +155,7 @@ def test_at_max_connections_new_connections_wait_until_one_closes(tmp_path):
             held.append(connect(broker.port))
             assert api_versions_answered(held[-1])
         waiting = connect(broker.port)       # completes in the kernel's listen backlog
-        waiting.sendall(encode_request(API_VERSIONS, 0, 7, "limits", {}))
+        waiting.sendall(encode_request(ApiKey.API_VERSIONS, 0, 7, "limits", {}))
         # Not accepted, not closed: it waits (Kafka's acceptor waits for a slot).
         assert not select.select([waiting], [], [], 1.0)[0]
         assert scrape(metrics)["kqlite_connections"] == 3
@@ -165,7 +163,7 @@ def test_at_max_connections_new_connections_wait_until_one_closes(tmp_path):
         waiting.settimeout(30)
         head = _recv_exactly(waiting, 4)
         assert head is not None, "the waiting connection was closed instead of served"
-        _, body = decode_response(API_VERSIONS, 0,
+        _, body = decode_response(ApiKey.API_VERSIONS, 0,
                                   _recv_exactly(waiting, struct.unpack(">i", head)[0]))
         assert body["error_code"] == ErrorCode.NONE
         held.append(waiting)
@@ -194,10 +192,10 @@ def test_request_bytes_in_flight_never_exceed_queued_max_request_bytes(tmp_path)
             {"name": "big", "partition_data": [{"index": 0,
                                                 "records": build_batch([VALUE])}]}]}
         clients = [RawClient(b, timeout=60) for _ in range(CLIENTS)]
-        clients[0].send(0, 7, request)
+        clients[0].send(ApiKey.PRODUCE, 7, request)
         gate.wait_entered()        # its append is held in storage, its bytes reserved
         for client in clients[1:]:
-            client.send(0, 7, request)
+            client.send(ApiKey.PRODUCE, 7, request)
         deadline = time.monotonic() + 30
         while memory.waiting < CLIENTS - 2:   # one more fits beside it; the rest wait
             assert time.monotonic() < deadline, (memory.in_use, memory.waiting)
@@ -208,7 +206,7 @@ def test_request_bytes_in_flight_never_exceed_queued_max_request_bytes(tmp_path)
         answers = [None] * CLIENTS
 
         def receive(i):
-            answers[i] = clients[i].receive(0, 7)
+            answers[i] = clients[i].receive(ApiKey.PRODUCE, 7)
         threads = [threading.Thread(target=receive, args=(i,)) for i in range(CLIENTS)]
         for t in threads:
             t.start()

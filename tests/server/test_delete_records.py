@@ -9,7 +9,7 @@ import pytest
 from broker_process import RawClient, unique
 from kqlite.format.batch import build_batch
 from kqlite.format.record import Record
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 
 @pytest.fixture
@@ -25,12 +25,12 @@ def topic_with_records(client, n=5, configs=()):
                         "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in configs]}],
             "timeout_ms": 10000, "validate_only": False}
-    assert client.call(19, 5, body)["topics"][0]["error_code"] == 0
+    assert client.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
     records = [(b"k%d" % i, b"v%d" % i) for i in range(n)]
     batch = build_batch([Record(v, key=k) for k, v in records])
     produce = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
-    assert client.call(0, 9, produce)["responses"][0]["partition_responses"][0][
+    assert client.call(ApiKey.PRODUCE, 9, produce)["responses"][0]["partition_responses"][0][
         "error_code"] == 0
     return topic
 
@@ -39,14 +39,14 @@ def delete(client, topic, offset, version=2):
     body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0,
                                                        "offset": offset}]}],
             "timeout_ms": 5000}
-    [p] = client.call(21, version, body)["topics"][0]["partitions"]
+    [p] = client.call(ApiKey.DELETE_RECORDS, version, body)["topics"][0]["partitions"]
     return p["error_code"], p["low_watermark"]
 
 
 def log_start(client, topic):
     body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
         {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]}
-    return client.call(2, 7, body)["topics"][0]["partitions"][0]["offset"]
+    return client.call(ApiKey.LIST_OFFSETS, 7, body)["topics"][0]["partitions"][0]["offset"]
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -14,25 +14,27 @@ import pytest
 from broker_process import BrokerProcess, RawClient, unique
 
 import kqlite
-from kqlite.protocol import SUPPORTED, ErrorCode
+from kqlite.protocol import SUPPORTED, ApiKey, ErrorCode
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaAdminClient, TopicPartition  # noqa: E402
 
-DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS, API_VERSIONS = 35, 60, 61, 18
 # The versions Apache Kafka 3.9 serves of AlterConfigs, IncrementalAlterConfigs,
 # DescribeLogDirs, DescribeCluster, DescribeProducers and ApiVersions (none unstable).
-KAFKA_39_VERSIONS = {33: (0, 2), 44: (0, 1), 35: (0, 4), 60: (0, 1), 61: (0, 0), 18: (0, 4)}
+KAFKA_39_VERSIONS = {ApiKey.ALTER_CONFIGS: (0, 2), ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+                     ApiKey.DESCRIBE_LOG_DIRS: (0, 4), ApiKey.DESCRIBE_CLUSTER: (0, 1),
+                     ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.API_VERSIONS: (0, 4)}
 # Kafka's AclOperation names of the CLUSTER resource's operations (AclEntry).
 CLUSTER_OPERATIONS = {"CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
                       "ALTER_CONFIGS", "IDEMPOTENT_WRITE"}
 
 
 def _create(raw, topic, partitions):
-    body = raw.call(19, 5, {"topics": [{"name": topic, "num_partitions": partitions,
-                                        "replication_factor": 1, "assignments": [],
-                                        "configs": []}],
-                            "timeout_ms": 5000, "validate_only": False})
+    body = raw.call(ApiKey.CREATE_TOPICS, 5,
+                    {"topics": [{"name": topic, "num_partitions": partitions,
+                                 "replication_factor": 1, "assignments": [],
+                                 "configs": []}],
+                     "timeout_ms": 5000, "validate_only": False})
     assert body["topics"][0]["error_code"] == 0, body
 
 
@@ -78,7 +80,7 @@ def test_describe_log_dirs_every_version(broker, version):
     topic = unique(f"logdirs-v{version}")
     raw = RawClient(broker)
     _create(raw, topic, 2)
-    body = raw.call(DESCRIBE_LOG_DIRS, version, {"topics": [
+    body = raw.call(ApiKey.DESCRIBE_LOG_DIRS, version, {"topics": [
         {"topic": topic, "partitions": [0, 1, 0]},
         {"topic": "no-such-topic", "partitions": [0]}]})
     [result] = body["results"]
@@ -99,8 +101,8 @@ def test_describe_log_dirs_never_looks_outside_the_data_dir(broker, tmp_path):
     before = sorted(os.listdir(outside))
     raw = RawClient(broker)
     names = ["../escape", "..", "a/b", "x" * 250, "nul\0name", ""]
-    body = raw.call(DESCRIBE_LOG_DIRS, 4, {"topics": [{"topic": n, "partitions": [0]}
-                                                     for n in names]})
+    body = raw.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": [{"topic": n, "partitions": [0]}
+                                                            for n in names]})
     assert body["results"][0]["error_code"] == 0
     assert body["results"][0]["topics"] == []
     assert sorted(os.listdir(outside)) == before
@@ -129,8 +131,10 @@ def test_kafka_python_describe_cluster(broker):
 @pytest.mark.parametrize("version", [0, 1])
 def test_describe_cluster_raw(broker, version):
     raw = RawClient(broker)
-    asked = raw.call(DESCRIBE_CLUSTER, version, {"include_cluster_authorized_operations": True})
-    plain = raw.call(DESCRIBE_CLUSTER, version, {"include_cluster_authorized_operations": False})
+    asked = raw.call(ApiKey.DESCRIBE_CLUSTER, version,
+                     {"include_cluster_authorized_operations": True})
+    plain = raw.call(ApiKey.DESCRIBE_CLUSTER, version,
+                     {"include_cluster_authorized_operations": False})
     assert asked["error_code"] == 0 and asked["error_message"] is None
     assert asked["cluster_authorized_operations"] == sum(
         1 << code for code in (5, 7, 8, 9, 10, 11, 12))
@@ -147,8 +151,8 @@ def test_describe_cluster_raw(broker, version):
                                             (9, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)])
 def test_describe_cluster_refuses_other_endpoint_types(broker, endpoint, code):
     raw = RawClient(broker)
-    body = raw.call(DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
-                                          "endpoint_type": endpoint})
+    body = raw.call(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
+                                                 "endpoint_type": endpoint})
     assert body["error_code"] == code and body["error_message"]
     assert body["brokers"] == []
     assert raw.metadata_ok()
@@ -208,7 +212,7 @@ def test_describe_producers_errors(broker):
     topic = unique("producers-err")
     raw = RawClient(broker)
     _create(raw, topic, 1)
-    body = raw.call(DESCRIBE_PRODUCERS, 0, {"topics": [
+    body = raw.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
         {"name": topic, "partition_indexes": [0, 3, -1, 0]},
         {"name": "no-such-topic", "partition_indexes": [0]},
         {"name": "../escape", "partition_indexes": [0]},
@@ -243,7 +247,7 @@ def test_describe_producers_storage_work_is_bounded_by_the_partitions(tmp_path):
             return await run(fn, *args, **kwargs)
         bt.broker.io.run = counting
         indexes = list(range(-5000, 5000)) * 2
-        body = raw.call(DESCRIBE_PRODUCERS, 0, {"topics": [
+        body = raw.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
             {"name": "counted", "partition_indexes": indexes},
             {"name": "absent", "partition_indexes": indexes}]})
         raw.close()
@@ -261,8 +265,8 @@ def test_describe_producers_storage_work_is_bounded_by_the_partitions(tmp_path):
 def test_api_versions_serves_v4_and_lists_the_admin_apis(broker):
     raw = RawClient(broker)
     for version in range(0, 5):
-        body = raw.call(API_VERSIONS, version, {"client_software_name": "t",
-                                                "client_software_version": "1"})
+        body = raw.call(ApiKey.API_VERSIONS, version, {"client_software_name": "t",
+                                                       "client_software_version": "1"})
         assert body["error_code"] == 0
         listed = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
         assert listed == SUPPORTED
@@ -273,11 +277,11 @@ def test_api_versions_serves_v4_and_lists_the_admin_apis(broker):
 def test_api_versions_v5_is_answered_in_v0(broker):
     raw = RawClient(broker)
     # A v5 request header: the broker knows no v5 and answers in v0 (KIP-511).
-    header = struct.pack(">hhih", API_VERSIONS, 5, 7, 1) + b"t" + b"\0"
+    header = struct.pack(">hhih", ApiKey.API_VERSIONS, 5, 7, 1) + b"t" + b"\0"
     body = b"\x02t\x021\0"
     raw.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
     from kqlite.protocol import decode_response
-    _corr, answer = decode_response(API_VERSIONS, 5, raw.frame())
+    _corr, answer = decode_response(ApiKey.API_VERSIONS, 5, raw.frame())
     assert answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION
     assert {k["api_key"]: (k["min_version"], k["max_version"])
             for k in answer["api_keys"]}[18] == (0, 4)
@@ -293,30 +297,37 @@ _LOG_DIRS_RESPONSE = {"throttle_time_ms": 3, "error_code": 0, "results": [{
 _ALTER_RESPONSE = {"throttle_time_ms": 0, "responses": [{
     "error_code": 40, "error_message": "bad", "resource_type": 2, "resource_name": "t"}]}
 _BODIES = {
-    (33, "request"): {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
-        {"name": "retention.ms", "value": "1"}, {"name": "x", "value": None}]}],
+    (ApiKey.ALTER_CONFIGS, "request"): {
+        "resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.ms", "value": "1"}, {"name": "x", "value": None}]}],
         "validate_only": True},
-    (33, "response"): _ALTER_RESPONSE,
-    (44, "request"): {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
-        {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
-        {"name": "retention.ms", "config_operation": 1, "value": None}]}],
+    (ApiKey.ALTER_CONFIGS, "response"): _ALTER_RESPONSE,
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, "request"): {
+        "resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
+            {"name": "retention.ms", "config_operation": 1, "value": None}]}],
         "validate_only": False},
-    (44, "response"): _ALTER_RESPONSE,
-    (35, "request"): {"topics": [{"topic": "t", "partitions": [0, 5]}]},
-    (35, "response"): _LOG_DIRS_RESPONSE,
-    (60, "request"): {"include_cluster_authorized_operations": True, "endpoint_type": 1},
-    (60, "response"): {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                       "endpoint_type": 1, "cluster_id": "c", "controller_id": 0,
-                       "brokers": [{"broker_id": 0, "host": "h", "port": 9, "rack": "r"}],
-                       "cluster_authorized_operations": 8096},
-    (61, "request"): {"topics": [{"name": "t", "partition_indexes": [0, 1]}]},
-    (61, "response"): {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": [{
-        "partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [{
-            "producer_id": 1000, "producer_epoch": 2, "last_sequence": 41,
-            "last_timestamp": 1_700_000_000_000, "coordinator_epoch": -1,
-            "current_txn_start_offset": -1}]}]}]},
-    (18, "request"): {"client_software_name": "kio", "client_software_version": "0.5"},
-    (18, "response"): {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, "response"): _ALTER_RESPONSE,
+    (ApiKey.DESCRIBE_LOG_DIRS, "request"): {"topics": [{"topic": "t", "partitions": [0, 5]}]},
+    (ApiKey.DESCRIBE_LOG_DIRS, "response"): _LOG_DIRS_RESPONSE,
+    (ApiKey.DESCRIBE_CLUSTER, "request"): {"include_cluster_authorized_operations": True,
+                                           "endpoint_type": 1},
+    (ApiKey.DESCRIBE_CLUSTER, "response"): {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+        "endpoint_type": 1, "cluster_id": "c", "controller_id": 0,
+        "brokers": [{"broker_id": 0, "host": "h", "port": 9, "rack": "r"}],
+        "cluster_authorized_operations": 8096},
+    (ApiKey.DESCRIBE_PRODUCERS, "request"): {"topics": [{"name": "t",
+                                                         "partition_indexes": [0, 1]}]},
+    (ApiKey.DESCRIBE_PRODUCERS, "response"): {"throttle_time_ms": 0, "topics": [{
+        "name": "t", "partitions": [{
+            "partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [{
+                "producer_id": 1000, "producer_epoch": 2, "last_sequence": 41,
+                "last_timestamp": 1_700_000_000_000, "coordinator_epoch": -1,
+                "current_txn_start_offset": -1}]}]}]},
+    (ApiKey.API_VERSIONS, "request"): {"client_software_name": "kio",
+                                       "client_software_version": "0.5"},
+    (ApiKey.API_VERSIONS, "response"): {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
         {"api_key": 18, "min_version": 0, "max_version": 4}]},
 }
 _CASES = [(key, v, kind) for key, (lo, hi) in sorted(KAFKA_39_VERSIONS.items())

@@ -18,7 +18,7 @@ from broker_process import BrokerProcess, RawClient, unique
 from broker_thread import BrokerThread, GatedFS, segment_of
 
 from kqlite.format.batch import build_batch, decode_batch
-from kqlite.protocol import ErrorCode, encode_request
+from kqlite.protocol import ApiKey, ErrorCode, encode_request
 
 BIG = 1 << 20
 
@@ -64,7 +64,7 @@ def loaded_broker(tmp_path_factory):
 
 def baseline_of(broker):
     client = RawClient(broker)
-    client.call(1, 11, fetch_body([{"topic": "big", "partitions": [part(0), part(1)]}]))
+    client.call(ApiKey.FETCH, 11, fetch_body([{"topic": "big", "partitions": [part(0), part(1)]}]))
     client.close()
     return settle(broker.proc.pid, 0, timeout=0.5)
 
@@ -72,7 +72,7 @@ def baseline_of(broker):
 def test_a_partition_named_25000_times_is_read_once_and_leaves_no_descriptor(loaded_broker):
     baseline = baseline_of(loaded_broker)
     client = RawClient(loaded_broker, timeout=120)
-    body = client.call(1, 11, fetch_body(
+    body = client.call(ApiKey.FETCH, 11, fetch_body(
         [{"topic": "big", "partitions": [part(0, offset=5)] * 24_999 + [part(0, offset=7)]}]))
     assert client.metadata_ok()
     client.close()
@@ -87,7 +87,7 @@ def test_a_partition_named_25000_times_is_read_once_and_leaves_no_descriptor(loa
 
 def test_duplicates_across_topic_entries_collapse_in_first_place(loaded_broker):
     client = RawClient(loaded_broker)
-    body = client.call(1, 11, fetch_body([
+    body = client.call(ApiKey.FETCH, 11, fetch_body([
         {"topic": "big", "partitions": [part(1, offset=3), part(0, offset=1)]},
         {"topic": "nope", "partitions": [part(0)]},
         {"topic": "big", "partitions": [part(1, offset=9)]}]))
@@ -105,7 +105,7 @@ def test_closing_mid_response_leaves_no_descriptor(loaded_broker):
     for _ in range(5):
         sock = socket.create_connection(("127.0.0.1", loaded_broker.port))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.sendall(encode_request(1, 11, 1, "hostile", fetch_body(
+        sock.sendall(encode_request(ApiKey.FETCH, 11, 1, "hostile", fetch_body(
             [{"topic": "big", "partitions": [part(0), part(1)]}])))
         assert sock.recv(1024)            # the response has started
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
@@ -123,7 +123,7 @@ def test_a_fetch_waiting_in_the_purgatory_holds_no_descriptor(loaded_broker):
     for _ in range(20):
         sock = socket.create_connection(("127.0.0.1", loaded_broker.port))
         # At the log end: nothing to return, so each waits out its 1.5 s.
-        sock.sendall(encode_request(1, 11, 1, "hostile", fetch_body(
+        sock.sendall(encode_request(ApiKey.FETCH, 11, 1, "hostile", fetch_body(
             [{"topic": "big", "partitions": [part(0, offset=2000), part(1, offset=2000)]}],
             max_wait_ms=1500, min_bytes=1)))
         waiting.append(sock)
@@ -142,7 +142,7 @@ def test_a_fetch_waiting_in_the_purgatory_holds_no_descriptor(loaded_broker):
 def test_an_error_carries_empty_records_not_null(loaded_broker):
     client = RawClient(loaded_broker)
     for version in (4, 11, 12):
-        body = client.call(1, version, fetch_body([
+        body = client.call(ApiKey.FETCH, version, fetch_body([
             {"topic": "big", "partitions": [part(0, offset=10**9), part(7)]},
             {"topic": unique("missing"), "partitions": [part(0)]}]))
         codes = [(p["error_code"], p["records"]) for t in body["responses"]
@@ -150,8 +150,8 @@ def test_an_error_carries_empty_records_not_null(loaded_broker):
         assert codes == [(ErrorCode.OFFSET_OUT_OF_RANGE, b""),
                          (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b""),
                          (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"")]
-    body = client.call(1, 13, fetch_body([{"topic_id": uuid.uuid4(),
-                                           "partitions": [part(0)]}]))
+    body = client.call(ApiKey.FETCH, 13, fetch_body([{"topic_id": uuid.uuid4(),
+                                                      "partitions": [part(0)]}]))
     (p,) = body["responses"][0]["partitions"]
     assert (p["error_code"], p["records"]) == (ErrorCode.UNKNOWN_TOPIC_ID, b"")
     client.close()
@@ -170,7 +170,7 @@ def test_thousands_of_unknown_partitions_cost_one_lookup(tmp_path):
         client = RawClient(broker)
         topics = [{"topic": "small", "partitions": [part(i) for i in range(1, 5001)]}] + \
             [{"topic": f"ghost-{i}", "partitions": [part(0)]} for i in range(2000)]
-        body = client.call(1, 11, fetch_body(topics))
+        body = client.call(ApiKey.FETCH, 11, fetch_body(topics))
         client.close()
     codes = {p["error_code"] for t in body["responses"] for p in t["partitions"]}
     assert codes == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
@@ -191,7 +191,7 @@ def segment_reads(n_batches, tmp_path):
         before = fs.count("pread", segment_of("many", 0))
         offset, fetches = 0, 0
         while offset < n_batches:
-            body = client.call(1, 11, fetch_body(
+            body = client.call(ApiKey.FETCH, 11, fetch_body(
                 [{"topic": "many", "partitions": [part(0, offset, max_bytes=1000)]}]))
             (p,) = body["responses"][0]["partitions"]
             assert p["error_code"] == ErrorCode.NONE
@@ -260,7 +260,7 @@ def test_librdkafka_resets_an_offset_below_the_log_start(broker):
     topic = unique("oor-start")
     produce_values(broker, topic, [b"r%d" % i for i in range(10)])
     client = RawClient(broker)
-    body = client.call(21, 2, {"timeout_ms": 5000, "topics": [
+    body = client.call(ApiKey.DELETE_RECORDS, 2, {"timeout_ms": 5000, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "offset": 6}]}]})
     client.close()
     assert body["topics"][0]["partitions"][0]["low_watermark"] == 6

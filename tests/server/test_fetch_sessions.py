@@ -16,7 +16,7 @@ from broker_process import RawClient
 from broker_thread import BrokerThread
 
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.server.fetch_sessions import (EVICTION_MS, FINAL_EPOCH, INITIAL_EPOCH,
                                           FetchSessionCache, next_epoch)
 
@@ -296,42 +296,48 @@ def broker(tmp_path):
 
 def test_broker_full_and_incremental_sessions_by_name(broker):
     client = RawClient(broker)
-    r = client.call(1, 12, body([{"topic": "s", "partitions": [p(0), p(1), p(2)]}], epoch=0))
+    r = client.call(ApiKey.FETCH, 12,
+                    body([{"topic": "s", "partitions": [p(0), p(1), p(2)]}], epoch=0))
     sid = r["session_id"]
     assert sid and r["error_code"] == 0 and len(shape(r)) == 3
-    r = client.call(1, 12, body([{"topic": "s", "partitions": [p(0, 1)]}], sid, 1))
+    r = client.call(ApiKey.FETCH, 12, body([{"topic": "s", "partitions": [p(0, 1)]}], sid, 1))
     assert (r["error_code"], r["session_id"], shape(r)) == (0, sid, {})
     broker.run(_append(broker, "s", 2, b"two"))
-    r = client.call(1, 12, body([], sid, 2))
+    r = client.call(ApiKey.FETCH, 12, body([], sid, 2))
     assert shape(r) == {("s", 2): (0, len(build_batch([b"two"])))}
-    r = client.call(1, 12, body([], sid, 3, forgotten=[{"topic": "s", "partitions": [2]}]))
+    r = client.call(ApiKey.FETCH, 12,
+                    body([], sid, 3, forgotten=[{"topic": "s", "partitions": [2]}]))
     assert shape(r) == {}
     assert list(broker.broker.fetch_sessions.get(sid).partitions) == [("s", 0), ("s", 1)]
-    assert client.call(1, 12, body([], sid, 3))["error_code"] == \
+    assert client.call(ApiKey.FETCH, 12, body([], sid, 3))["error_code"] == \
         ErrorCode.INVALID_FETCH_SESSION_EPOCH
-    assert client.call(1, 12, body([], sid + 1, 1))["error_code"] == \
+    assert client.call(ApiKey.FETCH, 12, body([], sid + 1, 1))["error_code"] == \
         ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-    r = client.call(1, 13, body([], sid, 4))
+    r = client.call(ApiKey.FETCH, 13, body([], sid, 4))
     assert (r["error_code"], r["responses"]) == (ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, [])
-    r = client.call(1, 12, body([{"topic": "s", "partitions": [p(0)]}], sid, FINAL_EPOCH))
+    r = client.call(ApiKey.FETCH, 12,
+                    body([{"topic": "s", "partitions": [p(0)]}], sid, FINAL_EPOCH))
     assert r["session_id"] == 0 and len(broker.broker.fetch_sessions) == 0
     client.close()
 
 
 def test_broker_sessions_by_topic_id(broker):
     client = RawClient(broker)
-    meta = client.call(3, 12, {"topics": [{"name": "s", "topic_id": uuid.UUID(int=0)}],
-                               "allow_auto_topic_creation": False,
-                               "include_topic_authorized_operations": False})
+    meta = client.call(ApiKey.METADATA, 12,
+                       {"topics": [{"name": "s", "topic_id": uuid.UUID(int=0)}],
+                        "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False})
     tid = meta["topics"][0]["topic_id"]
-    r = client.call(1, 16, body([{"topic_id": tid, "partitions": [p(0), p(1)]}], epoch=0))
+    r = client.call(ApiKey.FETCH, 16,
+                    body([{"topic_id": tid, "partitions": [p(0), p(1)]}], epoch=0))
     sid = r["session_id"]
     assert sid and shape(r) == {(tid, 0): (0, len(build_batch([b"zero"]))), (tid, 1): (0, 0)}
-    r = client.call(1, 16, body([{"topic_id": tid, "partitions": [p(0, 1)]}], sid, 1))
+    r = client.call(ApiKey.FETCH, 16, body([{"topic_id": tid, "partitions": [p(0, 1)]}], sid, 1))
     assert shape(r) == {}
-    r = client.call(1, 16, body([], sid, 2, forgotten=[{"topic_id": tid, "partitions": [0]}]))
+    r = client.call(ApiKey.FETCH, 16,
+                    body([], sid, 2, forgotten=[{"topic_id": tid, "partitions": [0]}]))
     assert shape(r) == {}
-    assert client.call(1, 12, body([], sid, 3))["error_code"] == \
+    assert client.call(ApiKey.FETCH, 12, body([], sid, 3))["error_code"] == \
         ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
     client.close()
 

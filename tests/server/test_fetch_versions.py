@@ -13,7 +13,7 @@ from broker_thread import BrokerThread
 
 from kqlite.format.batch import build_batch, decode_batch
 from kqlite.format.legacy import iter_legacy_records
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.server.handlers import fetch as fetch_handler
 
 VALUES = [b"v%d" % i for i in range(12)]
@@ -51,9 +51,10 @@ def broker(tmp_path_factory):
 
 
 def topic_id(client, name):
-    meta = client.call(3, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
-                               "allow_auto_topic_creation": False,
-                               "include_topic_authorized_operations": False})
+    meta = client.call(ApiKey.METADATA, 12,
+                       {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                        "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False})
     return meta["topics"][0]["topic_id"]
 
 
@@ -62,7 +63,7 @@ def test_every_version_reads_every_record(broker, version):
     client = RawClient(broker)
     topic = {"topic_id": topic_id(client, "mixed")} if version >= 13 else {"topic": "mixed"}
     # From offset 4: inside the second batch (gzip) -- legacy readers get it whole.
-    response = client.call(1, version, body([{**topic, "partitions": [p(0, 4)]}]))
+    response = client.call(ApiKey.FETCH, version, body([{**topic, "partitions": [p(0, 4)]}]))
     client.close()
     (t,) = response["responses"]
     (part,) = t["partitions"]
@@ -92,7 +93,7 @@ def test_responses_parse_with_kio_in_every_version(broker):
     tid = topic_id(client, "mixed")
     for version in range(0, 18):
         topic = {"topic_id": tid} if version >= 13 else {"topic": "mixed"}
-        client.send(1, version, body([{**topic, "partitions": [p(0), p(5)]}]))
+        client.send(ApiKey.FETCH, version, body([{**topic, "partitions": [p(0), p(5)]}]))
         frame = client.frame()
         module = importlib.import_module(f"kio.schema.fetch.v{version}.response")
         start = 5 if version >= 12 else 4     # correlation id, [empty header tags]
@@ -108,9 +109,10 @@ def test_responses_parse_with_kio_in_every_version(broker):
 def test_unknown_topic_ids(broker):
     client = RawClient(broker)
     stranger = uuid.uuid4()
-    response = client.call(1, 13, body([{"topic_id": stranger, "partitions": [p(0), p(1)]},
-                                        {"topic_id": uuid.UUID(int=0),
-                                         "partitions": [p(0)]}]))
+    response = client.call(ApiKey.FETCH, 13,
+                           body([{"topic_id": stranger, "partitions": [p(0), p(1)]},
+                                 {"topic_id": uuid.UUID(int=0),
+                                  "partitions": [p(0)]}]))
     client.close()
     assert [(t["topic_id"], [(q["partition_index"], q["error_code"]) for q in t["partitions"]])
             for t in response["responses"]] == [
@@ -124,7 +126,8 @@ def test_zstd_for_old_readers(broker):
                                  (9, "zstd-topic", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
                                  (10, "zstd-topic", ErrorCode.NONE),
                                  (9, "zstd-batches", ErrorCode.NONE)]:
-        response = client.call(1, version, body([{"topic": topic, "partitions": [p(0)]}]))
+        response = client.call(ApiKey.FETCH, version,
+                               body([{"topic": topic, "partitions": [p(0)]}]))
         (part,) = response["responses"][0]["partitions"]
         assert (version, topic, part["error_code"]) == (version, topic, code)
         if code:
@@ -135,15 +138,17 @@ def test_zstd_for_old_readers(broker):
 def test_v16_names_the_leader_of_a_fenced_epoch(broker):
     client = RawClient(broker)
     tid = topic_id(client, "fenced")
-    response = client.call(1, 16, body([{"topic_id": tid,
-                                         "partitions": [p(0, current_leader_epoch=1)]}]))
+    response = client.call(ApiKey.FETCH, 16,
+                           body([{"topic_id": tid,
+                                  "partitions": [p(0, current_leader_epoch=1)]}]))
     (part,) = response["responses"][0]["partitions"]
     assert part["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
     assert part["current_leader"] == {"leader_id": 0, "leader_epoch": 3}
     assert response["node_endpoints"] == [{"node_id": 0, "host": "127.0.0.1",
                                            "port": broker.port, "rack": None}]
-    response = client.call(1, 15, body([{"topic_id": tid, "partitions": [p(0)]}],
-                                       replica_state={"replica_id": -1, "replica_epoch": -1}))
+    response = client.call(ApiKey.FETCH, 15,
+                           body([{"topic_id": tid, "partitions": [p(0)]}],
+                                replica_state={"replica_id": -1, "replica_epoch": -1}))
     assert response["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
     client.close()
 
@@ -153,8 +158,8 @@ def test_max_bytes_is_capped_at_kafkas_fetch_max_bytes(broker, monkeypatch):
     one = len(build_batch(VALUES[0:3]))
     monkeypatch.setattr(fetch_handler, "FETCH_MAX_BYTES", 2 * one + 10)
     client = RawClient(broker)
-    response = client.call(1, 11, body([{"topic": "mixed", "partitions": [p(0)]}],
-                                       max_bytes=0x7FFFFFFF))
+    response = client.call(ApiKey.FETCH, 11, body([{"topic": "mixed", "partitions": [p(0)]}],
+                                                  max_bytes=0x7FFFFFFF))
     client.close()
     (part,) = response["responses"][0]["partitions"]
     assert 0 < len(part["records"]) <= 2 * one + 10

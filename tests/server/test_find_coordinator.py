@@ -10,7 +10,7 @@ import pytest
 from broker_process import RawClient, unique
 
 protocol = pytest.importorskip("kqlite.protocol")
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 # A hang must fail the test, not block it: clients get far longer than a refusal needs.
@@ -20,12 +20,13 @@ NO_NODE = {"node_id": -1, "host": "", "port": -1}
 
 def _ask(client, version, key, key_type):
     if version >= 4:
-        reply = client.call(10, version, {"key_type": key_type, "coordinator_keys": [key]})
+        reply = client.call(ApiKey.FIND_COORDINATOR, version,
+                            {"key_type": key_type, "coordinator_keys": [key]})
         (answer,) = reply["coordinators"]
         assert answer["key"] == key
         return answer
     body = {"key": key, "key_type": key_type}
-    return client.call(10, version, body)
+    return client.call(ApiKey.FIND_COORDINATOR, version, body)
 
 
 @pytest.mark.parametrize("version", range(0, 7))
@@ -74,11 +75,11 @@ def test_key_types_kafka_refuses(broker, version, key_type, error):
 def test_every_key_of_a_batched_request_is_answered(broker):
     c = RawClient(broker)
     keys = ["a", "b", "a", ""]
-    reply = c.call(10, 4, {"key_type": TRANSACTION, "coordinator_keys": keys})
+    reply = c.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": TRANSACTION, "coordinator_keys": keys})
     assert [x["key"] for x in reply["coordinators"]] == keys
     assert {x["error_code"] for x in reply["coordinators"]} == {
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-    reply = c.call(10, 5, {"key_type": GROUP, "coordinator_keys": keys})
+    reply = c.call(ApiKey.FIND_COORDINATOR, 5, {"key_type": GROUP, "coordinator_keys": keys})
     assert [(x["key"], x["error_code"], x["node_id"]) for x in reply["coordinators"]] == [
         (k, ErrorCode.NONE, 0) for k in keys]
     c.close()

@@ -13,7 +13,7 @@ import kqlite
 from broker_process import BrokerProcess, RawClient, unique
 
 protocol = pytest.importorskip("kqlite.protocol")
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 
 WAIT_S = 60   # a generous bound on the clients' group joins: a hang fails the test
 
@@ -27,9 +27,10 @@ def broker(tmp_path):
 
 
 def create(c, *topics):
-    reply = c.call(19, 5, {"topics": [{"name": t, "num_partitions": 2, "replication_factor": 1,
-                                       "assignments": [], "configs": []} for t in topics],
-                           "timeout_ms": 10000, "validate_only": False})
+    reply = c.call(ApiKey.CREATE_TOPICS, 5,
+                   {"topics": [{"name": t, "num_partitions": 2, "replication_factor": 1,
+                                "assignments": [], "configs": []} for t in topics],
+                    "timeout_ms": 10000, "validate_only": False})
     assert {t["error_code"] for t in reply["topics"]} == {ErrorCode.NONE}
 
 
@@ -39,20 +40,22 @@ def commit(c, group, offsets, generation=-1, member=""):
         topics.setdefault(t, []).append({"partition_index": p, "committed_offset": o,
                                          "committed_leader_epoch": -1,
                                          "committed_metadata": "m"})
-    reply = c.call(8, 8, {"group_id": group, "generation_id_or_member_epoch": generation,
-                          "member_id": member, "group_instance_id": None,
-                          "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+    reply = c.call(ApiKey.OFFSET_COMMIT, 8,
+                   {"group_id": group, "generation_id_or_member_epoch": generation,
+                    "member_id": member, "group_instance_id": None,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
     assert {p["error_code"] for t in reply["topics"] for p in t["partitions"]} == {0}
 
 
 def committed(c, group):
-    reply = c.call(9, 7, {"group_id": group, "topics": None, "require_stable": False})
+    reply = c.call(ApiKey.OFFSET_FETCH, 7,
+                   {"group_id": group, "topics": None, "require_stable": False})
     return {(t["name"], p["partition_index"]): p["committed_offset"]
             for t in reply["topics"] for p in t["partitions"]}
 
 
 def delete_groups(c, groups, version=2):
-    reply = c.call(42, version, {"groups_names": groups})
+    reply = c.call(ApiKey.DELETE_GROUPS, version, {"groups_names": groups})
     return [(r["group_id"], r["error_code"]) for r in reply["results"]]
 
 
@@ -60,7 +63,7 @@ def offset_delete(c, group, partitions):
     topics = {}
     for t, p in partitions:
         topics.setdefault(t, []).append({"partition_index": p})
-    reply = c.call(47, 0, {"group_id": group, "topics": [
+    reply = c.call(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
         {"name": t, "partitions": ps} for t, ps in topics.items()]})
     return reply["error_code"], {(t["name"], p["partition_index"]): p["error_code"]
                                  for t in reply["topics"] for p in t["partitions"]}
@@ -73,19 +76,22 @@ def join(c, group, topics, protocol_type="consumer"):
     for t in topics:
         sub += struct.pack(">h", len(t)) + t.encode()
     sub += struct.pack(">i", -1)
-    joined = c.call(11, 0, {"group_id": group, "session_timeout_ms": 30000, "member_id": "",
-                            "protocol_type": protocol_type,
-                            "protocols": [{"name": "range", "metadata": sub}]})
+    joined = c.call(ApiKey.JOIN_GROUP, 0,
+                    {"group_id": group, "session_timeout_ms": 30000, "member_id": "",
+                     "protocol_type": protocol_type,
+                     "protocols": [{"name": "range", "metadata": sub}]})
     assert joined["error_code"] == ErrorCode.NONE
-    synced = c.call(14, 0, {"group_id": group, "generation_id": joined["generation_id"],
-                            "member_id": joined["member_id"], "assignments": [
-                                {"member_id": joined["member_id"], "assignment": b""}]})
+    synced = c.call(ApiKey.SYNC_GROUP, 0,
+                    {"group_id": group, "generation_id": joined["generation_id"],
+                     "member_id": joined["member_id"], "assignments": [
+                         {"member_id": joined["member_id"], "assignment": b""}]})
     assert synced["error_code"] == ErrorCode.NONE
     return joined["member_id"], joined["generation_id"]
 
 
 def leave(c, group, member):
-    assert c.call(13, 0, {"group_id": group, "member_id": member})["error_code"] == 0
+    assert c.call(ApiKey.LEAVE_GROUP, 0,
+                  {"group_id": group, "member_id": member})["error_code"] == 0
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -134,7 +140,7 @@ def test_deleted_groups_stay_deleted_after_a_restart_and_for_the_embedded_api(tm
         assert committed(c, "kept") == {("t", 1): 7}
         assert delete_groups(c, ["gone", "was-live"]) == [
             ("gone", ErrorCode.GROUP_ID_NOT_FOUND), ("was-live", ErrorCode.GROUP_ID_NOT_FOUND)]
-        listed = {g["group_id"] for g in c.call(16, 3, {})["groups"]}
+        listed = {g["group_id"] for g in c.call(ApiKey.LIST_GROUPS, 3, {})["groups"]}
         assert "kept" in listed and not {"gone", "was-live"} & listed
         c.close()
     finally:

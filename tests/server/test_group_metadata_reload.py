@@ -21,7 +21,7 @@ from kqlite.db.group_metadata import (GroupMetadataStore, GroupMetadataValue, Me
                                       encode_group_value)
 from kqlite.db.offsets import OFFSETS_TOPIC, decode_key, group_partition
 from kqlite.format.record import Record
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.server.coordinator import GroupCoordinator
 from kqlite.server.group_events import Heartbeat, Join, Sync
 
@@ -225,17 +225,18 @@ def raw_group(broker, group):
     a, b = RawClient(broker, timeout=30), RawClient(broker, timeout=30)
     body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
             "protocol_type": "consumer", "member_id": ""}
-    a.send(11, 3, dict(body, protocols=[{"name": "range", "metadata": b"sa"}]))
-    jb = b.call(11, 3, dict(body, protocols=[{"name": "range", "metadata": b"sb"}]))
-    ja = a.receive(11, 3)
+    a.send(ApiKey.JOIN_GROUP, 3, dict(body, protocols=[{"name": "range", "metadata": b"sa"}]))
+    jb = b.call(ApiKey.JOIN_GROUP, 3, dict(body, protocols=[{"name": "range", "metadata": b"sb"}]))
+    ja = a.receive(ApiKey.JOIN_GROUP, 3)
     assert ja["error_code"] == jb["error_code"] == 0 and ja["generation_id"] == 1
     leader = ja if ja["leader"] == ja["member_id"] else jb
     lc = a if leader is ja else b
     other = jb if leader is ja else ja
-    sync = lc.call(14, 3, {"group_id": group, "generation_id": 1,
-                           "member_id": leader["member_id"], "assignments": [
-                               {"member_id": leader["member_id"], "assignment": b"A"},
-                               {"member_id": other["member_id"], "assignment": b"B"}]})
+    sync = lc.call(ApiKey.SYNC_GROUP, 3,
+                   {"group_id": group, "generation_id": 1,
+                    "member_id": leader["member_id"], "assignments": [
+                        {"member_id": leader["member_id"], "assignment": b"A"},
+                        {"member_id": other["member_id"], "assignment": b"B"}]})
     assert sync["assignment"] == b"A"
     a.close()
     b.close()
@@ -257,23 +258,25 @@ def test_after_a_restart_members_carry_on_with_their_generation(tmp_path, stop_s
     try:
         c = RawClient(broker, timeout=30)
         for member in (leader, follower):
-            assert c.call(12, 3, {"group_id": group, "generation_id": 1,
-                                  "member_id": member})["error_code"] == 0
-        sync = c.call(14, 3, {"group_id": group, "generation_id": 1, "member_id": follower,
-                              "assignments": []})
+            assert c.call(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1,
+                                                "member_id": member})["error_code"] == 0
+        sync = c.call(ApiKey.SYNC_GROUP, 3,
+                      {"group_id": group, "generation_id": 1, "member_id": follower,
+                       "assignments": []})
         assert (sync["error_code"], sync["assignment"]) == (0, b"B")
-        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+        (g,) = c.call(ApiKey.DESCRIBE_GROUPS, 5,
+                      {"groups": [group], "include_authorized_operations": False}
                       )["groups"]
         assert (g["group_state"], g["protocol_type"], g["protocol_data"]) == \
             ("Stable", "consumer", "range")
         assert sorted((m["member_id"], m["member_metadata"], m["member_assignment"])
                       for m in g["members"]) == sorted([(leader, leader_meta, b"A"),
                                                         (follower, follower_meta, b"B")])
-        listed = c.call(16, 4, {"states_filter": ["stable"]})["groups"]
+        listed = c.call(ApiKey.LIST_GROUPS, 4, {"states_filter": ["stable"]})["groups"]
         assert {"group_id": group, "protocol_type": "consumer",
                 "group_state": "Stable"} in listed
         # Both leave: the Empty group, with its generation, survives the next restart too.
-        c.call(13, 3, {"group_id": group, "members": [
+        c.call(ApiKey.LEAVE_GROUP, 3, {"group_id": group, "members": [
             {"member_id": leader, "group_instance_id": None},
             {"member_id": follower, "group_instance_id": None}]})
         c.close()
@@ -284,13 +287,14 @@ def test_after_a_restart_members_carry_on_with_their_generation(tmp_path, stop_s
     broker = restartable(data, port)
     try:
         c = RawClient(broker, timeout=30)
-        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+        (g,) = c.call(ApiKey.DESCRIBE_GROUPS, 5,
+                      {"groups": [group], "include_authorized_operations": False}
                       )["groups"]
         assert (g["group_state"], g["members"]) == ("Empty", [])
-        joined = c.call(11, 3, {"group_id": group, "session_timeout_ms": 30000,
-                                "rebalance_timeout_ms": 30000, "member_id": "",
-                                "protocol_type": "consumer",
-                                "protocols": [{"name": "range", "metadata": b"x"}]})
+        joined = c.call(ApiKey.JOIN_GROUP, 3, {"group_id": group, "session_timeout_ms": 30000,
+                                               "rebalance_timeout_ms": 30000, "member_id": "",
+                                               "protocol_type": "consumer",
+                                               "protocols": [{"name": "range", "metadata": b"x"}]})
         assert joined["generation_id"] == 3        # 1, then 2 when it emptied, then 3
         c.close()
     finally:
@@ -367,7 +371,8 @@ def test_a_librdkafka_consumer_keeps_its_membership_across_a_broker_restart(tmp_
 def describe_members(broker, group):
     c = RawClient(broker)
     try:
-        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+        (g,) = c.call(ApiKey.DESCRIBE_GROUPS, 5,
+                      {"groups": [group], "include_authorized_operations": False}
                       )["groups"]
         return [m["member_id"] for m in g["members"]]
     finally:

@@ -7,7 +7,7 @@ generated from Kafka 3.9's message JSON), an oracle independent of kqlite's code
 
 import pytest
 
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 from broker_process import RawClient, unique
 
@@ -15,7 +15,9 @@ kio_index = pytest.importorskip("kio.index")
 from kio.serial import entity_reader  # noqa: E402
 
 # WIRE: Kafka 3.9's validVersions and the first flexible version of each API.
-VERSIONS = {11: (9, 6), 14: (5, 4), 12: (4, 4), 13: (5, 4), 15: (5, 5), 16: (5, 3)}
+VERSIONS = {ApiKey.JOIN_GROUP: (9, 6), ApiKey.SYNC_GROUP: (5, 4), ApiKey.HEARTBEAT: (4, 4),
+            ApiKey.LEAVE_GROUP: (5, 4), ApiKey.DESCRIBE_GROUPS: (5, 5),
+            ApiKey.LIST_GROUPS: (5, 3)}
 ALL_GROUP_OPERATIONS = 8 | 64 | 256     # READ, DELETE, DESCRIBE (AclOperation codes 3, 6, 8)
 
 
@@ -39,7 +41,7 @@ def code(response):
 def test_the_broker_advertises_kafka_39s_ranges(broker):
     c = RawClient(broker)
     advertised = {a["api_key"]: (a["min_version"], a["max_version"])
-                  for a in c.call(18, 0, {})["api_keys"]}
+                  for a in c.call(ApiKey.API_VERSIONS, 0, {})["api_keys"]}
     c.close()
     assert {key: advertised[key] for key in VERSIONS} == \
         {key: (0, top) for key, (top, _flexible) in VERSIONS.items()}
@@ -48,16 +50,18 @@ def test_the_broker_advertises_kafka_39s_ranges(broker):
 @pytest.mark.parametrize("step", range(10))
 def test_every_version_of_every_membership_api(broker, step):
     join_v, sync_v, hb_v, leave_v, desc_v, list_v = (
-        min(step, VERSIONS[k][0]) for k in (11, 14, 12, 13, 15, 16))
+        min(step, VERSIONS[k][0]) for k in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP,
+                                            ApiKey.HEARTBEAT, ApiKey.LEAVE_GROUP,
+                                            ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS))
     group = unique(f"versions-{step}")
     c = RawClient(broker, timeout=30)
     body = {"group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
             "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b"sub"}], "reason": None}
-    joined = call(c, 11, join_v, body)
+    joined = call(c, ApiKey.JOIN_GROUP, join_v, body)
     if join_v >= 4:             # KIP-394: the member id first
         assert code(joined) == ErrorCode.MEMBER_ID_REQUIRED
-        joined = call(c, 11, join_v, dict(body, member_id=joined.member_id))
+        joined = call(c, ApiKey.JOIN_GROUP, join_v, dict(body, member_id=joined.member_id))
     assert code(joined) == 0
     member = joined.member_id
     assert (joined.generation_id, joined.leader) == (1, member)
@@ -67,21 +71,25 @@ def test_every_version_of_every_membership_api(broker, step):
     else:
         assert joined.protocol_name == "range"
 
-    synced = call(c, 14, sync_v, {"group_id": group, "generation_id": 1, "member_id": member,
-                                  "group_instance_id": None, "protocol_type": "consumer",
-                                  "protocol_name": "range",
-                                  "assignments": [{"member_id": member, "assignment": b"asg"}]})
+    synced = call(c, ApiKey.SYNC_GROUP, sync_v,
+                  {"group_id": group, "generation_id": 1, "member_id": member,
+                   "group_instance_id": None, "protocol_type": "consumer",
+                   "protocol_name": "range",
+                   "assignments": [{"member_id": member, "assignment": b"asg"}]})
     assert (code(synced), synced.assignment) == (0, b"asg")
 
-    beat = call(c, 12, hb_v, {"group_id": group, "generation_id": 1, "member_id": member,
-                              "group_instance_id": None})
+    beat = call(c, ApiKey.HEARTBEAT, hb_v,
+                {"group_id": group, "generation_id": 1, "member_id": member,
+                 "group_instance_id": None})
     assert code(beat) == 0
-    assert code(call(c, 12, hb_v, {"group_id": group, "generation_id": 7, "member_id": member,
-                                   "group_instance_id": None})) == ErrorCode.ILLEGAL_GENERATION
+    assert code(call(c, ApiKey.HEARTBEAT, hb_v,
+                     {"group_id": group, "generation_id": 7, "member_id": member,
+                      "group_instance_id": None})) == ErrorCode.ILLEGAL_GENERATION
 
     for include in (False, True):
-        described = call(c, 15, desc_v, {"groups": [group],
-                                         "include_authorized_operations": include})
+        described = call(c, ApiKey.DESCRIBE_GROUPS, desc_v,
+                         {"groups": [group],
+                          "include_authorized_operations": include})
         (g,) = described.groups
         assert (code(g), g.group_state, g.protocol_type, g.protocol_data) == \
             (0, "Stable", "consumer", "range")
@@ -91,7 +99,7 @@ def test_every_version_of_every_membership_api(broker, step):
             assert g.authorized_operations == \
                 (ALL_GROUP_OPERATIONS if include else -2147483648)
 
-    listed = call(c, 16, list_v, {"states_filter": [], "types_filter": []})
+    listed = call(c, ApiKey.LIST_GROUPS, list_v, {"states_filter": [], "types_filter": []})
     (mine,) = [g for g in listed.groups if g.group_id == group]
     assert mine.protocol_type == "consumer"
     if list_v >= 4:
@@ -100,16 +108,16 @@ def test_every_version_of_every_membership_api(broker, step):
         assert mine.group_type == "classic"
 
     if leave_v < 3:
-        left = call(c, 13, leave_v, {"group_id": group, "member_id": member})
+        left = call(c, ApiKey.LEAVE_GROUP, leave_v, {"group_id": group, "member_id": member})
         assert code(left) == 0
     else:
-        left = call(c, 13, leave_v, {"group_id": group, "members": [
+        left = call(c, ApiKey.LEAVE_GROUP, leave_v, {"group_id": group, "members": [
             {"member_id": member, "group_instance_id": None, "reason": "done"}]})
         assert code(left) == 0
         assert [(m.member_id, m.group_instance_id, m.error_code.value)
                 for m in left.members] == [(member, None, 0)]
-    (g,) = call(c, 15, desc_v, {"groups": [group],
-                                "include_authorized_operations": False}).groups
+    (g,) = call(c, ApiKey.DESCRIBE_GROUPS, desc_v, {"groups": [group],
+                                                    "include_authorized_operations": False}).groups
     assert (g.group_state, g.members) == ("Empty", ())
     c.close()
 
@@ -117,15 +125,16 @@ def test_every_version_of_every_membership_api(broker, step):
 def test_list_groups_filters_by_state_and_type_case_insensitively(broker):
     group = unique("list-filter")
     c = RawClient(broker, timeout=30)
-    joined = call(c, 11, 3, {"group_id": group, "session_timeout_ms": 30000,
-                             "rebalance_timeout_ms": 30000, "member_id": "",
-                             "protocol_type": "consumer",
-                             "protocols": [{"name": "range", "metadata": b""}]})
-    call(c, 14, 3, {"group_id": group, "generation_id": 1, "member_id": joined.member_id,
-                    "assignments": []})
+    joined = call(c, ApiKey.JOIN_GROUP, 3, {"group_id": group, "session_timeout_ms": 30000,
+                                            "rebalance_timeout_ms": 30000, "member_id": "",
+                                            "protocol_type": "consumer",
+                                            "protocols": [{"name": "range", "metadata": b""}]})
+    call(c, ApiKey.SYNC_GROUP, 3,
+         {"group_id": group, "generation_id": 1, "member_id": joined.member_id,
+          "assignments": []})
 
     def listed(states, types):
-        response = call(c, 16, 5, {"states_filter": states, "types_filter": types})
+        response = call(c, ApiKey.LIST_GROUPS, 5, {"states_filter": states, "types_filter": types})
         return {g.group_id: (g.group_state, g.group_type) for g in response.groups}
 
     assert listed(["STABLE"], [])[group] == ("Stable", "classic")
@@ -139,13 +148,14 @@ def test_list_groups_filters_by_state_and_type_case_insensitively(broker):
 def test_describe_and_membership_apis_refuse_an_empty_group_id(broker):
     c = RawClient(broker, timeout=30)
     invalid = ErrorCode.INVALID_GROUP_ID
-    assert code(call(c, 12, 4, {"group_id": "", "generation_id": 1, "member_id": "m",
-                                "group_instance_id": None})) == invalid
-    assert code(call(c, 14, 5, {"group_id": "", "generation_id": 1, "member_id": "m",
-                                "group_instance_id": None, "protocol_type": None,
-                                "protocol_name": None, "assignments": []})) == invalid
-    left = call(c, 13, 5, {"group_id": "", "members": [
+    assert code(call(c, ApiKey.HEARTBEAT, 4, {"group_id": "", "generation_id": 1, "member_id": "m",
+                                              "group_instance_id": None})) == invalid
+    assert code(call(c, ApiKey.SYNC_GROUP, 5,
+                     {"group_id": "", "generation_id": 1, "member_id": "m",
+                      "group_instance_id": None, "protocol_type": None,
+                      "protocol_name": None, "assignments": []})) == invalid
+    left = call(c, ApiKey.LEAVE_GROUP, 5, {"group_id": "", "members": [
         {"member_id": "m", "group_instance_id": None, "reason": None}]})
     assert (code(left), left.members) == (invalid, ())
-    assert code(call(c, 13, 0, {"group_id": "", "member_id": "m"})) == invalid
+    assert code(call(c, ApiKey.LEAVE_GROUP, 0, {"group_id": "", "member_id": "m"})) == invalid
     c.close()

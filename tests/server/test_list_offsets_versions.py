@@ -12,7 +12,7 @@ import pytest
 
 from broker_process import RawClient, unique
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 T0 = 1_700_000_000_000
 
@@ -30,7 +30,7 @@ def new_topic(client, configs=()):
                         "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in configs]}],
             "timeout_ms": 10000, "validate_only": False}
-    assert client.call(19, 5, body)["topics"][0]["error_code"] == 0
+    assert client.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
     return topic
 
 
@@ -38,7 +38,7 @@ def produce(client, topic, values, timestamp=T0):
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [
             {"index": 0, "records": build_batch(values, timestamp=timestamp)}]}]}
-    [p] = client.call(0, 9, body)["responses"][0]["partition_responses"]
+    [p] = client.call(ApiKey.PRODUCE, 9, body)["responses"][0]["partition_responses"]
     assert p["error_code"] == 0
     return p["base_offset"]
 
@@ -49,7 +49,7 @@ def list_offsets(client, version, topic, *partitions, replica_id=-1):
         {"name": topic, "partitions": [dict({"partition_index": 0, "current_leader_epoch": -1,
                                              "timestamp": ts, "max_num_offsets": 1}, **extra)
                                        for ts, extra in partitions]}]}
-    return client.call(2, version, body)["topics"][0]["partitions"]
+    return client.call(ApiKey.LIST_OFFSETS, version, body)["topics"][0]["partitions"]
 
 
 def v0(client, topic, timestamp, max_num_offsets=10, replica_id=-1):
@@ -81,7 +81,8 @@ def test_v0_latest_lists_the_log_end_then_segment_bases(client, three_segments):
 
 def test_v0_earliest_is_the_log_start(client, three_segments):
     assert v0(client, three_segments, -2) == (0, [0])
-    assert client.call(21, 2, {"topics": [{"name": three_segments, "partitions": [
+    assert client.call(ApiKey.DELETE_RECORDS, 2,
+                       {"topics": [{"name": three_segments, "partitions": [
         {"partition_index": 0, "offset": 3}]}], "timeout_ms": 1000})["topics"][0][
         "partitions"][0]["error_code"] == 0
     # Segments below the log start are gone; the one holding it answers the log start.
@@ -141,7 +142,7 @@ def test_latest_tiered_still_checks_the_partition_and_epoch(client):
     body = {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": 7, "current_leader_epoch": -1,
                                         "timestamp": -5}]}]}
-    [p] = client.call(2, 9, body)["topics"][0]["partitions"]
+    [p] = client.call(ApiKey.LIST_OFFSETS, 9, body)["topics"][0]["partitions"]
     assert p["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -159,7 +160,7 @@ def test_offset_for_leader_epoch_every_version(client, version):
     produce(client, topic, [b"a", b"b", b"c"])
     body = {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
         {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
-    [p] = client.call(23, version, body)["topics"][0]["partitions"]
+    [p] = client.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)["topics"][0]["partitions"]
     assert (p["error_code"], p["end_offset"]) == (0, 3)
     if version >= 1:                  # not on the wire before v1
         assert p["leader_epoch"] == 0
@@ -171,7 +172,7 @@ def test_offset_for_leader_epoch_every_version(client, version):
 def test_init_producer_id_every_version(client, version):
     body = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
             "producer_epoch": -1}
-    answer = client.call(22, version, body)
+    answer = client.call(ApiKey.INIT_PRODUCER_ID, version, body)
     assert answer["error_code"] == 0 and answer["producer_id"] >= 0
     assert answer["producer_epoch"] == 0
 

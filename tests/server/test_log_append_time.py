@@ -10,7 +10,7 @@ import pytest
 import kqlite
 from broker_process import BrokerProcess, RawClient, unique
 from kqlite.format.batch import build_batch, decode_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -22,14 +22,14 @@ def create_topic(client, topic, timestamp_type):
                         "assignments": [],
                         "configs": [{"name": "message.timestamp.type", "value": timestamp_type}]}],
             "timeout_ms": 10000, "validate_only": False}
-    [result] = client.call(19, 5, body)["topics"]
+    [result] = client.call(ApiKey.CREATE_TOPICS, 5, body)["topics"]
     assert result["error_code"] == 0, result
 
 
 def produce(client, topic, batch, version=9):
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
-    [t] = client.call(0, version, body)["responses"]
+    [t] = client.call(ApiKey.PRODUCE, version, body)["responses"]
     [p] = t["partition_responses"]
     return p
 
@@ -41,7 +41,7 @@ def fetch_batches(client, topic, offset=0):
                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
                  "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""}
-    [t] = client.call(1, 11, body)["responses"]
+    [t] = client.call(ApiKey.FETCH, 11, body)["responses"]
     [p] = t["partitions"]
     assert p["error_code"] == 0
     data, batches, pos = bytes(p["records"] or b""), [], 0
@@ -73,9 +73,9 @@ def test_produce_response_and_stored_batch_carry_the_append_time(broker, client)
     assert header.base_timestamp == OLD       # Kafka leaves baseTimestamp as produced
     assert [r.timestamp for r in records] == [answer["log_append_time_ms"]] * 3
     # The time index follows the append time, not the producer's clock.
-    lo = client.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+    lo = client.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                        "timestamp": OLD + 1}]}]})
+                                                          "timestamp": OLD + 1}]}]})
     assert lo["topics"][0]["partitions"][0]["offset"] == 0
 
 
@@ -128,8 +128,9 @@ def test_old_produce_versions_get_the_append_time_too(broker, client):
 def test_idempotent_retry_answers_the_first_append_time(broker, client):
     topic = unique("lat-retry")
     create_topic(client, topic, "LogAppendTime")
-    producer_id = client.call(22, 4, {"transactional_id": None, "transaction_timeout_ms": 0,
-                                      "producer_id": -1, "producer_epoch": -1})["producer_id"]
+    producer_id = client.call(ApiKey.INIT_PRODUCER_ID, 4,
+                              {"transactional_id": None, "transaction_timeout_ms": 0,
+                               "producer_id": -1, "producer_epoch": -1})["producer_id"]
     batch = build_batch([b"once"], timestamp=OLD, producer_id=producer_id, producer_epoch=0,
                         base_sequence=0)
     first = produce(client, topic, batch)

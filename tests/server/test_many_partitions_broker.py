@@ -14,7 +14,7 @@ import kqlite
 from broker_process import BrokerProcess, RawClient
 
 from kqlite.format.batch import build_batch, parse_header
-from kqlite.protocol import ErrorCode, FileRegion
+from kqlite.protocol import ApiKey, ErrorCode, FileRegion
 from kqlite.server.replica_manager import FetchPartition, ReplicaManager
 from kqlite.server.storage_io import StorageExecutor
 
@@ -22,18 +22,18 @@ PARTITIONS = 2000
 
 
 def produce_everywhere(client, value):
-    body = client.call(0, 7, {"acks": 1, "timeout_ms": 30000, "topic_data": [
+    body = client.call(ApiKey.PRODUCE, 7, {"acks": 1, "timeout_ms": 30000, "topic_data": [
         {"name": "wide", "partition_data": [{"index": p, "records": build_batch([value])}
-                                            for p in range(PARTITIONS)]}]})
+                                                         for p in range(PARTITIONS)]}]})
     return body["responses"][0]["partition_responses"]
 
 
 def fetch_everywhere(client, offset):
-    body = client.call(1, 11, {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
-                               "topics": [{"topic": "wide", "partitions": [
-                                   {"partition": p, "fetch_offset": offset,
-                                    "partition_max_bytes": 1 << 20}
-                                   for p in range(PARTITIONS)]}]})
+    body = client.call(ApiKey.FETCH, 11, {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+                                          "topics": [{"topic": "wide", "partitions": [
+                                              {"partition": p, "fetch_offset": offset,
+                                               "partition_max_bytes": 1 << 20}
+                                              for p in range(PARTITIONS)]}]})
     return body["responses"][0]["partitions"]
 
 
@@ -78,8 +78,8 @@ def test_two_thousand_partitions_under_a_1024_descriptor_limit(tmp_path):
         parts = fetch_everywhere(client, 0)
         assert [p["error_code"] for p in parts] == [ErrorCode.NONE] * PARTITIONS
         assert all(parse_header(p["records"]).base_offset == 0 for p in parts)
-        meta = client.call(3, 9, {"topics": [{"name": "wide"}],
-                                  "allow_auto_topic_creation": False})
+        meta = client.call(ApiKey.METADATA, 9, {"topics": [{"name": "wide"}],
+                                                "allow_auto_topic_creation": False})
         assert len(meta["topics"][0]["partitions"]) == PARTITIONS
         client.close()
     finally:

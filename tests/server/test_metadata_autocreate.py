@@ -16,7 +16,7 @@ from broker_process import RawClient
 from broker_thread import BrokerThread, GatedFS
 
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.server.replica_manager import AUTO_CREATE_LIMIT
 
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -49,19 +49,19 @@ def test_one_request_creates_at_most_the_bound_and_others_are_served_meanwhile(g
     creator, other = RawClient(broker, timeout=120), RawClient(broker)
     gate = fs.gate("pwrite", definition_write)
     try:
-        creator.send(3, 9, metadata_body(names))
+        creator.send(ApiKey.METADATA, 9, metadata_body(names))
         gate.wait_entered()
         # The creator's request is inside its first creation; another client is served.
-        assert other.call(18, 2, {})["error_code"] == ErrorCode.NONE
-        meta = other.call(3, 9, metadata_body(["existing"], auto=False))
+        assert other.call(ApiKey.API_VERSIONS, 2, {})["error_code"] == ErrorCode.NONE
+        meta = other.call(ApiKey.METADATA, 9, metadata_body(["existing"], auto=False))
         assert [t["error_code"] for t in meta["topics"]] == [ErrorCode.NONE]
-        produce = other.call(0, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        produce = other.call(ApiKey.PRODUCE, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [
             {"name": "existing", "partition_data": [
                 {"index": 0, "records": build_batch([b"meanwhile"])}]}]})
         assert produce["responses"][0]["partition_responses"][0]["error_code"] == 0
         assert not creator.has_response()
         gate.release()
-        first = creator.receive(3, 9)
+        first = creator.receive(ApiKey.METADATA, 9)
         assert [t["name"] for t in first["topics"]] == names
         created = [t["name"] for t in first["topics"] if t["error_code"] == ErrorCode.NONE]
         assert created == names[:AUTO_CREATE_LIMIT]
@@ -69,7 +69,7 @@ def test_one_request_creates_at_most_the_bound_and_others_are_served_meanwhile(g
         assert {t["error_code"] for t in first["topics"][AUTO_CREATE_LIMIT:]} == {UNKNOWN}
         assert stored_topics(broker) == {"existing", *created}
         # Asking again creates the next ones: clients that retry get every topic.
-        second = creator.call(3, 9, metadata_body(names))
+        second = creator.call(ApiKey.METADATA, 9, metadata_body(names))
         ok = [t["name"] for t in second["topics"] if t["error_code"] == ErrorCode.NONE]
         assert ok == names[:2 * AUTO_CREATE_LIMIT]
         assert len(stored_topics(broker)) == 1 + 2 * AUTO_CREATE_LIMIT
@@ -84,16 +84,16 @@ def test_a_topic_being_created_is_not_created_twice(gated):
     first, second = RawClient(broker), RawClient(broker)
     gate = fs.gate("pwrite", definition_write)
     try:
-        first.send(3, 9, metadata_body(["racing"]))
+        first.send(ApiKey.METADATA, 9, metadata_body(["racing"]))
         gate.wait_entered()
         # As Kafka answers a topic whose creation is in flight: ask again.
-        meanwhile = second.call(3, 9, metadata_body(["racing"]))
+        meanwhile = second.call(ApiKey.METADATA, 9, metadata_body(["racing"]))
         assert [(t["name"], t["error_code"]) for t in meanwhile["topics"]] == \
             [("racing", UNKNOWN)]
         gate.release()
-        done = first.receive(3, 9)
+        done = first.receive(ApiKey.METADATA, 9)
         assert [(t["name"], t["error_code"]) for t in done["topics"]] == [("racing", 0)]
-        again = second.call(3, 9, metadata_body(["racing"]))
+        again = second.call(ApiKey.METADATA, 9, metadata_body(["racing"]))
         assert [t["error_code"] for t in again["topics"]] == [0]
         assert broker.broker.db.list_topics() == ["existing", "racing"]
     finally:
@@ -106,7 +106,7 @@ def test_a_name_repeated_in_one_request_is_answered_once(gated):
     broker, _fs = gated
     c = RawClient(broker)
     try:
-        body = c.call(3, 9, metadata_body(["twice", "existing", "twice"] * 3000))
+        body = c.call(ApiKey.METADATA, 9, metadata_body(["twice", "existing", "twice"] * 3000))
         assert [(t["name"], t["error_code"]) for t in body["topics"]] == \
             [("twice", 0), ("existing", 0)]
     finally:

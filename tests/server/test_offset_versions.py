@@ -14,7 +14,7 @@ from broker_process import RawClient
 from broker_thread import GATE_LIMIT, BrokerThread
 
 protocol = pytest.importorskip("kqlite.protocol")
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 
 
 @pytest.fixture
@@ -42,15 +42,16 @@ def fetch_v(c, version, group, partitions, require_stable=False):
     """{partition: (offset, epoch or None, metadata, error)} of a single-group fetch."""
     topics = None if partitions is None else [{"name": "t", "partition_indexes": partitions}]
     if version >= 8:
-        reply = c.call(9, version, {"groups": [{"group_id": group, "member_id": None,
-                                                "member_epoch": -1, "topics": topics}],
-                                    "require_stable": require_stable})
+        reply = c.call(ApiKey.OFFSET_FETCH, version,
+                       {"groups": [{"group_id": group, "member_id": None,
+                                    "member_epoch": -1, "topics": topics}],
+                        "require_stable": require_stable})
         (g,) = reply["groups"]
         assert (g["group_id"], g["error_code"]) == (group, ErrorCode.NONE)
         topics = g["topics"]
     else:
-        reply = c.call(9, version, {"group_id": group, "topics": topics,
-                                    "require_stable": require_stable})
+        reply = c.call(ApiKey.OFFSET_FETCH, version, {"group_id": group, "topics": topics,
+                                                      "require_stable": require_stable})
         assert reply.get("error_code", 0) == ErrorCode.NONE
         topics = reply["topics"]
     return {p["partition_index"]: (p["committed_offset"], p.get("committed_leader_epoch"),
@@ -62,13 +63,15 @@ def join_stable_group(c, group):
     """A one-member consumer group (JoinGroup v0 and SyncGroup v0); (member id,
     generation)."""
     subscription = struct.pack(">hih", 0, 1, 1) + b"t" + struct.pack(">i", -1)
-    joined = c.call(11, 0, {"group_id": group, "session_timeout_ms": 30000, "member_id": "",
-                            "protocol_type": "consumer",
-                            "protocols": [{"name": "range", "metadata": subscription}]})
+    joined = c.call(ApiKey.JOIN_GROUP, 0,
+                    {"group_id": group, "session_timeout_ms": 30000, "member_id": "",
+                     "protocol_type": "consumer",
+                     "protocols": [{"name": "range", "metadata": subscription}]})
     assert joined["error_code"] == ErrorCode.NONE
     member, generation = joined["member_id"], joined["generation_id"]
-    synced = c.call(14, 0, {"group_id": group, "generation_id": generation, "member_id": member,
-                            "assignments": [{"member_id": member, "assignment": b""}]})
+    synced = c.call(ApiKey.SYNC_GROUP, 0,
+                    {"group_id": group, "generation_id": generation, "member_id": member,
+                     "assignments": [{"member_id": member, "assignment": b""}]})
     assert synced["error_code"] == ErrorCode.NONE
     return member, generation
 
@@ -77,8 +80,9 @@ def join_stable_group(c, group):
 def test_every_commit_version_stores_what_it_carries(broker, version):
     c = RawClient(broker)
     group = f"g{version}"
-    reply = c.call(8, version, commit_body(group, [(0, 100 + version, f"meta{version}")],
-                                           timestamp=1234567, epoch=6))
+    reply = c.call(ApiKey.OFFSET_COMMIT, version,
+                   commit_body(group, [(0, 100 + version, f"meta{version}")],
+                               timestamp=1234567, epoch=6))
     assert codes(reply) == [ErrorCode.NONE]
     (stored,) = broker.broker.db.offsets.committed_details(group).values()
     assert stored.offset == 100 + version and stored.metadata == f"meta{version}"
@@ -93,13 +97,16 @@ def test_every_commit_version_stores_what_it_carries(broker, version):
 def test_v0_commit_ignores_the_group_v1_and_later_do_not(broker):
     c = RawClient(broker)
     member, generation = join_stable_group(c, "live")
-    assert codes(c.call(8, 0, commit_body("live", [(0, 5, "zk-era")]))) == [ErrorCode.NONE]
+    assert codes(c.call(ApiKey.OFFSET_COMMIT, 0,
+                        commit_body("live", [(0, 5, "zk-era")]))) == [ErrorCode.NONE]
     # From v1 a commit is checked against the group: a stale generation, then no member.
-    assert codes(c.call(8, 1, commit_body("live", [(0, 6, "")], generation + 1, member))) == [
+    assert codes(c.call(ApiKey.OFFSET_COMMIT, 1,
+                        commit_body("live", [(0, 6, "")], generation + 1, member))) == [
         ErrorCode.ILLEGAL_GENERATION]
-    refused = codes(c.call(8, 2, commit_body("live", [(0, 6, "")])))
+    refused = codes(c.call(ApiKey.OFFSET_COMMIT, 2, commit_body("live", [(0, 6, "")])))
     assert refused[0] in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION)
-    assert codes(c.call(8, 5, commit_body("live", [(0, 7, "ok")], generation, member))) == [
+    assert codes(c.call(ApiKey.OFFSET_COMMIT, 5,
+                        commit_body("live", [(0, 7, "ok")], generation, member))) == [
         ErrorCode.NONE]
     assert broker.broker.db.offsets.committed("live") == {("t", 0): 7}
     c.close()
@@ -107,7 +114,7 @@ def test_v0_commit_ignores_the_group_v1_and_later_do_not(broker):
 
 def test_fetch_versions_answer_what_each_version_has(broker):
     c = RawClient(broker)
-    c.call(8, 8, commit_body("f", [(0, 10, "m0"), (1, 11, None)], epoch=4))
+    c.call(ApiKey.OFFSET_COMMIT, 8, commit_body("f", [(0, 10, "m0"), (1, 11, None)], epoch=4))
     # v0 read ZooKeeper in Kafka: no metadata, and -1 for partitions that do not exist.
     assert fetch_v(c, 0, "f", [0, 1, 2, 9]) == {
         0: (10, None, "", 0), 1: (11, None, "", 0), 2: (-1, None, "", 0), 9: (-1, None, "", 0)}
@@ -124,9 +131,9 @@ def test_fetch_versions_answer_what_each_version_has(broker):
 @pytest.mark.parametrize("version", [8, 9])
 def test_several_groups_in_one_fetch(broker, version):
     c = RawClient(broker)
-    c.call(8, 9, commit_body("a", [(0, 1, "x")]))
-    c.call(8, 9, commit_body("b", [(2, 3, "y")], epoch=2))
-    reply = c.call(9, version, {"groups": [
+    c.call(ApiKey.OFFSET_COMMIT, 9, commit_body("a", [(0, 1, "x")]))
+    c.call(ApiKey.OFFSET_COMMIT, 9, commit_body("b", [(2, 3, "y")], epoch=2))
+    reply = c.call(ApiKey.OFFSET_FETCH, version, {"groups": [
         {"group_id": "a", "member_id": None, "member_epoch": -1, "topics": None},
         {"group_id": "b", "member_id": None, "member_epoch": -1,
          "topics": [{"name": "t", "partition_indexes": [1, 2]}]},
@@ -181,10 +188,10 @@ class HeldCommit:
 @pytest.mark.parametrize("version", [7, 8, 9])
 def test_require_stable_reports_a_commit_still_being_written(broker, version):
     c, other = RawClient(broker), RawClient(broker)
-    c.call(8, 8, commit_body("s", [(0, 1, "first")]))
+    c.call(ApiKey.OFFSET_COMMIT, 8, commit_body("s", [(0, 1, "first")]))
     held = HeldCommit(broker.broker.db.offsets)
     try:
-        c.send(8, 8, commit_body("s", [(0, 2, "second")]))
+        c.send(ApiKey.OFFSET_COMMIT, 8, commit_body("s", [(0, 2, "second")]))
         assert held.entered.wait(GATE_LIMIT)
         assert fetch_v(other, version, "s", [0, 1], require_stable=True) == {
             0: (-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT), 1: (-1, -1, "", 0)}
@@ -192,7 +199,7 @@ def test_require_stable_reports_a_commit_still_being_written(broker, version):
             0: (1, -1, "first", 0)}
     finally:
         held.release()
-    assert codes(c.receive(8, 8)) == [ErrorCode.NONE]
+    assert codes(c.receive(ApiKey.OFFSET_COMMIT, 8)) == [ErrorCode.NONE]
     assert fetch_v(other, version, "s", [0], require_stable=True) == {0: (2, -1, "second", 0)}
     c.close()
     other.close()

@@ -14,31 +14,33 @@ from broker_process import RawClient
 from broker_thread import BrokerThread
 
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 EARLIEST, LATEST = -2, -1
 PARTITION_LEADER_EPOCH_AT = 12     # WIRE: byte offset of partitionLeaderEpoch in a batch
 
 
 def produce(client, topic, values, acks=1, partition=0):
-    body = client.call(0, 7, {"acks": acks, "timeout_ms": 10000, "topic_data": [
+    body = client.call(ApiKey.PRODUCE, 7, {"acks": acks, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition,
-                                            "records": build_batch(values)}]}]})
+                                                         "records": build_batch(values)}]}]})
     (part,) = body["responses"][0]["partition_responses"]
     return part
 
 
 def list_offset(client, topic, timestamp, current_leader_epoch=-1):
-    body = client.call(2, 4, {"replica_id": -1, "isolation_level": 0, "topics": [
+    body = client.call(ApiKey.LIST_OFFSETS, 4,
+                       {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "timestamp": timestamp,
-                                        "current_leader_epoch": current_leader_epoch}]}]})
+                                  "current_leader_epoch": current_leader_epoch}]}]})
     return body["topics"][0]["partitions"][0]
 
 
 def epoch_end(client, topic, epoch, current_leader_epoch=-1):
-    body = client.call(23, 3, {"replica_id": -1, "topics": [
+    body = client.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3,
+                       {"replica_id": -1, "topics": [
         {"topic": topic, "partitions": [{"partition": 0, "leader_epoch": epoch,
-                                         "current_leader_epoch": current_leader_epoch}]}]})
+                                  "current_leader_epoch": current_leader_epoch}]}]})
     return body["topics"][0]["partitions"][0]
 
 
@@ -78,8 +80,8 @@ def client(data_dir):
 
 
 def test_metadata_reports_leadership_from_the_partitions(client):
-    body = client.call(3, 9, {"topics": [{"name": "fresh"}, {"name": "inherited"}],
-                              "allow_auto_topic_creation": False})
+    body = client.call(ApiKey.METADATA, 9, {"topics": [{"name": "fresh"}, {"name": "inherited"}],
+                                            "allow_auto_topic_creation": False})
     fresh, inherited = body["topics"]
     assert [(p["partition_index"], p["leader_id"], p["leader_epoch"], p["replica_nodes"],
              p["isr_nodes"], p["offline_replicas"]) for p in fresh["partitions"]] == \
@@ -123,10 +125,10 @@ def test_a_stale_or_future_current_leader_epoch_is_refused(client):
     assert list_offset(client, "inherited", LATEST, current_leader_epoch=3)["error_code"] == 0
     assert epoch_end(client, "inherited", 3, current_leader_epoch=2)["error_code"] == \
         ErrorCode.FENCED_LEADER_EPOCH
-    fetch = client.call(1, 11, {"max_wait_ms": 0, "min_bytes": 1, "topics": [
+    fetch = client.call(ApiKey.FETCH, 11, {"max_wait_ms": 0, "min_bytes": 1, "topics": [
         {"topic": "inherited", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                               "current_leader_epoch": 5,
-                                               "partition_max_bytes": 1 << 20}]}]})
+                                                          "current_leader_epoch": 5,
+                                                          "partition_max_bytes": 1 << 20}]}]})
     assert fetch["responses"][0]["partitions"][0]["error_code"] == \
         ErrorCode.UNKNOWN_LEADER_EPOCH
 

@@ -10,7 +10,7 @@ import kqlite
 from broker_process import RawClient, unique
 from kqlite._native import crc32c
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 T0 = 1_700_000_000_000
 _HEAD = struct.Struct(">qiibIhiqqqhii")      # the 61-byte v2 batch header
@@ -110,7 +110,7 @@ def topic(broker):
                         "assignments": [],
                         "configs": [{"name": "max.message.bytes", "value": "2000"}]}],
             "timeout_ms": 10000, "validate_only": False}
-    assert client.call(19, 5, body)["topics"][0]["error_code"] == 0
+    assert client.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
     client.close()
     return name
 
@@ -125,7 +125,7 @@ def client(broker):
 def produce(client, topic, records):
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
-    [p] = client.call(0, 9, body)["responses"][0]["partition_responses"]
+    [p] = client.call(ApiKey.PRODUCE, 9, body)["responses"][0]["partition_responses"]
     return p
 
 

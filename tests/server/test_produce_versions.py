@@ -13,7 +13,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 import kqlite
 from broker_process import RawClient, unique
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 T0 = 1_700_000_000_000
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
@@ -31,7 +31,7 @@ def new_topic(client):
     body = {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
                         "assignments": [], "configs": []}],
             "timeout_ms": 10000, "validate_only": False}
-    assert client.call(19, 5, body)["topics"][0]["error_code"] == 0
+    assert client.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]["error_code"] == 0
     return topic
 
 
@@ -50,7 +50,7 @@ def produce_request(topic, records, version, acks=-1):
 
 
 def produce(client, topic, records, version):
-    response = client.call(0, version, produce_request(topic, records, version))
+    response = client.call(ApiKey.PRODUCE, version, produce_request(topic, records, version))
     [t] = response["responses"]
     [p] = t["partition_responses"]
     return p
@@ -146,7 +146,7 @@ def test_every_response_layout_is_kafka_39s(broker, client, version):
     from kio.serial import entity_reader
     topic = new_topic(client)
     records = legacy(1, NONE) if version < 3 else build_batch([b"x"], timestamp=T0)
-    client.send(0, version, produce_request(topic, records, version))
+    client.send(ApiKey.PRODUCE, version, produce_request(topic, records, version))
     frame = client.frame()
     header_size = 4 + (1 if version >= 9 else 0)        # correlation id (+ tagged fields)
     schema = kio_index.load_response_schema(0, version)

@@ -11,13 +11,13 @@ import pytest
 from broker_process import RawClient, unique
 
 protocol = pytest.importorskip("kqlite.protocol")
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_sasl_handshake_is_refused_and_the_connection_stays(broker, version):
     c = RawClient(broker)
-    reply = c.call(17, version, {"mechanism": "PLAIN"})
+    reply = c.call(ApiKey.SASL_HANDSHAKE, version, {"mechanism": "PLAIN"})
     assert reply == {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
     assert c.metadata_ok()
     c.close()
@@ -25,7 +25,7 @@ def test_sasl_handshake_is_refused_and_the_connection_stays(broker, version):
 
 def test_sasl_authenticate_is_refused(broker):
     c = RawClient(broker)
-    reply = c.call(36, 2, {"auth_bytes": b"\0user\0secret"})
+    reply = c.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0user\0secret"})
     assert reply["error_code"] == ErrorCode.ILLEGAL_SASL_STATE and "SASL" in reply["error_message"]
     assert c.metadata_ok()
     c.close()
@@ -35,18 +35,19 @@ def test_acl_requests_get_security_disabled(broker):
     c = RawClient(broker)
     flt = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-    assert c.call(29, 1, flt)["error_code"] == ErrorCode.SECURITY_DISABLED
+    assert c.call(ApiKey.DESCRIBE_ACLS, 1, flt)["error_code"] == ErrorCode.SECURITY_DISABLED
     creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
                 "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}
-    results = c.call(30, 2, {"creations": [creation, creation]})["results"]
+    results = c.call(ApiKey.CREATE_ACLS, 2, {"creations": [creation, creation]})["results"]
     assert [r["error_code"] for r in results] == [ErrorCode.SECURITY_DISABLED] * 2
-    results = c.call(31, 3, {"filters": [flt]})["filter_results"]
+    results = c.call(ApiKey.DELETE_ACLS, 3, {"filters": [flt]})["filter_results"]
     assert [r["error_code"] for r in results] == [ErrorCode.SECURITY_DISABLED]
     assert c.metadata_ok()
     c.close()
 
 
-@pytest.mark.parametrize("api_key,version", [(25, 0), (26, 3), (26, 4)])
+@pytest.mark.parametrize("api_key,version", [(ApiKey.ADD_OFFSETS_TO_TXN, 0),
+                                              (ApiKey.END_TXN, 3), (ApiKey.END_TXN, 4)])
 def test_transaction_coordinator_requests_are_refused(broker, api_key, version):
     c = RawClient(broker)
     body = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
@@ -59,8 +60,9 @@ def test_transaction_coordinator_requests_are_refused(broker, api_key, version):
 
 def test_refused_apis_are_not_advertised(broker):
     c = RawClient(broker)
-    keys = {k["api_key"] for k in c.call(18, 3, {"client_software_name": "raw",
-                                                 "client_software_version": "1"})["api_keys"]}
+    keys = {k["api_key"] for k in c.call(ApiKey.API_VERSIONS, 3,
+                                         {"client_software_name": "raw",
+                                          "client_software_version": "1"})["api_keys"]}
     assert {0, 1, 3, 18} <= keys and not {17, 25, 26, 29, 30, 31, 36} & keys
     c.close()
 

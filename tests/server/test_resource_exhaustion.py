@@ -19,7 +19,7 @@ from broker_thread import BrokerThread
 
 protocol = pytest.importorskip("kqlite.protocol")
 from kqlite.format.batch import build_batch, decode_batch  # noqa: E402
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 from kqlite.storage.fs import OsFile, OsFileSystem  # noqa: E402
 
 FULL = "No space left on device"
@@ -51,14 +51,14 @@ class _FullFile(OsFile):
 
 
 def produce(client, topic, value, partition=0):
-    body = client.call(0, 7, {"acks": -1, "timeout_ms": 10000, "topic_data": [
+    body = client.call(ApiKey.PRODUCE, 7, {"acks": -1, "timeout_ms": 10000, "topic_data": [
         {"name": topic, "partition_data": [{"index": partition,
-                                            "records": build_batch([value])}]}]})
+                                                         "records": build_batch([value])}]}]})
     return body["responses"][0]["partition_responses"][0]
 
 
 def fetch(client, topic, partition, offset=0):
-    body = client.call(1, 11, {
+    body = client.call(ApiKey.FETCH, 11, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [

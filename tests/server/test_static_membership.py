@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.server.group_events import (Commit, Delete, Heartbeat, Join, JoinResult, Leave, Sync,
                                         SyncResult)
 from kqlite.server.group_state import Event, GroupState
@@ -232,14 +232,14 @@ def test_delete_of_a_group_with_members_is_non_empty_group():
 # -- Through the broker: raw frames ---------------------------------------------------------------
 
 def raw_join(client, group, instance, member_id="", version=5):
-    return client.call(11, version, {
+    return client.call(ApiKey.JOIN_GROUP, version, {
         "group_id": group, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
         "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b"meta-" + instance.encode()}]})
 
 
 def create_topic(client, topic, partitions=1):
-    (t,) = client.call(19, 4, {"topics": [
+    (t,) = client.call(ApiKey.CREATE_TOPICS, 4, {"topics": [
         {"name": topic, "num_partitions": partitions, "replication_factor": 1,
          "assignments": [], "configs": []}], "timeout_ms": 30000})["topics"]
     assert t["error_code"] == 0, t
@@ -250,22 +250,24 @@ def stable_static_group(broker, group):
     """Static members a and b in a Stable group of generation 1 (the initial rebalance
     delay is waited out by the broker); returns (client, {instance: member id})."""
     c = RawClient(broker, timeout=30)
-    c.send(11, 5, {"group_id": group, "session_timeout_ms": 30000,
-                   "rebalance_timeout_ms": 30000, "member_id": "", "group_instance_id": "a",
-                   "protocol_type": "consumer", "protocols": [{"name": "range",
-                                                               "metadata": b"meta-a"}]})
+    c.send(ApiKey.JOIN_GROUP, 5,
+           {"group_id": group, "session_timeout_ms": 30000,
+            "rebalance_timeout_ms": 30000, "member_id": "", "group_instance_id": "a",
+            "protocol_type": "consumer", "protocols": [{"name": "range",
+                                                        "metadata": b"meta-a"}]})
     other = RawClient(broker, timeout=30)
     b = raw_join(other, group, "b")
-    a = c.receive(11, 5)
+    a = c.receive(ApiKey.JOIN_GROUP, 5)
     other.close()
     assert a["error_code"] == b["error_code"] == 0 and a["generation_id"] == 1
     ids = {"a": a["member_id"], "b": b["member_id"]}
     leader = "a" if a["leader"] == ids["a"] else "b"
     follower = "b" if leader == "a" else "a"
-    sync = c.call(14, 3, {"group_id": group, "generation_id": 1, "member_id": ids[leader],
-                          "group_instance_id": leader, "assignments": [
-                              {"member_id": ids[leader], "assignment": b"L"},
-                              {"member_id": ids[follower], "assignment": b"F"}]})
+    sync = c.call(ApiKey.SYNC_GROUP, 3,
+                  {"group_id": group, "generation_id": 1, "member_id": ids[leader],
+                   "group_instance_id": leader, "assignments": [
+                       {"member_id": ids[leader], "assignment": b"L"},
+                       {"member_id": ids[follower], "assignment": b"F"}]})
     assert sync["error_code"] == 0 and sync["assignment"] == b"L"
     return c, ids, leader, follower
 
@@ -277,30 +279,33 @@ def test_broker_fences_an_old_static_member_id_on_every_api(broker):
     assert restarted["error_code"] == 0 and restarted["generation_id"] == 1
     assert restarted["member_id"] != ids[follower]
     old, fenced = ids[follower], ErrorCode.FENCED_INSTANCE_ID
-    assert c.call(12, 3, {"group_id": group, "generation_id": 1, "member_id": old,
-                          "group_instance_id": follower})["error_code"] == fenced
-    assert c.call(14, 3, {"group_id": group, "generation_id": 1, "member_id": old,
-                          "group_instance_id": follower, "assignments": []}
+    assert c.call(ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1, "member_id": old,
+                                        "group_instance_id": follower})["error_code"] == fenced
+    assert c.call(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": 1, "member_id": old,
+                                         "group_instance_id": follower, "assignments": []}
                   )["error_code"] == fenced
     assert raw_join(c, group, follower, member_id=old)["error_code"] == fenced
     topic = create_topic(c, unique("static-fence-t"))
-    commit = c.call(8, 7, {"group_id": group, "generation_id_or_member_epoch": 1,
-                           "member_id": old, "group_instance_id": follower, "topics": [
-                               {"name": topic, "partitions": [
-                                   {"partition_index": 0, "committed_offset": 5,
-                                    "committed_metadata": None}]}]})
+    commit = c.call(ApiKey.OFFSET_COMMIT, 7,
+                    {"group_id": group, "generation_id_or_member_epoch": 1,
+                     "member_id": old, "group_instance_id": follower, "topics": [
+                         {"name": topic, "partitions": [
+                             {"partition_index": 0, "committed_offset": 5,
+                              "committed_metadata": None}]}]})
     assert commit["topics"][0]["partitions"][0]["error_code"] == fenced
-    leave = c.call(13, 3, {"group_id": group, "members": [
+    leave = c.call(ApiKey.LEAVE_GROUP, 3, {"group_id": group, "members": [
         {"member_id": old, "group_instance_id": follower}]})
     assert leave["error_code"] == 0
     assert leave["members"] == [{"member_id": old, "group_instance_id": follower,
                                  "error_code": fenced}]
     # The restarted member has its old assignment, and the group never rebalanced.
-    sync = c.call(14, 3, {"group_id": group, "generation_id": 1,
-                          "member_id": restarted["member_id"], "group_instance_id": follower,
-                          "assignments": []})
+    sync = c.call(ApiKey.SYNC_GROUP, 3,
+                  {"group_id": group, "generation_id": 1,
+                   "member_id": restarted["member_id"], "group_instance_id": follower,
+                   "assignments": []})
     assert (sync["error_code"], sync["assignment"]) == (0, b"F")
-    desc = c.call(15, 5, {"groups": [group], "include_authorized_operations": False})
+    desc = c.call(ApiKey.DESCRIBE_GROUPS, 5,
+                  {"groups": [group], "include_authorized_operations": False})
     (g,) = desc["groups"]
     assert g["group_state"] == "Stable"
     assert sorted((m["group_instance_id"], m["member_id"]) for m in g["members"]) == \
@@ -311,7 +316,7 @@ def test_broker_fences_an_old_static_member_id_on_every_api(broker):
 def test_broker_leave_group_v3_by_instance_id(broker):
     group = unique("static-leave")
     c, ids, leader, follower = stable_static_group(broker, group)
-    leave = c.call(13, 4, {"group_id": group, "members": [
+    leave = c.call(ApiKey.LEAVE_GROUP, 4, {"group_id": group, "members": [
         {"member_id": "", "group_instance_id": follower},
         {"member_id": "", "group_instance_id": "nobody"}]})
     assert leave["error_code"] == 0
@@ -319,7 +324,8 @@ def test_broker_leave_group_v3_by_instance_id(broker):
         {"member_id": "", "group_instance_id": follower, "error_code": 0},
         {"member_id": "", "group_instance_id": "nobody",
          "error_code": ErrorCode.UNKNOWN_MEMBER_ID}]
-    desc = c.call(15, 5, {"groups": [group], "include_authorized_operations": False})
+    desc = c.call(ApiKey.DESCRIBE_GROUPS, 5,
+                  {"groups": [group], "include_authorized_operations": False})
     assert [m["member_id"] for m in desc["groups"][0]["members"]] == [ids[leader]]
     c.close()
 
@@ -329,7 +335,8 @@ def test_broker_leave_group_v3_by_instance_id(broker):
 def describe(broker, group):
     c = RawClient(broker)
     try:
-        (g,) = c.call(15, 5, {"groups": [group], "include_authorized_operations": False}
+        (g,) = c.call(ApiKey.DESCRIBE_GROUPS, 5,
+                      {"groups": [group], "include_authorized_operations": False}
                       )["groups"]
         return g
     finally:
@@ -341,8 +348,8 @@ def generation_of(broker, group, member_id):
     c = RawClient(broker)
     try:
         for generation in range(1, 50):
-            code = c.call(12, 0, {"group_id": group, "generation_id": generation,
-                                  "member_id": member_id})["error_code"]
+            code = c.call(ApiKey.HEARTBEAT, 0, {"group_id": group, "generation_id": generation,
+                                                "member_id": member_id})["error_code"]
             if code != ErrorCode.ILLEGAL_GENERATION:
                 return generation, code
         raise AssertionError(f"no generation found for {member_id}")

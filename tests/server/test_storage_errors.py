@@ -11,11 +11,11 @@ import kqlite
 from broker_process import BrokerProcess, RawClient
 
 protocol = pytest.importorskip("kqlite.protocol")
-from kqlite.protocol import ErrorCode  # noqa: E402
+from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 
 
 def fetch(client, topic, partition, offset):
-    body = client.call(1, 11, {
+    body = client.call(ApiKey.FETCH, 11, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
             {"partition": partition, "fetch_offset": offset,

@@ -14,7 +14,7 @@ from broker_process import RawClient
 from broker_thread import BrokerThread, GatedFS, segment_of
 
 from kqlite.format.batch import build_batch, parse_header
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 
 def produce_body(topic, partition, records, acks=1):
@@ -52,10 +52,12 @@ def answers_meanwhile(broker, topic):
     """A second client's ApiVersions, Metadata and Produce to ``topic``-0 are answered."""
     other = RawClient(broker)
     try:
-        assert other.call(18, 2, {})["error_code"] == ErrorCode.NONE
-        meta = other.call(3, 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+        assert other.call(ApiKey.API_VERSIONS, 2, {})["error_code"] == ErrorCode.NONE
+        meta = other.call(ApiKey.METADATA, 9,
+                          {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
         assert meta["topics"][0]["error_code"] == ErrorCode.NONE
-        produced(other.call(0, 7, produce_body(topic, 0, build_batch([b"meanwhile"]))))
+        produced(other.call(ApiKey.PRODUCE, 7,
+                            produce_body(topic, 0, build_batch([b"meanwhile"]))))
     finally:
         other.close()
 
@@ -75,17 +77,18 @@ def test_a_fetch_blocked_reading_a_segment_does_not_hold_up_other_clients(gated)
     db.create_topic("other", 1)
     reader = RawClient(broker)
     for i in range(50):
-        produced(reader.call(0, 7, produce_body("big", 0, build_batch([b"v%d" % i]))))
-    assert batch_count(fetched(reader.call(1, 11, fetch_body("big", 0, 49)))) == 1  # log open
+        produced(reader.call(ApiKey.PRODUCE, 7, produce_body("big", 0, build_batch([b"v%d" % i]))))
+    assert batch_count(fetched(reader.call(ApiKey.FETCH, 11,
+                                           fetch_body("big", 0, 49)))) == 1  # log open
     gate = fs.gate("pread", segment_of("big", 0))
     try:
-        reader.send(1, 11, fetch_body("big", 0, 0))
+        reader.send(ApiKey.FETCH, 11, fetch_body("big", 0, 0))
         gate.wait_entered()
         answers_meanwhile(broker, "other")
         assert not reader.has_response()      # its fetch is still held in storage
     finally:
         gate.release()
-    assert batch_count(fetched(reader.receive(1, 11))) == 50
+    assert batch_count(fetched(reader.receive(ApiKey.FETCH, 11))) == 50
     reader.close()
 
 
@@ -95,16 +98,16 @@ def test_a_produce_blocked_in_fsync_does_not_hold_up_other_clients(gated):
     db.create_topic("durable", 1, {"fsync": "always"})
     db.create_topic("other", 1)
     writer = RawClient(broker)
-    produced(writer.call(0, 7, produce_body("durable", 0, build_batch([b"first"]))))
+    produced(writer.call(ApiKey.PRODUCE, 7, produce_body("durable", 0, build_batch([b"first"]))))
     gate = fs.gate("sync", segment_of("durable", 0))
     try:
-        writer.send(0, 7, produce_body("durable", 0, build_batch([b"second"])))
+        writer.send(ApiKey.PRODUCE, 7, produce_body("durable", 0, build_batch([b"second"])))
         gate.wait_entered()
         answers_meanwhile(broker, "other")
         assert not writer.has_response()      # acknowledged only after its fsync
     finally:
         gate.release()
-    assert produced(writer.receive(0, 7)) == 1
+    assert produced(writer.receive(ApiKey.PRODUCE, 7)) == 1
     writer.close()
 
 
@@ -114,14 +117,14 @@ def test_metadata_auto_creating_a_topic_does_not_hold_up_other_clients(gated):
     asker = RawClient(broker)
     gate = fs.gate("fsync_dir", lambda path: path.rstrip("/").endswith("topics"))
     try:
-        asker.send(3, 9, {"topics": [{"name": "made-on-demand"}],
-                          "allow_auto_topic_creation": True})
+        asker.send(ApiKey.METADATA, 9, {"topics": [{"name": "made-on-demand"}],
+                                        "allow_auto_topic_creation": True})
         gate.wait_entered()
         answers_meanwhile(broker, "other")
         assert not asker.has_response()
     finally:
         gate.release()
-    (topic,) = asker.receive(3, 9)["topics"]
+    (topic,) = asker.receive(ApiKey.METADATA, 9)["topics"]
     assert topic["error_code"] == ErrorCode.NONE and len(topic["partitions"]) == 1
     asker.close()
 
@@ -130,7 +133,7 @@ def test_concurrent_fsync_always_produces_share_fsyncs(gated):
     broker, fs = gated
     broker.broker.db.create_topic("gc", 1, {"fsync": "always"})
     first = RawClient(broker)
-    produced(first.call(0, 7, produce_body("gc", 0, build_batch([b"warm-up"]))))
+    produced(first.call(ApiKey.PRODUCE, 7, produce_body("gc", 0, build_batch([b"warm-up"]))))
     segment = segment_of("gc", 0)
     writes_before = fs.count("pwrite", segment)
     syncs_before = fs.count("sync", segment)
@@ -138,7 +141,7 @@ def test_concurrent_fsync_always_produces_share_fsyncs(gated):
     gate = fs.gate("sync", segment)
     try:
         for i, c in enumerate(clients):
-            c.send(0, 7, produce_body("gc", 0, build_batch([b"r%d" % i])))
+            c.send(ApiKey.PRODUCE, 7, produce_body("gc", 0, build_batch([b"r%d" % i])))
         gate.wait_entered()
         # The first append's fsync is held; the other seven append meanwhile and queue
         # behind it. Wait until all eight batches are written (a state, not a duration).
@@ -149,7 +152,7 @@ def test_concurrent_fsync_always_produces_share_fsyncs(gated):
         assert not any(c.has_response() for c in clients)
     finally:
         gate.release()
-    offsets = sorted(produced(c.receive(0, 7)) for c in clients)
+    offsets = sorted(produced(c.receive(ApiKey.PRODUCE, 7)) for c in clients)
     assert offsets == list(range(1, 9))
     syncs = fs.count("sync", segment) - syncs_before
     print(f"\n8 concurrent fsync=always produces took {syncs} fsync(s) of the segment")

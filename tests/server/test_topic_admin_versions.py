@@ -13,7 +13,7 @@ import pytest
 
 from broker_process import RawClient, unique
 
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 ZERO = uuid.UUID(int=0)
 NOT_ASKED = -2147483648           # Kafka's default authorized operations (Integer.MIN_VALUE)
@@ -45,28 +45,31 @@ def create(c, version, name, partitions=2, configs=(), **extra):
     topic = {"name": name, "num_partitions": partitions, "replication_factor": 1,
              "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs]}
     topic.update(extra)
-    body = c.call(19, version, {"topics": [topic], "timeout_ms": 5000,
-                                "validate_only": False})
+    body = c.call(ApiKey.CREATE_TOPICS, version, {"topics": [topic], "timeout_ms": 5000,
+                                                  "validate_only": False})
     (result,) = body["topics"]
     return result
 
 
 def delete(c, version, name):
     if version < 6:
-        body = c.call(20, version, {"topic_names": [name], "timeout_ms": 5000})
+        body = c.call(ApiKey.DELETE_TOPICS, version, {"topic_names": [name], "timeout_ms": 5000})
     else:
-        body = c.call(20, version, {"topics": [{"name": name}], "timeout_ms": 5000})
+        body = c.call(ApiKey.DELETE_TOPICS, version,
+                      {"topics": [{"name": name}], "timeout_ms": 5000})
     return [(r["name"], r["error_code"]) for r in body["responses"]]
 
 
 def described(c, version, name):
-    body = c.call(3, version, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
+    body = c.call(ApiKey.METADATA, version,
+                  {"topics": [{"name": name}], "allow_auto_topic_creation": False})
     (topic,) = body["topics"]
     return topic
 
 
 def test_api_versions_advertises_kafka_39s_ranges(client):
-    body = client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    body = client.call(ApiKey.API_VERSIONS, 3,
+                       {"client_software_name": "t", "client_software_version": "1"})
     served = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert {k: served.get(k) for k in KAFKA_39} == KAFKA_39
 
@@ -100,7 +103,7 @@ def test_delete_topics_every_version(client, version):
 def test_describe_configs_every_version(client, version):
     name = unique(f"dc{version}")
     assert create(client, 4, name, configs=[("retention.ms", "60000")])["error_code"] == 0
-    body = client.call(32, version, {"resources": [
+    body = client.call(ApiKey.DESCRIBE_CONFIGS, version, {"resources": [
         {"resource_type": 2, "resource_name": name,
          "configuration_keys": ["retention.ms", "segment.bytes"]}]})
     (result,) = body["results"]
@@ -119,7 +122,7 @@ def test_describe_configs_every_version(client, version):
 def test_create_partitions_every_version(client, version):
     name = unique(f"cp{version}")
     assert create(client, 4, name, partitions=1)["error_code"] == 0
-    body = client.call(37, version, {"topics": [
+    body = client.call(ApiKey.CREATE_PARTITIONS, version, {"topics": [
         {"name": name, "count": 3, "assignments": [{"broker_ids": [0]}, {"broker_ids": [0]}]}],
         "timeout_ms": 5000, "validate_only": False})
     assert [(r["name"], r["error_code"]) for r in body["results"]] == [(name, 0)]
@@ -141,7 +144,7 @@ def test_create_partitions_refuses_other_brokers_and_wrong_counts(client):
     assert create(client, 4, name, partitions=1)["error_code"] == 0
 
     def grow(count, assignments, validate_only=False):
-        body = client.call(37, 1, {"topics": [
+        body = client.call(ApiKey.CREATE_PARTITIONS, 1, {"topics": [
             {"name": name, "count": count,
              "assignments": None if assignments is None else
              [{"broker_ids": b} for b in assignments]}],
@@ -155,12 +158,14 @@ def test_create_partitions_refuses_other_brokers_and_wrong_counts(client):
     assert grow(3, None, validate_only=True) == 0
     assert grow(0, None, validate_only=True) == ErrorCode.INVALID_PARTITIONS
     assert len(described(client, 4, name)["partitions"]) == 1
-    body = client.call(37, 1, {"topics": [{"name": name, "count": 2, "assignments": None}] * 2,
-                               "timeout_ms": 5000, "validate_only": False})
+    body = client.call(ApiKey.CREATE_PARTITIONS, 1,
+                       {"topics": [{"name": name, "count": 2, "assignments": None}] * 2,
+                        "timeout_ms": 5000, "validate_only": False})
     assert [r["error_code"] for r in body["results"]] == [ErrorCode.INVALID_REQUEST] * 2
-    missing = client.call(37, 1, {"topics": [{"name": unique("none"), "count": 2,
-                                              "assignments": None}],
-                                  "timeout_ms": 5000, "validate_only": True})
+    missing = client.call(ApiKey.CREATE_PARTITIONS, 1,
+                          {"topics": [{"name": unique("none"), "count": 2,
+                                       "assignments": None}],
+                           "timeout_ms": 5000, "validate_only": True})
     assert missing["results"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -201,19 +206,19 @@ def test_create_topics_with_an_explicit_assignment(client):
 
 def test_create_topics_validate_only_and_duplicates(client):
     name = unique("vo")
-    body = client.call(19, 4, {"topics": [{"name": name, "num_partitions": 2,
-                                           "replication_factor": 1}],
-                               "timeout_ms": 5000, "validate_only": True})
+    body = client.call(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 2,
+                                                             "replication_factor": 1}],
+                                                 "timeout_ms": 5000, "validate_only": True})
     assert body["topics"][0]["error_code"] == 0
     assert described(client, 4, name)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    bad_config = client.call(19, 4, {"topics": [
+    bad_config = client.call(ApiKey.CREATE_TOPICS, 4, {"topics": [
         {"name": name, "num_partitions": 1, "replication_factor": 1,
          "configs": [{"name": "retention.ms", "value": "soon"}]}],
         "timeout_ms": 5000, "validate_only": True})
     assert bad_config["topics"][0]["error_code"] == ErrorCode.INVALID_CONFIG
-    twice = client.call(19, 4, {"topics": [{"name": name, "num_partitions": 1,
-                                            "replication_factor": 1}] * 2,
-                                "timeout_ms": 5000, "validate_only": False})
+    twice = client.call(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 1,
+                                                              "replication_factor": 1}] * 2,
+                                                  "timeout_ms": 5000, "validate_only": False})
     assert [t["error_code"] for t in twice["topics"]] == [ErrorCode.INVALID_REQUEST] * 2
     assert described(client, 4, name)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -222,16 +227,16 @@ def test_topic_ids_in_delete_topics_v6(client):
     name = unique("byid")
     topic_id = create(client, 7, name)["topic_id"]
     unknown = uuid.uuid4()
-    body = client.call(20, 6, {"topics": [{"name": None, "topic_id": unknown},
-                                          {"name": None, "topic_id": topic_id}],
-                               "timeout_ms": 5000})
+    body = client.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": unknown},
+                                                            {"name": None, "topic_id": topic_id}],
+                                                 "timeout_ms": 5000})
     assert [(r["name"], r["topic_id"], r["error_code"]) for r in body["responses"]] == \
         [(None, unknown, ErrorCode.UNKNOWN_TOPIC_ID), (name, topic_id, 0)]
     assert described(client, 4, name)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     other = unique("both")
     other_id = create(client, 7, other)["topic_id"]
-    body = client.call(20, 6, {"topics": [{"name": other, "topic_id": other_id}],
-                               "timeout_ms": 5000})
+    body = client.call(ApiKey.DELETE_TOPICS, 6, {"topics": [{"name": other, "topic_id": other_id}],
+                                                 "timeout_ms": 5000})
     assert [r["error_code"] for r in body["responses"]] == [ErrorCode.INVALID_REQUEST]
     assert described(client, 4, other)["error_code"] == 0
 
@@ -240,14 +245,14 @@ def test_topic_ids_in_metadata(client):
     name = unique("mdid")
     topic_id = create(client, 7, name)["topic_id"]
     unknown = uuid.uuid4()
-    body = client.call(3, 12, {"topics": [{"name": None, "topic_id": topic_id},
-                                          {"name": None, "topic_id": unknown}],
-                               "allow_auto_topic_creation": True})
+    body = client.call(ApiKey.METADATA, 12, {"topics": [{"name": None, "topic_id": topic_id},
+                                                        {"name": None, "topic_id": unknown}],
+                                             "allow_auto_topic_creation": True})
     assert sorted((t["name"] or "", t["topic_id"] == topic_id, t["error_code"])
                   for t in body["topics"]) == \
         [("", False, ErrorCode.UNKNOWN_TOPIC_ID), (name, True, 0)]
-    old = client.call(3, 11, {"topics": [{"name": None, "topic_id": topic_id}],
-                              "allow_auto_topic_creation": True})
+    old = client.call(ApiKey.METADATA, 11, {"topics": [{"name": None, "topic_id": topic_id}],
+                                            "allow_auto_topic_creation": True})
     assert [t["error_code"] for t in old["topics"]] == [ErrorCode.INVALID_REQUEST]
 
 
@@ -255,15 +260,15 @@ def test_topic_ids_in_metadata(client):
 def test_metadata_authorized_operations_when_asked(client, version):
     name = unique("ops")
     assert create(client, 4, name)["error_code"] == 0
-    body = client.call(3, version, {"topics": [{"name": name}],
-                                    "allow_auto_topic_creation": False,
-                                    "include_cluster_authorized_operations": True,
-                                    "include_topic_authorized_operations": True})
+    body = client.call(ApiKey.METADATA, version, {"topics": [{"name": name}],
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_cluster_authorized_operations": True,
+                                                  "include_topic_authorized_operations": True})
     assert [t["topic_authorized_operations"] for t in body["topics"]] == [bits(TOPIC_OPS)]
     if version <= 10:
         assert body["cluster_authorized_operations"] == bits(CLUSTER_OPS)
-    plain = client.call(3, version, {"topics": [{"name": name}],
-                                     "allow_auto_topic_creation": False})
+    plain = client.call(ApiKey.METADATA, version, {"topics": [{"name": name}],
+                                                   "allow_auto_topic_creation": False})
     assert [t["topic_authorized_operations"] for t in plain["topics"]] == [NOT_ASKED]
     if version <= 10:
         assert plain["cluster_authorized_operations"] == NOT_ASKED

@@ -14,7 +14,7 @@ import pytest
 from broker_process import BrokerProcess, RawClient
 
 from kqlite.format.batch import build_batch, decode_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 INVALID = ErrorCode.INVALID_TOPIC_EXCEPTION
 
@@ -68,64 +68,67 @@ def client(broker):
 
 
 def metadata(c, name, auto):
-    body = c.call(3, 9, {"topics": [{"name": name}], "allow_auto_topic_creation": auto})
+    body = c.call(ApiKey.METADATA, 9,
+                  {"topics": [{"name": name}], "allow_auto_topic_creation": auto})
     return [t["error_code"] for t in body["topics"]]
 
 
 def produce(c, name):
-    body = c.call(0, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+    body = c.call(ApiKey.PRODUCE, 7, {"acks": 1, "timeout_ms": 5000, "topic_data": [
         {"name": name, "partition_data": [{"index": 0, "records": build_batch([b"v"])}]}]})
     return [p["error_code"] for t in body["responses"] for p in t["partition_responses"]]
 
 
 def fetch(c, name):
-    body = c.call(1, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
-                         "max_bytes": 1 << 20, "isolation_level": 0, "topics": [
-                             {"topic": name, "partitions": [
-                                 {"partition": 0, "fetch_offset": 0,
-                                  "partition_max_bytes": 1 << 20}]}]})
+    body = c.call(ApiKey.FETCH, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                                    "max_bytes": 1 << 20, "isolation_level": 0, "topics": [
+                                        {"topic": name, "partitions": [
+                                            {"partition": 0, "fetch_offset": 0,
+                                             "partition_max_bytes": 1 << 20}]}]})
     return [p["error_code"] for t in body["responses"] for p in t["partitions"]]
 
 
 def list_offsets(c, name):
-    body = c.call(2, 4, {"replica_id": -1, "isolation_level": 0, "topics": [
+    body = c.call(ApiKey.LIST_OFFSETS, 4, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": name, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
     return [p["error_code"] for t in body["topics"] for p in t["partitions"]]
 
 
 def delete_records(c, name):
-    body = c.call(21, 1, {"timeout_ms": 5000, "topics": [
+    body = c.call(ApiKey.DELETE_RECORDS, 1, {"timeout_ms": 5000, "topics": [
         {"name": name, "partitions": [{"partition_index": 0, "offset": -1}]}]})
     return [p["error_code"] for t in body["topics"] for p in t["partitions"]]
 
 
 def epoch_end(c, name):
-    body = c.call(23, 3, {"replica_id": -1, "topics": [
+    body = c.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, {"replica_id": -1, "topics": [
         {"topic": name, "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
     return [p["error_code"] for t in body["topics"] for p in t["partitions"]]
 
 
 def describe_configs(c, name):
-    body = c.call(32, 1, {"resources": [{"resource_type": 2, "resource_name": name,
-                                         "configuration_keys": None}]})
+    body = c.call(ApiKey.DESCRIBE_CONFIGS, 1,
+                  {"resources": [{"resource_type": 2, "resource_name": name,
+                                  "configuration_keys": None}]})
     return [r["error_code"] for r in body["results"]]
 
 
 def delete_topic(c, name, version=4):
-    body = c.call(20, version, {"topic_names": [name], "timeout_ms": 5000})
+    body = c.call(ApiKey.DELETE_TOPICS, version, {"topic_names": [name], "timeout_ms": 5000})
     return [r["error_code"] for r in body["responses"]]
 
 
 def create_topic(c, name, validate_only):
-    body = c.call(19, 4, {"topics": [{"name": name, "num_partitions": 1,
-                                      "replication_factor": 1}],
-                          "timeout_ms": 5000, "validate_only": validate_only})
+    body = c.call(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 1,
+                                                        "replication_factor": 1}],
+                                            "timeout_ms": 5000, "validate_only": validate_only})
     return [t["error_code"] for t in body["topics"]]
 
 
 def create_partitions(c, name, validate_only):
-    body = c.call(37, 1, {"topics": [{"name": name, "count": 4, "assignments": None}],
-                          "timeout_ms": 5000, "validate_only": validate_only})
+    body = c.call(ApiKey.CREATE_PARTITIONS, 1,
+                  {"topics": [{"name": name, "count": 4, "assignments": None}],
+                   "timeout_ms": 5000, "validate_only": validate_only})
     return [r["error_code"] for r in body["results"]]
 
 
@@ -165,11 +168,11 @@ def test_a_bad_name_is_invalid_topic_and_touches_nothing(api, place, broker, cli
 
 
 def _fetched_values(c, name):
-    body = c.call(1, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
-                         "max_bytes": 1 << 20, "isolation_level": 0, "topics": [
-                             {"topic": name, "partitions": [
-                                 {"partition": 0, "fetch_offset": 0,
-                                  "partition_max_bytes": 1 << 20}]}]})
+    body = c.call(ApiKey.FETCH, 4, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                                    "max_bytes": 1 << 20, "isolation_level": 0, "topics": [
+                                        {"topic": name, "partitions": [
+                                            {"partition": 0, "fetch_offset": 0,
+                                             "partition_max_bytes": 1 << 20}]}]})
     (part,) = body["responses"][0]["partitions"]
     assert part["error_code"] == 0
     _header, records = decode_batch(bytes(part["records"]))
@@ -217,23 +220,26 @@ def test_internal_topics_cannot_be_deleted(client, version):
     group, topic = f"keeper-{version}", f"kept-{version}"
     assert metadata(client, topic, auto=True) == [0]
     # A simple commit (no generation) stores the offset in __consumer_offsets.
-    commit = client.call(8, 2, {"group_id": group, "generation_id_or_member_epoch": -1,
-                                "member_id": "", "topics": [
-                                    {"name": topic, "partitions": [
-                                        {"partition_index": 0, "committed_offset": 42,
-                                         "committed_metadata": ""}]}]})
+    commit = client.call(ApiKey.OFFSET_COMMIT, 2,
+                         {"group_id": group, "generation_id_or_member_epoch": -1,
+                          "member_id": "", "topics": [
+                              {"name": topic, "partitions": [
+                                  {"partition_index": 0, "committed_offset": 42,
+                                   "committed_metadata": ""}]}]})
     assert [p["error_code"] for t in commit["topics"] for p in t["partitions"]] == [0]
     # Kafka answers a deletion its policy refuses with TOPIC_DELETION_DISABLED, and with
     # INVALID_REQUEST to versions before that code existed (v3).
     expected = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
     for name in ("__consumer_offsets", "__transaction_state"):
         if version < 6:
-            body = client.call(20, version, {"topic_names": [name], "timeout_ms": 5000})
+            body = client.call(ApiKey.DELETE_TOPICS, version,
+                               {"topic_names": [name], "timeout_ms": 5000})
         else:
-            body = client.call(20, version, {"topics": [{"name": name}], "timeout_ms": 5000})
+            body = client.call(ApiKey.DELETE_TOPICS, version,
+                               {"topics": [{"name": name}], "timeout_ms": 5000})
         assert [(r["name"], r["error_code"]) for r in body["responses"]] == [(name, expected)]
-    fetched = client.call(9, 1, {"group_id": group, "topics": [
+    fetched = client.call(ApiKey.OFFSET_FETCH, 1, {"group_id": group, "topics": [
         {"name": topic, "partition_indexes": [0]}]})
     assert [p["committed_offset"] for t in fetched["topics"] for p in t["partitions"]] == [42]
-    names = client.call(3, 1, {"topics": None})["topics"]
+    names = client.call(ApiKey.METADATA, 1, {"topics": None})["topics"]
     assert "__consumer_offsets" in [t["name"] for t in names]

@@ -14,14 +14,17 @@ Kafka's range strings: ``"3+"`` (3 and later), ``"0-12"`` (inclusive), ``"7"`` (
 value a missing field takes when encoding (Kafka's JSON ``default``); without one it is the
 type's zero: ``0``, ``False``, ``""``, ``b""``, ``[]``, the zero UUID, or ``None`` when nullable.
 
-``api(key, name, versions, flexible=..., request=[...], response=[...])`` ties an API key to
-its two messages. Field names are the snake_case of Kafka's JSON names (``ThrottleTimeMs`` ->
-``throttle_time_ms``); tests/protocol/test_schema_crosscheck.py checks every supported
-version against Kafka's JSON definitions. The codec (``kqlite.protocol.codec``) compiles these
+``api(ApiKey.X, versions, flexible=..., request=[...], response=[...])`` ties an API key to
+its two messages, and the API takes its key's name (``ApiKey.X.api_name``). Field names are
+the snake_case of Kafka's JSON names (``ThrottleTimeMs`` -> ``throttle_time_ms``);
+tests/protocol/test_schema_crosscheck.py checks every supported version against Kafka's
+JSON definitions. The codec (``kqlite.protocol.codec``) compiles these
 declarations per version; nothing here encodes or decodes.
 """
 
 from typing import NamedTuple
+
+from ..api_keys import ApiKey
 
 __all__ = ["F", "api", "Api", "Field", "MISSING", "parse_versions", "in_range", "PRIMITIVES"]
 
@@ -103,7 +106,7 @@ class Api(NamedTuple):
     ``flexible`` is Kafka's ``flexibleVersions`` for the API; it is also used to parse the
     request header of versions kqlite does not serve (header v2 in flexible versions).
     """
-    key: int
+    key: ApiKey
     name: str
     versions: tuple
     flexible: tuple | None
@@ -114,6 +117,6 @@ class Api(NamedTuple):
         return in_range(version, self.flexible)
 
 
-def api(key, name, versions, *, flexible, request, response):
-    return Api(key, name, parse_versions(versions), parse_versions(flexible),
+def api(key, versions, *, flexible, request, response):
+    return Api(key, key.api_name, parse_versions(versions), parse_versions(flexible),
                tuple(request), tuple(response))

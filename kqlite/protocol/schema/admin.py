@@ -4,12 +4,13 @@ Written by hand from Kafka's message definitions (clients/src/main/resources/com
 *.json); only the fields that exist in the versions kqlite serves are declared.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (CreateTopicsRequest.json / CreateTopicsResponse.json).
 # Kafka's JSON spells two fields in lower camel case (timeoutMs, validateOnly); the snake_case
 # names are the same either way.
-CREATE_TOPICS = api(19, "CreateTopics", "0-7", flexible="5+", request=[
+CREATE_TOPICS = api(ApiKey.CREATE_TOPICS, "0-7", flexible="5+", request=[
     F("topics", "[]", fields=[
         F("name", "string"),
         F("num_partitions", "int32"),
@@ -47,7 +48,7 @@ CREATE_TOPICS = api(19, "CreateTopics", "0-7", flexible="5+", request=[
 
 # WIRE: Kafka-defined (DeleteTopicsRequest.json / DeleteTopicsResponse.json).
 # Version 6 replaced the list of names by a list of (name, topic id).
-DELETE_TOPICS = api(20, "DeleteTopics", "0-6", flexible="4+", request=[
+DELETE_TOPICS = api(ApiKey.DELETE_TOPICS, "0-6", flexible="4+", request=[
     F("topics", "[]", "6+", fields=[
         F("name", "string", "6+", nullable="6+", default=None),
         F("topic_id", "uuid", "6+"),
@@ -65,7 +66,7 @@ DELETE_TOPICS = api(20, "DeleteTopics", "0-6", flexible="4+", request=[
 ])
 
 # WIRE: Kafka-defined (DescribeConfigsRequest.json / DescribeConfigsResponse.json)
-DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "0-4", flexible="4+", request=[
+DESCRIBE_CONFIGS = api(ApiKey.DESCRIBE_CONFIGS, "0-4", flexible="4+", request=[
     F("resources", "[]", fields=[
         F("resource_type", "int8"),
         F("resource_name", "string"),
@@ -99,7 +100,7 @@ DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "0-4", flexible="4+", request=[
 ])
 
 # WIRE: Kafka-defined (CreatePartitionsRequest.json / CreatePartitionsResponse.json)
-CREATE_PARTITIONS = api(37, "CreatePartitions", "0-3", flexible="2+", request=[
+CREATE_PARTITIONS = api(ApiKey.CREATE_PARTITIONS, "0-3", flexible="2+", request=[
     F("topics", "[]", fields=[
         F("name", "string"),
         F("count", "int32"),

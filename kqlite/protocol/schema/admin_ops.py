@@ -6,11 +6,12 @@ Written by hand from Kafka's message definitions (clients/src/main/resources/com
 declared.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (AlterConfigsRequest.json / AlterConfigsResponse.json).
 # Version 1 is the same as version 0; version 2 is the first flexible version.
-ALTER_CONFIGS = api(33, "AlterConfigs", "0-2", flexible="2+", request=[
+ALTER_CONFIGS = api(ApiKey.ALTER_CONFIGS, "0-2", flexible="2+", request=[
     F("resources", "[]", fields=[
         F("resource_type", "int8"),
         F("resource_name", "string"),
@@ -32,7 +33,7 @@ ALTER_CONFIGS = api(33, "AlterConfigs", "0-2", flexible="2+", request=[
 
 # WIRE: Kafka-defined (IncrementalAlterConfigsRequest.json / ...Response.json).
 # ConfigOperation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
-INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", flexible="1+", request=[
+INCREMENTAL_ALTER_CONFIGS = api(ApiKey.INCREMENTAL_ALTER_CONFIGS, "0-1", flexible="1+", request=[
     F("resources", "[]", fields=[
         F("resource_type", "int8"),
         F("resource_name", "string"),
@@ -55,7 +56,7 @@ INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", flexible="
 
 # WIRE: Kafka-defined (DescribeLogDirsRequest.json / DescribeLogDirsResponse.json).
 # Version 3 adds the top-level error code, version 4 the volume's total and usable bytes.
-DESCRIBE_LOG_DIRS = api(35, "DescribeLogDirs", "0-4", flexible="2+", request=[
+DESCRIBE_LOG_DIRS = api(ApiKey.DESCRIBE_LOG_DIRS, "0-4", flexible="2+", request=[
     F("topics", "[]", nullable="0+", fields=[
         F("topic", "string"),
         F("partitions", "[]int32"),
@@ -82,7 +83,7 @@ DESCRIBE_LOG_DIRS = api(35, "DescribeLogDirs", "0-4", flexible="2+", request=[
 
 # WIRE: Kafka-defined (DescribeClusterRequest.json / DescribeClusterResponse.json).
 # EndpointType: 1 brokers, 2 controllers (KIP-919, version 1).
-DESCRIBE_CLUSTER = api(60, "DescribeCluster", "0-1", flexible="0+", request=[
+DESCRIBE_CLUSTER = api(ApiKey.DESCRIBE_CLUSTER, "0-1", flexible="0+", request=[
     F("include_cluster_authorized_operations", "bool"),
     F("endpoint_type", "int8", "1+", default=1),
 ], response=[
@@ -102,7 +103,7 @@ DESCRIBE_CLUSTER = api(60, "DescribeCluster", "0-1", flexible="0+", request=[
 ])
 
 # WIRE: Kafka-defined (DescribeProducersRequest.json / DescribeProducersResponse.json)
-DESCRIBE_PRODUCERS = api(61, "DescribeProducers", "0", flexible="0+", request=[
+DESCRIBE_PRODUCERS = api(ApiKey.DESCRIBE_PRODUCERS, "0", flexible="0+", request=[
     F("topics", "[]", fields=[
         F("name", "string"),
         F("partition_indexes", "[]int32"),

@@ -5,10 +5,11 @@ Written by hand from Kafka's message definitions (clients/src/main/resources/com
 *.json); only the fields that exist in the versions kqlite serves are declared.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (ProduceRequest.json / ProduceResponse.json)
-PRODUCE = api(0, "Produce", "0-11", flexible="9+", request=[
+PRODUCE = api(ApiKey.PRODUCE, "0-11", flexible="9+", request=[
     F("transactional_id", "string", "3+", nullable="3+", default=None),
     F("acks", "int16"),
     F("timeout_ms", "int32"),
@@ -49,7 +50,7 @@ PRODUCE = api(0, "Produce", "0-11", flexible="9+", request=[
 ])
 
 # WIRE: Kafka-defined (ListOffsetsRequest.json / ListOffsetsResponse.json)
-LIST_OFFSETS = api(2, "ListOffsets", "0-9", flexible="6+", request=[
+LIST_OFFSETS = api(ApiKey.LIST_OFFSETS, "0-9", flexible="6+", request=[
     F("replica_id", "int32"),
     F("isolation_level", "int8", "2+"),
     F("topics", "[]", fields=[
@@ -77,7 +78,7 @@ LIST_OFFSETS = api(2, "ListOffsets", "0-9", flexible="6+", request=[
 ])
 
 # WIRE: Kafka-defined (DeleteRecordsRequest.json / DeleteRecordsResponse.json)
-DELETE_RECORDS = api(21, "DeleteRecords", "0-2", flexible="2+", request=[
+DELETE_RECORDS = api(ApiKey.DELETE_RECORDS, "0-2", flexible="2+", request=[
     F("topics", "[]", fields=[
         F("name", "string"),
         F("partitions", "[]", fields=[
@@ -99,7 +100,7 @@ DELETE_RECORDS = api(21, "DeleteRecords", "0-2", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (InitProducerIdRequest.json / InitProducerIdResponse.json)
-INIT_PRODUCER_ID = api(22, "InitProducerId", "0-5", flexible="2+", request=[
+INIT_PRODUCER_ID = api(ApiKey.INIT_PRODUCER_ID, "0-5", flexible="2+", request=[
     F("transactional_id", "string", nullable="0+"),
     F("transaction_timeout_ms", "int32"),
     F("producer_id", "int64", "3+", default=-1),
@@ -112,7 +113,7 @@ INIT_PRODUCER_ID = api(22, "InitProducerId", "0-5", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (OffsetForLeaderEpochRequest.json / OffsetForLeaderEpochResponse.json)
-OFFSET_FOR_LEADER_EPOCH = api(23, "OffsetForLeaderEpoch", "0-4", flexible="4+", request=[
+OFFSET_FOR_LEADER_EPOCH = api(ApiKey.OFFSET_FOR_LEADER_EPOCH, "0-4", flexible="4+", request=[
     F("replica_id", "int32", "3+", default=-2),
     F("topics", "[]", fields=[
         F("topic", "string"),

@@ -5,10 +5,11 @@ FetchResponse.json), every version Kafka 3.9 serves: v0-3 (answered with records
 down-converted to message format v0/v1), v4-12 by topic name, v13+ by topic id.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (FetchRequest.json / FetchResponse.json)
-FETCH = api(1, "Fetch", "0-17", flexible="12+", request=[
+FETCH = api(ApiKey.FETCH, "0-17", flexible="12+", request=[
     F("cluster_id", "string", "12+", nullable="12+", default=None, tag=0),
     F("replica_id", "int32", "0-14", default=-1),
     F("replica_state", "{}", "15+", tag=1, fields=[

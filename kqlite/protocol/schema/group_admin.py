@@ -4,10 +4,11 @@ Written by hand from Kafka's message definitions; only the fields that exist in 
 versions kqlite serves are declared.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (DeleteGroupsRequest.json / DeleteGroupsResponse.json)
-DELETE_GROUPS = api(42, "DeleteGroups", "0-2", flexible="2+", request=[
+DELETE_GROUPS = api(ApiKey.DELETE_GROUPS, "0-2", flexible="2+", request=[
     F("groups_names", "[]string"),
 ], response=[
     F("throttle_time_ms", "int32"),
@@ -18,7 +19,7 @@ DELETE_GROUPS = api(42, "DeleteGroups", "0-2", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (OffsetDeleteRequest.json / OffsetDeleteResponse.json)
-OFFSET_DELETE = api(47, "OffsetDelete", "0", flexible="none", request=[
+OFFSET_DELETE = api(ApiKey.OFFSET_DELETE, "0", flexible="none", request=[
     F("group_id", "string"),
     F("topics", "[]", fields=[
         F("name", "string"),

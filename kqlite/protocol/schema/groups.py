@@ -5,12 +5,13 @@ Written by hand from Kafka's message definitions (clients/src/main/resources/com
 *.json); only the fields that exist in the versions kqlite serves are declared.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (OffsetCommitRequest.json / OffsetCommitResponse.json).
 # Kafka renamed GenerationId to GenerationIdOrMemberEpoch (KIP-848); the wire is unchanged.
 # Version 1 alone carries a commit timestamp per partition; v9 is v8 for KIP-848 clients.
-OFFSET_COMMIT = api(8, "OffsetCommit", "0-9", flexible="8+", request=[
+OFFSET_COMMIT = api(ApiKey.OFFSET_COMMIT, "0-9", flexible="8+", request=[
     F("group_id", "string"),
     F("generation_id_or_member_epoch", "int32", "1+", default=-1),
     F("member_id", "string", "1+"),
@@ -40,7 +41,7 @@ OFFSET_COMMIT = api(8, "OffsetCommit", "0-9", flexible="8+", request=[
 # WIRE: Kafka-defined (OffsetFetchRequest.json / OffsetFetchResponse.json).
 # Version 8 moved from one group per request to a list of groups; v9 adds the KIP-848
 # member id and epoch, which classic groups ignore.
-OFFSET_FETCH = api(9, "OffsetFetch", "0-9", flexible="6+", request=[
+OFFSET_FETCH = api(ApiKey.OFFSET_FETCH, "0-9", flexible="6+", request=[
     F("group_id", "string", "0-7"),
     F("topics", "[]", "0-7", nullable="2-7", fields=[
         F("name", "string", "0-7"),
@@ -86,7 +87,7 @@ OFFSET_FETCH = api(9, "OffsetFetch", "0-9", flexible="6+", request=[
 ])
 
 # WIRE: Kafka-defined (JoinGroupRequest.json / JoinGroupResponse.json)
-JOIN_GROUP = api(11, "JoinGroup", "0-9", flexible="6+", request=[
+JOIN_GROUP = api(ApiKey.JOIN_GROUP, "0-9", flexible="6+", request=[
     F("group_id", "string"),
     F("session_timeout_ms", "int32"),
     F("rebalance_timeout_ms", "int32", "1+", default=-1),
@@ -115,7 +116,7 @@ JOIN_GROUP = api(11, "JoinGroup", "0-9", flexible="6+", request=[
 ])
 
 # WIRE: Kafka-defined (HeartbeatRequest.json / HeartbeatResponse.json)
-HEARTBEAT = api(12, "Heartbeat", "0-4", flexible="4+", request=[
+HEARTBEAT = api(ApiKey.HEARTBEAT, "0-4", flexible="4+", request=[
     F("group_id", "string"),
     F("generation_id", "int32"),
     F("member_id", "string"),
@@ -126,7 +127,7 @@ HEARTBEAT = api(12, "Heartbeat", "0-4", flexible="4+", request=[
 ])
 
 # WIRE: Kafka-defined (LeaveGroupRequest.json / LeaveGroupResponse.json)
-LEAVE_GROUP = api(13, "LeaveGroup", "0-5", flexible="4+", request=[
+LEAVE_GROUP = api(ApiKey.LEAVE_GROUP, "0-5", flexible="4+", request=[
     F("group_id", "string"),
     F("member_id", "string", "0-2"),
     F("members", "[]", "3+", fields=[
@@ -145,7 +146,7 @@ LEAVE_GROUP = api(13, "LeaveGroup", "0-5", flexible="4+", request=[
 ])
 
 # WIRE: Kafka-defined (SyncGroupRequest.json / SyncGroupResponse.json)
-SYNC_GROUP = api(14, "SyncGroup", "0-5", flexible="4+", request=[
+SYNC_GROUP = api(ApiKey.SYNC_GROUP, "0-5", flexible="4+", request=[
     F("group_id", "string"),
     F("generation_id", "int32"),
     F("member_id", "string"),
@@ -165,7 +166,7 @@ SYNC_GROUP = api(14, "SyncGroup", "0-5", flexible="4+", request=[
 ])
 
 # WIRE: Kafka-defined (DescribeGroupsRequest.json / DescribeGroupsResponse.json)
-DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-5", flexible="5+", request=[
+DESCRIBE_GROUPS = api(ApiKey.DESCRIBE_GROUPS, "0-5", flexible="5+", request=[
     F("groups", "[]string"),
     F("include_authorized_operations", "bool", "3+"),
 ], response=[
@@ -190,7 +191,7 @@ DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-5", flexible="5+", request=[
 
 # WIRE: Kafka-defined (ListGroupsRequest.json / ListGroupsResponse.json)
 # Version 5 adds the group type filter and the group type (KIP-848).
-LIST_GROUPS = api(16, "ListGroups", "0-5", flexible="3+", request=[
+LIST_GROUPS = api(ApiKey.LIST_GROUPS, "0-5", flexible="3+", request=[
     F("states_filter", "[]string", "4+"),
     F("types_filter", "[]string", "5+"),
 ], response=[

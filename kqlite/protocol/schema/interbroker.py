@@ -15,6 +15,7 @@ v0-2 has one delete flag for the whole request. The partition-state structs are 
 the ungrouped and the per-topic lists, as Kafka's ``commonStructs`` are.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (LeaderAndIsrRequest.json, commonStructs LeaderAndIsrPartitionState).
@@ -44,7 +45,7 @@ _LEADER_AND_ISR_PARTITION_ERROR = [
 
 # WIRE: Kafka-defined (LeaderAndIsrRequest.json / LeaderAndIsrResponse.json).
 # v2 groups partitions by topic; v5 adds topic ids and answers by topic id.
-LEADER_AND_ISR = api(4, "LeaderAndIsr", "0-7", flexible="4+", request=[
+LEADER_AND_ISR = api(ApiKey.LEADER_AND_ISR, "0-7", flexible="4+", request=[
     F("controller_id", "int32"),
     F("is_k_raft_controller", "bool", "7+", default=False),
     F("controller_epoch", "int32"),
@@ -73,7 +74,7 @@ LEADER_AND_ISR = api(4, "LeaderAndIsr", "0-7", flexible="4+", request=[
 # WIRE: Kafka-defined (StopReplicaRequest.json / StopReplicaResponse.json).
 # v1 groups partitions by topic; v3 moves the delete flag into each partition, next to the
 # leader epoch the broker checks (KIP-570).
-STOP_REPLICA = api(5, "StopReplica", "0-4", flexible="2+", request=[
+STOP_REPLICA = api(ApiKey.STOP_REPLICA, "0-4", flexible="2+", request=[
     F("controller_id", "int32"),
     F("is_k_raft_controller", "bool", "4+", default=False),
     F("controller_epoch", "int32"),
@@ -120,7 +121,7 @@ _UPDATE_METADATA_PARTITION_STATE = [
 # WIRE: Kafka-defined (UpdateMetadataRequest.json / UpdateMetadataResponse.json).
 # v1 replaces a broker's single host and port by endpoints, v3 names their listeners, v5
 # groups partitions by topic, v7 adds topic ids.
-UPDATE_METADATA = api(6, "UpdateMetadata", "0-8", flexible="6+", request=[
+UPDATE_METADATA = api(ApiKey.UPDATE_METADATA, "0-8", flexible="6+", request=[
     F("controller_id", "int32"),
     F("is_k_raft_controller", "bool", "8+", default=False),
     F("type", "int8", "8+", default=0, tag=0),
@@ -150,7 +151,7 @@ UPDATE_METADATA = api(6, "UpdateMetadata", "0-8", flexible="6+", request=[
 
 # WIRE: Kafka-defined (ControlledShutdownRequest.json / ControlledShutdownResponse.json).
 # v0's request header has no client id (REQUEST_HEADER_V0 below).
-CONTROLLED_SHUTDOWN = api(7, "ControlledShutdown", "0-3", flexible="3+", request=[
+CONTROLLED_SHUTDOWN = api(ApiKey.CONTROLLED_SHUTDOWN, "0-3", flexible="3+", request=[
     F("broker_id", "int32"),
     F("broker_epoch", "int64", "2+", default=-1),
 ], response=[
@@ -164,7 +165,7 @@ CONTROLLED_SHUTDOWN = api(7, "ControlledShutdown", "0-3", flexible="3+", request
 # WIRE: Kafka-defined (AlterPartitionRequest.json / AlterPartitionResponse.json).
 # v2 names topics by id; v3 sends the new ISR with each member's broker epoch (KIP-903;
 # a ZooKeeper-mode leader sends -1 there).
-ALTER_PARTITION = api(56, "AlterPartition", "0-3", flexible="0+", request=[
+ALTER_PARTITION = api(ApiKey.ALTER_PARTITION, "0-3", flexible="0+", request=[
     F("broker_id", "int32"),
     F("broker_epoch", "int64", default=-1),
     F("topics", "[]", fields=[
@@ -204,7 +205,7 @@ ALTER_PARTITION = api(56, "AlterPartition", "0-3", flexible="0+", request=[
 # listed here because only a broker with a controller can serve it. v1 adds the election
 # type (v0 elects preferred leaders) and the top-level error; a null topic list means every
 # partition.
-ELECT_LEADERS = api(43, "ElectLeaders", "0-2", flexible="2+", request=[
+ELECT_LEADERS = api(ApiKey.ELECT_LEADERS, "0-2", flexible="2+", request=[
     F("election_type", "int8", "1+", default=0),
     F("topic_partitions", "[]", nullable="0+", fields=[
         F("topic", "string"),

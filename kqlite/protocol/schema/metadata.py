@@ -4,6 +4,7 @@ Written by hand from Kafka's message definitions (clients/src/main/resources/com
 *.json); only the fields that exist in the versions kqlite serves are declared.
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (ApiVersionsRequest.json / ApiVersionsResponse.json).
@@ -11,7 +12,7 @@ from ._dsl import F, api
 # client that sent a version the broker does not know must still be able to read the reply.
 # Version 4 (KAFKA-17011) only lets SupportedFeatures list features whose minimum version is
 # 0, which v0-3 must omit; kqlite lists no features, so every version answers alike.
-API_VERSIONS = api(18, "ApiVersions", "0-4", flexible="3+", request=[
+API_VERSIONS = api(ApiKey.API_VERSIONS, "0-4", flexible="3+", request=[
     F("client_software_name", "string", "3+"),
     F("client_software_version", "string", "3+"),
 ], response=[
@@ -37,7 +38,7 @@ API_VERSIONS = api(18, "ApiVersions", "0-4", flexible="3+", request=[
 ])
 
 # WIRE: Kafka-defined (MetadataRequest.json / MetadataResponse.json)
-METADATA = api(3, "Metadata", "0-12", flexible="9+", request=[
+METADATA = api(ApiKey.METADATA, "0-12", flexible="9+", request=[
     F("topics", "[]", nullable="1+", fields=[
         F("topic_id", "uuid", "10+"),
         F("name", "string", nullable="10+"),
@@ -77,7 +78,7 @@ METADATA = api(3, "Metadata", "0-12", flexible="9+", request=[
 # WIRE: Kafka-defined (FindCoordinatorRequest.json / FindCoordinatorResponse.json).
 # Version 5 only allows the TRANSACTION_ABORTABLE error (KIP-890); v6 adds the share key
 # type (KIP-932). The wire of v4-6 is the same.
-FIND_COORDINATOR = api(10, "FindCoordinator", "0-6", flexible="3+", request=[
+FIND_COORDINATOR = api(ApiKey.FIND_COORDINATOR, "0-6", flexible="3+", request=[
     F("key", "string", "0-3"),
     F("key_type", "int8", "1+", default=0),
     F("coordinator_keys", "[]string", "4+"),

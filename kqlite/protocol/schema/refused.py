@@ -8,10 +8,11 @@ stays usable. Written by hand from Kafka's message definitions
 (clients/src/main/resources/common/message/*.json).
 """
 
+from ..api_keys import ApiKey
 from ._dsl import F, api
 
 # WIRE: Kafka-defined (SaslHandshakeRequest.json / SaslHandshakeResponse.json).
-SASL_HANDSHAKE = api(17, "SaslHandshake", "0-1", flexible="none", request=[
+SASL_HANDSHAKE = api(ApiKey.SASL_HANDSHAKE, "0-1", flexible="none", request=[
     F("mechanism", "string"),
 ], response=[
     F("error_code", "int16"),
@@ -19,7 +20,7 @@ SASL_HANDSHAKE = api(17, "SaslHandshake", "0-1", flexible="none", request=[
 ])
 
 # WIRE: Kafka-defined (SaslAuthenticateRequest.json / SaslAuthenticateResponse.json).
-SASL_AUTHENTICATE = api(36, "SaslAuthenticate", "0-2", flexible="2+", request=[
+SASL_AUTHENTICATE = api(ApiKey.SASL_AUTHENTICATE, "0-2", flexible="2+", request=[
     F("auth_bytes", "bytes"),
 ], response=[
     F("error_code", "int16"),
@@ -39,7 +40,7 @@ _ACL_FILTER = [
 ]
 
 # WIRE: Kafka-defined (DescribeAclsRequest.json / DescribeAclsResponse.json).
-DESCRIBE_ACLS = api(29, "DescribeAcls", "1-3", flexible="2+", request=_ACL_FILTER, response=[
+DESCRIBE_ACLS = api(ApiKey.DESCRIBE_ACLS, "1-3", flexible="2+", request=_ACL_FILTER, response=[
     F("throttle_time_ms", "int32"),
     F("error_code", "int16"),
     F("error_message", "string", nullable="0+"),
@@ -57,7 +58,7 @@ DESCRIBE_ACLS = api(29, "DescribeAcls", "1-3", flexible="2+", request=_ACL_FILTE
 ])
 
 # WIRE: Kafka-defined (CreateAclsRequest.json / CreateAclsResponse.json).
-CREATE_ACLS = api(30, "CreateAcls", "1-3", flexible="2+", request=[
+CREATE_ACLS = api(ApiKey.CREATE_ACLS, "1-3", flexible="2+", request=[
     F("creations", "[]", fields=[
         F("resource_type", "int8"),
         F("resource_name", "string"),
@@ -76,7 +77,7 @@ CREATE_ACLS = api(30, "CreateAcls", "1-3", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (DeleteAclsRequest.json / DeleteAclsResponse.json).
-DELETE_ACLS = api(31, "DeleteAcls", "1-3", flexible="2+", request=[
+DELETE_ACLS = api(ApiKey.DELETE_ACLS, "1-3", flexible="2+", request=[
     F("filters", "[]", fields=_ACL_FILTER),
 ], response=[
     F("throttle_time_ms", "int32"),
@@ -98,7 +99,7 @@ DELETE_ACLS = api(31, "DeleteAcls", "1-3", flexible="2+", request=[
 ])
 
 # WIRE: Kafka-defined (AddOffsetsToTxnRequest.json / AddOffsetsToTxnResponse.json).
-ADD_OFFSETS_TO_TXN = api(25, "AddOffsetsToTxn", "0-4", flexible="3+", request=[
+ADD_OFFSETS_TO_TXN = api(ApiKey.ADD_OFFSETS_TO_TXN, "0-4", flexible="3+", request=[
     F("transactional_id", "string"),
     F("producer_id", "int64"),
     F("producer_epoch", "int16"),
@@ -109,7 +110,7 @@ ADD_OFFSETS_TO_TXN = api(25, "AddOffsetsToTxn", "0-4", flexible="3+", request=[
 ])
 
 # WIRE: Kafka-defined (EndTxnRequest.json / EndTxnResponse.json).
-END_TXN = api(26, "EndTxn", "0-4", flexible="3+", request=[
+END_TXN = api(ApiKey.END_TXN, "0-4", flexible="3+", request=[
     F("transactional_id", "string"),
     F("producer_id", "int64"),
     F("producer_epoch", "int16"),

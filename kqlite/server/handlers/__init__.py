@@ -1,4 +1,5 @@
-"""Request handlers: ``async def handler(broker, connection, request) -> dict | None``.
+"""Request handlers: ``async def handler(broker, connection, request) -> dict | None``,
+each module's ``HANDLERS`` keyed by :class:`~kqlite.protocol.ApiKey`.
 
 Each returns the response body for ``request.api_version`` (the codec ignores
 fields that version does not have) or None when no response is due (acks=0).

@@ -15,7 +15,7 @@ import collections
 import uuid
 
 from ...errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..config_changes import RESOURCE_BROKER, RESOURCE_TOPIC, check_name
 from ..config_entries import broker_entries, topic_entries
 from ..partition import PartitionError
@@ -287,5 +287,7 @@ async def describe_configs(broker, conn, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-HANDLERS = {18: api_versions, 3: metadata, 19: create_topics,
-            20: delete_topics, 37: create_partitions, 32: describe_configs}
+HANDLERS = {ApiKey.API_VERSIONS: api_versions, ApiKey.METADATA: metadata,
+            ApiKey.CREATE_TOPICS: create_topics, ApiKey.DELETE_TOPICS: delete_topics,
+            ApiKey.CREATE_PARTITIONS: create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: describe_configs}

@@ -13,7 +13,7 @@ import os
 
 from ...db.topic_names import InvalidTopicError, check_topic_name
 from ...errors import KqliteError, UnknownTopicError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from .. import config_changes as changes
 from ..partition import PartitionError
 
@@ -210,5 +210,8 @@ def _partition_error(code, message):
     return {"error_code": code, "error_message": message, "active_producers": []}
 
 
-HANDLERS = {33: alter_configs, 44: incremental_alter_configs, 35: describe_log_dirs,
-            60: describe_cluster, 61: describe_producers}
+HANDLERS = {ApiKey.ALTER_CONFIGS: alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+            ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
+            ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+            ApiKey.DESCRIBE_PRODUCERS: describe_producers}

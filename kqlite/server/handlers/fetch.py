@@ -28,7 +28,7 @@ import uuid
 from ...errors import CorruptRecordError, KqliteError, UnsupportedCodecError
 from ...format.constants import MAGIC_V0, MAGIC_V1
 from ...format.down_convert import down_convert
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..partition import PartitionError, ReadResult
 from ..replica_manager import FetchPartition
 
@@ -190,4 +190,4 @@ def _now_ms():
     return int(time.monotonic() * 1000)
 
 
-HANDLERS = {1: fetch}
+HANDLERS = {ApiKey.FETCH: fetch}

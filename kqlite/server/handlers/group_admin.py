@@ -12,7 +12,7 @@ group left without offsets is gone, as in Kafka.
 import logging
 import struct
 
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..group_state import GroupState
 from .group_offsets import partitions_exist
 
@@ -122,4 +122,4 @@ def _offset_delete_error(code):
     return {"error_code": code, "throttle_time_ms": 0, "topics": []}
 
 
-HANDLERS = {42: delete_groups, 47: offset_delete}
+HANDLERS = {ApiKey.DELETE_GROUPS: delete_groups, ApiKey.OFFSET_DELETE: offset_delete}

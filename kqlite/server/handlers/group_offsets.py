@@ -18,7 +18,7 @@ import logging
 from ...db.offsets import OffsetAndMetadata
 from ...errors import KqliteError
 from ...format.batch import now_ms
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..group_events import Commit
 from ..partition import PartitionError
 
@@ -225,4 +225,5 @@ def _offset_fetch_error(version, body, code):
         for t in body["topics"] or ()]}
 
 
-HANDLERS = {10: find_coordinator, 8: offset_commit, 9: offset_fetch}
+HANDLERS = {ApiKey.FIND_COORDINATOR: find_coordinator, ApiKey.OFFSET_COMMIT: offset_commit,
+            ApiKey.OFFSET_FETCH: offset_fetch}

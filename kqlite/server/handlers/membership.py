@@ -10,7 +10,7 @@ groups this broker coordinates.
 
 import logging
 
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..group_events import Heartbeat, Join, Leave, Sync
 from ..group_state import GroupState
 
@@ -137,5 +137,6 @@ async def list_groups(broker, conn, request):
         if not states or state.lower() in states]}
 
 
-HANDLERS = {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group,
-            15: describe_groups, 16: list_groups}
+HANDLERS = {ApiKey.JOIN_GROUP: join_group, ApiKey.SYNC_GROUP: sync_group,
+            ApiKey.HEARTBEAT: heartbeat, ApiKey.LEAVE_GROUP: leave_group,
+            ApiKey.DESCRIBE_GROUPS: describe_groups, ApiKey.LIST_GROUPS: list_groups}

@@ -20,7 +20,7 @@ from collections import Counter
 
 from ...errors import KqliteError, UnknownTopicError
 from ...format.batch import now_ms
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...storage.legacy_offsets import legacy_offsets_before
 from ..partition import CONSUMER_REPLICA_ID, PartitionError, fetch_isolation
 from ..replica_manager import INTERNAL_TOPICS
@@ -195,5 +195,6 @@ async def offset_for_leader_epoch(broker, conn, request):
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLERS = {2: list_offsets, 21: delete_records, 22: init_producer_id,
-            23: offset_for_leader_epoch}
+HANDLERS = {ApiKey.LIST_OFFSETS: list_offsets, ApiKey.DELETE_RECORDS: delete_records,
+            ApiKey.INIT_PRODUCER_ID: init_producer_id,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch}

@@ -20,7 +20,7 @@ from ...errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecEr
 from ...format.constants import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD, MAGIC_OFFSET, \
     MAGIC_V2
 from ...format.up_convert import is_legacy, up_convert
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..partition import AppendResult, PartitionError
 
 _FIRST_V2_VERSION = 3        # WIRE: Produce v3 brought record batches v2 (KIP-98)
@@ -112,4 +112,4 @@ def _produce_error(body, code):
             for p in t["partition_data"]]} for t in body["topic_data"]]}
 
 
-HANDLERS = {0: produce}
+HANDLERS = {ApiKey.PRODUCE: produce}

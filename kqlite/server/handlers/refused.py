@@ -5,7 +5,7 @@ error Apache Kafka gives when that feature is off, in every per-item error field
 client reports a clear reason and the connection stays usable.
 """
 
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 
 _NO_SASL = "kqlite serves PLAINTEXT only: no SASL mechanism is enabled"
 _NO_ACLS = "kqlite has no authorizer: ACLs are not supported"
@@ -44,5 +44,7 @@ async def no_transactions(broker, conn, request):
             "producer_id": -1, "producer_epoch": -1}
 
 
-HANDLERS = {17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls,
-            31: delete_acls, 25: no_transactions, 26: no_transactions}
+HANDLERS = {ApiKey.SASL_HANDSHAKE: sasl_handshake, ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
+            ApiKey.DESCRIBE_ACLS: describe_acls, ApiKey.CREATE_ACLS: create_acls,
+            ApiKey.DELETE_ACLS: delete_acls, ApiKey.ADD_OFFSETS_TO_TXN: no_transactions,
+            ApiKey.END_TXN: no_transactions}
