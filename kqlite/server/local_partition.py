@@ -298,10 +298,11 @@ class LocalPartition(Partition):
         return offset, record.timestamp, _epoch_for_offset(log, offset)
 
     async def legacy_offsets(self, timestamp, max_num_offsets, *, from_consumer):
-        found, positions = await self._io.run(
+        # Answered without a leadership check, by a cluster's followers too, so what it
+        # saw is not folded into the positions: a follower's are its fetcher's to set.
+        found, _positions = await self._io.run(
             self._storage_call, "list offsets by segment", self._offsets_by_segment,
             timestamp, max_num_offsets, from_consumer)
-        self.observe(positions)
         return found
 
     @staticmethod
