@@ -136,3 +136,14 @@ def test_every_rule_and_setting_says_what_it_does():
     undocumented = [name for name, rule in RULES.items() if len(rule.doc.split()) < 4]
     undocumented += [s.flag for s in SETTINGS if len(s.doc.split()) < 4]
     assert undocumented == []
+
+
+def test_serve_help_is_each_settings_documentation_in_plain_text():
+    helps = {flag: action.help for action in _serve_parser()._actions
+             for flag in action.option_strings}
+    for setting in SETTINGS:
+        text = helps[setting.flag].replace("%%", "%")
+        assert "`" not in text, setting.flag
+        assert setting.doc.replace("`", "") in text, setting.flag
+        if setting.kafka:
+            assert text.startswith(f"{setting.kafka}: "), setting.flag

@@ -52,7 +52,7 @@ def plain(text):
 
 # -- How values are read ---------------------------------------------------------------
 
-def boolean(text):
+def _boolean(text):
     value = text.strip().lower()
     if value not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
@@ -69,7 +69,7 @@ def positive_int(text):
     return value
 
 
-def non_negative(text):
+def _non_negative(text):
     try:
         value = int(text)
     except ValueError:
@@ -79,13 +79,13 @@ def non_negative(text):
     return value
 
 
-def idle_ms(text):
+def _idle_ms(text):
     if text.strip() == "-1":
         return -1
     return positive_int(text)
 
 
-def overrides(text):
+def _overrides(text):
     from ..server.connection_limits import parse_overrides
     try:
         return parse_overrides(text)
@@ -135,7 +135,7 @@ SETTINGS = [
              doc="storage threads: how many requests can be in storage at once (reads, "
                  "appends, fsyncs, topic changes); concurrent appends to an "
                  "`fsync=\"always\"` partition share fsyncs (group commit)"),
-    _setting("--connections-max-idle-ms", "connections.max.idle.ms", 600000, idle_ms, "MS",
+    _setting("--connections-max-idle-ms", "connections.max.idle.ms", 600000, _idle_ms, "MS",
              shown="600000 (10 minutes)",
              doc="a connection that sends nothing for this long while no request of it is "
                  "in progress is closed, as Kafka's selector expires idle connections; `-1` "
@@ -147,14 +147,14 @@ SETTINGS = [
                  "closes: new connections wait in the listen backlog, as Kafka's acceptor "
                  "waits for a slot. The quarter leaves the rest of the descriptors to the "
                  "logs (up to five eighths, see `max_open_logs`) and to sendfile regions"),
-    _setting("--max-connections-per-ip", "max.connections.per.ip", None, non_negative, "N",
+    _setting("--max-connections-per-ip", "max.connections.per.ip", None, _non_negative, "N",
              shown="three quarters of `--max-connections`", kafka_default="unlimited",
              doc="a new connection from an address that already has N is closed at once, "
                  "as Kafka closes it; so one address (a client leaking connections) never "
                  "takes every slot. Refusals are logged at most once a minute and counted in "
                  "`kqlite_connections_refused_total`"),
     _setting("--max-connections-per-ip-overrides", "max.connections.per.ip.overrides", None,
-             overrides, "HOST:N[,HOST:N...]", shown="none",
+             _overrides, "HOST:N[,HOST:N...]", shown="none",
              doc="per-address caps; host names are resolved at start to all their "
                  "addresses"),
     _setting("--queued-max-request-bytes", "queued.max.request.bytes", None, positive_int,
@@ -191,7 +191,7 @@ SETTINGS = [
                  "shutdown. A restarted broker starts its roles from it, and `kqlite.open()` "
                  "on the data dir reads up to it"),
     _setting("--controlled-shutdown-retry-backoff-ms", "controlled.shutdown.retry.backoff.ms",
-             5000, non_negative, "MS", group=CLUSTER,
+             5000, _non_negative, "MS", group=CLUSTER,
              doc="wait between ControlledShutdown attempts on SIGTERM (3 attempts, as "
                  "`controlled.shutdown.max.retries`)"),
     _setting("--offsets-topic-replication-factor", "offsets.topic.replication.factor", 3,
@@ -204,7 +204,7 @@ SETTINGS = [
              doc="partitions of `__consumer_offsets`; a group is coordinated by the leader "
                  "of partition `hash(group) % N`, which stores its commits and membership "
                  "with `acks=all`"),
-    _setting("--auto-leader-rebalance-enable", "auto.leader.rebalance.enable", True, boolean,
+    _setting("--auto-leader-rebalance-enable", "auto.leader.rebalance.enable", True, _boolean,
              "true|false", group=CLUSTER,
              doc="the controller moves leadership back to preferred replicas (the first of "
                  "each assignment) by itself: first 5 s after it takes over, then every "
@@ -213,7 +213,7 @@ SETTINGS = [
              "leader.imbalance.check.interval.seconds", 300, positive_int, "S", group=CLUSTER,
              doc="how often the controller checks the leader balance"),
     _setting("--leader-imbalance-per-broker-percentage",
-             "leader.imbalance.per.broker.percentage", 10, non_negative, "PCT", group=CLUSTER,
+             "leader.imbalance.per.broker.percentage", 10, _non_negative, "PCT", group=CLUSTER,
              doc="a broker whose share of preferred partitions led elsewhere is above this "
                  "gets them back (those whose preferred replica is live and in the ISR)"),
 ]
