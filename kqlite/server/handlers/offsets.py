@@ -6,12 +6,12 @@ storage calls run in storage threads.
 
 ListOffsets serves Kafka 3.9's versions 0-9. v0 answers a list of offsets by segment
 (``Partition.legacy_offsets``: storage/legacy_offsets.py, Kafka's
-legacyFetchOffsetsBefore). From v1 each special
-timestamp needs the version that introduced it (KafkaApis' timestampMinSupportedVersion),
-else UNSUPPORTED_VERSION: -2 earliest and -1 latest (v1), -3 max timestamp (v7), -4
-earliest local (v8: the log start, kqlite has no tiered storage) and -5 latest tiered
-(v9: offset -1, as a broker without tiered storage answers). A partition named twice in
-one request gets INVALID_REQUEST for each entry.
+legacyFetchOffsetsBefore). From v1 each special timestamp needs the version that
+introduced it (KafkaApis' timestampMinSupportedVersion), else UNSUPPORTED_VERSION: -2
+earliest and -1 latest (v1), -3 max timestamp (v7), -4 earliest local (v8: the log
+start, kqlite has no tiered storage) and -5 latest tiered (v9: offset -1, as a broker
+without tiered storage answers). A partition named twice in one request gets
+INVALID_REQUEST for each entry.
 """
 
 import logging
