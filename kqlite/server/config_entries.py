@@ -3,12 +3,12 @@
 A topic resource lists every Kafka topic config (kqlite's own settings are for the
 embedded API and stay out of it) with its value as Kafka shows it (``true``/``false``,
 Java's number format), read_only false, not sensitive, its ConfigDef type (v3+) and,
-when asked, its documentation (v3+) and synonyms (v1+). The synonyms are where the
-value comes from, first the one in effect: the topic's own override (TOPIC_CONFIG),
-then the broker config that sets the default for every topic (Kafka's
-ServerTopicConfigSynonyms): set by this broker (STATIC_BROKER_CONFIG: the Broker's
-``topic_defaults``) and Kafka's own default (DEFAULT_CONFIG). The source of an entry is
-that of its first synonym, DEFAULT_CONFIG when it has none.
+when asked, its documentation (v3+: its rule's, config_rules.py) and synonyms (v1+).
+The synonyms are where the value comes from, first the one in effect: the topic's own
+override (TOPIC_CONFIG), then the broker config that sets the default for every topic
+(Kafka's ServerTopicConfigSynonyms): set by this broker (STATIC_BROKER_CONFIG: the
+Broker's ``topic_defaults``) and Kafka's own default (DEFAULT_CONFIG). The source of an
+entry is that of its first synonym, DEFAULT_CONFIG when it has none.
 
 Four of those broker configs have no default of their own in Kafka (``log.roll.ms``,
 ``log.roll.jitter.ms``, ``log.flush.interval.ms``, ``log.retention.ms``): another
@@ -22,7 +22,7 @@ name) lists the dynamic broker defaults, which kqlite has none of.
 """
 
 from ..storage.config_rules import CONFIG_TYPE_IDS, KAFKA_RULES, SERVER_SYNONYMS, kafka_string
-from .config_docs import TOPIC_CONFIG_DOCS
+from ..storage.config_rules import documentation as doc_of
 
 __all__ = ["topic_entries", "broker_entries", "TOPIC_CONFIG", "STATIC_BROKER_CONFIG",
            "DEFAULT_CONFIG"]
@@ -92,7 +92,7 @@ def topic_entries(effective, overrides, broker_defaults, *, keys=None,
             synonyms.insert(0, (name, value, TOPIC_CONFIG))
         out.append(_entry(name, value, synonyms, kind=KAFKA_RULES[name].type,
                           read_only=False, include_synonyms=include_synonyms,
-                          documentation=TOPIC_CONFIG_DOCS[name]
+                          documentation=doc_of(name)
                           if include_documentation else None))
     return out
 
@@ -106,7 +106,7 @@ def broker_entries(broker_defaults, *, keys=None, include_synonyms=False,
             continue
         value = broker_defaults.get(name, KAFKA_RULES[name].default)
         doc = (f"The default of the topic config {name} for this broker's topics; "
-               f"{TOPIC_CONFIG_DOCS[name]}")
+               f"{doc_of(name)}")
         out.append(_entry(broker_name, kafka_string(name, value),
                           _broker_synonyms(name, broker_defaults),
                           kind=KAFKA_RULES[name].type, read_only=True,

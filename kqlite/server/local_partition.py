@@ -29,9 +29,11 @@ from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidReco
                       InvalidTimestampError, InvalidTxnStateError, KqliteError, LogFailedError,
                       OffsetOutOfRangeError, OutOfOrderSequenceError, RecordTooLargeError,
                       UnknownTopicError, UnsupportedCodecError)
+from ..format.batch import now_ms
 from ..protocol import ErrorCode, FileRegion
 from ..storage import Isolation
 from ..storage.leader_epoch import LeaderEpochCache
+from ..storage.legacy_offsets import legacy_offsets_before
 from .divergence import diverging_epoch_for
 from .partition import CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError, ReadResult
 from .purgatory import DelayedProduce
@@ -301,6 +303,19 @@ class LocalPartition(Partition):
             return -1, -1, -1
         record = next(iter(log.read(offset, 1)))
         return offset, record.timestamp, _epoch_for_offset(log, offset)
+
+    async def legacy_offsets(self, timestamp, max_num_offsets, *, from_consumer):
+        # Answered without a leadership check, by a cluster's followers too, so what it
+        # saw is not folded into the positions: a follower's are its fetcher's to set.
+        found, _positions = await self._io.run(
+            self._storage_call, "list offsets by segment", self._offsets_by_segment,
+            timestamp, max_num_offsets, from_consumer)
+        return found
+
+    @staticmethod
+    def _offsets_by_segment(log, timestamp, max_num_offsets, from_consumer):
+        return legacy_offsets_before(log, timestamp, max_num_offsets, now_ms=now_ms(),
+                                     from_consumer=from_consumer)
 
     async def active_producers(self):
         found, positions = await self._io.run(self._storage_call, "describe producers",

@@ -8,14 +8,56 @@ now and at most, connections waiting for that memory, open logs and their limit,
 size/segments/end offset per open partition, committed-offset lag per consumer
 group and open partition. A scrape never opens a log: partitions whose logs are
 closed (idle, see kqlite/db/log_manager.py) have no per-partition samples.
+
+Theory of operation: a scrape (:meth:`Metrics.scrape`) reads everything that lives in
+storage -- the open logs' sizes, segments and end offsets, which may wait for a log's
+lock or read its shared state, and the groups' committed offsets -- in one storage-thread
+call (:func:`read_storage`, through storage_io.py), so the event loop never waits on a
+log for it; the counters, the gauges kept in memory and the sources added by
+:meth:`Metrics.add_source` are read on the event loop, where they live.
 """
 
 import asyncio
 import logging
+from typing import NamedTuple
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "StorageSamples", "read_storage"]
 
 log = logging.getLogger("kqlite.server")
+
+
+class StorageSamples(NamedTuple):
+    """What a scrape reads from storage: ``[(labels, value)]`` per family, and the
+    number of logs open and their limit."""
+    open_logs: int
+    max_open_logs: int
+    sizes: list
+    segments: list
+    ends: list
+    lag: list
+
+
+def read_storage(db):
+    """The StorageSamples of Database ``db``, in a storage thread. Only the logs open now:
+    opening every partition of a big data dir for a scrape would evict the logs in use
+    (see kqlite/db/log_manager.py)."""
+    sizes, segments, ends = [], [], []
+    end_of = {}
+    for topic, p in sorted(db.logs.open_keys()):
+        with db.logs.lease_if_open((topic, p)) as lg:
+            if lg is None:
+                continue
+            labels = {"topic": topic, "partition": p}
+            sizes.append((labels, lg.size))
+            segments.append((labels, len(lg.segments)))
+            end_of[(topic, p)] = lg.end_offset
+            ends.append((labels, end_of[(topic, p)]))
+    lag = []
+    for (group, topic, p), offset in sorted(db.offsets.known_commits().items()):
+        if (topic, p) in end_of:
+            lag.append(({"group": group, "topic": topic, "partition": p},
+                        max(0, end_of[(topic, p)] - offset)))
+    return StorageSamples(len(end_of), db.logs.max_open, sizes, segments, ends, lag)
 
 
 class Metrics:
@@ -43,7 +85,14 @@ class Metrics:
         entry[1] += seconds
         entry[2] += size
 
-    def render(self):
+    async def scrape(self):
+        """The text of one scrape: storage read in a storage thread, the rest here."""
+        storage = await self.broker.io.run(read_storage, self.broker.db)
+        return self.render(storage)
+
+    def render(self, storage):
+        """The text of a scrape, given what it read from storage (StorageSamples); reads
+        only memory."""
         lines = []
 
         def metric(name, kind, help_text, samples):
@@ -92,33 +141,17 @@ class Metrics:
                [({"api": api}, v[0]) for api, v in sorted(self.requests.items())])
         metric("kqlite_request_seconds_total", "counter", "Time spent handling requests, per API.",
                [({"api": api}, round(v[1], 6)) for api, v in sorted(self.requests.items())])
-        db = self.broker.db
-        # Only the logs open now: opening every partition of a big data dir for a scrape
-        # would evict the logs in use (see kqlite/db/log_manager.py).
-        sizes, segments, ends = [], [], []
-        end_of = {}
-        for topic, p in sorted(db.logs.open_keys()):
-            with db.logs.lease_if_open((topic, p)) as lg:
-                if lg is None:
-                    continue
-                labels = {"topic": topic, "partition": p}
-                sizes.append((labels, lg.size))
-                segments.append((labels, len(lg.segments)))
-                end_of[(topic, p)] = lg.end_offset
-                ends.append((labels, end_of[(topic, p)]))
-        metric("kqlite_open_logs", "gauge", "Partition logs open now.", [({}, len(end_of))])
+        metric("kqlite_open_logs", "gauge", "Partition logs open now.",
+               [({}, storage.open_logs)])
         metric("kqlite_max_open_logs", "gauge", "Idle logs beyond this many are closed.",
-               [({}, db.logs.max_open)])
-        metric("kqlite_log_size_bytes", "gauge", "Bytes on disk per open partition.", sizes)
-        metric("kqlite_log_segments", "gauge", "Segments per open partition.", segments)
-        metric("kqlite_log_end_offset", "gauge", "Log end offset per open partition.", ends)
-        lag = []
-        for (group, topic, p), offset in sorted(db.offsets.known_commits().items()):
-            if (topic, p) in end_of:
-                lag.append(({"group": group, "topic": topic, "partition": p},
-                            max(0, end_of[(topic, p)] - offset)))
+               [({}, storage.max_open_logs)])
+        metric("kqlite_log_size_bytes", "gauge", "Bytes on disk per open partition.",
+               storage.sizes)
+        metric("kqlite_log_segments", "gauge", "Segments per open partition.", storage.segments)
+        metric("kqlite_log_end_offset", "gauge", "Log end offset per open partition.",
+               storage.ends)
         metric("kqlite_consumer_group_lag", "gauge",
-               "Log end minus committed offset, for open partitions.", lag)
+               "Log end minus committed offset, for open partitions.", storage.lag)
         for source in self.sources:
             try:
                 families = list(source())
@@ -137,7 +170,7 @@ class Metrics:
                     pass
                 path = request_line.split()[1] if len(request_line.split()) > 1 else b"/"
                 if path == b"/metrics":
-                    body = self.render().encode()
+                    body = (await self.scrape()).encode()
                     head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
                             b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
                 else:

@@ -4,7 +4,8 @@
 Theory of operation: handlers never touch a ``Log``. They ask the replica manager
 (replica_manager.py) for a :class:`Partition` and call it: append (with the producer's
 ``acks``), read (with an isolation: consumers up to the high watermark, followers up to
-the log end), list an offset by time, answer OffsetForLeaderEpoch, delete records.
+the log end), list an offset by time (or, for ListOffsets v0, by segment), answer
+OffsetForLeaderEpoch, delete records.
 The partition also states its leadership -- leader, leader epoch, replicas, ISR,
 offline replicas -- which Metadata reports as it is.
 
@@ -219,6 +220,13 @@ class Partition(abc.ABC):
         the one the returned offset was written in, -1 if unknown. ``isolation``: a
         replica asks with LOG_END (its latest is the log end, as Kafka answers requests
         from a replica id), a client with the high watermark. Raises PartitionError."""
+
+    @abc.abstractmethod
+    async def legacy_offsets(self, timestamp, max_num_offsets, *, from_consumer):
+        """ListOffsets v0: up to ``max_num_offsets`` offsets by segment for ``timestamp``
+        (-1, -2 or ms), largest first; a consumer's are capped at the high watermark
+        (storage/legacy_offsets.py). Raises PartitionError, or ValueError for a negative
+        ``max_num_offsets``."""
 
     @abc.abstractmethod
     async def active_producers(self):

@@ -4,9 +4,11 @@ creation and deletion).
 
 Theory of operation: request handlers ask :meth:`ReplicaManager.get` for a partition
 (``PartitionError(UNKNOWN_TOPIC_OR_PARTITION)`` if there is none) and call it; they
-never see a Log or the Database. Partition objects are made on first use and kept:
-they are small (they hold no open files, see local_partition.py). Everything that
-reads topic definitions, creates or deletes topics runs in a storage thread.
+never see a Log or the Database. What is not one partition's -- topic definitions and
+configs, the broker's topic defaults, the log dir DescribeLogDirs reports -- they ask
+of this object. Partition objects are made on first use and kept: they are small (they
+hold no open files, see local_partition.py). Everything that reads topic definitions,
+creates, alters or deletes topics, or reads a log runs in a storage thread.
 
 Every method taking a topic name checks it against Kafka's rules first, on the event
 loop, and answers ``PartitionError(INVALID_TOPIC_EXCEPTION)``: whatever API a name came
@@ -32,6 +34,7 @@ re-read every ``other_writers_check_ms`` in one storage-thread call.
 import asyncio
 import base64
 import logging
+import os
 import uuid
 from typing import NamedTuple
 
@@ -39,6 +42,7 @@ from ..db.topic_names import InvalidTopicError
 from ..errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ..protocol import ErrorCode, FileRegion
 from ..storage.config import LogConfig, check_kafka_names
+from .config_changes import alter_topic_in_storage
 from .local_partition import LocalPartition
 from .partition import (CONSUMER_REPLICA_ID, PartitionError, ReadResult, RegionBudget,
                         fetch_isolation)
@@ -343,6 +347,37 @@ class ReplicaManager:
         overrides = self.db.topic_metadata(name)["config"]
         return overrides, self.db.topic_config(name).as_dict()
 
+    @property
+    def topic_defaults(self):
+        """The broker's own defaults of topic configs (name -> value): what
+        DescribeConfigs reports as STATIC_BROKER_CONFIG."""
+        return self.db.defaults
+
+    async def alter_topic_config(self, name, edit, validate_only):
+        """Apply ``edit`` (current overrides -> new ones, config_changes.py) to topic
+        ``name``, durably, unless ``validate_only``; ``(error code, message)``."""
+        return await self.io.run(alter_topic_in_storage, self.db, name, edit, validate_only)
+
+    # -- The log dir (DescribeLogDirs) -------------------------------------------------------
+
+    @property
+    def log_dir(self):
+        """The broker's one log dir: the data dir's path."""
+        return self.db.path
+
+    async def log_dir_topics(self):
+        """Every topic defined in the data dir, internal ones included."""
+        return await self.io.run(self.db.list_topics, internal=True)
+
+    async def partition_sizes(self, topic, indexes=None):
+        """``[(index, bytes on disk)]`` of ``topic``'s partitions in the data dir (those in
+        ``indexes``, or all), in one storage-thread call."""
+        return await self.io.run(_partition_sizes, self.db, topic, indexes)
+
+    async def log_dir_bytes(self):
+        """``(total, usable)`` bytes of the file system holding the log dir."""
+        return await self.io.run(_volume_bytes, self.db.path)
+
     # -- Fetch ------------------------------------------------------------------------------
 
     async def fetch_messages(self, fetches, *, max_bytes, min_bytes, max_wait_ms,
@@ -451,6 +486,37 @@ def _positions_of(partitions):
             log.debug("%s: cannot re-read the log end: %s", partition, exc)
             found.append(None)
     return found
+
+
+def _partition_sizes(db, topic, indexes):
+    """[(index, size)] of ``topic``'s partitions (all, or ``indexes``), in a storage thread."""
+    try:
+        count = db.partitions_for(topic)
+    except UnknownTopicError:     # deleted since it was listed
+        return []
+    if indexes is not None:
+        indexes = {i for i in indexes if 0 <= i < count}
+    out = []
+    for index in range(count):
+        if indexes is not None and index not in indexes:
+            continue
+        try:
+            with db.leased_log(topic, index) as lg:
+                size = lg.size
+        except UnknownTopicError:
+            continue
+        except KqliteError as exc:    # one unreadable partition does not hide the others
+            log.warning("DescribeLogDirs: %s-%d cannot be read: %s", topic, index, exc)
+            continue
+        out.append((index, size))
+    return out
+
+
+def _volume_bytes(path):
+    """(total, usable) bytes of the file system holding ``path``; usable is what an
+    unprivileged writer may still use (Java's FileStore.getUsableSpace)."""
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def _topic_uuid(db, name):

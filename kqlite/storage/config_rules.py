@@ -1,54 +1,44 @@
-"""Kafka 3.9's topic configs as its ``LogConfig`` defines them (type, default, validator),
-and the parsing of a value as Kafka's ``ConfigDef.parseType`` parses it.
+"""Every config a log takes, as one table: Kafka 3.9's topic configs as its ``LogConfig``
+defines them and kqlite's own per-log settings, each a :class:`Rule` carrying all that is
+said about it -- its type, default, validator and valid values, the broker config that
+sets its default in Kafka, and its documentation.
 
-A value comes as a string from a Kafka client (CreateTopics, AlterConfigs) or as a
-Python value from the embedded API. A string is trimmed as Java's ``String.trim`` trims
-(every character up to U+0020 at either end; other Unicode spaces stay and make the
-value invalid), then parsed by the config's type with Java's rules:
+The table is the one place a config is described: ``LogConfig`` (config.py) parses and
+checks values by it, DescribeConfigs (kqlite/server/config_entries.py) reports its
+types, synonyms and documentation from it, and docs/configuration.md's table of topic
+configs is generated from it (scripts/configuration_tables.py; a test holds the page to
+what the script writes). A new topic config is one row here.
 
-- INT and LONG: ``Integer.parseInt``/``Long.parseLong``: an optional sign and decimal
-  digits (any Unicode decimal digit of the Basic Multilingual Plane, as Java's
-  ``Character.digit``), no ``_``, no ``0x``, within 32 or 64 bits;
-- DOUBLE: ``Double.parseDouble``: Java's floating-point literal syntax (``NaN``,
-  ``Infinity``, ``1e3``, ``.5``, ``5.``, hexadecimal ``0x1p-1``, a ``d``/``f`` suffix),
-  ASCII digits only;
-- BOOLEAN: ``true`` or ``false`` in any case (Java's ``equalsIgnoreCase``);
-- STRING: the trimmed string; LIST: the trimmed string split at commas with the
-  whitespace (``[ \\t\\n\\x0b\\f\\r]``) around them; an empty string is the empty list.
+A value is parsed by its type as Kafka's ``ConfigDef.parseType`` parses it, then checked
+by the row's validator (config_values.py: Java's parsing, Kafka's validators), then
+normalized: lists become one comma-joined string (``cleanup.policy`` sorted and without
+repeats), so the stored form is JSON and ``"compact" in config["cleanup.policy"]`` works.
 
-Python values: INT/LONG take an int (not a bool, not a float), DOUBLE an int or float,
-BOOLEAN a bool, LIST a list or tuple of strings -- the Java types ``parseType`` takes.
-
-Each parsed value is then checked by the config's validator (Kafka's ``Range.atLeast``,
-``Range.between``, ``ValidString.in``, ``ValidList.in``, the compression level and
-throttled-replica validators, ``MetadataVersionValidator``) and normalized: lists become
-one comma-joined string (``cleanup.policy`` sorted and without repeats), so the stored
-form is JSON and ``"compact" in config["cleanup.policy"]`` works.
-
-One deliberate difference: Kafka's ``Range`` lets NaN through (every comparison with NaN
-is false) and a NaN ``min.cleanable.dirty.ratio`` then never compacts; it is refused here.
+A row's ``doc`` says what the config does in kqlite, in words true of both the embedded
+API and the broker, and says so when kqlite only stores and reports a value. It may
+hold Markdown code spans: the page shows them, DescribeConfigs and ``--help`` show the
+text without the backticks (:func:`documentation`).
 """
 
-import math
-import re
-import unicodedata
-from decimal import Decimal
-from functools import lru_cache
 from typing import Callable, NamedTuple, Optional
 
 from ..errors import ConfigError
+from .config_values import (PARSERS, at_least, between, gzip_level, java_double_string,
+                            java_trim, list_of, metadata_version, one_of, throttled_replicas)
 
 __all__ = ["Rule", "KAFKA_RULES", "KQLITE_RULES", "RULES", "LIST_CONFIGS", "CONFIG_TYPE_IDS",
-           "SERVER_SYNONYMS", "parse_value", "kafka_string"]
+           "SERVER_SYNONYMS", "parse_value", "kafka_string", "documentation"]
 
-_LONG_MAX = 2 ** 63 - 1
+LONG_MAX = 2 ** 63 - 1
 
 
 class Rule(NamedTuple):
     type: str                  # Kafka's ConfigDef.Type: INT LONG DOUBLE BOOLEAN STRING LIST
     default: object            # Kafka's default, normalized
     validator: Optional[Callable]  # parsed value -> None, or what the value must be
-    valid: str                 # the valid values, in words (docs/configuration.md)
+    valid: str                 # the valid values, in words
+    broker: Optional[str]      # Kafka's broker config setting the default (None: none)
+    doc: str                   # what the config does in kqlite (Markdown code spans)
 
 
 def _refuse(name, value, must):
@@ -56,268 +46,172 @@ def _refuse(name, value, must):
     return ConfigError(f"{name} {must}, not {shown!r}")
 
 
-# -- Java's parsing ----------------------------------------------------------------------
-
-_TRIMMED = "".join(map(chr, range(0x21)))
-
-
-def _java_trim(text):
-    return text.strip(_TRIMMED)
-
-
-_INTEGER = re.compile(r"([+-]?)(\d+)")     # \d: Unicode decimal digits (category Nd)
-
-
-@lru_cache(maxsize=1)
-def _zeros():
-    return "".join(c for c in map(chr, range(0x10000)) if unicodedata.decimal(c, None) == 0)
-
-
-def _java_integer(text):
-    """Integer.parseInt / Long.parseLong of a trimmed string (range unchecked), or None."""
-    m = _INTEGER.fullmatch(text)
-    # Java reads UTF-16 units: a digit outside the BMP is a surrogate pair, not a digit.
-    if m is None or max(m.group(2)) > "\uffff":
-        return None
-    significant = m.group(2).lstrip(_zeros())
-    if len(significant) > 19:
-        return None
-    value = int(significant or "0")
-    return -value if m.group(1) == "-" else value
-
-
-_DOUBLE = re.compile(r"""[+-]?(?:
-    NaN | Infinity
-  | (?P<dec>(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?
-  | (?P<hex>0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?
-)""", re.VERBOSE)
-
-
-def _java_double(text):
-    """Double.parseDouble of a trimmed string, or None."""
-    m = _DOUBLE.fullmatch(text)
-    if m is None:
-        return None
-    negative = text.startswith("-")
-    if m.group("hex"):
-        value = float.fromhex(m.group("hex"))
-    elif m.group("dec"):
-        value = float(m.group("dec"))
-    else:
-        value = float(text.lstrip("+-"))
-    return -value if negative else value
-
-
-def _equals_ignore_case(text, word):
-    # Java compares char by char, upper- then lower-cased: "falſe" (long s) is "false".
-    return len(text) == len(word) and all(
-        a == b or a.upper() == b.upper() or a.lower() == b.lower() for a, b in zip(text, word))
-
-
-_LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
-
-
-def _integer(bits):
-    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-
-    def parse(value):
-        if isinstance(value, str):
-            value = _java_integer(_java_trim(value))
-        elif isinstance(value, bool) or not isinstance(value, int):
-            value = None
-        return value if value is not None and low <= value <= high else None
-    parse.must = f"must be a {bits}-bit integer"
-    return parse
-
-
-def _double(value):
-    if isinstance(value, str):
-        return _java_double(_java_trim(value))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            return None
-    return None
-
-
-def _boolean(value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        trimmed = _java_trim(value)
-        for word, parsed in (("true", True), ("false", False)):
-            if _equals_ignore_case(trimmed, word):
-                return parsed
-    return None
-
-
-def _string(value):
-    return _java_trim(value) if isinstance(value, str) else None
-
-
-def _list(value):
-    if isinstance(value, str):
-        trimmed = _java_trim(value)
-        return _LIST_SEPARATOR.split(trimmed) if trimmed else []
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
-    return None
-
-
-_double.must = "must be a number"
-_boolean.must = "must be true or false"
-_string.must = "must be a string"
-_list.must = "must be a comma-separated list"
-# ConfigDef.Type -> parser: the parsed value, or None when the value is not of the type.
-_PARSERS = {"INT": _integer(32), "LONG": _integer(64), "DOUBLE": _double,
-            "BOOLEAN": _boolean, "STRING": _string, "LIST": _list}
-
-
-# -- Kafka's validators: each returns what a refused value must be, or None --------------
-
-def _at_least(minimum):
-    def check(value):
-        return None if value >= minimum else f"must be at least {minimum}"
-    check.minimum = minimum
-    return check
-
-
-def _between(low, high):
-    def check(value):
-        # "not (...)" also refuses NaN, which Kafka's Range lets by.
-        return None if low <= value <= high else f"must be between {low} and {high}"
-    check.minimum = low
-    return check
-
-
-def _one_of(*choices):
-    def check(value):
-        return None if value in choices else f"must be one of {', '.join(choices)}"
-    return check
-
-
-def _list_of(*choices):
-    def check(items):
-        if all(item in choices for item in items):
-            return None
-        return f"must list only {' and '.join(choices)} (comma-separated, or empty)"
-    return check
-
-
-def _gzip_level(value):
-    # GzipCompression's level validator: Deflater's 1..9, or -1 (its default level).
-    return None if value == -1 or 1 <= value <= 9 else "must be between 1 and 9 or equal to -1"
-
-
-_REPLICA = re.compile(r"(?:[0-9]+:[0-9]+)?")
-
-
-def _throttled_replicas(items):
-    # ThrottledReplicaListValidator: each trimmed item partitionId:brokerId (or empty), or
-    # the items together exactly "*".
-    trimmed = [_java_trim(item) for item in items]
-    if all(_REPLICA.fullmatch(t) for t in trimmed) or "".join(trimmed) == "*":
-        return None
-    return "must be the literal '*' or a list of replicas partitionId:brokerId,..."
-
-
-# Kafka 3.9's MetadataVersion: release -> its internal versions (IV0, IV1, ...). The
-# releases up to 3.9 are production versions, so the bare release names them too; the
-# 4.0 versions are not, so "4.0" alone is not a version.
-_IV_COUNTS = {
-    "0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3,
-    "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1,
-    "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1}
-_METADATA_VERSIONS = frozenset(
-    ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "4.0-IV0", "4.0-IV1"] + list(_IV_COUNTS)
-    + [f"{release}-IV{i}" for release, count in _IV_COUNTS.items() for i in range(count)])
-
-
-def _metadata_version(value):
-    # MetadataVersion.fromVersionString: the first three dot-separated parts of a 0.x
-    # version and the first two of a later one name it; "2.8.1" is "2.8".
-    parts = value.split(".")
-    while parts and parts[-1] == "":       # Java's String.split drops trailing empties
-        parts.pop()
-    wanted = 3 if value.startswith("0.") else 2
-    key = value if wanted >= len(parts) else ".".join(parts[:wanted])
-    if key not in _METADATA_VERSIONS:
-        return "must be a Kafka version such as 3.9, 2.8 or 3.0-IV1"
-    return None
-
-
-# -- The configs ------------------------------------------------------------------------------
-
-def _rule(kind, default, validator=None, valid=None):
+def _rule(kind, default, validator=None, valid=None, *, broker=None, doc):
     if valid is None:
         valid = {"BOOLEAN": "true, false"}.get(kind, "any")
-    return Rule(kind, default, validator, valid)
+    return Rule(kind, default, validator, valid, broker, doc)
 
 
-def _long_at_least(default, minimum):
-    return _rule("LONG", default, _at_least(minimum), f"{minimum} .. 2^63-1")
+def _long_at_least(default, minimum, **described):
+    return _rule("LONG", default, at_least(minimum), f"{minimum} .. 2^63-1", **described)
 
 
-def _int_at_least(default, minimum):
-    return _rule("INT", default, _at_least(minimum), f"{minimum} .. 2^31-1")
+def _int_at_least(default, minimum, **described):
+    return _rule("INT", default, at_least(minimum), f"{minimum} .. 2^31-1", **described)
 
 
 _COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_STORED = "Stored and reported; "
+_TIERED = _STORED + "it belongs to Kafka's tiered storage, which kqlite does not have."
+_LEVEL = _STORED + "kqlite compresses at its codecs' default levels."
+_THROTTLE = _STORED + "kqlite never throttles replication."
+_TIMESTAMP_BOUND = _STORED + "not enforced: no batch is refused for its timestamps."
 
-# Kafka 3.9's LogConfig.CONFIG, in its order. Defaults are Kafka's broker defaults.
+# Kafka 3.9's LogConfig.CONFIG, in its order. Defaults are Kafka's broker defaults;
+# ``broker`` is ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS.
 KAFKA_RULES = {
-    "segment.bytes": _int_at_least(1 << 30, 14),          # LegacyRecord.RECORD_OVERHEAD_V0
-    "segment.ms": _long_at_least(7 * 24 * 3600 * 1000, 1),
-    "segment.jitter.ms": _long_at_least(0, 0),
-    "segment.index.bytes": _int_at_least(10 * 1024 * 1024, 4),
-    "flush.messages": _long_at_least(_LONG_MAX, 1),
-    "flush.ms": _long_at_least(_LONG_MAX, 0),
-    "retention.bytes": _rule("LONG", -1, None, "-2^63 .. 2^63-1 (negative: no limit)"),
-    "retention.ms": _long_at_least(7 * 24 * 3600 * 1000, -1),
-    "max.message.bytes": _int_at_least(1048588, 0),
-    "index.interval.bytes": _int_at_least(4096, 0),
-    "delete.retention.ms": _long_at_least(24 * 3600 * 1000, 0),
-    "min.compaction.lag.ms": _long_at_least(0, 0),
-    "max.compaction.lag.ms": _long_at_least(_LONG_MAX, 1),
-    "file.delete.delay.ms": _long_at_least(60000, 0),
-    "min.cleanable.dirty.ratio": _rule("DOUBLE", 0.5, _between(0, 1), "0 .. 1"),
-    "cleanup.policy": _rule("LIST", "delete", _list_of("compact", "delete"),
-                            "delete, compact, both (either order) or empty"),
-    "unclean.leader.election.enable": _rule("BOOLEAN", False),
-    "min.insync.replicas": _int_at_least(1, 1),
-    "compression.type": _rule("STRING", "producer", _one_of(*_COMPRESSION_TYPES),
-                              ", ".join(_COMPRESSION_TYPES)),
-    "compression.gzip.level": _rule("INT", -1, _gzip_level, "1 .. 9, or -1"),
-    "compression.lz4.level": _rule("INT", 9, _between(1, 17), "1 .. 17"),
-    "compression.zstd.level": _rule("INT", 3, _between(-131072, 22), "-131072 .. 22"),
-    "preallocate": _rule("BOOLEAN", False),
-    "message.format.version": _rule("STRING", "3.0-IV1", _metadata_version,
-                                    "a Kafka version (0.8.0 .. 3.9, 3.0-IV1, ...)"),
-    "message.timestamp.type": _rule("STRING", "CreateTime",
-                                    _one_of("CreateTime", "LogAppendTime"),
-                                    "CreateTime, LogAppendTime"),
-    "message.timestamp.difference.max.ms": _long_at_least(_LONG_MAX, 0),
-    "message.timestamp.before.max.ms": _long_at_least(_LONG_MAX, 0),
-    "message.timestamp.after.max.ms": _long_at_least(_LONG_MAX, 0),
+    "segment.bytes": _int_at_least(
+        1 << 30, 14, broker="log.segment.bytes",           # LegacyRecord.RECORD_OVERHEAD_V0
+        doc="A new segment file is rolled when the active one would grow past this many "
+            "bytes."),
+    "segment.ms": _long_at_least(
+        7 * 24 * 3600 * 1000, 1, broker="log.roll.ms",
+        doc="A new segment is rolled when an incoming batch's timestamp is this many "
+            "milliseconds newer than the active segment's first batch."),
+    "segment.jitter.ms": _long_at_least(
+        0, 0, broker="log.roll.jitter.ms",
+        doc=_STORED + "kqlite rolls by `segment.ms` without jitter."),
+    "segment.index.bytes": _int_at_least(
+        10 * 1024 * 1024, 4, broker="log.index.size.max.bytes",
+        doc="Largest size of a segment's offset and time indexes (`.index`, `.timeindex`); "
+            "a full index rolls the segment (each holds at least one entry)."),
+    "flush.messages": _long_at_least(
+        LONG_MAX, 1, broker="log.flush.interval.messages",
+        doc="The log is fsynced after this many records have been appended since the last "
+            "fsync."),
+    "flush.ms": _long_at_least(
+        LONG_MAX, 0, broker="log.flush.interval.ms",
+        doc="Appended data older than this many milliseconds is fsynced by a background "
+            "thread."),
+    "retention.bytes": _rule(
+        "LONG", -1, None, "-2^63 .. 2^63-1 (negative: no limit)", broker="log.retention.bytes",
+        doc="With the `delete` policy, the oldest segments are deleted while the partition "
+            "is larger than this; negative: no size limit."),
+    "retention.ms": _long_at_least(
+        7 * 24 * 3600 * 1000, -1, broker="log.retention.ms",
+        doc="With the `delete` policy, a segment is deleted once its newest record is older "
+            "than this many milliseconds (by the data dir's retention thread, or "
+            "`enforce_retention()`); `-1`: no time limit."),
+    "max.message.bytes": _int_at_least(
+        1048588, 0, broker="message.max.bytes",
+        doc="Largest record batch a produce may append (`MESSAGE_TOO_LARGE`); the embedded "
+            "`append()` splits long lists into batches below it and raises "
+            "`RecordTooLargeError` for a single larger record."),
+    "index.interval.bytes": _int_at_least(
+        4096, 0, broker="log.index.interval.bytes",
+        doc="Bytes of log between two entries of the sparse offset index."),
+    "delete.retention.ms": _long_at_least(
+        24 * 3600 * 1000, 0, broker="log.cleaner.delete.retention.ms",
+        doc="With the `compact` policy, how long a tombstone is kept after the compaction "
+            "that first kept it (Kafka's delete horizon)."),
+    "min.compaction.lag.ms": _long_at_least(
+        0, 0, broker="log.cleaner.min.compaction.lag.ms",
+        doc="With the `compact` policy, segments holding a record younger than this (by "
+            "timestamp) are not compacted yet; may not exceed `max.compaction.lag.ms`."),
+    "max.compaction.lag.ms": _long_at_least(
+        LONG_MAX, 1, broker="log.cleaner.max.compaction.lag.ms",
+        doc=_STORED + "kqlite's compaction is not forced after it."),
+    "file.delete.delay.ms": _long_at_least(
+        60000, 0, broker="log.segment.delete.delay.ms",
+        doc=_STORED + "kqlite deletes segment files at once (readers, in this process or "
+                      "others, keep their open handles)."),
+    "min.cleanable.dirty.ratio": _rule(
+        "DOUBLE", 0.5, between(0, 1), "0 .. 1", broker="log.cleaner.min.cleanable.ratio",
+        doc="With the `compact` policy, compaction runs only when the bytes written since "
+            "the last one are at least this share of the cleanable bytes."),
+    "cleanup.policy": _rule(
+        "LIST", "delete", list_of("compact", "delete"),
+        "delete, compact, both (either order) or empty", broker="log.cleanup.policy",
+        doc="`delete`: time and size retention apply; `compact`: the latest record of each "
+            "key is kept, and records need keys; both, or neither (empty: records are kept "
+            "for ever), as in Kafka."),
+    "unclean.leader.election.enable": _rule(
+        "BOOLEAN", False, broker="unclean.leader.election.enable",
+        doc="In a cluster, a partition whose in-sync replicas are all down gets a live "
+            "out-of-sync replica as leader, which may lose committed records. A single "
+            "broker holds each partition's one replica: there is no election."),
+    "min.insync.replicas": _int_at_least(
+        1, 1, broker="min.insync.replicas",
+        doc="In a cluster, while a partition's ISR is smaller than this (capped at the "
+            "replication factor) an `acks=all` produce is refused with "
+            "`NOT_ENOUGH_REPLICAS` and the high watermark does not move. A single broker "
+            "holds each partition's one replica, always in sync: capped at one, the "
+            "setting never refuses a produce there."),
+    "compression.type": _rule(
+        "STRING", "producer", one_of(*_COMPRESSION_TYPES), ", ".join(_COMPRESSION_TYPES),
+        broker="compression.type",
+        doc="Codec of the batches the embedded API writes without being given one "
+            "(`producer` and `uncompressed`: none); batches from Kafka producers are "
+            "stored as sent."),
+    "compression.gzip.level": _rule(
+        "INT", -1, gzip_level, "1 .. 9, or -1", broker="compression.gzip.level", doc=_LEVEL),
+    "compression.lz4.level": _rule(
+        "INT", 9, between(1, 17), "1 .. 17", broker="compression.lz4.level", doc=_LEVEL),
+    "compression.zstd.level": _rule(
+        "INT", 3, between(-131072, 22), "-131072 .. 22", broker="compression.zstd.level",
+        doc=_LEVEL),
+    "preallocate": _rule(
+        "BOOLEAN", False, broker="log.preallocate",
+        doc=_STORED + "segment files grow as they are written."),
+    "message.format.version": _rule(
+        "STRING", "3.0-IV1", metadata_version, "a Kafka version (0.8.0 .. 3.9, 3.0-IV1, ...)",
+        broker="log.message.format.version",
+        doc="Stored and ignored, as Kafka 3.0 and later ignore it."),
+    "message.timestamp.type": _rule(
+        "STRING", "CreateTime", one_of("CreateTime", "LogAppendTime"),
+        "CreateTime, LogAppendTime", broker="log.message.timestamp.type",
+        doc="`CreateTime` keeps the producer's timestamps; `LogAppendTime` stamps every "
+            "batch with the time it is appended."),
+    "message.timestamp.difference.max.ms": _long_at_least(
+        LONG_MAX, 0, broker="log.message.timestamp.difference.max.ms", doc=_TIMESTAMP_BOUND),
+    "message.timestamp.before.max.ms": _long_at_least(
+        LONG_MAX, 0, broker="log.message.timestamp.before.max.ms", doc=_TIMESTAMP_BOUND),
+    "message.timestamp.after.max.ms": _long_at_least(
+        LONG_MAX, 0, broker="log.message.timestamp.after.max.ms", doc=_TIMESTAMP_BOUND),
     "leader.replication.throttled.replicas": _rule(
-        "LIST", "", _throttled_replicas, "*, or partitionId:brokerId,..."),
+        "LIST", "", throttled_replicas, "*, or partitionId:brokerId,...", doc=_THROTTLE),
     "follower.replication.throttled.replicas": _rule(
-        "LIST", "", _throttled_replicas, "*, or partitionId:brokerId,..."),
-    "message.downconversion.enable": _rule("BOOLEAN", True),
-    "remote.storage.enable": _rule("BOOLEAN", False, None,
-                                   "false (true is refused: no tiered storage)"),
-    "local.retention.ms": _long_at_least(-2, -2),
-    "local.retention.bytes": _long_at_least(-2, -2),
-    "remote.log.copy.disable": _rule("BOOLEAN", False),
-    "remote.log.delete.on.disable": _rule("BOOLEAN", False),
+        "LIST", "", throttled_replicas, "*, or partitionId:brokerId,...", doc=_THROTTLE),
+    "message.downconversion.enable": _rule(
+        "BOOLEAN", True, broker="log.message.downconversion.enable",
+        doc=_STORED + "not acted on: a Fetch of version 0 to 3 is always down-converted."),
+    "remote.storage.enable": _rule(
+        "BOOLEAN", False, None, "false (true is refused: no tiered storage)",
+        doc="Kafka's tiered storage, which kqlite does not have: `true` is refused, as a "
+            "Kafka broker whose tiered storage is disabled refuses it."),
+    "local.retention.ms": _long_at_least(-2, -2, broker="log.local.retention.ms", doc=_TIERED),
+    "local.retention.bytes": _long_at_least(-2, -2, broker="log.local.retention.bytes",
+                                            doc=_TIERED),
+    "remote.log.copy.disable": _rule("BOOLEAN", False, doc=_TIERED),
+    "remote.log.delete.on.disable": _rule("BOOLEAN", False, doc=_TIERED),
 }
 
 # kqlite's own per-log settings (the embedded API); no Kafka client may set them.
 KQLITE_RULES = {
-    "fsync": _rule("STRING", "never", _one_of("never", "always"), "never, always"),
-    "lock.timeout.ms": _long_at_least(30000, 0),
-    "recovery.point.checkpoint.interval.ms": _int_at_least(60000, 0),
+    "fsync": _rule(
+        "STRING", "never", one_of("never", "always"), "never, always",
+        doc="kqlite's own (set through the embedded API): `always` makes every append, the "
+            "broker's included, return only after an fdatasync covering its records; "
+            "concurrent appenders share fsyncs (group commit)."),
+    "lock.timeout.ms": _long_at_least(
+        30000, 0,
+        doc="kqlite's own: how long a write waits for another process's append lock before "
+            "`LogLockedError`."),
+    "recovery.point.checkpoint.interval.ms": _int_at_least(
+        60000, 0,
+        doc="kqlite's own: how often the data dir's `recovery-point-offset-checkpoint` is "
+            "rewritten after flushes (the partition's own state file records every "
+            "flush)."),
 }
 
 RULES = {**KAFKA_RULES, **KQLITE_RULES}
@@ -329,34 +223,22 @@ LIST_CONFIGS = frozenset(name for name, rule in KAFKA_RULES.items() if rule.type
 CONFIG_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
                    "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 
-# Kafka's broker config that sets each topic config's default
-# (ServerTopicConfigSynonyms.TOPIC_CONFIG_SYNONYMS); the others have no broker default.
-_LOG = ("segment.bytes", "retention.bytes", "index.interval.bytes", "cleanup.policy",
-        "preallocate", "message.format.version", "message.timestamp.type",
-        "message.timestamp.difference.max.ms", "message.timestamp.before.max.ms",
-        "message.timestamp.after.max.ms", "message.downconversion.enable",
-        "local.retention.ms", "local.retention.bytes")
-SERVER_SYNONYMS = {
-    **{name: f"log.{name}" for name in _LOG},
-    **{name: f"log.cleaner.{name}" for name in ("delete.retention.ms", "min.compaction.lag.ms",
-                                                 "max.compaction.lag.ms")},
-    **{name: name for name in ("unclean.leader.election.enable", "min.insync.replicas",
-                               "compression.type", "compression.gzip.level",
-                               "compression.lz4.level", "compression.zstd.level")},
-    "segment.ms": "log.roll.ms", "segment.jitter.ms": "log.roll.jitter.ms",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "flush.messages": "log.flush.interval.messages", "flush.ms": "log.flush.interval.ms",
-    "retention.ms": "log.retention.ms", "max.message.bytes": "message.max.bytes",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-}
+# Kafka's broker config that sets each topic config's default; the others have none.
+SERVER_SYNONYMS = {name: rule.broker for name, rule in KAFKA_RULES.items()
+                   if rule.broker is not None}
+
+
+def documentation(name):
+    """What config ``name`` does, as DescribeConfigs shows it: the row's ``doc`` in plain
+    text (its Markdown code spans without their backticks)."""
+    return RULES[name].doc.replace("`", "")
 
 
 def parse_value(name, value):
     """``value`` of config ``name`` parsed, validated and normalized as Kafka 3.9 does;
     raises ConfigError naming the config and the rule it breaks."""
     rule = RULES[name]
-    parser = _PARSERS[rule.type]
+    parser = PARSERS[rule.type]
     parsed = parser(value)
     if parsed is None:
         raise _refuse(name, value, parser.must)
@@ -369,7 +251,7 @@ def parse_value(name, value):
         parsed = sorted(set(parsed))
     elif name in ("leader.replication.throttled.replicas",
                   "follower.replication.throttled.replicas"):
-        parsed = [_java_trim(item) for item in parsed]
+        parsed = [java_trim(item) for item in parsed]
     return ",".join(parsed)
 
 
@@ -380,28 +262,5 @@ def kafka_string(name, value):
     if kind == "BOOLEAN" and isinstance(value, bool):
         return "true" if value else "false"
     if kind == "DOUBLE" and isinstance(value, float):
-        return _java_double_string(value)
+        return java_double_string(value)
     return str(value)
-
-
-def _java_double_string(x):
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "Infinity" if x > 0 else "-Infinity"
-    if x == 0:
-        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
-    sign = "-" if x < 0 else ""
-    # The shortest digits that read back as x (Python's repr), in Java's layout: plain
-    # from 10^-3 up to 10^7, "d.dddE<n>" outside.
-    shortest = Decimal(repr(abs(x))).normalize()
-    digits = "".join(map(str, shortest.as_tuple().digits))
-    exponent = shortest.adjusted()
-    if 1e-3 <= abs(x) < 1e7:
-        point = exponent + 1
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
-        if point >= len(digits):
-            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"

@@ -1,5 +1,6 @@
 """Retention, compaction and metrics over a data dir open only the logs they must."""
 
+import asyncio
 import types
 
 import pytest
@@ -139,7 +140,7 @@ def test_metrics_report_only_open_logs(data):
                                        request_memory=RequestMemory(None, 1 << 20),
                                        io=StorageExecutor(1))
         metrics = Metrics(broker)
-        text = metrics.render()
+        text = asyncio.run(metrics.scrape())
         assert "kqlite_open_logs 0" in text
         assert "kqlite_log_end_offset{" not in text
         assert db.logs.open_keys() == []
@@ -150,7 +151,7 @@ def test_metrics_report_only_open_logs(data):
         c.commit({("keep", 3): 1, ("keep", 4): 2})
         c.close(commit=False)
         opened = set(db.logs.open_keys())
-        text = metrics.render()
+        text = asyncio.run(metrics.scrape())
         assert set(db.logs.open_keys()) == opened          # the scrape opened nothing
         assert 'kqlite_log_end_offset{topic="keep",partition="3"} 4' in text
         assert f"kqlite_open_logs {len(opened)}" in text

@@ -13,6 +13,7 @@ from broker_process import BrokerProcess, RawClient, unique
 
 import kqlite
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.storage.config_rules import documentation
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -491,8 +492,10 @@ def test_describe_configs_shows_topic_configs_as_kafka_does(broker, version):
                 ("log.cleaner.min.cleanable.ratio", "0.5", DEFAULT_CONFIG)],
             "cleanup.policy": [("log.cleanup.policy", "delete", DEFAULT_CONFIG)]}
         if version >= 3:
-            assert all(isinstance(c["documentation"], str) and c["documentation"]
-                       for c in asked.values())
+            # The config rule's documentation, without Markdown's backticks.
+            assert {n: c["documentation"] for n, c in asked.items()} == \
+                {n: documentation(n) for n in asked}
+            assert "`" not in asked["cleanup.policy"]["documentation"]
     only = _describe(raw, version, TOPIC, topic, ["retention.ms", "fsync", "no.such.config"])
     assert [c["name"] for c in only["configs"]] == ["retention.ms"]
     raw.close()
@@ -562,7 +565,9 @@ def test_describe_configs_responses_parse_with_kio(broker, version):
             ("log.segment.bytes", "1073741824")]
     if version >= 3:
         assert int(configs["retention.ms"].config_type) == 5
-        assert configs["retention.ms"].documentation
+        assert configs["retention.ms"].documentation == documentation("retention.ms")
+        assert broker_result.configs[0].documentation.endswith(
+            documentation("max.message.bytes"))
     raw.close()
 
 

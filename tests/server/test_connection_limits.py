@@ -223,7 +223,7 @@ def test_request_bytes_in_flight_never_exceed_queued_max_request_bytes(tmp_path)
         while memory.in_use:          # connections release what they hold as they end
             assert time.monotonic() < deadline, memory.in_use
             time.sleep(0.01)
-        text = b.broker.metrics.render()
+        text = b.run(b.broker.metrics.scrape())
         assert f"kqlite_queued_request_bytes_max {memory.peak}" in text
         assert f"kqlite_queued_max_request_bytes {CAP}" in text
 

@@ -1,11 +1,14 @@
 """No request blocks the event loop on storage: while one client's request is held
 inside a storage call (a segment read, an fsync, a topic-file fsync), other clients
-are answered; and concurrent fsync=always produces share fsyncs (group commit).
+are answered; a /metrics scrape waiting for a log another thread holds does not hold
+them up either; and concurrent fsync=always produces share fsyncs (group commit).
 
 Each test holds the storage call at a gate of the file-system seam, so "while the
 first request is blocked" is a state the test reaches and checks, not a race.
 """
 
+import asyncio
+import sys
 import time
 
 import pytest
@@ -15,6 +18,7 @@ from broker_thread import BrokerThread, GatedFS, segment_of
 
 from kqlite.format.batch import build_batch, parse_header
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.server.metrics import read_storage
 
 
 def produce_body(topic, partition, records, acks=1):
@@ -60,6 +64,19 @@ def answers_meanwhile(broker, topic):
                             produce_body(topic, 0, build_batch([b"meanwhile"]))))
     finally:
         other.close()
+
+
+def wait_until_a_thread_runs(function, timeout=30):
+    """Return once some thread has ``function`` on its stack."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for frame in sys._current_frames().values():
+            while frame is not None:
+                if frame.f_code is function.__code__:
+                    return
+                frame = frame.f_back
+        assert time.monotonic() < deadline, f"no thread entered {function.__name__}"
+        time.sleep(0.005)
 
 
 @pytest.fixture
@@ -108,6 +125,32 @@ def test_a_produce_blocked_in_fsync_does_not_hold_up_other_clients(gated):
     finally:
         gate.release()
     assert produced(writer.receive(ApiKey.PRODUCE, 7)) == 1
+    writer.close()
+
+
+def test_a_metrics_scrape_waiting_for_a_held_log_does_not_hold_up_other_clients(gated):
+    # A produce held in its segment write keeps the Log's lock in its storage thread; the
+    # scrape's read of that log's end offset waits for the lock in a storage thread of
+    # its own, and reports the end the held append leaves once it is released.
+    broker, fs = gated
+    db = broker.broker.db
+    db.create_topic("held", 1)
+    db.create_topic("other", 1)
+    writer = RawClient(broker)
+    produced(writer.call(0, 7, produce_body("held", 0, build_batch([b"first"]))))  # log open
+    gate = fs.gate("pwrite", segment_of("held", 0))
+    try:
+        writer.send(0, 7, produce_body("held", 0, build_batch([b"second"])))
+        gate.wait_entered()
+        scrape = asyncio.run_coroutine_threadsafe(broker.broker.metrics.scrape(), broker.loop)
+        wait_until_a_thread_runs(read_storage)
+        answers_meanwhile(broker, "other")
+        assert not scrape.done()              # still waiting for the held log's lock
+    finally:
+        gate.release()
+    assert produced(writer.receive(0, 7)) == 1
+    text = scrape.result(30)
+    assert 'kqlite_log_end_offset{topic="held",partition="0"} 2' in text
     writer.close()
 
 

@@ -352,14 +352,20 @@ def test_create_and_alter_keep_configs_kafka_accepts(tmp_path):
 
 
 def test_the_configuration_page_lists_every_config_with_its_rule():
+    # The page's table is generated from the rules (tests/test_configuration_doc.py holds
+    # it to the generator); here: what it shows reads back as the rules say.
     from kqlite.storage.config_rules import RULES, parse_value
     page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
-    table = page.split("| key | default | valid values | meaning |\n|---|---|---|---|\n")[1]
+    table = page.split("| key | default | valid values | Kafka's broker config | meaning |\n"
+                       "|---|---|---|---|---|\n")[1]
     rows = {}
     for line in table.split("\n\n")[0].splitlines():
-        key, default, valid, _meaning = [cell.strip() for cell in line.strip("|").split(" | ")]
-        rows[key.strip("`")] = (default.split(" (")[0].strip("`"), valid)
+        key, default, valid, broker, _meaning = [cell.strip()
+                                                 for cell in line.strip("|").split(" | ")]
+        rows[key.strip("`")] = (default.split(" (")[0].strip("`"), valid,
+                                None if broker == "—" else broker.strip("`"))
     assert rows.keys() == RULES.keys()
-    for name, (default, valid) in rows.items():
+    for name, (default, valid, broker) in rows.items():
         default = {"2^63-1": str(LONG_MAX), "empty": ""}.get(default, default)
-        assert (parse_value(name, default), valid) == (RULES[name].default, RULES[name].valid)
+        assert (parse_value(name, default), valid, broker) == \
+            (RULES[name].default, RULES[name].valid, RULES[name].broker)

@@ -260,6 +260,7 @@ async def describe_configs(broker, conn, request):
     body = request.body
     asked = {"include_synonyms": bool(body.get("include_synonyms")),
              "include_documentation": bool(body.get("include_documentation"))}
+    defaults = broker.replicas.topic_defaults
     results = []
     for res in body["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
@@ -272,14 +273,14 @@ async def describe_configs(broker, conn, request):
             except (PartitionError, KqliteError) as exc:
                 entry.update(error_code=kafka_error(exc), error_message=str(exc))
             else:
-                entry["configs"] = topic_entries(effective, overrides, broker.db.defaults,
-                                                 keys=keys, **asked)
+                entry["configs"] = topic_entries(effective, overrides, defaults, keys=keys,
+                                                 **asked)
         elif kind == RESOURCE_BROKER:
             refused = check_name(kind, name, broker.broker_id)
             if refused is not None:
                 entry.update(error_code=refused[0], error_message=refused[1])
             elif name:
-                entry["configs"] = broker_entries(broker.db.defaults, keys=keys, **asked)
+                entry["configs"] = broker_entries(defaults, keys=keys, **asked)
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
                          error_message=f"resource type {kind} is not supported")

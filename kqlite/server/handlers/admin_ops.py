@@ -1,23 +1,17 @@
 """The operational admin APIs tools call: AlterConfigs, IncrementalAlterConfigs,
 DescribeLogDirs, DescribeCluster, DescribeProducers.
 
-Config changes follow Kafka's rules (config_changes.py) and are stored durably through the
-data dir, in a storage thread, before the answer. DescribeLogDirs reports the data dir as
-the broker's one log dir. DescribeProducers answers from each partition's idempotent-
-producer state (storage/producer_state.py). Every name from the wire is checked before it
-reaches the data dir.
+Config changes follow Kafka's rules (config_changes.py) and are stored durably by the
+replica manager, in a storage thread, before the answer. DescribeLogDirs reports the
+replica manager's one log dir, the data dir. DescribeProducers answers from each
+partition's idempotent-producer state (storage/producer_state.py). Every name from the
+wire is checked before it reaches the data dir.
 """
 
-import logging
-import os
-
 from ...db.topic_names import InvalidTopicError, check_topic_name
-from ...errors import KqliteError, UnknownTopicError
 from ...protocol import ApiKey, ErrorCode
 from .. import config_changes as changes
 from ..partition import PartitionError
-
-log = logging.getLogger("kqlite.server")
 
 # WIRE: Kafka's AclOperation codes of the operations on the CLUSTER resource (AclEntry's
 # supportedOperations): CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS
@@ -42,8 +36,7 @@ async def incremental_alter_configs(broker, conn, request):
 
 
 async def _alter_topic(broker, name, edit, validate_only):
-    return await broker.io.run(changes.alter_topic_in_storage, broker.db, name, edit,
-                               validate_only)
+    return await broker.replicas.alter_topic_config(name, edit, validate_only)
 
 
 async def alter_config_resources(broker, request, alter_topic, *, incremental):
@@ -80,54 +73,24 @@ async def describe_log_dirs(broker, conn, request):
         wanted = {}
         for t in asked:
             wanted.setdefault(t["topic"], []).extend(t["partitions"])
-    names = await broker.io.run(broker.db.list_topics, internal=True)
+    replicas = broker.replicas
+    names = await replicas.log_dir_topics()
     topics = []
     # One storage-thread call per topic: describing every partition of a large broker
     # must not hold a storage thread for all of them at once.
     for name in names:
         if wanted is not None and name not in wanted:
             continue
-        partitions = await broker.io.run(
-            _partition_sizes, broker.db, name, None if wanted is None else wanted[name])
-        if partitions:
-            topics.append({"name": name, "partitions": partitions})
-    total, usable = await broker.io.run(_volume_bytes, broker.db.path)
+        sizes = await replicas.partition_sizes(name, None if wanted is None else wanted[name])
+        if sizes:
+            # The lag of a leader's own log behind its high watermark: never positive.
+            topics.append({"name": name, "partitions": [
+                {"partition_index": index, "partition_size": size, "offset_lag": 0,
+                 "is_future_key": False} for index, size in sizes]})
+    total, usable = await replicas.log_dir_bytes()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [{
-        "error_code": ErrorCode.NONE, "log_dir": broker.db.path, "topics": topics,
+        "error_code": ErrorCode.NONE, "log_dir": replicas.log_dir, "topics": topics,
         "total_bytes": total, "usable_bytes": usable}]}
-
-
-def _partition_sizes(db, topic, indexes):
-    """DescribeLogDirs partition entries of ``topic`` (all partitions, or ``indexes``)."""
-    try:
-        count = db.partitions_for(topic)
-    except UnknownTopicError:     # deleted since it was listed
-        return []
-    if indexes is not None:
-        indexes = {i for i in indexes if 0 <= i < count}
-    out = []
-    for index in range(count):
-        if indexes is not None and index not in indexes:
-            continue
-        try:
-            with db.leased_log(topic, index) as lg:
-                size = lg.size
-        except UnknownTopicError:
-            continue
-        except KqliteError as exc:    # one unreadable partition does not hide the others
-            log.warning("DescribeLogDirs: %s-%d cannot be read: %s", topic, index, exc)
-            continue
-        # The lag of a leader's own log behind its high watermark: never positive.
-        out.append({"partition_index": index, "partition_size": size, "offset_lag": 0,
-                    "is_future_key": False})
-    return out
-
-
-def _volume_bytes(path):
-    """(total, usable) bytes of the file system holding ``path``; usable is what an
-    unprivileged writer may still use (Java's FileStore.getUsableSpace)."""
-    st = os.statvfs(path)
-    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 # -- DescribeCluster -------------------------------------------------------------------------

@@ -5,23 +5,20 @@ Each handler translates between the wire and the partition seam (``broker.replic
 storage calls run in storage threads.
 
 ListOffsets serves Kafka 3.9's versions 0-9. v0 answers a list of offsets by segment
-(storage/legacy_offsets.py, Kafka's legacyFetchOffsetsBefore); segment files are not
-part of the partition seam, so after the partition is found that one call runs on the
-leased log in a storage thread. From v1 each special
-timestamp needs the version that introduced it (KafkaApis' timestampMinSupportedVersion),
-else UNSUPPORTED_VERSION: -2 earliest and -1 latest (v1), -3 max timestamp (v7), -4
-earliest local (v8: the log start, kqlite has no tiered storage) and -5 latest tiered
-(v9: offset -1, as a broker without tiered storage answers). A partition named twice in
-one request gets INVALID_REQUEST for each entry.
+(``Partition.legacy_offsets``: storage/legacy_offsets.py, Kafka's
+legacyFetchOffsetsBefore). From v1 each special timestamp needs the version that
+introduced it (KafkaApis' timestampMinSupportedVersion), else UNSUPPORTED_VERSION: -2
+earliest and -1 latest (v1), -3 max timestamp (v7), -4 earliest local (v8: the log
+start, kqlite has no tiered storage) and -5 latest tiered (v9: offset -1, as a broker
+without tiered storage answers). A partition named twice in one request gets
+INVALID_REQUEST for each entry.
 """
 
 import logging
 from collections import Counter
 
 from ...errors import KqliteError, UnknownTopicError
-from ...format.batch import now_ms
 from ...protocol import ApiKey, ErrorCode
-from ...storage.legacy_offsets import legacy_offsets_before
 from ..partition import CONSUMER_REPLICA_ID, PartitionError, fetch_isolation
 from ..replica_manager import INTERNAL_TOPICS
 
@@ -93,28 +90,16 @@ async def _legacy_offsets(broker, topic, p, replica_id):
         entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return entry
     try:
-        await broker.replicas.get(topic, p["partition_index"])
-        entry["old_style_offsets"] = await broker.io.run(
-            _legacy_offsets_in_storage, broker.db, topic, p["partition_index"],
-            p["timestamp"], p["max_num_offsets"], replica_id == CONSUMER_REPLICA_ID)
+        partition = await broker.replicas.get(topic, p["partition_index"])
+        entry["old_style_offsets"] = await partition.legacy_offsets(
+            p["timestamp"], p["max_num_offsets"], from_consumer=replica_id == CONSUMER_REPLICA_ID)
     except PartitionError as exc:
         entry["error_code"] = exc.error_code
-    except UnknownTopicError:
-        entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     except ValueError as exc:
         # Kafka fails a negative max_num_offsets with an internal error.
         logger.debug("ListOffsets v0 of %s-%d: %s", topic, p["partition_index"], exc)
         entry["error_code"] = ErrorCode.UNKNOWN_SERVER_ERROR
-    except KqliteError as exc:
-        logger.error("ListOffsets v0 of %s-%d: %s", topic, p["partition_index"], exc)
-        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
     return entry
-
-
-def _legacy_offsets_in_storage(db, topic, index, timestamp, max_num_offsets, from_consumer):
-    with db.leased_log(topic, index) as log:
-        return legacy_offsets_before(log, timestamp, max_num_offsets, now_ms=now_ms(),
-                                     from_consumer=from_consumer)
 
 
 async def delete_records(broker, conn, request):

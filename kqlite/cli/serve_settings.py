@@ -1,0 +1,248 @@
+"""Every setting ``kqlite serve`` takes, as one table: its flag, Kafka's name for it, its
+default (and Kafka's, where kqlite's differs), how the value is read, and what it does.
+
+The table is the one place a broker setting is described: ``kqlite serve``'s parser is
+built from it (serve.py: :func:`add_arguments`, whose ``--help`` texts are the rows'
+documentation) and docs/configuration.md's tables of broker and cluster settings are
+generated from it (scripts/configuration_tables.py; a test holds the page to what the
+script writes and the parser to the page). A new setting is one row here and its use
+in serve.py.
+
+A row's ``doc`` may hold Markdown code spans: the page shows them, ``--help`` shows the
+text without the backticks. ``FIXED`` lists the limits kqlite fixes where Kafka has a
+setting, with where their value lives; the page lists them after the settings.
+"""
+
+import argparse
+from typing import Callable, NamedTuple, Optional
+
+__all__ = ["Setting", "Fixed", "SETTINGS", "FIXED", "BROKER", "CLUSTER", "add_arguments",
+           "positive_int", "plain"]
+
+BROKER = "broker"
+CLUSTER = "cluster"
+
+
+class Setting(NamedTuple):
+    flag: str                  # the option of kqlite serve
+    kafka: Optional[str]       # Kafka's broker property (None: Kafka has none)
+    default: object            # the parsed default (None: see ``shown``)
+    shown: str                 # the default in words (page and --help)
+    kafka_default: Optional[str]  # Kafka's default, where it differs from kqlite's
+    parse: Optional[Callable]  # text -> value, raising ArgumentTypeError (None: a switch)
+    metavar: Optional[str]
+    group: str                 # BROKER, or CLUSTER (used with --zookeeper)
+    doc: str                   # what it does (Markdown code spans)
+    required: bool = False
+
+
+class Fixed(NamedTuple):
+    """A limit kqlite fixes where Kafka has none or a setting: the value is ``name`` in
+    module ``module``."""
+    module: str
+    name: str
+    kafka_default: str
+    doc: str
+
+
+def plain(text):
+    """``text`` without its Markdown code spans' backticks (for --help)."""
+    return text.replace("`", "")
+
+
+# -- How values are read ---------------------------------------------------------------
+
+def _boolean(text):
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    return value == "true"
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return value
+
+
+def _non_negative(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, not {text!r}")
+    return value
+
+
+def _idle_ms(text):
+    if text.strip() == "-1":
+        return -1
+    return positive_int(text)
+
+
+def _overrides(text):
+    from ..server.connection_limits import parse_overrides
+    try:
+        return parse_overrides(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _setting(flag, kafka, default, parse, metavar, doc, *, shown=None, kafka_default=None,
+             group=BROKER, required=False):
+    if shown is None:
+        shown = str(default).lower() if isinstance(default, bool) else str(default)
+    return Setting(flag, kafka, default, shown, kafka_default, parse, metavar, group, doc,
+                   required)
+
+
+SETTINGS = [
+    _setting("--data-dir", "log.dirs", None, str, "DIR", shown="(required)",
+             required=True,
+             doc="the data dir to serve, Kafka's one log dir; `kqlite.open()` opens the same "
+                 "directory"),
+    _setting("--listen", "listeners", "127.0.0.1:9092", str, "HOST:PORT",
+             kafka_default="PLAINTEXT://:9092",
+             doc="the address the broker accepts Kafka clients on (plaintext); port 0 picks "
+                 "a free one"),
+    _setting("--advertised-host", "advertised.listeners", None, str, "HOST",
+             shown="the listen host",
+             doc="the host name the broker gives clients for itself (Metadata, "
+                 "FindCoordinator, DescribeCluster), when they must reach it by another name "
+                 "than the one it listens on"),
+    _setting("--metrics-listen", None, None, str, "HOST:PORT", shown="none (no metrics)",
+             doc="serve Prometheus metrics at `http://HOST:PORT/metrics` (Kafka publishes "
+                 "JMX MBeans instead; a cluster broker adds its replication and controller "
+                 "metrics under the names Prometheus' JMX exporter gives Kafka's)"),
+    _setting("--broker-id", "broker.id", 0, int, "N", kafka_default="-1, a generated id",
+             doc="this broker's id, in Metadata; in a cluster it must be unique"),
+    _setting("--num-partitions", "num.partitions", 1, int, "N",
+             doc="partitions of auto-created topics"),
+    _setting("--no-auto-create-topics", "auto.create.topics.enable", False, None, None,
+             shown="topics are auto-created (true)",
+             doc="a topic unknown to Metadata (or to a producer) is not created on first "
+                 "use: this switch sets Kafka's property to false"),
+    _setting("--max-request-bytes", "socket.request.max.bytes", 104857600, int, "BYTES",
+             shown="104857600 (100 MiB)",
+             doc="a larger length prefix closes the connection before anything of that size "
+                 "is read"),
+    _setting("--io-threads", "num.io.threads", None, positive_int, "N", shown="8",
+             doc="storage threads: how many requests can be in storage at once (reads, "
+                 "appends, fsyncs, topic changes); concurrent appends to an "
+                 "`fsync=\"always\"` partition share fsyncs (group commit)"),
+    _setting("--connections-max-idle-ms", "connections.max.idle.ms", 600000, _idle_ms, "MS",
+             shown="600000 (10 minutes)",
+             doc="a connection that sends nothing for this long while no request of it is "
+                 "in progress is closed, as Kafka's selector expires idle connections; `-1` "
+                 "never closes them"),
+    _setting("--max-connections", "max.connections", None, positive_int, "N",
+             shown="a quarter of the soft descriptor limit (`ulimit -n`), at least 64",
+             kafka_default="unlimited",
+             doc="at this many open connections the broker stops accepting until one "
+                 "closes: new connections wait in the listen backlog, as Kafka's acceptor "
+                 "waits for a slot. The quarter leaves the rest of the descriptors to the "
+                 "logs (up to five eighths, see `max_open_logs`) and to sendfile regions"),
+    _setting("--max-connections-per-ip", "max.connections.per.ip", None, _non_negative, "N",
+             shown="three quarters of `--max-connections`", kafka_default="unlimited",
+             doc="a new connection from an address that already has N is closed at once, "
+                 "as Kafka closes it; so one address (a client leaking connections) never "
+                 "takes every slot. Refusals are logged at most once a minute and counted in "
+                 "`kqlite_connections_refused_total`"),
+    _setting("--max-connections-per-ip-overrides", "max.connections.per.ip.overrides", None,
+             _overrides, "HOST:N[,HOST:N...]", shown="none",
+             doc="per-address caps; host names are resolved at start to all their "
+                 "addresses"),
+    _setting("--queued-max-request-bytes", "queued.max.request.bytes", None, positive_int,
+             "BYTES",
+             shown="268435456 (256 MiB), or `--max-request-bytes` if larger",
+             kafka_default="unlimited",
+             doc="the bytes of requests read and not yet answered, over all connections. A "
+                 "connection reserves a request's size once its length prefix is read; "
+                 "while that would pass the cap, it stops reading its socket (first come, "
+                 "first served) until answered requests give memory back. Never below "
+                 "`--max-request-bytes`, so every acceptable request fits. "
+                 "`kqlite_queued_request_bytes` and `kqlite_queued_request_bytes_max` show "
+                 "it"),
+    _setting("--zookeeper", "zookeeper.connect", None, str, "HOST:PORT[/CHROOT]",
+             shown="none (a single broker)", group=CLUSTER,
+             doc="the ZooKeeper ensemble and chroot of the cluster to join; the chroot is "
+                 "created if missing. `--broker-id` must be unique in the cluster"),
+    _setting("--zookeeper-session-timeout-ms", "zookeeper.session.timeout.ms", 6000,
+             positive_int, "MS", kafka_default="18000", group=CLUSTER,
+             doc="a broker silent this long loses its registration (and the "
+                 "controllership)"),
+    _setting("--default-replication-factor", "default.replication.factor", 1, positive_int,
+             "N", group=CLUSTER,
+             doc="replicas of created topics; auto-created topics get at most the live "
+                 "broker count"),
+    _setting("--replica-lag-time-max-ms", "replica.lag.time.max.ms", 30000, positive_int,
+             "MS", group=CLUSTER,
+             doc="a follower that has not caught up for this long leaves the ISR"),
+    _setting("--replica-high-watermark-checkpoint-interval-ms",
+             "replica.high.watermark.checkpoint.interval.ms", 5000, positive_int, "MS",
+             group=CLUSTER,
+             doc="how often (from a storage thread) every hosted partition's high watermark "
+                 "is written to `<data dir>/replication-offset-checkpoint`; also written at "
+                 "shutdown. A restarted broker starts its roles from it, and `kqlite.open()` "
+                 "on the data dir reads up to it"),
+    _setting("--controlled-shutdown-retry-backoff-ms", "controlled.shutdown.retry.backoff.ms",
+             5000, _non_negative, "MS", group=CLUSTER,
+             doc="wait between ControlledShutdown attempts on SIGTERM (3 attempts, as "
+                 "`controlled.shutdown.max.retries`)"),
+    _setting("--offsets-topic-replication-factor", "offsets.topic.replication.factor", 3,
+             positive_int, "N", group=CLUSTER,
+             doc="replicas of `__consumer_offsets`, created through ZooKeeper on the first "
+                 "FindCoordinator; while fewer brokers are alive its creation fails and "
+                 "groups get `COORDINATOR_NOT_AVAILABLE` (clients retry)"),
+    _setting("--offsets-topic-num-partitions", "offsets.topic.num.partitions", 50,
+             positive_int, "N", group=CLUSTER,
+             doc="partitions of `__consumer_offsets`; a group is coordinated by the leader "
+                 "of partition `hash(group) % N`, which stores its commits and membership "
+                 "with `acks=all`"),
+    _setting("--auto-leader-rebalance-enable", "auto.leader.rebalance.enable", True, _boolean,
+             "true|false", group=CLUSTER,
+             doc="the controller moves leadership back to preferred replicas (the first of "
+                 "each assignment) by itself: first 5 s after it takes over, then every "
+                 "check interval"),
+    _setting("--leader-imbalance-check-interval-seconds",
+             "leader.imbalance.check.interval.seconds", 300, positive_int, "S", group=CLUSTER,
+             doc="how often the controller checks the leader balance"),
+    _setting("--leader-imbalance-per-broker-percentage",
+             "leader.imbalance.per.broker.percentage", 10, _non_negative, "PCT", group=CLUSTER,
+             doc="a broker whose share of preferred partitions led elsewhere is above this "
+                 "gets them back (those whose preferred replica is live and in the ISR)"),
+]
+
+FIXED = [
+    Fixed("kqlite.server.replica_manager", "AUTO_CREATE_LIMIT", "unlimited",
+          "topics one Metadata request may auto-create, one after the other in a storage "
+          "thread; the request's other new topics answer `UNKNOWN_TOPIC_OR_PARTITION`, as "
+          "Kafka answers a topic still being created, so clients ask again and the next "
+          "request creates the next ones"),
+]
+
+
+def _help(setting):
+    text = plain(setting.doc)
+    if setting.kafka:
+        text = f"{setting.kafka}: {text}"
+    if not setting.required:
+        text += f" (default: {plain(setting.shown)})"
+    return text.replace("%", "%%")
+
+
+def add_arguments(parser, cluster_group):
+    """Add every setting to ``parser``, the cluster ones to ``cluster_group``."""
+    for setting in SETTINGS:
+        target = cluster_group if setting.group == CLUSTER else parser
+        if setting.parse is None:
+            target.add_argument(setting.flag, action="store_true", help=_help(setting))
+        else:
+            target.add_argument(setting.flag, type=setting.parse, default=setting.default,
+                                metavar=setting.metavar, required=setting.required,
+                                help=_help(setting))
