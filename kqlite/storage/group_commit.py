@@ -186,6 +186,10 @@ def _round(lg, publish):
         # that another process or a killed writer (kept by recovery) left unsynced.
         pending = [(seg, seg.changes, seg.next_offset > floor) for seg in lg._segments
                    if seg.unsynced or seg.next_offset > floor]
+        for seg, _, _ in pending:
+            # Its files are synced outside the lock, where retention, a truncation or a
+            # close may drop the segment: they stay open until the round is done.
+            seg.begin_sync()
         dir_dirty, lg._dir_dirty = lg._dir_dirty, False
     try:
         for seg, changes, whole in pending:
@@ -194,11 +198,17 @@ def _round(lg, publish):
             lg.fs.fsync_dir(lg.path)
     except OSError as exc:
         raise lg._fail(exc, "fsync") from exc
+    finally:
+        if pending:
+            with lg._lock:
+                for seg, _, _ in pending:
+                    seg.end_sync()
     with lg._lock:
-        if truncations(lg._generation) != cuts:
+        if lg._closed or truncations(lg._generation) != cuts:
             # Records were cut during the round (truncate_to lowered both marks, then
             # flushes): ``target`` may now lie past the log end, over offsets that new,
-            # unsynced appends will take.
+            # unsynced appends will take. Or the log was closed meanwhile, and with it
+            # the files its state and checkpoints are written to.
             return
         lg._synced_offset = max(lg._synced_offset, target)
         lg._unflushed = max(0, lg.next_offset - target)
