@@ -335,6 +335,7 @@ class Log:
         it then stops following the log end. Only truncation lowers a pinned high
         watermark on its own. Returns the high watermark."""
         with self._lock:
+            self._check_open()
             self._refresh()
             self.hw_follows_leo = self._hw_from_checkpoint = False
             self._high_watermark = max(self.log_start_offset, min(offset, self.next_offset))
@@ -345,6 +346,7 @@ class Log:
         ``offset`` (capped at the log end); a lower ``offset`` changes nothing (Kafka's
         maybeIncrementHighWatermark). Returns the high watermark."""
         with self._lock:
+            self._check_open()
             self._refresh()
             self.hw_follows_leo = self._hw_from_checkpoint = False
             self._high_watermark = max(self._high_watermark, min(offset, self.next_offset))
