@@ -9,7 +9,8 @@ appending at the same time share rounds:
 * At most one thread *leads* a round at a time. It notes the log end offset (the
   target), fdatasyncs the segments changed since the last round (outside the
   Log's thread lock, so others keep appending meanwhile), then publishes the new
-  recovery point.
+  recovery point. A segment that retention, a truncation or a close drops during
+  the fsyncs keeps its descriptors until the round is done (Segment.begin_sync).
 * Every other thread waits for the running round to end, not in a queue behind
   the leader: when a round ends all waiters wake at once; those whose records the
   round covered return, and one of the others leads the next round, which covers
