@@ -14,7 +14,9 @@ A log is only closed when nobody uses it. Users *lease* it::
     with manager.lease(("clicks", 0)) as log:
         log.append(...)
 
-and a leased log is never evicted. A *pinned* log (``Database.log`` hands logs to
+and a leased log is never evicted. (A caller that keeps a Log past its lease may find
+it closed by an eviction: its reads then raise LogClosedError, never touch the closed
+files; see kqlite/storage/log.py.) A *pinned* log (``Database.log`` hands logs to
 callers that may keep them) is never evicted either; it stays open until the
 manager closes. When more logs are leased or pinned than ``max_open``, the limit
 is exceeded rather than waited for (a caller holding one lease while taking another
@@ -204,7 +206,8 @@ class LogManager:
 
     def open_logs(self):
         """(key, log) of the logs open now: a snapshot, with no lease (a log may be closed
-        at any moment after this returns; only read plain attributes of it)."""
+        at any moment after this returns, and its reads then raise LogClosedError; only
+        read plain attributes of it)."""
         with self._cond:
             return [(k, e.log) for k, e in self._open.items() if e.log is not None]
 

@@ -77,6 +77,7 @@ class CleanableLog:
         """The closed segments now (caught up with other processes)."""
         lg = self._log
         with lg._lock:
+            lg._check_open()
             lg._refresh()
             return lg._segments[:-1]
 

@@ -9,7 +9,8 @@ appending at the same time share rounds:
 * At most one thread *leads* a round at a time. It notes the log end offset (the
   target), fdatasyncs the segments changed since the last round (outside the
   Log's thread lock, so others keep appending meanwhile), then publishes the new
-  recovery point.
+  recovery point. A segment that retention, a truncation or a close drops during
+  the fsyncs keeps its descriptors until the round is done (Segment.begin_sync).
 * Every other thread waits for the running round to end, not in a queue behind
   the leader: when a round ends all waiters wake at once; those whose records the
   round covered return, and one of the others leads the next round, which covers
@@ -186,6 +187,10 @@ def _round(lg, publish):
         # that another process or a killed writer (kept by recovery) left unsynced.
         pending = [(seg, seg.changes, seg.next_offset > floor) for seg in lg._segments
                    if seg.unsynced or seg.next_offset > floor]
+        for seg, _, _ in pending:
+            # Its files are synced outside the lock, where retention, a truncation or a
+            # close may drop the segment: they stay open until the round is done.
+            seg.begin_sync()
         dir_dirty, lg._dir_dirty = lg._dir_dirty, False
     try:
         for seg, changes, whole in pending:
@@ -194,11 +199,17 @@ def _round(lg, publish):
             lg.fs.fsync_dir(lg.path)
     except OSError as exc:
         raise lg._fail(exc, "fsync") from exc
+    finally:
+        if pending:
+            with lg._lock:
+                for seg, _, _ in pending:
+                    seg.end_sync()
     with lg._lock:
-        if truncations(lg._generation) != cuts:
+        if lg._closed or truncations(lg._generation) != cuts:
             # Records were cut during the round (truncate_to lowered both marks, then
             # flushes): ``target`` may now lie past the log end, over offsets that new,
-            # unsynced appends will take.
+            # unsynced appends will take. Or the log was closed meanwhile, and with it
+            # the files its state and checkpoints are written to.
             return
         lg._synced_offset = max(lg._synced_offset, target)
         lg._unflushed = max(0, lg.next_offset - target)

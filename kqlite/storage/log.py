@@ -35,6 +35,12 @@ records, and concurrent appenders share fsyncs (group commit). A failed fsync
 puts the log in the failed state: no retry, every later write raises
 LogFailedError until the log is reopened (see docs/durability.md).
 
+Every use of the Log's files, by any thread, happens under its thread lock after
+``_check_open`` (LogClosedError once closed), and ``close`` releases them under the
+same lock: so a descriptor is never closed under a reader. The one use outside the
+lock, a group-commit round's fsyncs, keeps the segments it syncs open until it is
+done (segment.py), whoever drops them meanwhile.
+
 Lock order: docs/architecture.md states it, for this package and the layers above;
 every path here follows it.
 """
@@ -83,7 +89,20 @@ def _fails_on_io_error(method):
 
 
 class Log:
-    """A Kafka-format partition log in a directory. Use :meth:`Log.open`."""
+    """A Kafka-format partition log in a directory. Use :meth:`Log.open`.
+
+    Any number of threads may share one Log. Closing it while another thread reads it
+    (:meth:`close`, or a Database evicting an idle log its reader holds without a
+    lease) is safe: the read in progress finishes the step it is in (one lookup, one
+    chunk of a read), and every later call or step of an iterator raises
+    LogClosedError (a :meth:`read` iterator yields the records it read before the close,
+    then raises at its next batch). A read never uses a descriptor the close released,
+    nor the same number reused by a later open. Truncation and retention running
+    beside a read change what it finds, never the files under it: it answers from the
+    log as it was before or after them, or raises OffsetOutOfRangeError when its offset
+    left the log. A :meth:`fetch_region` descriptor is the caller's own duplicate and
+    stays readable after a close.
+    """
 
     # -- Open and close a log ----------------------------------------------------------------
 
@@ -259,7 +278,10 @@ class Log:
         self.close()
 
     def __repr__(self):
-        state = "closed" if self._closed else f"[{self.start_offset}, {self.end_offset})"
+        try:
+            state = f"[{self.start_offset}, {self.end_offset})"
+        except LogClosedError:
+            state = "closed"
         return f"<kqlite.Log {self.path} {state}>"
 
     # -- Offsets ------------------------------------------------------------------------------
@@ -269,43 +291,51 @@ class Log:
         """The log end offset as this handle last saw it (:attr:`end_offset` catches up)."""
         return self._segments[-1].next_offset
 
-    def _refreshed(self):
-        if not self._closed:
-            with self._lock:
-                self._refresh()
-        return self
-
     @property
     def end_offset(self):
         """The log end offset (LEO): the offset the next record will get."""
-        return self._refreshed().next_offset
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            return self._segments[-1].next_offset
 
     @property
     def start_offset(self):
         """The log start offset: the first offset still readable."""
-        return self._refreshed().log_start_offset
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            return self.log_start_offset
 
     @property
     def high_watermark(self):
         """The offset below which consumers read (Isolation.HIGH_WATERMARK), caught up with
         other processes' appends: the log end, unless pinned by set_high_watermark."""
-        return self._refreshed()._high_watermark
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            return self._high_watermark
 
     @property
     def size(self):
         """Bytes in all segments."""
-        return self._segments.size_in_bytes()
+        with self._lock:
+            self._check_open()
+            return self._segments.size_in_bytes()
 
     @property
     def segments(self):
         """Base offsets of the segments, oldest first."""
-        return self._segments.bases()
+        with self._lock:
+            self._check_open()
+            return self._segments.bases()
 
     def set_high_watermark(self, offset):
         """Replication: pin the high watermark at ``offset`` (within [log start, log end]);
         it then stops following the log end. Only truncation lowers a pinned high
         watermark on its own. Returns the high watermark."""
         with self._lock:
+            self._check_open()
             self._refresh()
             self.hw_follows_leo = self._hw_from_checkpoint = False
             self._high_watermark = max(self.log_start_offset, min(offset, self.next_offset))
@@ -316,6 +346,7 @@ class Log:
         ``offset`` (capped at the log end); a lower ``offset`` changes nothing (Kafka's
         maybeIncrementHighWatermark). Returns the high watermark."""
         with self._lock:
+            self._check_open()
             self._refresh()
             self.hw_follows_leo = self._hw_from_checkpoint = False
             self._high_watermark = max(self._high_watermark, min(offset, self.next_offset))
@@ -569,9 +600,14 @@ class Log:
         return LogFailedError(f"{action} on log {self.path} failed: {exc}; the log refuses "
                               f"writes until reopened")
 
-    def _check_usable(self):
+    def _check_open(self):
+        """LogClosedError on a closed log (caller holds self._lock: see the class
+        docstring)."""
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
+
+    def _check_usable(self):
+        self._check_open()
         if self._failed is not None:
             raise LogFailedError(f"log {self.path} failed earlier ({self._failed}); "
                                  f"reopen it to recover")

@@ -12,9 +12,10 @@ is returned only when it ends below the limit, as Kafka's fetch stops at the
 batch holding its high watermark.
 
 The bytes are then read through the segment walker (scan.py) one bounded step at
-a time, each step under the thread lock, so that retention or a compaction swap
-in between is noticed (the segment is looked up again by offset) and never
-closes a file mid-read:
+a time, each step under the thread lock, so that retention, a truncation or a
+compaction swap in between is noticed (the segment is looked up again by offset)
+and never closes a file mid-read, and a close in between is met by the next
+step's LogClosedError (no step reads a closed Log's files: log.py):
 
 * :func:`read` decodes one chunk of about 256 KiB at a time (with
   ``max_records``, the first chunk ends with the batch holding the offset). A
@@ -37,7 +38,7 @@ import os
 import struct
 from itertools import chain
 
-from ..errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
+from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import MAGIC_V2
 from ..format.legacy import read_legacy_entry
@@ -53,11 +54,6 @@ _chain = chain.from_iterable
 _COUNT = struct.Struct(">i")     # a v2 batch's recordsCount, the header's last field
 _COUNT_AT = 57
 _HEADERS_PER_STEP = 4096     # batch headers batch_headers reads per step
-
-
-def _check_open(lg):
-    if lg._closed:
-        raise LogClosedError(f"log {lg.path} is closed")
 
 
 def _check_range(lg, offset):
@@ -82,7 +78,7 @@ def _limit(lg, isolation, max_offset=None):
 def read(lg, offset, max_records, max_offset, isolation):
     """Log.read."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         if offset is None:
             offset = lg.log_start_offset
@@ -109,7 +105,7 @@ class RecordIterator(chain):
 def fetch_records(lg, offset, min_records, isolation):
     """Log.fetch_records."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         _check_range(lg, offset)
         stop = _limit(lg, isolation)
@@ -204,6 +200,7 @@ def _read_chunk(lg, offset, resume=None, read_more=_READ_CHUNK):
     the previous chunk's checked batches ended just where the batch holding ``offset``
     starts; it reaches ``read_more`` bytes past the start of that batch, or its end."""
     with lg._lock:
+        lg._check_open()
         if offset < lg.log_start_offset:
             raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
         seg = lg._segments.for_offset(offset)
@@ -273,7 +270,7 @@ def _rising(batches, offset, entry, bounds, path):
 def read_batches(lg, offset, max_bytes, isolation):
     """Log.read_batches."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         _check_range(lg, offset)
         extent = _extent(lg, offset, max_bytes, _limit(lg, isolation), keep_chunks=True)
@@ -294,7 +291,7 @@ def read_batches(lg, offset, max_bytes, isolation):
 def fetch_region(lg, offset, max_bytes, max_offset, isolation):
     """Log.fetch_region."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         _check_range(lg, offset)
         limit = _limit(lg, isolation, max_offset)
@@ -365,7 +362,7 @@ def _bytes_from(chunks, position, length):
 def offset_for_time(lg, timestamp, isolation):
     """Log.offset_for_time."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         for seg in lg._segments:
             if seg.max_timestamp >= timestamp:
@@ -386,7 +383,7 @@ def max_timestamp(lg):
     """Log.max_timestamp: as Kafka 3.9, the earliest record carrying the largest batch
     max timestamp, in the batch that first reached it."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         seg, ts = lg._segments.max_timestamp()
         if seg is None:
@@ -413,7 +410,7 @@ def max_timestamp(lg):
 def batch_headers(lg, start_offset, isolation):
     """Log.batch_headers."""
     with lg._lock:
-        _check_open(lg)
+        lg._check_open()
         lg._refresh()
         offset = lg.log_start_offset if start_offset is None else start_offset
         _check_range(lg, offset)
@@ -424,6 +421,7 @@ def batch_headers(lg, start_offset, isolation):
 def _iter_headers(lg, offset, limit):
     while offset < limit:
         with lg._lock:
+            lg._check_open()
             if offset < lg.log_start_offset:
                 raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
             seg = lg._segments.for_offset(offset)

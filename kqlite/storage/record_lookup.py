@@ -228,9 +228,9 @@ def _first_read(lg, marks, offset):
                 return rec if rec[0] == offset else None
         return None
     with lg._lock:
-        seg = lg._segments.for_offset(offset)
+        seg = None if lg._closed else lg._segments.for_offset(offset)
         if seg is None or seg.path() != path or marks.generation != lg._generation:
-            seg = None          # changed meanwhile: answer, but mark nothing
+            seg = None          # changed or closed meanwhile: answer, but mark nothing
         for b in batches:
             _mark(marks, seg, data, b, position, path, strict=b is found)
     if found.base_offset > offset:

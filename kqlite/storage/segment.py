@@ -4,7 +4,13 @@ A segment with base offset B is stored as ``%020d.log`` % B (ON-DISK: Kafka's
 naming) and holds whole batches whose offsets are all >= B. The ``.log`` file is
 the only truth; the indexes are rebuildable caches (see index.py).
 
-Not thread-safe: the owning Log serialises access.
+Not thread-safe: the owning Log serialises access (its thread lock), with one
+exception: a group-commit round fsyncs segments outside that lock
+(group_commit.py). It counts itself in ``syncing`` first, and :meth:`Segment.close`
+on a segment being synced (retention, a truncation, a reload, the Log's close)
+leaves its descriptors open for the round to close when it is done
+(:meth:`Segment.end_sync`): a descriptor is never closed under a thread using it,
+so its number is never reused under one either.
 """
 
 import os
@@ -65,6 +71,8 @@ class Segment:
         self.invalid_reason = None
         self.changes = 0          # bumped by every write; sync() records what it covered
         self.synced_changes = 0
+        self.syncing = 0          # group-commit rounds fsyncing it outside the Log's lock
+        self.close_after_sync = False
         # The active segment's indexes are not fsynced with its data: after a crash,
         # recovery rebuilds them from the segment holding the recovery point, which is
         # never older than the active one. They are synced once it stops being active.
@@ -346,9 +354,25 @@ class Segment:
         self.defer_index_sync = False
 
     def close(self):
+        """Close the files; while rounds are syncing them (``syncing``), the last round
+        closes them instead (:meth:`end_sync`). Caller holds the Log's lock, as the
+        rounds do when they count themselves in and out."""
+        if self.syncing:
+            self.close_after_sync = True
+            return
         self.index.close()
         self.timeindex.close()
         self.log.close()
+
+    def begin_sync(self):
+        """A round will fsync this segment outside the Log's lock: keep it open."""
+        self.syncing += 1
+
+    def end_sync(self):
+        """That round is done: close the files now if :meth:`close` was called meanwhile."""
+        self.syncing -= 1
+        if not self.syncing and self.close_after_sync:
+            self.close()
 
     def delete(self):
         """Remove the segment's files (readers in other processes keep open handles)."""

@@ -9,7 +9,6 @@ import uuid
 
 from kqlite.cluster.fetcher.manager import ReplicaFetcherManager
 from kqlite.cluster.network.broker_client import BrokerConnection
-from kqlite.errors import KqliteError
 from kqlite.format.batch import build_batch, parse_header
 from kqlite.format.record import Record
 from kqlite.protocol import ErrorCode
@@ -150,10 +149,7 @@ def followers(root, topic, count, *, leader_epoch=0, topic_id=None, cls=LogFollo
 
 
 def log_end(follower):
-    try:
-        return follower.log.end_offset
-    except KqliteError:     # the follower is restarting its log at a new offset
-        return -1
+    return follower.log.end_offset
 
 
 async def until(predicate, what, limit=90):

@@ -22,12 +22,13 @@ Kafka's rules it keeps (``ReplicaFetcherThread.processPartitionData``, ``Unified
   log start was moved into a batch by DeleteRecords) restarts at that batch's base.
 
 Every storage call runs in a thread (``asyncio.to_thread``); the fetcher never makes two
-calls on one replica at once.
+calls on one replica at once. ``log`` is one Log for the follower's whole life (a restart
+empties it in place, as Kafka's replica does), so a test may read it on the event loop
+while a call runs: the Log's thread lock orders the two.
 """
 
 import asyncio
 import os
-import shutil
 
 from kqlite.cluster.fetcher.follower import FetchPosition, FollowerReplica
 from kqlite.cluster.rules.truncation import EpochEndOffset, initial_fetch_state, truncation_offset
@@ -35,8 +36,6 @@ from kqlite.format.batch import parse_header
 from kqlite.format.constants import BATCH_OVERHEAD
 from kqlite.storage import Isolation
 from kqlite.storage.log import Log
-
-_SEGMENT_NAME = "{:020d}.log"   # ON-DISK: Kafka's segment file name
 
 
 class LogFollower(FollowerReplica):
@@ -86,7 +85,6 @@ class LogFollower(FollowerReplica):
                                         log.high_watermark)
             if start.truncate_first:
                 self._truncate_to(start.offset)
-            log = self.log
             log.set_high_watermark(log.high_watermark)   # pinned from now on
             self._started = True
         return FetchPosition(log.end_offset, log.epochs.latest_epoch, log.start_offset,
@@ -104,7 +102,6 @@ class LogFollower(FollowerReplica):
                 # ours is empty there: restart at that batch, as Kafka's
                 # appendRecordsToFollowerOrFutureReplica does; the log start then moves up.
                 self._start_at(first.base_offset)
-                log = self.log
         for run, epoch in _runs_by_epoch(whole):
             log.append_batches(run, assign_offsets=False,
                                leader_epoch=epoch if epoch >= 0 else None)
@@ -136,14 +133,9 @@ class LogFollower(FollowerReplica):
         return self.log.truncate_to(offset)
 
     def _start_at(self, offset):
-        """Drop the whole log and start an empty one at ``offset``."""
-        self.log.close()
-        shutil.rmtree(self.path)
-        os.makedirs(self.path)
-        with open(os.path.join(self.path, _SEGMENT_NAME.format(offset)), "wb"):
-            pass
-        self.log = Log.open(self.path, self.config)
-        self.log.set_high_watermark(offset)
+        """Drop the whole log and start it over, empty, at ``offset`` (its log start, log
+        end and high watermark)."""
+        self.log.truncate_fully_and_start_at(offset)
 
     # -- for tests ---------------------------------------------------------------------------
 

@@ -323,7 +323,7 @@ def test_writer_killed_mid_append_does_not_wedge_the_log(tmp_path, others_open):
                 counts[2000 + i] = 1
             with kqlite.Log.open(path, CONFIG) as log:
                 records = list(log.read())
-            assert log.end_offset == len(records)
+                assert log.end_offset == len(records)
             seqs = check_writers(records, {parse(r.value)[0] for r in records})
             counts[writer] = len(seqs[writer])
             assert counts[writer] >= 20        # what it had acknowledged before `started`
