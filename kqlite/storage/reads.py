@@ -35,12 +35,12 @@ step's LogClosedError (no step reads a closed Log's files: log.py):
 """
 
 import os
-import struct
 from itertools import chain
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import MAGIC_V2
+from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 from .isolation import Isolation
 from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
@@ -51,8 +51,6 @@ __all__ = ["read", "RecordIterator", "fetch_records", "read_batches", "fetch_reg
 
 _READ_CHUNK = 1 << 18        # bytes of batches decoded per step of read()
 _chain = chain.from_iterable
-_COUNT = struct.Struct(">i")     # a v2 batch's recordsCount, the header's last field
-_COUNT_AT = 57
 _HEADERS_PER_STEP = 4096     # batch headers batch_headers reads per step
 
 
@@ -171,8 +169,9 @@ def _iter_decode(data, pos, magic, path, position):
     try:
         if magic == MAGIC_V2:
             # _read_chunk's walk already checked the CRC of every batch it returned.
-            first, last, records = batch_format.iter_records(data, pos, verify=False)
-            return first, last, _COUNT.unpack_from(data, pos + _COUNT_AT)[0], records
+            header = parse_header(data, pos)
+            first, last, records = batch_format.iter_records(data, pos, header, verify=False)
+            return first, last, header.records_count, records
         records = read_legacy_entry(data, pos)
     except CorruptRecordError as exc:
         at = position + (exc.position if exc.position is not None else pos)
@@ -432,7 +431,7 @@ def _iter_headers(lg, offset, limit):
                                trust_end=True)
             headers = []
             for chunk in walk.chunks():
-                headers.extend(batch_header(chunk, b, seg.base_offset) for b in chunk.batches)
+                headers.extend(batch_header(chunk, b) for b in chunk.batches)
                 if len(headers) >= _HEADERS_PER_STEP:
                     break
             if not headers:
