@@ -4,9 +4,9 @@ Theory of operation
 -------------------
 Every read first settles, under the Log's thread lock and after catching up
 with other processes, the range it may return: from its offset (which must lie
-in [log start, log end]) up to the *limit* its :class:`Isolation` gives (the log
-end for LOG_END, the high watermark for HIGH_WATERMARK and COMMITTED), lowered
-to ``max_offset`` when one is given. Records are cut at the limit one by one;
+in [log start, log end]) up to the *limit* its :class:`Isolation` gives
+(``isolation.read_limit``: the log end, the high watermark or the last stable
+offset), lowered to ``max_offset`` when one is given. Records are cut at the limit one by one;
 raw batches (read_batches, fetch_region, batch_headers) are whole, so a batch
 is returned only when it ends below the limit, as Kafka's fetch stops at the
 batch holding its high watermark.
@@ -42,7 +42,7 @@ from ..format import batch as batch_format
 from ..format.constants import MAGIC_V2
 from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
-from .isolation import Isolation
+from .isolation import read_limit
 from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
 
@@ -60,14 +60,11 @@ def _check_range(lg, offset):
 
 
 def _limit(lg, isolation, max_offset=None):
-    """The offset a read stops below (caller holds lg._lock, refreshed)."""
-    if isolation is Isolation.LOG_END:
-        limit = lg.next_offset
-    elif isolation is Isolation.HIGH_WATERMARK or isolation is Isolation.COMMITTED:
-        limit = lg._high_watermark
-    else:
-        raise TypeError(f"isolation must be a kqlite.storage.Isolation (LOG_END, "
-                        f"HIGH_WATERMARK or COMMITTED), not {isolation!r}")
+    """The offset a read stops below (caller holds lg._lock, refreshed): the isolation's
+    limit, lowered to ``max_offset``."""
+    limit = read_limit(isolation, log_end=lg._segments[-1].next_offset,
+                       high_watermark=lg._high_watermark,
+                       last_stable_offset=lg._last_stable_offset())
     return limit if max_offset is None else min(max_offset, limit)
 
 

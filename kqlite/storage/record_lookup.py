@@ -45,8 +45,8 @@ from ..format import compression
 from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_CREATE_TIME
 from ..format.header import parse_header
 from ..format.record import Record
-from .isolation import Isolation
-from .reads import _decode, _limit, _read_chunk
+from .isolation import read_limit
+from .reads import _decode, _read_chunk
 from .sharing import SharedFiles
 from .state import STATE_SIZE
 
@@ -63,7 +63,6 @@ _find_record = _native.find_record
 # The shared State record's bytes as stored (from its mapped page where there is one).
 _state_raw = getattr(SharedFiles, "raw", None)
 _new = tuple.__new__
-_HW = Isolation.HIGH_WATERMARK
 
 
 class RecordMarks:
@@ -135,7 +134,8 @@ def read_one(lg, offset, isolation):
         log_end = lg._segments[-1].next_offset
         if offset < lg.log_start_offset or offset > log_end:
             raise OffsetOutOfRangeError(offset, lg.log_start_offset, log_end)
-        if offset >= (lg._high_watermark if isolation is _HW else _limit(lg, isolation)):
+        if offset >= read_limit(isolation, log_end=log_end, high_watermark=lg._high_watermark,
+                                last_stable_offset=lg._last_stable_offset()):
             return None
         lasts = marks.lasts
         i = bisect_left(lasts, offset)

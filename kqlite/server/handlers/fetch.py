@@ -29,7 +29,7 @@ from ...errors import CorruptRecordError, KqliteError, UnsupportedCodecError
 from ...format.constants import MAGIC_V0, MAGIC_V1
 from ...format.down_convert import down_convert
 from ...protocol import ApiKey, ErrorCode
-from ..partition import PartitionError, ReadResult
+from ..partition import READ_UNCOMMITTED, PartitionError, ReadResult, isolation_of
 from ..replica_manager import FetchPartition
 
 __all__ = ["fetch", "HANDLERS", "FETCH_MAX_BYTES"]
@@ -75,6 +75,7 @@ async def fetch(broker, conn, request):
     found = await broker.replicas.fetch_messages(
         [f for _, f in reads], max_bytes=max_bytes, min_bytes=min(body["min_bytes"], max_bytes),
         max_wait_ms=body["max_wait_ms"], replica_id=replica_id,
+        isolation=isolation_of(replica_id, body.get("isolation_level", READ_UNCOMMITTED)),
         zero_copy=version >= _FIRST_V2_RECORDS_VERSION)
     results.update((key, r) for (key, _), r in zip(reads, found))
     try:
