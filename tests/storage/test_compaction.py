@@ -656,7 +656,8 @@ def test_log_end_survives_when_the_last_batch_empties(tmp_path):
         assert log.append(rec(b"c", b"1")) == 4
     raw = open(os.path.join(path, "%020d.log" % 0), "rb").read()
     header = parse_header(raw)
-    assert (len(raw), header.base_offset, header.last_offset, header.records_count) == (61, 2, 3, 0)
+    assert (len(raw), header.base_offset, header.last_offset, header.records_count) == \
+        (61, 2, 3, 0)
 
 
 def test_reads_skip_empty_segments_and_gaps_between_segments(tmp_path):
