@@ -330,8 +330,8 @@ class Log:
 
     def offset_snapshot(self):
         """The log start, last stable offset, high watermark and log end at one moment,
-        caught up with other processes (an :class:`~kqlite.storage.isolation.
-        OffsetSnapshot`, Kafka's fetchOffsetSnapshot)."""
+        caught up with other processes: an isolation.OffsetSnapshot (Kafka's
+        fetchOffsetSnapshot), whose ``read_limit`` gives each isolation's limit."""
         with self._lock:
             self._check_open()
             self._refresh()
