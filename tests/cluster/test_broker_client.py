@@ -362,6 +362,41 @@ def test_a_wrong_correlation_id_closes_the_connection():
     run(scenario())
 
 
+def test_answers_before_a_bad_frame_are_delivered_and_later_requests_fail():
+    from kqlite.protocol.connection import encode_response
+    answered = {"brokers": [{"node_id": 0, "host": "h", "port": 1, "rack": None}],
+                "topics": []}
+    held = []
+
+    def answer(request):
+        # Nothing until the third request; then, in one write, a good answer to the first
+        # and an undecodable one (an empty body) to the second.
+        held.append(request)
+        if len(held) < 3:
+            return []
+        good = b"".join(encode_response(ApiKey.METADATA, 1, held[0].correlation_id,
+                                        answered))
+        return [good + (4).to_bytes(4, "big") + held[1].correlation_id.to_bytes(4, "big")]
+
+    async def scenario():
+        server, port = await scripted_peer(answer)
+        conn = await connect(port)
+        first, second, third = (conn.send(ApiKey.METADATA, 1, {"topics": None})
+                                for _ in range(3))
+        assert (await first)["brokers"][0]["host"] == "h"
+        with pytest.raises(BrokerProtocolError, match=r"undecodable response from broker 0 "
+                                                      r".*Metadata v1 \(correlation id 1\)"):
+            await second
+        with pytest.raises(BrokerDisconnectedError, match=r"correlation id 2\) to .* failed"):
+            await third
+        assert conn.closed and conn.in_flight == 0
+        with pytest.raises(BrokerDisconnectedError, match="not sent.*undecodable"):
+            conn.send(ApiKey.METADATA, 1, {"topics": None})
+        await conn.close()
+        server.close()
+    run(scenario())
+
+
 # -- channels ----------------------------------------------------------------------------------
 
 def test_a_channel_sends_in_order_and_survives_a_broker_restart(own_broker):
