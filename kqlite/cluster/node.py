@@ -26,7 +26,7 @@ import concurrent.futures
 import logging
 
 from ..db.offsets import OFFSETS_PARTITIONS
-from ..protocol import CLUSTER_SUPPORTED, ErrorCode
+from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
 from ..server import Broker
 from ..storage.fs import DEFAULT_FS
 from .controller.role import Controller
@@ -37,7 +37,7 @@ from .network.broker_client import BrokerClientError
 from .network.channels import ChannelManager
 from .replica.broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
                                  adopt_cluster_id, close_broker_dir, open_broker_dir)
-from .replica.manager import CONTROLLED_SHUTDOWN, ClusterReplicaManager
+from .replica.manager import ClusterReplicaManager
 from .replica.metadata_cache import MetadataCache
 from .rules.leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .rules.leader_state import DEFAULT_LAG_TIME_MS
@@ -213,7 +213,7 @@ class ClusterNode:
                                                       epoch)
         try:
             return await self.replicas.send_to_controller(
-                CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSIONS,
+                ApiKey.CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSIONS,
                 {"broker_id": self.broker_id, "broker_epoch": epoch})
         except Exception as exc:    # noqa: BLE001 -- no controller known: retried
             code = getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)

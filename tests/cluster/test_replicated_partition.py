@@ -15,7 +15,7 @@ import kqlite
 from kqlite.cluster.replica.partition import ReplicatedPartition
 from kqlite.cluster.rules.leader_state import IsrCommit
 from kqlite.format.batch import build_batch, decode_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.protocol.connection import decode_response, encode_response
 from kqlite.server.fetch_sessions import FetchSessionCache
 from kqlite.server.handlers.fetch import fetch as fetch_handler
@@ -621,7 +621,7 @@ def test_follower_fields_reach_the_partition_and_the_diverging_epoch_the_wire(tm
                      "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""})
         body = await asyncio.wait_for(fetch_handler(broker, None, request), 60)
-        frame = b"".join(encode_response(1, 12, 7, body))[4:]
+        frame = b"".join(encode_response(ApiKey.FETCH, 12, 7, body))[4:]
         _, decoded = decode_response(1, 12, frame)
         (part,) = decoded["responses"][0]["partitions"]
         assert part["diverging_epoch"] == {"epoch": 0, "end_offset": 2}

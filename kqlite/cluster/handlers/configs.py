@@ -13,7 +13,7 @@ UNKNOWN_TOPIC_OR_PARTITION); only where the overrides live differs.
 import logging
 
 from ...errors import ConfigError, KqliteError, UnknownTopicError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...server.handlers.admin_ops import alter_config_resources
 from ...storage.config import LogConfig
 
@@ -56,4 +56,5 @@ async def _alter_topic(broker, name, edit, validate_only):
     return ErrorCode.NONE, None
 
 
-HANDLERS = {33: alter_configs, 44: incremental_alter_configs}
+HANDLERS = {ApiKey.ALTER_CONFIGS: alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs}

@@ -15,7 +15,7 @@ election are left out of the answer.
 import asyncio
 
 from ...errors import KqliteError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..controller.elections import PREFERRED, UNCLEAN
 
 __all__ = ["HANDLERS"]
@@ -89,4 +89,4 @@ def _response(error_code, results):
                                          for t, ps in by_topic.items()]}
 
 
-HANDLERS = {43: elect_leaders}
+HANDLERS = {ApiKey.ELECT_LEADERS: elect_leaders}

@@ -16,7 +16,7 @@ import logging
 import uuid
 
 from ...errors import KqliteError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...server.handlers import admin, admin_ops
 
 __all__ = ["HANDLERS"]
@@ -183,5 +183,8 @@ async def describe_cluster(broker, conn, request):
     return response
 
 
-HANDLERS = {4: leader_and_isr, 5: stop_replica, 6: update_metadata, 7: controlled_shutdown,
-            56: alter_partition, 3: metadata, 60: describe_cluster}
+HANDLERS = {ApiKey.LEADER_AND_ISR: leader_and_isr, ApiKey.STOP_REPLICA: stop_replica,
+            ApiKey.UPDATE_METADATA: update_metadata,
+            ApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown,
+            ApiKey.ALTER_PARTITION: alter_partition, ApiKey.METADATA: metadata,
+            ApiKey.DESCRIBE_CLUSTER: describe_cluster}

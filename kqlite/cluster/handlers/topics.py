@@ -12,7 +12,7 @@ REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.
 import collections
 
 from ...errors import KqliteError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...server.handlers.admin import (deletion_error, kafka_error, requested_configs,
                                       topics_to_delete)
 from ...server.partition import PartitionError
@@ -125,4 +125,5 @@ async def create_partitions(broker, conn, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-HANDLERS = {19: create_topics, 20: delete_topics, 37: create_partitions}
+HANDLERS = {ApiKey.CREATE_TOPICS: create_topics, ApiKey.DELETE_TOPICS: delete_topics,
+            ApiKey.CREATE_PARTITIONS: create_partitions}

@@ -41,7 +41,7 @@ import logging
 import time
 
 from ...errors import ConfigError, KqliteError, UnknownTopicError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...server.partition import PartitionError, ReadResult
 from ...server.replica_manager import AUTO_CREATE_LIMIT, ReplicaManager
 from ...server.topic_checks import check_topic
@@ -55,12 +55,10 @@ from ..zookeeper.znodes import uuid_to_text
 from .partition import ReplicatedPartition
 from .topics import ClusterTopics
 
-__all__ = ["ClusterReplicaManager", "ALTER_PARTITION", "CONTROLLED_SHUTDOWN"]
+__all__ = ["ClusterReplicaManager"]
 
 log = logging.getLogger("kqlite.cluster")
 
-ALTER_PARTITION = 56         # WIRE: Kafka-defined api key
-CONTROLLED_SHUTDOWN = 7      # WIRE: Kafka-defined api key
 _NO_EPOCH = -1               # WIRE: LeaderAndIsr.NoEpoch, StopReplica's "no epoch check"
 _CONTROLLER_ANSWER_TIMEOUT = 30.0
 
@@ -504,7 +502,7 @@ class ClusterReplicaManager(ReplicaManager):
         versions = (2, 3) if topic_id is not None else (0, 1)
         try:
             response = await self.send_to_controller(
-                ALTER_PARTITION, versions,
+                ApiKey.ALTER_PARTITION, versions,
                 lambda v: alter_partition_body(self.broker_id, self.broker_epoch, topic,
                                                topic_id, index, proposal, v))
         except PartitionError as exc:
