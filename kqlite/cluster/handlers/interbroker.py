@@ -8,7 +8,8 @@ metadata cache instead of the single broker's way:
   posted as events to this broker's Controller, which answers them as Kafka's does
   (NOT_CONTROLLER or STALE_CONTROLLER_EPOCH when it is not the active one).
 - Metadata (3) and DescribeCluster (60) answer the live brokers and the controller id
-  of the metadata cache instead of the single broker's "just me".
+  of the metadata cache instead of the single broker's "just me" (read from ZooKeeper
+  until the controller's first UpdateMetadata arrives: ``ClusterReplicaManager.live_brokers``).
 """
 
 import asyncio
@@ -18,6 +19,7 @@ import uuid
 from ...errors import KqliteError
 from ...protocol import ApiKey, ErrorCode
 from ...server.handlers import admin, admin_ops
+from ..replica.metadata_cache import BrokerEndpoint
 
 __all__ = ["HANDLERS"]
 
@@ -161,25 +163,28 @@ def _topic_by_id(controller, topic_id):
     return None
 
 
-def _live_brokers(broker):
-    return sorted(broker.replicas.cache.brokers.values())
+async def _live_brokers(broker):
+    """(live brokers, controller id) as this broker knows them (replica/manager.py)."""
+    me = BrokerEndpoint(broker.broker_id, broker.advertised_host, broker.port, None)
+    return await broker.replicas.live_brokers(me)
 
 
 async def metadata(broker, conn, request):
     response = await admin.metadata(broker, conn, request)
+    live, controller_id = await _live_brokers(broker)
     if response["brokers"]:        # [] is the refusal of a malformed request: kept
         response["brokers"] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
-                                "rack": b.rack} for b in _live_brokers(broker)]
-    response["controller_id"] = broker.replicas.cache.controller_id
+                                "rack": b.rack} for b in live]
+    response["controller_id"] = controller_id
     return response
 
 
 async def describe_cluster(broker, conn, request):
     response = await admin_ops.describe_cluster(broker, conn, request)
     if response["error_code"] == ErrorCode.NONE:
-        response["controller_id"] = broker.replicas.cache.controller_id
+        live, response["controller_id"] = await _live_brokers(broker)
         response["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
-                                "rack": b.rack} for b in _live_brokers(broker)]
+                                "rack": b.rack} for b in live]
     return response
 
 

@@ -3,7 +3,7 @@
 Only the active controller serves them (Kafka's ZooKeeper mode): the others answer
 NOT_CONTROLLER for every topic and clients resend to the controller named in Metadata.
 The controller checks a topic as the single broker does (names, duplicates, configs),
-places replicas over the live brokers, writes ZooKeeper (replica/topics.py), then waits,
+places replicas over the brokers registered in ZooKeeper, writes it (replica/topics.py), then waits,
 at most the request's ``timeout_ms``, until its metadata cache shows the result (leaders
 for new partitions, the topic gone after a deletion); past it the topic is answered
 REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.

@@ -52,6 +52,7 @@ from ..rules.leader_state import DEFAULT_LAG_TIME_MS, IsrCommit
 from ..rules.partition_state import LEADER_DURING_DELETE
 from ..zookeeper.config_watcher import apply_topic_config
 from ..zookeeper.znodes import uuid_to_text
+from .metadata_cache import BrokerEndpoint
 from .partition import ReplicatedPartition
 from .topics import ClusterTopics
 
@@ -83,6 +84,7 @@ class ClusterReplicaManager(ReplicaManager):
         self.cache = cache
         self.store = store
         self._zk = zk
+        self._zk_request = zk if zk_request is None else zk_request
         self.controller = None
         self.topics = ClusterTopics(
             db, broker_id=broker_id, cache=cache,
@@ -418,6 +420,33 @@ class ClusterReplicaManager(ReplicaManager):
             self._point_controller_channel()
             self._metadata_changed()
         return code
+
+    async def live_brokers(self, me):
+        """``(live BrokerEndpoints sorted by id, controller id)`` for Metadata and
+        DescribeCluster; ``me`` is this broker's own endpoint.
+
+        The cache answers once a controller has spoken. Before its first UpdateMetadata
+        reaches this broker (milliseconds after a start, seconds on a loaded machine) the
+        cache knows nobody, and an answer naming no broker and no controller is taken by
+        librdkafka as a partial answer that it does not ask again for: an admin request
+        waiting for the controller then times out though the cluster formed long before.
+        Meanwhile the registrations under ``/brokers/ids`` and ``/controller`` are read
+        from ZooKeeper, where the controller itself reads them. This broker is in every
+        answer it gives (it listens before it registers), and a controller that is not
+        among the registered brokers is not named (a client could not reach it)."""
+        if self.cache.heard_from_controller:
+            return sorted(self.cache.brokers.values()), self.cache.controller_id
+        try:
+            registered = await self._zk_request(self.store.brokers)
+            controller_id = await self._zk_request(self.store.controller_id)
+        except KqliteError as exc:
+            log.debug("broker %d: live brokers not read from ZooKeeper: %s", self.broker_id,
+                      exc)
+            registered, controller_id = {}, -1
+        live = {b: BrokerEndpoint(b, info.host, info.port, info.rack)
+                for b, info in registered.items()}
+        live[me.broker_id] = me
+        return sorted(live.values()), controller_id if controller_id in live else -1
 
     async def wait_for_metadata(self, predicate, timeout_ms):
         """Wait until ``predicate()`` holds after some UpdateMetadata, or ``timeout_ms``
