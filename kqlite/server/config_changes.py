@@ -9,13 +9,13 @@ operation or resource type are INVALID_REQUEST, and a broker resource must name 
 broker or be empty (the cluster default). Authorization comes next (the handler asks for
 ALTER_CONFIGS), then each remaining topic or broker-logger resource is checked by name
 (:func:`check_name`): a topic needs a valid name (INVALID_TOPIC_EXCEPTION; empty is
-Kafka's "default topic" resource, INVALID_REQUEST). A topic's change is an *edit*, a function from its current overrides to the new
-ones: legacy AlterConfigs replaces every override (:func:`replacing`), the incremental API
-applies SET, DELETE, APPEND and SUBTRACT in order (:func:`applying`; APPEND and SUBTRACT
-on Kafka's LIST configs only, splitting values as Java does). A name being changed must
-be one of Kafka's topic configs: kqlite's own settings (``fsync``, ...) belong to the
-embedded API, so a topic holding one can still be altered, and legacy AlterConfigs keeps
-them.
+Kafka's "default topic" resource, INVALID_REQUEST). A topic's change is an *edit*, a
+function from its current overrides to the new ones: legacy AlterConfigs replaces every
+override (:func:`replacing`), the incremental API applies SET, DELETE, APPEND and
+SUBTRACT in order (:func:`applying`; APPEND and SUBTRACT on Kafka's LIST configs only,
+splitting values as Java does). A name being changed must be one of Kafka's topic
+configs: kqlite's own settings (``fsync``, ...) belong to the embedded API, so a topic
+holding one can still be altered, and legacy AlterConfigs keeps them.
 :func:`alter_topic_in_storage` runs in a storage thread: unknown topic, then the edit, then
 the whole new config is validated (INVALID_CONFIG naming the key) before anything is
 stored; ``validate_only`` stops there. The store (``Database.alter_topic_config``) is

@@ -447,9 +447,9 @@ def test_delete_topics_refused_deletes_nothing_and_hides_a_name_given_by_id(clie
     refuse((Op.DELETE, R.TOPIC))
     answer = client.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": [TOPIC, "guarded-absent"],
                                                    "timeout_ms": 5000})["responses"]
-    assert [(t["name"], t["error_code"]) for t in answer] == [
-        (TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-        ("guarded-absent", ErrorCode.TOPIC_AUTHORIZATION_FAILED)]
+    assert [(t["name"], t["error_code"], t["error_message"]) for t in answer] == [
+        (TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None),
+        ("guarded-absent", ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)]
     refuse((Op.DESCRIBE, R.TOPIC))
     (by_id,) = client.call(ApiKey.DELETE_TOPICS, 6, {"topics": [
         {"name": None, "topic_id": entry["topic_id"]}], "timeout_ms": 5000})["responses"]

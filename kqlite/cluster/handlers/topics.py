@@ -20,7 +20,7 @@ import uuid
 from ...errors import KqliteError
 from ...protocol import ErrorCode
 from ...server.handlers.admin import (CreationChecks, alterable_topics, check_alterable,
-                                      check_deletable, deletion_error, kafka_error,
+                                      deletion_error, deletion_refused, kafka_error,
                                       requested_configs, topics_to_delete)
 from ...server.partition import PartitionError
 
@@ -113,9 +113,9 @@ async def delete_topics(broker, context, request):
                                          f"unknown topic id {topic_id}")
             if refusal is not None:
                 raise refusal
-            check_deletable(broker.authorizer, context, entry, topic_id != _ZERO_UUID)
-            await replicas.topics.delete_topic(name)
-            marked.append(entry)
+            if not deletion_refused(broker.authorizer, context, entry, topic_id != _ZERO_UUID):
+                await replicas.topics.delete_topic(name)
+                marked.append(entry)
         except (PartitionError, KqliteError) as exc:
             entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
         responses.append(entry)

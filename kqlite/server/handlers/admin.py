@@ -26,8 +26,9 @@ so that a refusal never tells whether a topic exists:
 - DescribeConfigs: DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
   resource (TOPIC_ / CLUSTER_AUTHORIZATION_FAILED in that resource's entry).
 
-Refused entries keep their place in the response (Kafka lists them after the others;
-clients match entries by name).
+Metadata lists refused topics after the others, as Kafka does; the other APIs answer a
+refused entry in its place (Kafka's order differs there, and clients match entries by
+name).
 """
 
 import collections
@@ -306,16 +307,19 @@ def deletion_error(exc, version):
         version < 3 else code
 
 
-def check_deletable(authorizer, context, entry, by_id):
-    """Raise the refusal of DeleteTopics' ``entry`` (its name resolved) in Kafka's order: a
+def deletion_refused(authorizer, context, entry, by_id):
+    """Whether DeleteTopics' ``entry`` (its name resolved) is refused, in Kafka's order: a
     topic named by id the principal may not DESCRIBE, whose name is then left out of the
-    answer; a topic it may not DELETE."""
+    answer; a topic it may not DELETE. A refused entry gets TOPIC_AUTHORIZATION_FAILED
+    (without a message, as Kafka's)."""
     name = entry["name"]
     if by_id and not authorizer.authorize(context, AclOperation.DESCRIBE, Resource.topic(name)):
-        entry["name"] = None
-        raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        entry.update(name=None, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return True
     if not authorizer.authorize(context, AclOperation.DELETE, Resource.topic(name)):
-        raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return True
+    return False
 
 
 async def delete_topics(broker, context, request):
@@ -334,8 +338,9 @@ async def delete_topics(broker, context, request):
                 if name is None:
                     raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID,
                                          f"unknown topic id {topic_id}")
-            check_deletable(broker.authorizer, context, entry, topic_id != _ZERO_UUID)
-            await broker.replicas.delete_topic(name)
+            if not deletion_refused(broker.authorizer, context, entry,
+                                    topic_id != _ZERO_UUID):
+                await broker.replicas.delete_topic(name)
         except (PartitionError, KqliteError) as exc:
             entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
         responses.append(entry)
