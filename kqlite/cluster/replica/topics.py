@@ -209,7 +209,9 @@ class ClusterTopics:
 
     # -- Changes (active controller only) -------------------------------------------------
 
-    def _check_controller(self):
+    def check_controller(self):
+        """Raise NOT_CONTROLLER unless this broker is the active controller, the only one
+        that changes topics (Kafka's ZooKeeper mode)."""
         controller = self._controller()
         if controller is None or not controller.is_active:
             raise PartitionError(ErrorCode.NOT_CONTROLLER,
@@ -221,7 +223,7 @@ class ClusterTopics:
         """CreateTopics for one topic; returns (partition count, replication factor,
         topic id or None). Raises PartitionError or KqliteError (TopicExistsError,
         ConfigError, ...)."""
-        self._check_controller()
+        self.check_controller()
         check_topic(name)
         check_kafka_names(configs)
         LogConfig({**self.db.defaults, **configs})
@@ -260,7 +262,7 @@ class ClusterTopics:
 
     async def delete_topic(self, name):
         """DeleteTopics for one topic: the deletion marker; the controller does the rest."""
-        self._check_controller()
+        self.check_controller()
         check_topic(name)
         if name in INTERNAL_TOPICS:
             raise PartitionError(ErrorCode.TOPIC_DELETION_DISABLED,
@@ -271,7 +273,7 @@ class ClusterTopics:
                                         validate_only=False):
         """CreatePartitions for one topic: the grown assignment, written (fenced) by the
         controller; its partition-modification watch elects the new leaders."""
-        self._check_controller()
+        self.check_controller()
         check_topic(name)
         current = await self._zk_request(self._store().topic_assignment, name)
         have = len(current.partitions)
