@@ -25,7 +25,7 @@ import asyncio
 import concurrent.futures
 import logging
 
-from ..db.offsets import OFFSETS_PARTITIONS
+from ..format.internal_topics import OFFSETS_PARTITIONS
 from ..protocol import CLUSTER_SUPPORTED, ErrorCode
 from ..server import Broker
 from ..storage.fs import DEFAULT_FS

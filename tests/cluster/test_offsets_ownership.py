@@ -6,9 +6,10 @@ import asyncio
 
 from kqlite.cluster.coordinators.groups import (GROUP_STORE_ERRORS, OFFSET_COMMIT_ERRORS,
                                                 OffsetsOwnership, read_offsets_partition)
-from kqlite.db.group_metadata import (GroupMetadataValue, MemberMetadata, encode_group_key,
-                                      encode_group_value)
-from kqlite.db.offsets import OffsetAndMetadata, encode_key, encode_value
+from kqlite.format.group_records import (GroupMetadataValue, MemberMetadata, encode_group_key,
+                                         encode_group_value)
+from kqlite.format.offset_records import (OffsetAndMetadata, encode_offset_key,
+                                          encode_offset_value)
 from kqlite.format.record import Record
 from kqlite.protocol import ErrorCode
 from kqlite.server.coordinator import GroupCoordinator
@@ -43,15 +44,15 @@ def test_a_load_overtaken_by_a_resignation_does_not_own_the_partition():
 
 
 def _commit(group, topic, index, offset, epoch=-1):
-    return Record(key=encode_key(group, topic, index),
-                  value=encode_value(offset, "m", 1000, epoch))
+    return Record(key=encode_offset_key(group, topic, index),
+                  value=encode_offset_value(offset, "m", 1000, epoch))
 
 
 def test_loading_keeps_the_latest_record_of_each_key_and_honours_tombstones():
     value = GroupMetadataValue("consumer", 4, "range", "a", 1, (
         MemberMetadata("a", None, "c", "/h", 30000, 10000, b"S", b"A"),))
     records = [_commit("g", "t", 0, 5), _commit("g", "t", 0, 9, epoch=2), _commit("g", "t", 1, 3),
-               _commit("gone", "t", 0, 1), Record(key=encode_key("gone", "t", 0), value=None),
+               _commit("gone", "t", 0, 1), Record(key=encode_offset_key("gone", "t", 0), value=None),
                Record(key=encode_group_key("g"), value=encode_group_value(value)),
                Record(key=encode_group_key("old"), value=encode_group_value(value)),
                Record(key=encode_group_key("old"), value=None),

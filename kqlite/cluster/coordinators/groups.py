@@ -34,10 +34,14 @@ import collections
 import logging
 import uuid
 
-from ...db.group_metadata import (decode_group_key, decode_group_value, encode_group_key,
-                                  encode_group_value)
-from ...db.offsets import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC, decode_key,
-                           decode_value, encode_key, encode_value, group_partition)
+from ...format.group_records import (decode_group_key, decode_group_value,
+                                      encode_group_key, encode_group_value)
+from ...format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
+                                       partition_for_key as group_partition)
+from ...format.offset_records import (decode_offset_key as decode_key,
+                                      decode_offset_value as decode_value,
+                                      encode_offset_key as encode_key,
+                                      encode_offset_value as encode_value)
 from ...errors import CorruptRecordError, KqliteError, TopicExistsError
 from ...format.batch import build_batch, now_ms
 from ...format.record import Record

@@ -15,9 +15,9 @@ later clients of a group see the same offsets.
 
 import logging
 
-from ...db.offsets import OffsetAndMetadata
 from ...errors import KqliteError
 from ...format.batch import now_ms
+from ...format.offset_records import OffsetAndMetadata
 from ...protocol import ApiKey, ErrorCode
 from ..group_events import Commit
 from ..partition import PartitionError
