@@ -34,7 +34,7 @@ from ..protocol import (SUPPORTED, ApiKey, ErrorCode, FileRegion, ProtocolError,
                         ServerConnection)
 from .acceptor import Acceptor, open_listeners
 from .connection_limits import ConnectionLimits
-from .coordinator import GroupCoordinator
+from .coordinator.group.coordinator import GroupCoordinator
 from .group_placement import LocalGroupPlacement
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS

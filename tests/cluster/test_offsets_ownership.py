@@ -12,10 +12,10 @@ from kqlite.format.offset_records import (OffsetAndMetadata, encode_offset_key,
                                           encode_offset_value)
 from kqlite.format.record import Record
 from kqlite.protocol import ErrorCode
-from kqlite.server.coordinator import GroupCoordinator
-from kqlite.server.group_events import Heartbeat, Join, Sync
+from kqlite.server.coordinator.group.coordinator import GroupCoordinator
+from kqlite.server.coordinator.group.events import Heartbeat, Join, Sync
 from kqlite.server.group_placement import GroupPlacement
-from kqlite.server.group_state import GroupState
+from kqlite.server.coordinator.group.state_machine import GroupState
 
 E = ErrorCode
 
@@ -52,7 +52,8 @@ def test_loading_keeps_the_latest_record_of_each_key_and_honours_tombstones():
     value = GroupMetadataValue("consumer", 4, "range", "a", 1, (
         MemberMetadata("a", None, "c", "/h", 30000, 10000, b"S", b"A"),))
     records = [_commit("g", "t", 0, 5), _commit("g", "t", 0, 9, epoch=2), _commit("g", "t", 1, 3),
-               _commit("gone", "t", 0, 1), Record(key=encode_offset_key("gone", "t", 0), value=None),
+               _commit("gone", "t", 0, 1),
+               Record(key=encode_offset_key("gone", "t", 0), value=None),
                Record(key=encode_group_key("g"), value=encode_group_value(value)),
                Record(key=encode_group_key("old"), value=encode_group_value(value)),
                Record(key=encode_group_key("old"), value=None),

@@ -22,8 +22,8 @@ from kqlite.format.group_records import (GroupMetadataValue, MemberMetadata, dec
 from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
 from kqlite.format.record import Record
 from kqlite.protocol import ApiKey, ErrorCode
-from kqlite.server.coordinator import GroupCoordinator
-from kqlite.server.group_events import Heartbeat, Join, Sync
+from kqlite.server.coordinator.group.coordinator import GroupCoordinator
+from kqlite.server.coordinator.group.events import Heartbeat, Join, Sync
 
 from broker_process import BrokerProcess, RawClient, free_port, unique
 

@@ -13,7 +13,7 @@ import logging
 import struct
 
 from ...protocol import ApiKey, ErrorCode
-from ..group_state import GroupState
+from ..coordinator.group.state_machine import GroupState
 from .group_offsets import partitions_exist
 
 log = logging.getLogger("kqlite.server")

@@ -19,7 +19,7 @@ from ...errors import KqliteError
 from ...format.batch import now_ms
 from ...format.offset_records import OffsetAndMetadata
 from ...protocol import ApiKey, ErrorCode
-from ..group_events import Commit
+from ..coordinator.group.events import Commit
 from ..partition import PartitionError
 
 log = logging.getLogger("kqlite.server")

@@ -2,8 +2,8 @@
 DescribeGroups, ListGroups.
 
 The handlers only translate: request bodies into the group state machine's inputs
-(kqlite.server.group_events) and its results into response bodies, in the layout of every
-version as the codec expects it. A group another broker coordinates is described with
+(kqlite.server.coordinator.group.events) and its results into response bodies, in the
+layout of every version as the codec expects it. A group another broker coordinates is described with
 NOT_COORDINATOR (and no state, as Kafka's EmptyGroup summary); ListGroups lists only the
 groups this broker coordinates.
 """
@@ -11,8 +11,8 @@ groups this broker coordinates.
 import logging
 
 from ...protocol import ApiKey, ErrorCode
-from ..group_events import Heartbeat, Join, Leave, Sync
-from ..group_state import GroupState
+from ..coordinator.group.events import Heartbeat, Join, Leave, Sync
+from ..coordinator.group.state_machine import GroupState
 
 log = logging.getLogger("kqlite.server")
 

@@ -2,12 +2,13 @@
 
 Theory of operation
 -------------------
-Everything a group does is decided by :class:`~kqlite.server.group_state.GroupStateMachine`
-(one per group id), which knows neither asyncio nor the clock. This shell
+Everything a group does is decided by a
+:class:`~kqlite.server.coordinator.group.state_machine.GroupStateMachine` (one per group
+id), which knows neither asyncio nor the clock. This shell
 
 - gives every request a ticket, feeds it to its group's machine with ``now``
   (milliseconds of ``clock()``, ``time.monotonic`` by default) and hands each
-  :class:`~kqlite.server.group_events.Reply` that comes back to the request
+  :class:`~kqlite.server.coordinator.group.events.Reply` that comes back to the request
   waiting on that ticket: a JoinGroup or SyncGroup that must wait for the rest of
   the group awaits a future that a later request (or a timeout) completes;
 - runs one timer task that sleeps until the earliest ``next_deadline()`` of all
@@ -50,10 +51,10 @@ import logging
 import time
 import uuid
 
-from ..protocol import ErrorCode
-from .group_events import Delete, JoinResult, SyncResult
-from .group_placement import LocalGroupPlacement
-from .group_state import GroupState, GroupStateMachine
+from ....protocol import ErrorCode
+from .events import Delete, JoinResult, SyncResult
+from ...group_placement import LocalGroupPlacement
+from .state_machine import GroupState, GroupStateMachine
 
 __all__ = ["GroupCoordinator"]
 
@@ -196,7 +197,7 @@ class GroupCoordinator:
         return self.groups.get(group_id)
 
     async def join(self, group_id, join):
-        """A :class:`~kqlite.server.group_events.Join`; returns a ``JoinResult``."""
+        """A :class:`~kqlite.server.coordinator.group.events.Join`; returns a ``JoinResult``."""
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID)
         code = self.owner_error(group_id)
@@ -206,7 +207,7 @@ class GroupCoordinator:
         return await self._request(group_id, join, create=not join.member_id)
 
     async def sync(self, group_id, sync):
-        """A :class:`~kqlite.server.group_events.Sync`; returns a ``SyncResult``."""
+        """A :class:`~kqlite.server.coordinator.group.events.Sync`; returns a ``SyncResult``."""
         if not group_id:
             return SyncResult(ErrorCode.INVALID_GROUP_ID)
         code = self.owner_error(group_id)
@@ -216,7 +217,7 @@ class GroupCoordinator:
         return await self._request(group_id, sync)
 
     def heartbeat(self, group_id, heartbeat):
-        """A :class:`~kqlite.server.group_events.Heartbeat`; returns an ErrorCode."""
+        """A :class:`~kqlite.server.coordinator.group.events.Heartbeat`; returns an ErrorCode."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         code = self.owner_error(group_id)
@@ -227,7 +228,7 @@ class GroupCoordinator:
         return self._answer(group_id, heartbeat)
 
     def leave(self, group_id, leaves):
-        """``leaves``: :class:`~kqlite.server.group_events.Leave` values. Returns (the
+        """``leaves``: :class:`~kqlite.server.coordinator.group.events.Leave` values. Returns (the
         request's ErrorCode, [(leave, ErrorCode)]); with a request error no member left."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
@@ -242,7 +243,7 @@ class GroupCoordinator:
         return ErrorCode.NONE, [(leave, self._answer(group_id, leave)) for leave in leaves]
 
     def check_commit(self, group_id, commit):
-        """A :class:`~kqlite.server.group_events.Commit`; returns the ErrorCode for the
+        """A :class:`~kqlite.server.coordinator.group.events.Commit`; returns the ErrorCode for the
         OffsetCommit's partitions (NONE: store the offsets)."""
         code = self.owner_error(group_id)
         if code:
