@@ -2,16 +2,15 @@
 
 The records are Kafka's (``kqlite.format.offset_records``), in the partition every kqlite
 broker and process puts a group's records (``kqlite.format.internal_topics``), so the
-topic reads the same as a broker's. Keys of other versions (GroupMetadata records, key version 2, and
-the KIP-848 records) belong to the group coordinator and are skipped here, tombstones
-included.
+topic reads the same as a broker's. Keys of other versions (GroupMetadata records, key
+version 2, and the KIP-848 records) belong to the group coordinator and are skipped
+here, tombstones included.
 
 Several processes may commit to one data dir (the embedded API, a single broker):
 every read first catches up with what the others appended, so nothing here is a copy
 that another process's commit makes stale.
 """
 
-import collections
 import logging
 import threading
 
@@ -45,8 +44,6 @@ class OffsetStore:
         self._lock = threading.Lock()
         self._read_upto = {}   # offsets partition -> next offset to read
         self._commits = {}     # (group, topic, partition) -> OffsetAndMetadata
-        self._pending_lock = threading.Lock()
-        self._pending = collections.Counter()  # (group, topic, partition) being written
 
     def _ensure_topic(self):
         if self.db.topics.get(OFFSETS_TOPIC) is None:
@@ -102,18 +99,8 @@ class OffsetStore:
                           timestamp=ts) for (t, p), o in sorted(values.items())]
         if not records:
             return
-        keys = [(group, t, p) for t, p in values]
-        with self._pending_lock:
-            self._pending.update(keys)
-        try:
-            with self._leased(group) as log_:
-                log_.append(records)
-        finally:
-            with self._pending_lock:
-                self._pending.subtract(keys)
-                for k in keys:
-                    if self._pending[k] <= 0:
-                        del self._pending[k]
+        with self._leased(group) as log_:
+            log_.append(records)
 
     def delete(self, group, partitions):
         """Tombstones for ``group``'s commits of ``partitions`` ([(topic, partition)])."""
@@ -140,12 +127,6 @@ class OffsetStore:
             with self._leased(group) as log_:
                 self._catch_up_partition(_partition(group), log_)
             return {(t, p): v for (g, t, p), v in self._commits.items() if g == group}
-
-    def pending(self, group):
-        """The (topic, partition)s of ``group`` whose commit is being written right now
-        (in this process): what Kafka calls pending offset commits."""
-        with self._pending_lock:
-            return {(t, p) for g, t, p in self._pending if g == group}
 
     def groups(self):
         """Every group with committed offsets (reads every offsets partition in use)."""

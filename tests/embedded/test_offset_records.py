@@ -3,7 +3,6 @@ version, GroupMetadata records and other key versions left alone, damaged record
 commit metadata and leader epoch kept, tombstones for deleted groups."""
 
 import struct
-import threading
 
 import pytest
 
@@ -122,43 +121,9 @@ def test_delete_group_writes_tombstones_for_its_offsets(db, tmp_path):
     assert db.offsets.committed("gone") == {}
     with db.leased_log(OFFSETS_TOPIC, partition_for_key("gone", OFFSETS_PARTITIONS)) as log:
         tail = [(r.key, r.value) for r in log.read(0)][-2:]
-    assert tail == [(encode_offset_key("gone", "t", 0), None), (encode_offset_key("gone", "t", 1), None)]
+    assert tail == [(encode_offset_key("gone", "t", 0), None),
+                    (encode_offset_key("gone", "t", 1), None)]
     with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as other:
         assert other.offsets.committed("gone") == {}
         assert other.offsets.committed("kept") == {("t", 0): 3}
         assert "gone" not in other.offsets.groups()
-
-
-def test_a_commit_being_written_is_pending(db):
-    """What OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT for."""
-    db.offsets.commit("p", {("t", 0): 1})
-    entered, release = threading.Event(), threading.Event()
-    store = db.offsets
-    real = store._leased
-
-    class Held:
-        def __init__(self, group):
-            self.cm = real(group)
-
-        def __enter__(self):
-            log = self.cm.__enter__()
-            entered.set()
-            assert release.wait(30)
-            return log
-
-        def __exit__(self, *exc):
-            return self.cm.__exit__(*exc)
-
-    store._leased = Held
-    writer = threading.Thread(target=store.commit, args=("p", {("t", 0): 2, ("t", 3): 4}))
-    writer.start()
-    try:
-        assert entered.wait(30)
-        assert store.pending("p") == {("t", 0), ("t", 3)}
-        assert store.pending("other") == set()
-    finally:
-        release.set()
-        writer.join(30)
-        store._leased = real
-    assert store.pending("p") == set()
-    assert store.committed("p") == {("t", 0): 2, ("t", 3): 4}

@@ -65,7 +65,7 @@ async def delete_groups(broker, conn, request):
         # a group it does not hold exists only through its committed offsets.
         error = await broker.coordinator.delete(group_id)
         if error in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
-            _had, removed = await broker.group_placement.delete_offsets(group_id)
+            _had, removed = await broker.coordinator.offsets.delete(group_id)
             if removed:
                 error = ErrorCode.NONE
             if not error:
@@ -97,7 +97,7 @@ async def offset_delete(broker, conn, request):
             if subscribed is None or tp[0] in subscribed:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         wanted = [tp for tp in wanted if tp not in errors]
-    had, removed = await broker.group_placement.delete_offsets(group_id, wanted)
+    had, removed = await broker.coordinator.offsets.delete(group_id, wanted)
     had_offsets, left = bool(had), len(had) - len(removed)
     if group is None and not had_offsets:
         return _offset_delete_error(ErrorCode.GROUP_ID_NOT_FOUND)

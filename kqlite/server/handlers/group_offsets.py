@@ -1,11 +1,12 @@
 """FindCoordinator and committed offsets: OffsetCommit and OffsetFetch.
 
 Commits are checked against the group's generation by the coordinator, then stored in
-``__consumer_offsets`` through the broker's group placement (group_placement.py: the
-data dir's, shared with the embedded API, on a single broker): offset, leader epoch,
+``__consumer_offsets`` through its committed offsets (coordinator/group/offsets.py: on a
+single broker, the data dir's, shared with the embedded API): offset, leader epoch,
 metadata and commit timestamp, as Kafka's OffsetCommitValue holds them. Which broker
-coordinates a group is the placement's answer too; a broker that does not coordinate
-the group answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads it).
+coordinates a group is the coordinator runtime's answer; a broker that does not
+coordinate the group answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it
+loads it).
 
 Version notes (Kafka 3.9's KafkaApis): OffsetCommit v0 and OffsetFetch v0 were served from
 ZooKeeper, outside any group: a v0 commit is checked against nothing but the metadata size,
@@ -46,7 +47,7 @@ async def _coordinator_for(broker, version, key_type, key):
     """(error, node id, host, port) of the coordinator for one key of ``key_type``."""
     if key_type == KEY_GROUP:
         try:
-            return await broker.group_placement.coordinator_for(key)
+            return await broker.coordinator.runtime.coordinator_for(key)
         except KqliteError as exc:
             # Kafka's answer when it cannot place the group (in a cluster: the offsets
             # topic cannot be created or read while ZooKeeper is unreachable).
@@ -145,7 +146,7 @@ async def offset_commit(broker, conn, request):
             parts.append({"partition_index": p["partition_index"], "error_code": err})
         answers.append({"name": t["name"], "partitions": parts})
     if store:
-        stored = await broker.group_placement.commit(group_id, store, now)
+        stored = await broker.coordinator.offsets.commit(group_id, store, now)
         for t in answers:
             for p in t["partitions"]:
                 p["error_code"] = stored.get((t["name"], p["partition_index"]), p["error_code"])
@@ -155,7 +156,7 @@ async def offset_commit(broker, conn, request):
 async def _group_offsets(broker, group_id, wanted, require_stable):
     """Answers for one group's OffsetFetch: topics with their partitions. ``wanted`` is
     [(topic, [partitions])], or None for every committed partition."""
-    committed, pending = await broker.group_placement.offsets(group_id, require_stable)
+    committed, pending = await broker.coordinator.offsets.fetch(group_id, require_stable)
     if wanted is None:
         by_topic = {}
         for t, p in sorted(committed):

@@ -2,8 +2,8 @@
 DescribeGroups, ListGroups.
 
 The handlers only translate: request bodies into the group state machine's inputs
-(kqlite.server.coordinator.group.events) and its results into response bodies, in the
-layout of every version as the codec expects it. A group another broker coordinates is described with
+(coordinator/group/events.py) and its results into response bodies, in the layout of every
+version as the codec expects it. A group another broker coordinates is described with
 NOT_COORDINATOR (and no state, as Kafka's EmptyGroup summary); ListGroups lists only the
 groups this broker coordinates.
 """
@@ -96,7 +96,7 @@ async def describe_groups(broker, conn, request):
             continue
         g = broker.coordinator.group(group_id)
         if g is None:
-            committed, _ = await broker.group_placement.offsets(group_id)
+            committed, _ = await broker.coordinator.offsets.fetch(group_id)
             state = GroupState.EMPTY if committed else GroupState.DEAD
             out.append({"error_code": 0, "error_message": None, "group_id": group_id,
                         "group_state": state.value, "protocol_type": "", "protocol_data": "",
@@ -125,11 +125,11 @@ async def list_groups(broker, conn, request):
     if types and GROUP_TYPE not in types:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": []}
     groups = {}
-    for group_id in await broker.group_placement.groups_with_offsets():
+    for group_id in await broker.coordinator.offsets.groups():
         groups[group_id] = ("consumer", GroupState.EMPTY.value)
     for group_id, g in broker.coordinator.groups.items():
         groups[group_id] = (g.protocol_type or "consumer", g.state.value)
-    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.group_placement.loading \
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.coordinator.runtime.loading \
         else ErrorCode.NONE
     return {"throttle_time_ms": 0, "error_code": code, "groups": [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": GROUP_TYPE}
