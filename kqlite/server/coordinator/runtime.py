@@ -44,8 +44,8 @@ with its own appends once they succeed. A state log with other writers
 (``StateLog.shared_database``: the single broker's data dir, which embedded processes
 write too) is read through the data dir's own store of that state (kqlite/db), which
 re-reads what the others appended before every answer; the coordinator keeps nothing of
-it that such a write could make stale (loading at start only brings back what cannot
-come from elsewhere: a group's members and generation).
+it that such a write could make stale (its load at start brings back only the state that
+no other process writes, such as a group's members and generation).
 """
 
 import abc
@@ -68,8 +68,8 @@ class CoordinatorState(abc.ABC):
 
     @abc.abstractmethod
     def replay(self, records):
-        """What one partition's records (oldest first) amount to, for :meth:`load`. Pure:
-        it runs in a storage thread."""
+        """What one partition's records amount to, for :meth:`load`: ``records`` iterates
+        them oldest first, once. Pure: it runs in a storage thread."""
 
     @abc.abstractmethod
     def load(self, index, replayed):
