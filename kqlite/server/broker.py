@@ -41,8 +41,9 @@ from ..protocol import (SUPPORTED, ApiKey, ErrorCode, FileRegion, ProtocolError,
 from .acceptor import Acceptor, open_listeners
 from .authorization import AllowAll
 from .connection_limits import ConnectionLimits
-from .coordinator import GroupCoordinator
-from .group_placement import LocalGroupPlacement
+from .coordinator.group.coordinator import GroupCoordinator
+from .coordinator.runtime import sole_broker_runtime
+from .coordinator.state_topic import OFFSETS_STATE
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
@@ -78,7 +79,7 @@ class Broker:
                  max_connections_per_ip=None, max_connections_per_ip_overrides=None,
                  queued_max_request_bytes=None,
                  fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
-                 make_group_placement=None,
+                 make_coordinator_runtime=None,
                  extra_handlers=None, api_versions=None, authorizer=None):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
@@ -90,8 +91,8 @@ class Broker:
         The seams through which a layer above (the cluster) turns this into one broker of
         several, without the server knowing it: ``make_replicas(broker)`` returns the
         replica manager to use instead of the single-broker one;
-        ``make_group_placement(broker)`` the GroupPlacement of its consumer groups
-        (group_placement.py) instead of the data dir's own; ``extra_handlers``
+        ``make_coordinator_runtime(broker, state_topic)`` the runtime of a coordinator's
+        state topic (coordinator/runtime.py) instead of the data dir's own; ``extra_handlers``
         (``{ApiKey: handler}``) add or replace request handlers; ``api_versions``
         (``{ApiKey: (min, max)}``) is what ApiVersions advertises.
 
@@ -120,10 +121,9 @@ class Broker:
         self.metrics_port = metrics_port
         self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
-        self.group_placement = make_group_placement(self) \
-            if make_group_placement is not None else LocalGroupPlacement(self)
-        self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0,
-                                            placement=self.group_placement)
+        make_runtime = make_coordinator_runtime or sole_broker_runtime
+        self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
+                                            group_initial_rebalance_delay_ms / 1000.0)
         self.producer_ids = ProducerIdAllocator(self.db.path)
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
         self.authorizer = authorizer if authorizer is not None else AllowAll()

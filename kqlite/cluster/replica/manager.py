@@ -108,8 +108,8 @@ class ClusterReplicaManager(ReplicaManager):
         self._isr_task = None
         self._closing = set()             # closes of dropped partitions under way
         # on_roles_changed(leaders, others): called after LeaderAndIsr and StopReplica with
-        # the partitions that lead here and those that follow or stopped (the group
-        # coordinator loads and unloads its groups from it).
+        # the partitions that lead here and those that follow or stopped (the coordinators
+        # load and unload their state partitions from it: coordinators/roles.py).
         self.on_roles_changed = None
 
     @property
@@ -329,7 +329,7 @@ class ClusterReplicaManager(ReplicaManager):
             else:
                 await partition.become_follower(p["leader"], *args)
                 followers.setdefault(p["leader"], []).append(partition)
-        if self.on_roles_changed is not None:     # the group coordinator's loads and unloads
+        if self.on_roles_changed is not None:     # the coordinators' loads and unloads
             self.on_roles_changed([self._partitions[k] for k in leaders],
                                   [p for ps in followers.values() for p in ps])
         no_leader = [(p.topic, p.index) for p in followers.pop(-1, [])]

@@ -20,7 +20,7 @@ import struct
 
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import AclOperation, Resource, ResourceType
-from ..group_state import GroupState
+from ..coordinator.group.state_machine import GroupState
 from .group_offsets import partitions_exist
 
 log = logging.getLogger("kqlite.server")
@@ -77,7 +77,7 @@ async def delete_groups(broker, context, request):
         # a group it does not hold exists only through its committed offsets.
         error = await broker.coordinator.delete(group_id)
         if error in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
-            _had, removed = await broker.group_placement.delete_offsets(group_id)
+            _had, removed = await broker.coordinator.offsets.delete(group_id)
             if removed:
                 error = ErrorCode.NONE
             if not error:
@@ -116,7 +116,7 @@ async def offset_delete(broker, context, request):
             if subscribed is None or tp[0] in subscribed:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         wanted = [tp for tp in wanted if tp not in errors]
-    had, removed = await broker.group_placement.delete_offsets(group_id, wanted)
+    had, removed = await broker.coordinator.offsets.delete(group_id, wanted)
     had_offsets, left = bool(had), len(had) - len(removed)
     if group is None and not had_offsets:
         return _offset_delete_error(ErrorCode.GROUP_ID_NOT_FOUND)

@@ -1,11 +1,12 @@
 """FindCoordinator and committed offsets: OffsetCommit and OffsetFetch.
 
 Commits are checked against the group's generation by the coordinator, then stored in
-``__consumer_offsets`` through the broker's group placement (group_placement.py: the
-data dir's, shared with the embedded API, on a single broker): offset, leader epoch,
+``__consumer_offsets`` through its committed offsets (coordinator/group/offsets.py: on a
+single broker, the data dir's, shared with the embedded API): offset, leader epoch,
 metadata and commit timestamp, as Kafka's OffsetCommitValue holds them. Which broker
-coordinates a group is the placement's answer too; a broker that does not coordinate
-the group answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads it).
+coordinates a group is the coordinator runtime's answer; a broker that does not
+coordinate the group answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it
+loads it).
 
 Version notes (Kafka 3.9's KafkaApis): OffsetCommit v0 and OffsetFetch v0 were served from
 ZooKeeper, outside any group: a v0 commit is checked against nothing but the metadata size,
@@ -27,13 +28,13 @@ out the topics the principal may not describe.
 import functools
 import logging
 
-from ...db.offsets import OffsetAndMetadata
 from ...errors import KqliteError
 from ...format.batch import now_ms
+from ...format.offset_records import OffsetAndMetadata
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..authorization import refusal_message
-from ..group_events import Commit
+from ..coordinator.group.events import Commit
 from ..partition import PartitionError
 
 log = logging.getLogger("kqlite.server")
@@ -82,7 +83,7 @@ async def _coordinator_for(broker, context, version, key_type, key):
         return refused, -1, "", -1
     if key_type == KEY_GROUP:
         try:
-            return await broker.group_placement.coordinator_for(key)
+            return await broker.coordinator.runtime.coordinator_for(key)
         except KqliteError as exc:
             # Kafka's answer when it cannot place the group (in a cluster: the offsets
             # topic cannot be created or read while ZooKeeper is unreachable).
@@ -190,7 +191,7 @@ async def offset_commit(broker, context, request):
             parts.append({"partition_index": p["partition_index"], "error_code": err})
         answers.append({"name": t["name"], "partitions": parts})
     if store:
-        stored = await broker.group_placement.commit(group_id, store, now)
+        stored = await broker.coordinator.offsets.commit(group_id, store, now)
         for t in answers:
             for p in t["partitions"]:
                 p["error_code"] = stored.get((t["name"], p["partition_index"]), p["error_code"])
@@ -204,7 +205,7 @@ async def _group_offsets(broker, context, group_id, wanted, require_stable):
     TOPIC_AUTHORIZATION_FAILED, the others committed are left out."""
     describable = functools.partial(broker.authorizer.authorized_names, context,
                                     AclOperation.DESCRIBE, ResourceType.TOPIC)
-    committed, pending = await broker.group_placement.offsets(group_id, require_stable)
+    committed, pending = await broker.coordinator.offsets.fetch(group_id, require_stable)
     if wanted is None:
         by_topic = {}
         for t, p in sorted(committed):

@@ -2,7 +2,7 @@
 DescribeGroups, ListGroups.
 
 The handlers only translate: request bodies into the group state machine's inputs
-(kqlite.server.group_events) and its results into response bodies, in the layout of every
+(coordinator/group/events.py) and its results into response bodies, in the layout of every
 version as the codec expects it. A group another broker coordinates is described with
 NOT_COORDINATOR (and no state, as Kafka's EmptyGroup summary); ListGroups lists only the
 groups this broker coordinates.
@@ -20,8 +20,8 @@ import logging
 
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource
-from ..group_events import Heartbeat, Join, Leave, Sync
-from ..group_state import GroupState
+from ..coordinator.group.events import Heartbeat, Join, Leave, Sync
+from ..coordinator.group.state_machine import GroupState
 
 log = logging.getLogger("kqlite.server")
 
@@ -125,7 +125,7 @@ async def describe_groups(broker, context, request):
             continue
         g = broker.coordinator.group(group_id)
         if g is None:
-            committed, _ = await broker.group_placement.offsets(group_id)
+            committed, _ = await broker.coordinator.offsets.fetch(group_id)
             state = GroupState.EMPTY if committed else GroupState.DEAD
             out.append({"error_code": 0, "error_message": None, "group_id": group_id,
                         "group_state": state.value, "protocol_type": "", "protocol_data": "",
@@ -165,11 +165,11 @@ async def list_groups(broker, context, request):
     if types and GROUP_TYPE not in types:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "groups": []}
     groups = {}
-    for group_id in await broker.group_placement.groups_with_offsets():
+    for group_id in await broker.coordinator.offsets.groups():
         groups[group_id] = ("consumer", GroupState.EMPTY.value)
     for group_id, g in broker.coordinator.groups.items():
         groups[group_id] = (g.protocol_type or "consumer", g.state.value)
-    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.group_placement.loading \
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if broker.coordinator.runtime.loading \
         else ErrorCode.NONE
     listed = [gid for gid, (_, state) in sorted(groups.items())
               if not states or state.lower() in states]
