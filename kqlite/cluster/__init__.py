@@ -20,8 +20,9 @@ enforces):
 - ``replica``: the replicated partition (the partition seam, with a leader role and a
   follower role), the replica manager with the topics of the metadata cache, the
   broker's data dir and high-watermark checkpoint;
-- ``coordinators``: the group coordinator placed on the leaders of
-  ``__consumer_offsets``;
+- ``coordinators``: where the coordinators' state topics (``__consumer_offsets``) are
+  led, for FindCoordinator, their creation through ZooKeeper, and the leadership changes
+  fed to the server's coordinator runtimes;
 - ``handlers``: the request handlers a cluster broker adds;
 - ``node`` with ``metrics``: the broker of ``kqlite serve --zookeeper``, putting it all
   together, and its Kafka-named metrics.

@@ -23,21 +23,23 @@ flushes, and closes its ZooKeeper session, which removes its registration.
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 
-from ..db.offsets import OFFSETS_PARTITIONS
-from ..protocol import CLUSTER_SUPPORTED, ErrorCode
+from ..format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC
+from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
 from ..server import Broker
 from ..storage.fs import DEFAULT_FS
 from .controller.role import Controller
-from .coordinators.groups import DEFAULT_OFFSETS_REPLICATION_FACTOR, ClusterGroupPlacement
+from .coordinators.placement import DEFAULT_OFFSETS_REPLICATION_FACTOR, cluster_runtime
+from .coordinators.roles import StateTopicRoles
 from .handlers import HANDLERS
 from .metrics import ClusterMetricsSource
 from .network.broker_client import BrokerClientError
 from .network.channels import ChannelManager
 from .replica.broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
                                  adopt_cluster_id, close_broker_dir, open_broker_dir)
-from .replica.manager import CONTROLLED_SHUTDOWN, ClusterReplicaManager
+from .replica.manager import ClusterReplicaManager
 from .replica.metadata_cache import MetadataCache
 from .rules.leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .rules.leader_state import DEFAULT_LAG_TIME_MS
@@ -95,15 +97,22 @@ class ClusterNode:
             2, thread_name_prefix=f"kqlite-zk-broker-{broker_id}")
         self._replica_options = {"default_replication_factor": default_replication_factor,
                                  "lag_time_ms": replica_lag_time_max_ms}
+        # The state topics' (partitions, replication factor), by name.
+        self._state_topics = {OFFSETS_TOPIC: (offsets_topic_num_partitions,
+                                              offsets_topic_replication_factor)}
         self.broker = Broker(data_dir, host, port, broker_id=broker_id,
                              advertised_host=advertised_host, make_replicas=self._replicas,
-                             make_group_placement=lambda broker: ClusterGroupPlacement(
-                                 self, broker, num_partitions=offsets_topic_num_partitions,
-                                 replication_factor=offsets_topic_replication_factor),
+                             make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
                              **broker_options)
         self.broker.metrics.add_source(ClusterMetricsSource(self))
-        self.replicas.on_roles_changed = self.broker.group_placement.roles_changed
+        self.replicas.on_roles_changed = StateTopicRoles(
+            [self.broker.coordinator.runtime]).roles_changed
+
+    def _coordinator_runtime(self, broker, topic):
+        partitions, replication_factor = self._state_topics[topic.name]
+        return cluster_runtime(self, broker, dataclasses.replace(topic, partitions=partitions),
+                               replication_factor=replication_factor)
 
     def _replicas(self, broker):
         return ClusterReplicaManager(broker.db, broker.io, broker_id=broker.broker_id,
@@ -213,7 +222,7 @@ class ClusterNode:
                                                       epoch)
         try:
             return await self.replicas.send_to_controller(
-                CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSIONS,
+                ApiKey.CONTROLLED_SHUTDOWN, _CONTROLLED_SHUTDOWN_VERSIONS,
                 {"broker_id": self.broker_id, "broker_epoch": epoch})
         except Exception as exc:    # noqa: BLE001 -- no controller known: retried
             code = getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)

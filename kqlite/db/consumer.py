@@ -28,8 +28,8 @@ from operator import add
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError,
                       UnknownTopicError)
+from ..format.offset_records import OffsetAndMetadata
 from .groups import GroupMembership, assign_range, assign_roundrobin
-from .offsets import OffsetAndMetadata
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 

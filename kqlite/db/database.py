@@ -21,6 +21,7 @@ from collections import namedtuple
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, ReplicatedPartitionError,
                       StorageError, TopicExistsError, UnknownTopicError)
+from ..format.internal_topics import OFFSETS_TOPIC
 from ..storage.config import LogConfig
 from ..storage import cluster_dir
 from ..storage.data_dir import write_meta_properties
@@ -29,7 +30,7 @@ from ..storage.log import Log
 from .files import make_dirs_durable
 from .layout import partition_dir
 from .log_manager import LogManager
-from .offsets import OFFSETS_TOPIC, OffsetStore
+from .offsets import OffsetStore
 from .partition_dirs import (delete_partition_dirs, drop_deletion_record, ensure_partition_dirs,
                              finish_pending_deletions, record_deletion,
                              remove_new_partition_dirs)

@@ -14,7 +14,10 @@ Layout:
 - ``connection``: frames, headers, :class:`ServerConnection` and the client-side helpers;
 - ``client``: :class:`ClientConnection`, the client side of a connection (request frames,
   the in-flight FIFO, response framing, version negotiation);
-- ``errors``: :class:`ProtocolError` and Kafka's :class:`ErrorCode` s.
+- ``errors``: :class:`ProtocolError` and Kafka's :class:`ErrorCode` s;
+- ``acl``: Kafka's authorization model as values with their wire codes (resource types,
+  operations, pattern and permission types, resources, the KIP-430 bit field);
+- ``security``: security protocols and principals (``User:ANONYMOUS``).
 
 Body dicts use the snake_case of Kafka's JSON field names; see docs/protocol.md.
 """

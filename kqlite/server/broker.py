@@ -6,6 +6,12 @@ request per connection at a time, which also keeps responses in order). A
 malformed frame or an oversized length prefix closes only that connection.
 Fetch responses carry ``FileRegion`` chunks that are written with sendfile.
 
+Every request reaches its handler as ``handler(broker, context, request)``: the
+``RequestContext`` (request_context.py) is made once per request from the header and
+the connection's ``Session`` (who the client is and which listener it reached; the
+connection is the one place that identity is set). Handlers ask the broker's one
+``authorizer`` (authorization/) with that context before any effect.
+
 The event loop thread does sockets, the codec and sendfile only: handlers reach the
 data through the replica manager (``replicas``: partitions, topics, delayed
 operations), whose storage calls run in ``io_threads`` storage threads, so a large
@@ -33,14 +39,17 @@ from ..db import Database
 from ..protocol import (SUPPORTED, ApiKey, ErrorCode, FileRegion, ProtocolError,
                         ServerConnection)
 from .acceptor import Acceptor, open_listeners
+from .authorization import AllowAll
 from .connection_limits import ConnectionLimits
-from .coordinator import GroupCoordinator
-from .group_placement import LocalGroupPlacement
+from .coordinator.group.coordinator import GroupCoordinator
+from .coordinator.runtime import sole_broker_runtime
+from .coordinator.state_topic import OFFSETS_STATE
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
 from .producer_ids import ProducerIdAllocator
 from .replica_manager import ReplicaManager
+from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
 from .sendfile import send_region
 from .storage_io import DEFAULT_IO_THREADS, StorageExecutor
@@ -70,8 +79,8 @@ class Broker:
                  max_connections_per_ip=None, max_connections_per_ip_overrides=None,
                  queued_max_request_bytes=None,
                  fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
-                 make_group_placement=None,
-                 extra_handlers=None, api_versions=None):
+                 make_coordinator_runtime=None,
+                 extra_handlers=None, api_versions=None, authorizer=None):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
@@ -82,10 +91,13 @@ class Broker:
         The seams through which a layer above (the cluster) turns this into one broker of
         several, without the server knowing it: ``make_replicas(broker)`` returns the
         replica manager to use instead of the single-broker one;
-        ``make_group_placement(broker)`` the GroupPlacement of its consumer groups
-        (group_placement.py) instead of the data dir's own; ``extra_handlers``
+        ``make_coordinator_runtime(broker, state_topic)`` the runtime of a coordinator's
+        state topic (coordinator/runtime.py) instead of the data dir's own; ``extra_handlers``
         (``{ApiKey: handler}``) add or replace request handlers; ``api_versions``
-        (``{ApiKey: (min, max)}``) is what ApiVersions advertises."""
+        (``{ApiKey: (min, max)}``) is what ApiVersions advertises.
+
+        ``authorizer``: the :class:`~.authorization.Authorizer` every request's access
+        checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -109,12 +121,12 @@ class Broker:
         self.metrics_port = metrics_port
         self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
-        self.group_placement = make_group_placement(self) \
-            if make_group_placement is not None else LocalGroupPlacement(self)
-        self.coordinator = GroupCoordinator(self, group_initial_rebalance_delay_ms / 1000.0,
-                                            placement=self.group_placement)
+        make_runtime = make_coordinator_runtime or sole_broker_runtime
+        self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
+                                            group_initial_rebalance_delay_ms / 1000.0)
         self.producer_ids = ProducerIdAllocator(self.db.path)
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
+        self.authorizer = authorizer if authorizer is not None else AllowAll()
         self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)
         self.replicas = make_replicas(self) if make_replicas is not None else \
             ReplicaManager(self.db, self.io, broker_id=broker_id,
@@ -203,7 +215,9 @@ class _Connection:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.host = self.peer[0] if self.peer else "unknown"
+        # The connection's identity: the one place it is set (authentication, once
+        # there is any, replaces it before the requests that follow).
+        self.session = Session.plaintext(self.peer)
 
     async def run(self):
         metrics = self.broker.metrics
@@ -295,7 +309,8 @@ class _Connection:
             await self._send(self.codec.respond(request, body, version=version))
             return
         self.handling = name
-        response = await handler(self.broker, self, request)
+        context = RequestContext.of(self.session, request)
+        response = await handler(self.broker, context, request)
         self.broker.io.alarms.recovered(f"{name} requests")
         if response is not None:  # None: acks=0 produce, no response is sent
             try:

@@ -3,18 +3,19 @@
 configs).
 
 Theory of operation: a request is first checked as a whole, without storage
-(:func:`refusals`): a resource named twice, a config named twice in one resource, a null
-value where one is needed, an unknown operation or resource type are INVALID_REQUEST.
-Each remaining resource is then checked by name (:func:`check_name`): a topic needs a
-valid name (INVALID_TOPIC_EXCEPTION; empty is Kafka's "default topic" resource,
-INVALID_REQUEST), a broker resource must name this broker or be empty (the cluster
-default). A topic's change is an *edit*, a function from its current overrides to the new
-ones: legacy AlterConfigs replaces every override (:func:`replacing`), the incremental API
-applies SET, DELETE, APPEND and SUBTRACT in order (:func:`applying`; APPEND and SUBTRACT
-on Kafka's LIST configs only, splitting values as Java does). A name being changed must
-be one of Kafka's topic configs: kqlite's own settings (``fsync``, ...) belong to the
-embedded API, so a topic holding one can still be altered, and legacy AlterConfigs keeps
-them.
+(:func:`refusals`, Kafka's ``ConfigAdminManager.preprocess``): a resource named twice, a
+config named twice in one resource, a null value where one is needed, an unknown
+operation or resource type are INVALID_REQUEST, and a broker resource must name this
+broker or be empty (the cluster default). Authorization comes next (the handler asks for
+ALTER_CONFIGS), then each remaining topic or broker-logger resource is checked by name
+(:func:`check_name`): a topic needs a valid name (INVALID_TOPIC_EXCEPTION; empty is
+Kafka's "default topic" resource, INVALID_REQUEST). A topic's change is an *edit*, a
+function from its current overrides to the new ones: legacy AlterConfigs replaces every
+override (:func:`replacing`), the incremental API applies SET, DELETE, APPEND and
+SUBTRACT in order (:func:`applying`; APPEND and SUBTRACT on Kafka's LIST configs only,
+splitting values as Java does). A name being changed must be one of Kafka's topic
+configs: kqlite's own settings (``fsync``, ...) belong to the embedded API, so a topic
+holding one can still be altered, and legacy AlterConfigs keeps them.
 :func:`alter_topic_in_storage` runs in a storage thread: unknown topic, then the edit, then
 the whole new config is validated (INVALID_CONFIG naming the key) before anything is
 stored; ``validate_only`` stops there. The store (``Database.alter_topic_config``) is
@@ -34,8 +35,8 @@ from ..storage.config import DEFAULTS, LogConfig, check_kafka_names
 from ..storage.config_rules import KQLITE_RULES, LIST_CONFIGS
 
 __all__ = ["refusals", "check_name", "broker_change", "replacing", "applying",
-           "alter_topic_in_storage", "RESOURCE_TOPIC", "RESOURCE_BROKER", "SET", "DELETE",
-           "APPEND", "SUBTRACT"]
+           "alter_topic_in_storage", "RESOURCE_TOPIC", "RESOURCE_BROKER",
+           "RESOURCE_BROKER_LOGGER", "SET", "DELETE", "APPEND", "SUBTRACT"]
 
 log = logging.getLogger("kqlite.server")
 
@@ -49,7 +50,9 @@ _OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRA
 
 def refusals(resources, broker_id, *, incremental):
     """One entry per resource: None, or ``(error_code, message)`` when the request itself
-    is malformed for that resource (nothing is looked up)."""
+    is malformed for that resource (nothing is looked up). What Kafka checks only once the
+    principal may alter the resource is left to :func:`check_name`: a topic's name, and
+    the incremental API's broker loggers."""
     seen = {}
     for i, res in enumerate(resources):
         seen.setdefault((res["resource_type"], res["resource_name"]), []).append(i)
@@ -78,6 +81,9 @@ def _refusal(res, broker_id, incremental):
              if c["value"] is None and not (incremental and c["config_operation"] == DELETE)]
     if nulls:
         return ErrorCode.INVALID_REQUEST, f"null value for {', '.join(nulls)}"
+    if res["resource_type"] == RESOURCE_TOPIC or (
+            incremental and res["resource_type"] == RESOURCE_BROKER_LOGGER):
+        return None
     return check_name(res["resource_type"], res["resource_name"], broker_id)
 
 

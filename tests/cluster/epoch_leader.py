@@ -13,14 +13,13 @@ nothing waits ``max_wait_ms`` before answering, as a leader's purgatory does.
 import asyncio
 
 from kqlite.cluster.rules.truncation import diverging_epoch_for
-from kqlite.protocol import ErrorCode, ServerConnection
+from kqlite.protocol import ApiKey, ErrorCode, ServerConnection
 from kqlite.protocol.connection import encode_response
 from kqlite.storage import Isolation
 
-FETCH, LIST_OFFSETS, API_VERSIONS = 1, 2, 18
-_VERSIONS = [{"api_key": FETCH, "min_version": 0, "max_version": 17},
-             {"api_key": LIST_OFFSETS, "min_version": 0, "max_version": 9},
-             {"api_key": API_VERSIONS, "min_version": 0, "max_version": 4}]
+_VERSIONS = [{"api_key": ApiKey.FETCH, "min_version": 0, "max_version": 17},
+             {"api_key": ApiKey.LIST_OFFSETS, "min_version": 0, "max_version": 9},
+             {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 4}]
 
 
 class EpochLeader:
@@ -57,9 +56,9 @@ class EpochLeader:
             writer.close()
 
     async def _answer(self, request):
-        if request.api_key == API_VERSIONS:
+        if request.api_key == ApiKey.API_VERSIONS:
             return {"error_code": 0, "api_keys": _VERSIONS, "throttle_time_ms": 0}
-        if request.api_key != FETCH:
+        if request.api_key != ApiKey.FETCH:
             raise AssertionError(f"the scripted leader got an unexpected {request.name}")
         body = request.body
         response = await asyncio.to_thread(self._fetch, body)

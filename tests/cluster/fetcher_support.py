@@ -11,7 +11,7 @@ from kqlite.cluster.fetcher.manager import ReplicaFetcherManager
 from kqlite.cluster.network.broker_client import BrokerConnection
 from kqlite.format.batch import build_batch, parse_header
 from kqlite.format.record import Record
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 from log_follower import LogFollower, split_batches
 
@@ -21,10 +21,8 @@ from broker_process import BrokerProcess, free_port, unique  # noqa: E402
 __all__ = ["Admin", "RecordingConnection", "FakeTime", "BrokerProcess", "free_port", "unique",
            "run", "connector", "manager_for", "followers", "log_end", "until", "ready",
            "caught_up", "assert_identical", "close_all", "LIMIT", "FOLLOWER_ID",
-           "BROKER_EPOCH", "FETCH", "API_VERSIONS"]
+           "BROKER_EPOCH"]
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
-CREATE_TOPICS, DELETE_RECORDS = 19, 21
 LIMIT = 180          # seconds a scenario may take before it fails instead of hanging
 FOLLOWER_ID, BROKER_EPOCH = 1, 4242
 ZERO_UUID = uuid.UUID(int=0)
@@ -64,14 +62,14 @@ class Admin:
         await self.conn.close()
 
     async def create_topic(self, name, partitions):
-        body = await self.conn.request(CREATE_TOPICS, 7, {"topics": [{
+        body = await self.conn.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
             "name": name, "num_partitions": partitions, "replication_factor": 1,
             "assignments": [], "configs": []}], "timeout_ms": 10000, "validate_only": False})
         assert body["topics"][0]["error_code"] == ErrorCode.NONE, body
 
     async def produce(self, topic, by_partition, codec="none"):
         """One batch per partition: ``{index: [values]}``."""
-        body = await self.conn.request(PRODUCE, 9, {
+        body = await self.conn.request(ApiKey.PRODUCE, 9, {
             "transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [{
                 "name": topic, "partition_data": [
                     {"index": i, "records": build_batch([Record(v, key=b"k") for v in vs],
@@ -81,20 +79,20 @@ class Admin:
             assert p["error_code"] == ErrorCode.NONE, p
 
     async def topic_id(self, topic):
-        body = await self.conn.request(METADATA, 12, {
+        body = await self.conn.request(ApiKey.METADATA, 12, {
             "topics": [{"topic_id": ZERO_UUID, "name": topic}],
             "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
         return body["topics"][0]["topic_id"]
 
     async def offsets(self, topic, indexes, timestamp):
-        body = await self.conn.request(LIST_OFFSETS, 7, {
+        body = await self.conn.request(ApiKey.LIST_OFFSETS, 7, {
             "replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
                 {"partition_index": i, "current_leader_epoch": -1, "timestamp": timestamp}
                 for i in indexes]}]})
         return {p["partition_index"]: p["offset"] for p in body["topics"][0]["partitions"]}
 
     async def delete_records(self, topic, index, offset):
-        body = await self.conn.request(DELETE_RECORDS, 2, {"topics": [{
+        body = await self.conn.request(ApiKey.DELETE_RECORDS, 2, {"topics": [{
             "name": topic, "partitions": [{"partition_index": index, "offset": offset}]}],
             "timeout_ms": 10000})
         assert body["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE, body
@@ -104,7 +102,7 @@ class Admin:
         start = (await self.offsets(topic, [index], -2))[index]
         offset, hw, out = start, None, []
         while hw is None or offset < hw:
-            body = await self.conn.request(FETCH, 12, {
+            body = await self.conn.request(ApiKey.FETCH, 12, {
                 "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 26,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "forgotten_topics_data": [], "rack_id": "", "topics": [{

@@ -19,15 +19,13 @@ from kqlite.cluster.network.broker_client import (
 from kqlite.cluster.network.channels import (BrokerChannel, ChannelManager, ChannelRemovedError,
                                              UnknownBrokerError)
 from kqlite.format.batch import build_batch, decode_batch
-from kqlite.protocol import ErrorCode, ServerConnection
+from kqlite.protocol import ApiKey, ErrorCode, ServerConnection
 from kqlite.storage import Isolation
 from kqlite.storage.log import Log
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from broker_process import BrokerProcess, free_port, unique  # noqa: E402
 
-PRODUCE, FETCH, METADATA, API_VERSIONS, CREATE_TOPICS = 0, 1, 3, 18, 19
-LEADER_AND_ISR = 4
 LIMIT = 120  # seconds any scenario may take before it fails instead of hanging
 
 
@@ -62,7 +60,7 @@ def connect(port, **options):
 
 
 async def create_topic(conn, name):
-    body = await conn.request(CREATE_TOPICS, 7, {"topics": [{
+    body = await conn.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
         "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
         "configs": []}]})
     assert body["topics"][0]["error_code"] == ErrorCode.NONE, body
@@ -117,17 +115,18 @@ def test_negotiates_versions_with_a_real_broker(broker):
         conn = await connect(broker.port)
         table = await conn.negotiate_versions()
         assert conn.api_versions is table
-        assert table[API_VERSIONS][0] == 0 and table[FETCH][1] >= 12
+        assert table[ApiKey.API_VERSIONS][0] == 0 and table[ApiKey.FETCH][1] >= 12
         # The highest version the broker, the codec and the caller share.
-        assert conn.version_for(FETCH) == table[FETCH][1]
-        assert conn.version_for(METADATA, (0, 5)) == 5
-        assert conn.version_for(FETCH, (12, 12)) == 12
+        assert conn.version_for(ApiKey.FETCH) == table[ApiKey.FETCH][1]
+        assert conn.version_for(ApiKey.METADATA, (0, 5)) == 5
+        assert conn.version_for(ApiKey.FETCH, (12, 12)) == 12
         # A single broker does not serve the ZooKeeper-mode inter-broker APIs.
         with pytest.raises(UnsupportedVersionError) as info:
-            conn.version_for(LEADER_AND_ISR)
+            conn.version_for(ApiKey.LEADER_AND_ISR)
         assert "LeaderAndIsr" in str(info.value) and f"127.0.0.1:{broker.port}" in str(info.value)
         with pytest.raises(UnsupportedVersionError, match="no common version of Metadata"):
-            conn.version_for(METADATA, (table[METADATA][1] + 1, table[METADATA][1] + 3))
+            newest = table[ApiKey.METADATA][1]
+            conn.version_for(ApiKey.METADATA, (newest + 1, newest + 3))
         await conn.close()
     run(scenario())
 
@@ -135,7 +134,7 @@ def test_negotiates_versions_with_a_real_broker(broker):
 def test_metadata_names_the_broker(broker):
     async def scenario():
         conn = await connect(broker.port)
-        body = await conn.request(METADATA, 12, {"topics": None,
+        body = await conn.request(ApiKey.METADATA, 12, {"topics": None,
                                                  "allow_auto_topic_creation": False,
                                                  "include_topic_authorized_operations": False})
         assert [(b["node_id"], b["port"]) for b in body["brokers"]] == [(0, broker.port)]
@@ -150,11 +149,12 @@ def test_produce_then_follower_fetch_gives_records_a_log_can_append(broker, tmp_
         conn = await connect(broker.port)
         await create_topic(conn, topic)
         values = [b"one", b"two", b"three" * 100]
-        produced = await conn.request(PRODUCE, 9, produce_body(topic, values))
+        produced = await conn.request(ApiKey.PRODUCE, 9, produce_body(topic, values))
         (part,) = produced["responses"][0]["partition_responses"]
         assert part["error_code"] == ErrorCode.NONE and part["base_offset"] == 0
-        follower = fetched(await conn.request(FETCH, 12, fetch_body(topic, replica_id=1)))
-        consumer = fetched(await conn.request(FETCH, 12, fetch_body(topic)))
+        follower = fetched(await conn.request(ApiKey.FETCH, 12,
+                                              fetch_body(topic, replica_id=1)))
+        consumer = fetched(await conn.request(ApiKey.FETCH, 12, fetch_body(topic)))
         await conn.close()
         return follower, consumer, values
 
@@ -180,14 +180,14 @@ def test_one_hundred_pipelined_requests_each_get_their_own_answer(broker):
         names = [unique(f"absent-{i}") for i in range(100)]
         # send() writes without waiting, so all hundred are in flight before any answer
         # is read: the responses must be matched to them by correlation id, in order.
-        futures = [conn.send(METADATA, 12, metadata_body([name])) for name in names]
+        futures = [conn.send(ApiKey.METADATA, 12, metadata_body([name])) for name in names]
         assert conn.in_flight == 100
         bodies = await asyncio.gather(*futures)
         assert [b["topics"][0]["name"] for b in bodies] == names
         assert {b["topics"][0]["error_code"] for b in bodies} == {
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         # The same through concurrent request() calls.
-        bodies = await asyncio.gather(*(conn.request(METADATA, 9, metadata_body([name]))
+        bodies = await asyncio.gather(*(conn.request(ApiKey.METADATA, 9, metadata_body([name]))
                                         for name in names))
         assert [b["topics"][0]["name"] for b in bodies] == names
         assert conn.in_flight == 0
@@ -202,14 +202,15 @@ def test_unanswered_and_abandoned_requests_keep_the_stream_in_step(broker):
         conn = await connect(broker.port)
         await create_topic(conn, topic)
         # acks=0: Kafka sends no response, so nothing may wait for one.
-        assert await conn.request(PRODUCE, 9, produce_body(topic, [b"fire"], acks=0)) is None
+        fire = produce_body(topic, [b"fire"], acks=0)
+        assert await conn.request(ApiKey.PRODUCE, 9, fire) is None
         assert conn.in_flight == 0
         # A caller that gives up: its answer still arrives first and is dropped.
         abandoned = asyncio.ensure_future(
-            conn.request(FETCH, 12, fetch_body(topic, 1, max_wait_ms=300)))
+            conn.request(ApiKey.FETCH, 12, fetch_body(topic, 1, max_wait_ms=300)))
         await wait_until(lambda: conn.in_flight == 1, "the fetch in flight")
         abandoned.cancel()
-        answer = await conn.request(FETCH, 12, fetch_body(topic))
+        answer = await conn.request(ApiKey.FETCH, 12, fetch_body(topic))
         assert values_of(fetched(answer)["records"]) == [(0, b"fire")]
         assert abandoned.cancelled() and not conn.closed
         await conn.close()
@@ -222,11 +223,11 @@ def test_a_timed_out_request_fails_alone_and_closes_the_connection(broker):
     async def scenario():
         conn = await connect(broker.port)
         await create_topic(conn, topic)
-        before = await conn.request(METADATA, 12, metadata_body([topic]))
+        before = await conn.request(ApiKey.METADATA, 12, metadata_body([topic]))
         # An empty partition and a long max_wait: the broker holds the fetch.
-        slow = conn.send(FETCH, 12, fetch_body(topic, max_wait_ms=60000, replica_id=1),
+        slow = conn.send(ApiKey.FETCH, 12, fetch_body(topic, max_wait_ms=60000, replica_id=1),
                          timeout=0.5)
-        behind = conn.send(METADATA, 12, metadata_body([topic]))
+        behind = conn.send(ApiKey.METADATA, 12, metadata_body([topic]))
         with pytest.raises(BrokerRequestTimeoutError) as timeout:
             await slow
         assert "Fetch v12" in str(timeout.value)
@@ -237,7 +238,7 @@ def test_a_timed_out_request_fails_alone_and_closes_the_connection(broker):
             await behind
         assert conn.closed
         with pytest.raises(BrokerDisconnectedError, match="not sent"):
-            await conn.request(METADATA, 12, metadata_body([topic]))
+            await conn.request(ApiKey.METADATA, 12, metadata_body([topic]))
         assert before["topics"][0]["error_code"] == ErrorCode.NONE
         await conn.close()
     run(scenario())
@@ -249,13 +250,13 @@ def test_oversized_responses_are_refused(broker):
     async def scenario():
         setup = await connect(broker.port)
         await create_topic(setup, topic)
-        await setup.request(PRODUCE, 9, produce_body(topic, [os.urandom(20000)]))
+        await setup.request(ApiKey.PRODUCE, 9, produce_body(topic, [os.urandom(20000)]))
         await setup.close()
         conn = await connect(broker.port, max_response_size=4096)
-        small = await conn.request(METADATA, 12, metadata_body([topic]))
+        small = await conn.request(ApiKey.METADATA, 12, metadata_body([topic]))
         assert small["topics"][0]["error_code"] == ErrorCode.NONE
         with pytest.raises(BrokerResponseTooLargeError) as info:
-            await conn.request(FETCH, 12, fetch_body(topic))
+            await conn.request(ApiKey.FETCH, 12, fetch_body(topic))
         message = str(info.value)
         assert "Fetch v12" in message and "above the limit of 4096 bytes" in message
         assert conn.closed
@@ -279,7 +280,7 @@ def test_a_killed_broker_fails_the_requests_in_flight(own_broker):
     async def scenario():
         conn = await connect(first.port)
         await create_topic(conn, topic)
-        held = [conn.send(FETCH, 12, fetch_body(topic, max_wait_ms=60000, replica_id=1))
+        held = [conn.send(ApiKey.FETCH, 12, fetch_body(topic, max_wait_ms=60000, replica_id=1))
                 for _ in range(2)]
         await asyncio.sleep(0)  # let the writes leave
         await asyncio.to_thread(first.stop, signal.SIGKILL)
@@ -317,19 +318,21 @@ def test_an_old_broker_gets_the_api_versions_it_knows():
         seen.append(request.api_version)
         if request.api_version > 2:
             # A broker that knows ApiVersions v0-v2 answers in v0 with its range (KIP-511).
-            return encode_response(API_VERSIONS, 0, request.correlation_id, {
+            return encode_response(ApiKey.API_VERSIONS, 0, request.correlation_id, {
                 "error_code": ErrorCode.UNSUPPORTED_VERSION,
-                "api_keys": [{"api_key": API_VERSIONS, "min_version": 0, "max_version": 2}]})
-        return encode_response(API_VERSIONS, 2, request.correlation_id, {
+                "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": 0,
+                              "max_version": 2}]})
+        return encode_response(ApiKey.API_VERSIONS, 2, request.correlation_id, {
             "error_code": 0, "throttle_time_ms": 0, "api_keys": [
-                {"api_key": API_VERSIONS, "min_version": 0, "max_version": 2},
-                {"api_key": FETCH, "min_version": 4, "max_version": 11}]})
+                {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 2},
+                {"api_key": ApiKey.FETCH, "min_version": 4, "max_version": 11}]})
 
     async def scenario():
         server, port = await scripted_peer(answer)
         conn = await connect(port)
-        assert await conn.negotiate_versions() == {API_VERSIONS: (0, 2), FETCH: (4, 11)}
-        assert conn.version_for(FETCH) == 11
+        assert await conn.negotiate_versions() == {ApiKey.API_VERSIONS: (0, 2),
+                                                   ApiKey.FETCH: (4, 11)}
+        assert conn.version_for(ApiKey.FETCH) == 11
         await conn.close()
         server.close()
     run(scenario())
@@ -340,20 +343,55 @@ def test_a_wrong_correlation_id_closes_the_connection():
     from kqlite.protocol.connection import encode_response
 
     def answer(request):
-        return encode_response(METADATA, request.api_version, request.correlation_id + 7, {
-            "brokers": [], "topics": []})
+        return encode_response(ApiKey.METADATA, request.api_version,
+                               request.correlation_id + 7, {"brokers": [], "topics": []})
 
     async def scenario():
         server, port = await scripted_peer(answer)
         conn = await connect(port)
-        first = conn.send(METADATA, 1, {"topics": None})
-        second = conn.send(METADATA, 1, {"topics": None})
+        first = conn.send(ApiKey.METADATA, 1, {"topics": None})
+        second = conn.send(ApiKey.METADATA, 1, {"topics": None})
         with pytest.raises(BrokerProtocolError, match="correlation id 7 where Metadata v1 "
                                                       r"\(correlation id 0\) was next"):
             await first
         with pytest.raises(BrokerDisconnectedError, match="correlation id 1"):
             await second
         assert conn.closed
+        await conn.close()
+        server.close()
+    run(scenario())
+
+
+def test_answers_before_a_bad_frame_are_delivered_and_later_requests_fail():
+    from kqlite.protocol.connection import encode_response
+    answered = {"brokers": [{"node_id": 0, "host": "h", "port": 1, "rack": None}],
+                "topics": []}
+    held = []
+
+    def answer(request):
+        # Nothing until the third request; then, in one write, a good answer to the first
+        # and an undecodable one (an empty body) to the second.
+        held.append(request)
+        if len(held) < 3:
+            return []
+        good = b"".join(encode_response(ApiKey.METADATA, 1, held[0].correlation_id,
+                                        answered))
+        return [good + (4).to_bytes(4, "big") + held[1].correlation_id.to_bytes(4, "big")]
+
+    async def scenario():
+        server, port = await scripted_peer(answer)
+        conn = await connect(port)
+        first, second, third = (conn.send(ApiKey.METADATA, 1, {"topics": None})
+                                for _ in range(3))
+        assert (await first)["brokers"][0]["host"] == "h"
+        with pytest.raises(BrokerProtocolError, match=r"undecodable response from broker 0 "
+                                                      r".*Metadata v1 \(correlation id 1\)"):
+            await second
+        with pytest.raises(BrokerDisconnectedError, match=r"correlation id 2\) to .* failed"):
+            await third
+        assert conn.closed and conn.in_flight == 0
+        with pytest.raises(BrokerDisconnectedError, match="not sent.*undecodable"):
+            conn.send(ApiKey.METADATA, 1, {"topics": None})
         await conn.close()
         server.close()
     run(scenario())
@@ -373,14 +411,14 @@ def test_a_channel_sends_in_order_and_survives_a_broker_restart(own_broker):
         # restart (the controller's rule: retry until answered).
         resender = BrokerChannel(0, "127.0.0.1", first.port, client_id="test-h3",
                                  backoff=0.05, backoff_max=0.2)
-        created = await manager.send(0, CREATE_TOPICS, 7, {"topics": [{
+        created = await manager.send(0, ApiKey.CREATE_TOPICS, 7, {"topics": [{
             "name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [],
             "configs": []}]})
         assert created["topics"][0]["error_code"] == ErrorCode.NONE
 
-        held = manager.send(0, FETCH, 12, fetch_body(topic, max_wait_ms=60000, replica_id=1),
-                            retry=False)
-        resent = resender.send(FETCH, 12, fetch_body(topic, max_wait_ms=60000, replica_id=1))
+        waiting = fetch_body(topic, max_wait_ms=60000, replica_id=1)
+        held = manager.send(0, ApiKey.FETCH, 12, waiting, retry=False)
+        resent = resender.send(ApiKey.FETCH, 12, waiting)
         await wait_until(lambda: all(c.connection is not None and c.connection.in_flight
                                      for c in (manager.channel(0), resender)),
                          "both fetches in flight")
@@ -392,7 +430,7 @@ def test_a_channel_sends_in_order_and_survives_a_broker_restart(own_broker):
         completed = []
         produces = []
         for value in (b"a", b"b", b"c"):
-            future = manager.send(0, PRODUCE, 9, produce_body(topic, [value]))
+            future = manager.send(0, ApiKey.PRODUCE, 9, produce_body(topic, [value]))
             future.add_done_callback(lambda f, v=value: completed.append(v))
             produces.append(future)
         assert manager.channel(0).queue_size == 3 and manager.total_queue_size == 3
@@ -403,7 +441,7 @@ def test_a_channel_sends_in_order_and_survives_a_broker_restart(own_broker):
         assert offsets == [0, 1, 2]
         part = fetched(await resent)
         assert values_of(part["records"])[0] == (0, b"a")
-        records = fetched(await manager.send(0, FETCH, 12, fetch_body(topic)))["records"]
+        records = fetched(await manager.send(0, ApiKey.FETCH, 12, fetch_body(topic)))["records"]
         assert values_of(records) == [(0, b"a"), (1, b"b"), (2, b"c")]
 
         resender.remove()
@@ -421,9 +459,9 @@ def test_a_timeout_on_a_channel_fails_that_request_and_the_next_one_goes_through
         setup = await connect(broker.port)
         await create_topic(setup, topic)
         await setup.close()
-        slow = manager.send(0, FETCH, 12, fetch_body(topic, max_wait_ms=60000),
+        slow = manager.send(0, ApiKey.FETCH, 12, fetch_body(topic, max_wait_ms=60000),
                             timeout=0.5, retry=False)
-        after = manager.send(0, METADATA, 12, metadata_body([topic]))
+        after = manager.send(0, ApiKey.METADATA, 12, metadata_body([topic]))
         with pytest.raises(BrokerRequestTimeoutError, match="Fetch v12"):
             await slow
         assert (await after)["topics"][0]["error_code"] == ErrorCode.NONE
@@ -440,14 +478,14 @@ def test_versions_can_be_chosen_per_connection(broker):
             chosen.append(version)
             return metadata_body([])
 
-        answer = await channel.send(METADATA, (1, 9), body)
+        answer = await channel.send(ApiKey.METADATA, (1, 9), body)
         assert chosen == [9] and answer["brokers"][0]["node_id"] == 0
-        assert channel.connection.api_versions[METADATA][1] >= 9
-        refused = channel.send(LEADER_AND_ISR, (5, 7), lambda v: {})
+        assert channel.connection.api_versions[ApiKey.METADATA][1] >= 9
+        refused = channel.send(ApiKey.LEADER_AND_ISR, (5, 7), lambda v: {})
         with pytest.raises(UnsupportedVersionError, match="LeaderAndIsr"):
             await refused
         # The failure was this request's alone.
-        assert (await channel.send(METADATA, 12, metadata_body([])))["brokers"]
+        assert (await channel.send(ApiKey.METADATA, 12, metadata_body([])))["brokers"]
         channel.remove()
         await channel.wait_removed()
     run(scenario())
@@ -479,7 +517,7 @@ def test_an_unreachable_broker_is_retried_with_capped_exponential_backoff():
         manager = ChannelManager(client_id="test-h3", backoff=0.1, backoff_max=1.0,
                                  jitter=0.2, connector=counting_connect, sleep=clock.sleep)
         manager.add_broker(3, "127.0.0.1", port)
-        pending = manager.send(3, METADATA, 12, metadata_body([]))
+        pending = manager.send(3, ApiKey.METADATA, 12, metadata_body([]))
         await wait_until(lambda: len(attempts) >= 12, "twelve connection attempts")
         manager.remove_broker(3)
         with pytest.raises(ChannelRemovedError) as info:
@@ -491,7 +529,7 @@ def test_an_unreachable_broker_is_retried_with_capped_exponential_backoff():
             await asyncio.sleep(0)
         assert len(attempts) == count, "a removed channel kept connecting"
         with pytest.raises(UnknownBrokerError):
-            await manager.send(3, METADATA, 12, metadata_body([]))
+            await manager.send(3, ApiKey.METADATA, 12, metadata_body([]))
         await manager.close()
         return count
 
@@ -515,8 +553,8 @@ def test_removing_a_channel_cancels_what_it_holds(broker):
         setup = await connect(broker.port)
         await create_topic(setup, topic)
         await setup.close()
-        held = manager.send(0, FETCH, 12, fetch_body(topic, max_wait_ms=60000))
-        queued = [manager.send(0, METADATA, 12, metadata_body([])) for _ in range(3)]
+        held = manager.send(0, ApiKey.FETCH, 12, fetch_body(topic, max_wait_ms=60000))
+        queued = [manager.send(0, ApiKey.METADATA, 12, metadata_body([])) for _ in range(3)]
         channel = manager.channel(0)
         await wait_until(lambda: channel.connection is not None
                          and channel.connection.in_flight, "the fetch in flight")
@@ -525,7 +563,7 @@ def test_removing_a_channel_cancels_what_it_holds(broker):
             with pytest.raises(ChannelRemovedError, match="channel was removed"):
                 await future
         assert manager.broker_ids == [] and channel.queue_size == 0
-        late = channel.send(METADATA, 12, metadata_body([]))
+        late = channel.send(ApiKey.METADATA, 12, metadata_body([]))
         with pytest.raises(ChannelRemovedError, match="not sent"):
             await late
         await manager.close()
@@ -537,7 +575,7 @@ def test_a_channel_follows_its_broker_to_a_new_address(broker):
     async def scenario():
         manager = ChannelManager(client_id="test-h3", backoff=0.01, backoff_max=0.05)
         manager.add_broker(0, "127.0.0.1", free_port())  # a stale address
-        pending = manager.send(0, METADATA, 12, metadata_body([]))
+        pending = manager.send(0, ApiKey.METADATA, 12, metadata_body([]))
         manager.add_broker(0, "127.0.0.1", broker.port)  # the broker re-registered
         answer = await pending
         assert answer["brokers"][0]["port"] == broker.port

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
 from acks_all_producers import AiokafkaProducer, ConfluentProducer, KafkaPythonProducer
 from cluster_processes import request as _request, running_cluster, until
@@ -22,7 +22,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
 OFFSETS_PARTITIONS = 10     # fewer than Kafka's 50: the module starts faster
-FIND_COORDINATOR, OFFSET_FETCH, OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT = 10, 9, 8, 11, 12
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +41,7 @@ def cluster(tmp_path_factory, zookeeper):
 
 def _coordinator_seen_by(broker, group):
     """(error, node id) of FindCoordinator v1 sent to ``broker``."""
-    answer = _request(broker, FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+    answer = _request(broker, ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
     return answer["error_code"], answer["node_id"]
 
 
@@ -59,7 +58,7 @@ def _coordinator(cluster, group):
 
 
 def _committed(broker, group, topic, partitions):
-    answer = _request(broker, OFFSET_FETCH, 5, {
+    answer = _request(broker, ApiKey.OFFSET_FETCH, 5, {
         "group_id": group, "topics": [{"name": topic, "partition_indexes": list(partitions)}],
         "require_stable": False})
     return answer["error_code"], {p["partition_index"]: p["committed_offset"]
@@ -261,22 +260,22 @@ def test_a_broker_that_does_not_lead_the_groups_partition_answers_not_coordinato
     group = "raw-group"
     coordinator = _coordinator(cluster, group)
     other = next(b for b in cluster.brokers.values() if b.broker_id != coordinator)
-    join = _request(other, JOIN_GROUP, 5, {
+    join = _request(other, ApiKey.JOIN_GROUP, 5, {
         "group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b""}]})
     assert join["error_code"] == ErrorCode.NOT_COORDINATOR
-    beat = _request(other, HEARTBEAT, 3, {"group_id": group, "generation_id": 1,
+    beat = _request(other, ApiKey.HEARTBEAT, 3, {"group_id": group, "generation_id": 1,
                                           "member_id": "m", "group_instance_id": None})
     assert beat["error_code"] == ErrorCode.NOT_COORDINATOR
-    commit = _request(other, OFFSET_COMMIT, 8, {
+    commit = _request(other, ApiKey.OFFSET_COMMIT, 8, {
         "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
         "group_instance_id": None, "topics": [{"name": "cf-orders", "partitions": [
             {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
              "committed_metadata": ""}]}]})
     assert commit["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_COORDINATOR
     # The coordinator itself takes the same commit (a group without members).
-    commit = _request(cluster[coordinator], OFFSET_COMMIT, 8, {
+    commit = _request(cluster[coordinator], ApiKey.OFFSET_COMMIT, 8, {
         "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
         "group_instance_id": None, "topics": [{"name": "cf-orders", "partitions": [
             {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,

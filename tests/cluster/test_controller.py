@@ -14,9 +14,8 @@ from kqlite.cluster.controller.role import Controller
 from kqlite.cluster.rules.partition_state import NO_LEADER
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.cluster.zookeeper.store import ZkStore
-from kqlite.protocol import ErrorCode, decode_request, encode_request
+from kqlite.protocol import ApiKey, ErrorCode, decode_request, encode_request
 
-LEADER_AND_ISR, UPDATE_METADATA, STOP_REPLICA = 4, 5 + 1, 5
 
 
 class RecordingChannels:
@@ -129,14 +128,15 @@ def test_one_controller_and_leaders_for_a_new_topic(zk_hosts):
             assert (st0.leader, st0.isr, st0.leader_epoch) == (2, (2, 3, 1), 0)
             assert store.topic_assignment("orders").topic_id is not None
             chans = leader.controller.channels
-            await until(lambda: chans.of(LEADER_AND_ISR, 3), what="LeaderAndIsr to broker 3")
-            lai = chans.of(LEADER_AND_ISR, 3)[-1]
+            await until(lambda: chans.of(ApiKey.LEADER_AND_ISR, 3),
+                        what="LeaderAndIsr to broker 3")
+            lai = chans.of(ApiKey.LEADER_AND_ISR, 3)[-1]
             parts = lai["topic_states"][0]["partition_states"]
             assert {p["partition_index"] for p in parts} == {0, 1}
             assert all(p["is_new"] for p in parts)
             assert lai["controller_epoch"] == 1
             assert lai["broker_epoch"] == client.get("/brokers/ids/3")[1].czxid
-            um = chans.of(UPDATE_METADATA, 1)[-1]
+            um = chans.of(ApiKey.UPDATE_METADATA, 1)[-1]
             assert {b["id"] for b in um["live_brokers"]} == {1, 2, 3}
             client.stop()
     run(scenario())
@@ -168,7 +168,7 @@ def test_leader_failover_and_controller_failover(zk_hosts):
             back = await Node(zk_hosts, first).start()
             nodes[first] = back
             new_controller = active(rest)[0]
-            await until(lambda: new_controller.channels.of(LEADER_AND_ISR, first),
+            await until(lambda: new_controller.channels.of(ApiKey.LEADER_AND_ISR, first),
                         what="LeaderAndIsr to the returning broker")
             client.stop()
     run(scenario())
@@ -312,7 +312,7 @@ def test_a_failover_cut_short_gives_the_controller_up(zk_hosts, monkeypatch):
             assert json.loads(client.get("/controller")[0])["brokerid"] == leader.broker_id
             assert not by_id[failed[0]].controller.is_active or leader.broker_id == failed[0]
             store.create_topic("after", zn.TopicAssignment(None, {0: (1, 2, 3)}), {})
-            await until(lambda: leader.controller.channels.of(LEADER_AND_ISR, 2),
+            await until(lambda: leader.controller.channels.of(ApiKey.LEADER_AND_ISR, 2),
                         what="LeaderAndIsr from the new controller")
             st = store.partition_state("after", 0)
             assert (st.leader, st.isr) == (1, (1, 2, 3))

@@ -12,9 +12,9 @@ from kqlite.cluster.rules.leader_rebalance import imbalanced_partitions
 from kqlite.cluster.rules.partition_state import NO_LEADER, PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.cluster.zookeeper.store import ZkStore
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
-from test_controller import LEADER_AND_ISR, Node, active, admin, run, until
+from test_controller import Node, active, admin, run, until
 
 
 class RebalancingNode(Node):
@@ -89,7 +89,7 @@ def test_elect_leaders_preferred_unclean_znode_and_config(zk_hosts):
             for topic, p in (("t", 0), ("t", 1), ("u", 0), ("w", 0)):
                 await rejoin_isr(ctrl, store, topic, p, x)
             before = store.partition_state("t", 0)
-            sent = len(ctrl.channels.of(LEADER_AND_ISR, x))
+            sent = len(ctrl.channels.of(ApiKey.LEADER_AND_ISR, x))
             results = await ask(ctrl, "elect_leaders", PREFERRED,
                                 [("t", 0), ("t", 2), ("nope", 0), ("t", 7)])
             assert codes(results) == {
@@ -100,7 +100,7 @@ def test_elect_leaders_preferred_unclean_znode_and_config(zk_hosts):
             after = store.partition_state("t", 0)
             assert (after.leader, after.isr) == (x, before.isr)
             assert after.leader_epoch == before.leader_epoch + 1
-            await until(lambda: len(ctrl.channels.of(LEADER_AND_ISR, x)) > sent,
+            await until(lambda: len(ctrl.channels.of(ApiKey.LEADER_AND_ISR, x)) > sent,
                         what="LeaderAndIsr to the new leader")
 
             # The znode older tools write: elected, then deleted by the controller.

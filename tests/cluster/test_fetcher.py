@@ -18,8 +18,9 @@ import pytest
 
 from kqlite.cluster.fetcher.manager import FETCHING
 from kqlite.errors import KqliteError
+from kqlite.protocol import ApiKey
 
-from fetcher_support import (BROKER_EPOCH, FETCH, FOLLOWER_ID, Admin, BrokerProcess,
+from fetcher_support import (BROKER_EPOCH, FOLLOWER_ID, Admin, BrokerProcess,
                              RecordingConnection, assert_identical, caught_up, close_all,
                              connector, followers, log_end, manager_for, ready, run, unique,
                              until)
@@ -66,7 +67,7 @@ def test_many_partitions_catch_up_over_one_connection(leader, tmp_path, by_id):
     run(scenario())
 
     (conn,) = made
-    fetches = [(v, b) for api, v, b in conn.sent if api == FETCH]
+    fetches = [(v, b) for api, v, b in conn.sent if api == ApiKey.FETCH]
     assert {v for v, _ in fetches} == ({17} if by_id else {12})
     for version, body in fetches:
         if version >= 15:

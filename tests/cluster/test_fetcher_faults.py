@@ -20,14 +20,13 @@ import kqlite
 from kqlite.cluster.fetcher.manager import DELAYED, FAILED, FETCHING, ReplicaFetcherManager
 from kqlite.cluster.network.broker_client import BrokerConnection
 from kqlite.errors import StorageError
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.storage.log import Log
 
 from epoch_leader import EpochLeader
-from fetcher_support import (API_VERSIONS, BROKER_EPOCH, FETCH, FOLLOWER_ID, Admin,
-                             BrokerProcess, FakeTime, assert_identical, caught_up, close_all,
-                             connector, followers, free_port, log_end, manager_for, ready,
-                             run, unique, until)
+from fetcher_support import (BROKER_EPOCH, FOLLOWER_ID, Admin, BrokerProcess, FakeTime,
+                             assert_identical, caught_up, close_all, connector, followers,
+                             free_port, log_end, manager_for, ready, run, unique, until)
 from log_follower import LogFollower, log_batches
 
 
@@ -179,7 +178,8 @@ def test_a_leader_refusing_every_partition_is_asked_once_per_backoff(leader, tmp
                               sleep=fake.sleep,
                               connect=connector({0: leader.port}, TimedConnection))
         await manager.add_partitions({0: fols})
-        await until(lambda: ready(sum(api == FETCH for api, _ in stamps) >= 6), "six fetches")
+        await until(lambda: ready(sum(api == ApiKey.FETCH for api, _ in stamps) >= 6),
+                    "six fetches")
         status = manager.status()
         attempts = manager.fetchers[0].connect_attempts
         await manager.close()
@@ -189,8 +189,8 @@ def test_a_leader_refusing_every_partition_is_asked_once_per_backoff(leader, tmp
     expected = "UNKNOWN_TOPIC_ID" if by_id else "UNKNOWN_TOPIC_OR_PARTITION"
     assert {s.error for s in status.values()} == {expected}
     assert attempts == 1                        # the connection itself is fine
-    assert {api for api, _ in stamps} == {FETCH, API_VERSIONS}
-    times = [t for api, t in stamps if api == FETCH]
+    assert {api for api, _ in stamps} == {ApiKey.FETCH, ApiKey.API_VERSIONS}
+    times = [t for api, t in stamps if api == ApiKey.FETCH]
     assert min(b - a for a, b in zip(times, times[1:])) >= 1.0   # one round per backoff
 
 
@@ -256,7 +256,7 @@ def test_a_diverging_epoch_from_kqlite_serve(tmp_path):
 
     async def probe():
         conn = await BrokerConnection.connect("127.0.0.1", b.port, client_id="probe")
-        body = await conn.request(FETCH, 12, {
+        body = await conn.request(ApiKey.FETCH, 12, {
             "replica_id": FOLLOWER_ID, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "forgotten_topics_data": [], "rack_id": "", "topics": [{"topic": "div", "partitions": [{

@@ -7,7 +7,7 @@ from kqlite.cluster.controller.requests import update_metadata
 from kqlite.cluster.replica.metadata_cache import MetadataCache, CachedPartition
 from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
-from kqlite.protocol import ErrorCode, decode_request, encode_request
+from kqlite.protocol import ApiKey, ErrorCode, decode_request, encode_request
 
 
 def _context(epoch=1):
@@ -23,7 +23,8 @@ def _context(epoch=1):
 
 def _over_the_wire(body):
     """The body as a broker receives it: encoded and decoded by the codec (v8)."""
-    return decode_request(bytes(encode_request(6, 8, 1, "controller", body))[4:]).body
+    frame = encode_request(ApiKey.UPDATE_METADATA, 8, 1, "controller", body)
+    return decode_request(bytes(frame)[4:]).body
 
 
 def test_the_cache_holds_what_the_controller_states():

@@ -15,13 +15,15 @@ import kqlite
 from kqlite.cluster.replica.partition import ReplicatedPartition
 from kqlite.cluster.rules.leader_state import IsrCommit
 from kqlite.format.batch import build_batch, decode_batch, now_ms
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.protocol.connection import decode_response, encode_response
+from kqlite.server.authorization import AllowAll
 from kqlite.server.fetch_sessions import FetchSessionCache
 from kqlite.server.handlers.fetch import fetch as fetch_handler
 from kqlite.server.partition import PartitionError
 from kqlite.server.purgatory import Purgatory
 from kqlite.server.replica_manager import FetchPartition, ReplicaManager
+from kqlite.server.request_context import RequestContext, Session
 from kqlite.server.storage_io import StorageExecutor
 from kqlite.storage import Isolation
 
@@ -614,8 +616,10 @@ def test_follower_fields_reach_the_partition_and_the_diverging_epoch_the_wire(tm
 
         broker = types.SimpleNamespace(replicas=manager, broker_id=1, advertised_host="h",
                                        port=9092, io=leader.io,
-                                       fetch_sessions=FetchSessionCache())
-        request = types.SimpleNamespace(api_version=12, body={
+                                       fetch_sessions=FetchSessionCache(),
+                                       authorizer=AllowAll())
+        request = types.SimpleNamespace(api_key=ApiKey.FETCH, api_version=12,
+                                        correlation_id=7, client_id="broker-0", body={
             "replica_id": 0, "max_wait_ms": FOREVER_MS, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
                 {"topic": TOPIC, "partitions": [
@@ -623,8 +627,9 @@ def test_follower_fields_reach_the_partition_and_the_diverging_epoch_the_wire(tm
                      "last_fetched_epoch": 0, "log_start_offset": 0,
                      "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""})
-        body = await asyncio.wait_for(fetch_handler(broker, None, request), 60)
-        frame = b"".join(encode_response(1, 12, 7, body))[4:]
+        context = RequestContext.of(Session.plaintext(("127.0.0.1", 40000)), request)
+        body = await asyncio.wait_for(fetch_handler(broker, context, request), 60)
+        frame = b"".join(encode_response(ApiKey.FETCH, 12, 7, body))[4:]
         _, decoded = decode_response(1, 12, frame)
         (part,) = decoded["responses"][0]["partitions"]
         assert part["diverging_epoch"] == {"epoch": 0, "end_offset": 2}

@@ -15,11 +15,8 @@ import pytest
 
 from cluster_processes import ClusterBroker, exchange, until as _until
 from kqlite.cluster.zookeeper.process import ZooKeeperProcess, ZooKeeperUnavailable
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
-# WIRE: Kafka api keys
-METADATA, FIND_COORDINATOR, API_VERSIONS, CREATE_TOPICS, INIT_PRODUCER_ID = 3, 10, 18, 19, 22
-DESCRIBE_CONFIGS = 32
 
 
 class _Connection:
@@ -38,7 +35,7 @@ class _Connection:
 
 
 def _metadata(conn, topic, auto_create=False):
-    return conn.request(METADATA, 9, {
+    return conn.request(ApiKey.METADATA, 9, {
         "topics": [{"name": topic}], "allow_auto_topic_creation": auto_create,
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False})
@@ -58,7 +55,7 @@ def broker_without_zookeeper(tmp_path):
         broker.start().wait_listening()
         conn = _Connection(broker.port)
         _until(lambda: _metadata(conn, "t")["controller_id"] == 1, "broker 1 the controller")
-        created = conn.request(CREATE_TOPICS, 4, {
+        created = conn.request(ApiKey.CREATE_TOPICS, 4, {
             "topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
                         "assignments": [], "configs": []}],
             "timeout_ms": 30000, "validate_only": False})
@@ -79,20 +76,21 @@ def broker_without_zookeeper(tmp_path):
 def test_requests_needing_zookeeper_answer_error_codes_while_it_is_down(
         broker_without_zookeeper):
     broker, conn = broker_without_zookeeper
-    found = conn.request(FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+    found = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
     assert found["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE, found
-    found = conn.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g", "h"]})
+    found = conn.request(ApiKey.FIND_COORDINATOR, 4,
+                         {"key_type": 0, "coordinator_keys": ["g", "h"]})
     assert [c["error_code"] for c in found["coordinators"]] == \
         [ErrorCode.COORDINATOR_NOT_AVAILABLE] * 2, found
 
-    described = conn.request(DESCRIBE_CONFIGS, 4, {
+    described = conn.request(ApiKey.DESCRIBE_CONFIGS, 4, {
         "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
         "include_synonyms": False, "include_documentation": False})
     (result,) = described["results"]
     assert result["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR, result
     assert "ZooKeeper" in result["error_message"], result
 
-    created = conn.request(CREATE_TOPICS, 4, {
+    created = conn.request(ApiKey.CREATE_TOPICS, 4, {
         "topics": [{"name": "u", "num_partitions": 1, "replication_factor": 1,
                     "assignments": [], "configs": []}],
         "timeout_ms": 5000, "validate_only": False})
@@ -103,13 +101,13 @@ def test_requests_needing_zookeeper_answer_error_codes_while_it_is_down(
 
     # An idempotent producer's id needs a block from /latest_producer_id_block: Kafka's
     # ZkProducerIdManager answers the failure's code.
-    pid = conn.request(INIT_PRODUCER_ID, 4, {"transactional_id": None,
+    pid = conn.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None,
                                              "transaction_timeout_ms": 60000,
                                              "producer_id": -1, "producer_epoch": -1})
     assert (pid["error_code"], pid["producer_id"]) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1), pid
 
     # Still the same connection, and the broker still serves what needs no ZooKeeper.
-    assert conn.request(API_VERSIONS, 3, {"client_software_name": "test",
+    assert conn.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "test",
                                           "client_software_version": "1"})["error_code"] == 0
     assert _metadata(conn, "t")["topics"][0]["partitions"][0]["leader_id"] == 1
     assert "connection from" not in broker.log(), broker.log()

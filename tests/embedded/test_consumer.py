@@ -4,8 +4,8 @@ import pytest
 
 import kqlite
 from kqlite.errors import ConfigError, KqliteError
-from kqlite.db.offsets import (OFFSETS_TOPIC, decode_key, decode_value, group_partition,
-                               java_hash)
+from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
+from kqlite.format.offset_records import decode_offset_key, decode_offset_value
 
 
 @pytest.fixture
@@ -124,24 +124,13 @@ def test_offsets_are_kafka_records_in_consumer_offsets(db):
     c = db.consumer("t", group="billing", auto_offset_reset="earliest")
     drain(c, 3)
     c.commit()
-    log = db.log(OFFSETS_TOPIC, group_partition("billing"))
+    log = db.log(OFFSETS_TOPIC, partition_for_key("billing", OFFSETS_PARTITIONS))
     commits = {}
     for rec in log.read():
-        commits[decode_key(rec.key)] = decode_value(rec.value)[0]
+        commits[decode_offset_key(rec.key)] = decode_offset_value(rec.value)[0]
     assert commits == {("billing", "t", p): 10 for p in range(4)}
     assert db.describe_topic(OFFSETS_TOPIC).config["cleanup.policy"] == "compact"
     c.close()
-
-
-def test_java_string_hash():
-    # Well-known Java String.hashCode values.
-    assert java_hash("") == 0
-    assert java_hash("hello") == 99162322
-    assert java_hash("Aa") == java_hash("BB") == 2112
-    assert java_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # surrogate pair, as Java sees it
-    assert java_hash("group-\u00e9") == ((sum(ord(ch) * 31 ** (len("group-\u00e9") - 1 - i)
-                                              for i, ch in enumerate("group-\u00e9"))
-                                          + 2 ** 31) % 2 ** 32) - 2 ** 31
 
 
 def test_bad_consumer_config(db):

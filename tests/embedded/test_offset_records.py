@@ -3,13 +3,14 @@ version, GroupMetadata records and other key versions left alone, damaged record
 commit metadata and leader epoch kept, tombstones for deleted groups."""
 
 import struct
-import threading
 
 import pytest
 
 import kqlite
-from kqlite.db.offsets import (OFFSETS_TOPIC, OffsetAndMetadata, decode_key, decode_value,
-                               encode_key, group_partition)
+from kqlite.db.offsets import OffsetAndMetadata
+from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
+from kqlite.format.offset_records import (decode_offset_key, decode_offset_value,
+                                          encode_offset_key)
 from kqlite.format.record import Record
 
 
@@ -25,7 +26,8 @@ def _s(text):
     return struct.pack(">h", len(raw)) + raw
 
 
-# OffsetCommitValue of each version, written by hand from Kafka's OffsetCommitValue.json.
+# OffsetCommitValue of each version, written by hand from Kafka's OffsetCommitValue.json
+# (tests/format/test_offset_records.py decodes each one alone).
 VALUES = {
     0: struct.pack(">hq", 0, 100) + _s("v0") + struct.pack(">q", 1000),
     1: struct.pack(">hq", 1, 101) + _s("v1") + struct.pack(">qq", 1001, 99999),
@@ -50,17 +52,12 @@ def _group_key(group):
 
 def _append(db, group, records):
     db.offsets.committed(group)          # creates the topic, as a first read does
-    with db.leased_log(OFFSETS_TOPIC, group_partition(group)) as log:
+    with db.leased_log(OFFSETS_TOPIC, partition_for_key(group, OFFSETS_PARTITIONS)) as log:
         log.append(records)
 
 
-@pytest.mark.parametrize("version", sorted(VALUES))
-def test_every_offset_commit_value_version_is_read(version):
-    assert decode_value(VALUES[version]) == EXPECTED[version]
-
-
 def test_records_of_every_value_version_are_loaded(db):
-    _append(db, "old", [Record(key=encode_key("old", "t", v), value=VALUES[v])
+    _append(db, "old", [Record(key=encode_offset_key("old", "t", v), value=VALUES[v])
                         for v in sorted(VALUES)])
     assert db.offsets.committed_details("old") == {("t", v): EXPECTED[v] for v in VALUES}
     assert db.offsets.committed("old") == {("t", v): EXPECTED[v].offset for v in VALUES}
@@ -69,7 +66,7 @@ def test_records_of_every_value_version_are_loaded(db):
 def test_group_metadata_records_and_unknown_keys_are_skipped(db):
     group = "grp"
     _append(db, group, [
-        Record(key=encode_key(group, "t", 0), value=VALUES[3]),
+        Record(key=encode_offset_key(group, "t", 0), value=VALUES[3]),
         # A GroupMetadata record (key version 2) and its tombstone: the coordinator's.
         Record(key=_group_key(group), value=struct.pack(">h", 3) + _s("consumer")),
         Record(key=_group_key(group), value=None),
@@ -84,11 +81,11 @@ def test_group_metadata_records_and_unknown_keys_are_skipped(db):
 def test_unreadable_records_are_skipped_without_hiding_the_others(db, caplog):
     group = "dmg"
     _append(db, group, [
-        Record(key=encode_key(group, "t", 0), value=VALUES[2]),
-        Record(key=encode_key(group, "t", 1), value=struct.pack(">h", 9) + b"future"),
-        Record(key=encode_key(group, "t", 2), value=b"\0\3\0"),       # truncated v3
+        Record(key=encode_offset_key(group, "t", 0), value=VALUES[2]),
+        Record(key=encode_offset_key(group, "t", 1), value=struct.pack(">h", 9) + b"future"),
+        Record(key=encode_offset_key(group, "t", 2), value=b"\0\3\0"),       # truncated v3
         Record(key=struct.pack(">h", 1) + b"\0\x40ab", value=VALUES[0]),  # truncated key
-        Record(key=encode_key(group, "t", 3), value=VALUES[4]),
+        Record(key=encode_offset_key(group, "t", 3), value=VALUES[4]),
     ])
     with caplog.at_level("WARNING", logger="kqlite"):
         assert db.offsets.committed_details(group) == {("t", 0): EXPECTED[2],
@@ -104,10 +101,10 @@ def test_commit_metadata_and_leader_epoch_are_stored_as_value_v3(db):
     assert got[("t", 1)][:3] == (9, -1, "")
     assert c.committed(("t", 0)) == 5
     c.close()
-    with db.leased_log(OFFSETS_TOPIC, group_partition("meta")) as log:
-        values = {decode_key(r.key): r.value for r in log.read(0)}
+    with db.leased_log(OFFSETS_TOPIC, partition_for_key("meta", OFFSETS_PARTITIONS)) as log:
+        values = {decode_offset_key(r.key): r.value for r in log.read(0)}
     assert values[("meta", "t", 0)][:2] == struct.pack(">h", 3)
-    assert decode_value(values[("meta", "t", 0)])[:3] == (5, 2, "hello")
+    assert decode_offset_value(values[("meta", "t", 0)])[:3] == (5, 2, "hello")
 
 
 def test_another_database_on_the_data_dir_reads_the_metadata(db, tmp_path):
@@ -122,45 +119,11 @@ def test_delete_group_writes_tombstones_for_its_offsets(db, tmp_path):
     db.offsets.commit("kept", {("t", 0): 3})
     assert db.offsets.delete_group("gone") == [("t", 0), ("t", 1)]
     assert db.offsets.committed("gone") == {}
-    with db.leased_log(OFFSETS_TOPIC, group_partition("gone")) as log:
+    with db.leased_log(OFFSETS_TOPIC, partition_for_key("gone", OFFSETS_PARTITIONS)) as log:
         tail = [(r.key, r.value) for r in log.read(0)][-2:]
-    assert tail == [(encode_key("gone", "t", 0), None), (encode_key("gone", "t", 1), None)]
+    assert tail == [(encode_offset_key("gone", "t", 0), None),
+                    (encode_offset_key("gone", "t", 1), None)]
     with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as other:
         assert other.offsets.committed("gone") == {}
         assert other.offsets.committed("kept") == {("t", 0): 3}
         assert "gone" not in other.offsets.groups()
-
-
-def test_a_commit_being_written_is_pending(db):
-    """What OffsetFetch's require_stable answers UNSTABLE_OFFSET_COMMIT for."""
-    db.offsets.commit("p", {("t", 0): 1})
-    entered, release = threading.Event(), threading.Event()
-    store = db.offsets
-    real = store._leased
-
-    class Held:
-        def __init__(self, group):
-            self.cm = real(group)
-
-        def __enter__(self):
-            log = self.cm.__enter__()
-            entered.set()
-            assert release.wait(30)
-            return log
-
-        def __exit__(self, *exc):
-            return self.cm.__exit__(*exc)
-
-    store._leased = Held
-    writer = threading.Thread(target=store.commit, args=("p", {("t", 0): 2, ("t", 3): 4}))
-    writer.start()
-    try:
-        assert entered.wait(30)
-        assert store.pending("p") == {("t", 0), ("t", 3)}
-        assert store.pending("other") == set()
-    finally:
-        release.set()
-        writer.join(30)
-        store._leased = real
-    assert store.pending("p") == set()
-    assert store.committed("p") == {("t", 0): 2, ("t", 3): 4}

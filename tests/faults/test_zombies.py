@@ -43,9 +43,8 @@ from harness.workload import key_of
 from kqlite.cluster.network.broker_client import BrokerClientError, BrokerConnection
 from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ErrorCode
+from kqlite.protocol import ApiKey, ErrorCode
 
-PRODUCE, METADATA, LEADER_AND_ISR, UPDATE_METADATA = 0, 3, 4, 6   # WIRE: Kafka api keys
 
 
 def _ask(address, api_key, version, body, timeout=15.0):
@@ -63,7 +62,7 @@ def _ask(address, api_key, version, body, timeout=15.0):
 
 
 def _metadata(cluster, broker_id, topic):
-    return _ask(cluster[broker_id].address, METADATA, 9,
+    return _ask(cluster[broker_id].address, ApiKey.METADATA, 9,
                 {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
                  "include_cluster_authorized_operations": False,
                  "include_topic_authorized_operations": False})
@@ -132,9 +131,9 @@ def _zombie_controller(cluster, topic, seen):
     for b in cluster.brokers:
         if b == zombie:
             continue
-        seen[b] = {"LeaderAndIsr": _ask(cluster[b].address, LEADER_AND_ISR, 7,
+        seen[b] = {"LeaderAndIsr": _ask(cluster[b].address, ApiKey.LEADER_AND_ISR, 7,
                                         leader_and_isr)["error_code"],
-                   "UpdateMetadata": _ask(cluster[b].address, UPDATE_METADATA, 7,
+                   "UpdateMetadata": _ask(cluster[b].address, ApiKey.UPDATE_METADATA, 7,
                                           update_metadata)["error_code"],
                    "leader in its Metadata": _leader_in_metadata(cluster, b, topic)}
     seen["state after"] = cluster.partition_state(topic)
@@ -189,7 +188,7 @@ def _produce_to(cluster, broker_id, topic, value):
             "topic_data": [{"name": topic, "partition_data": [
                 {"index": 0, "records": build_batch([value.encode()])}]}]}
     try:
-        answer = _ask(cluster[broker_id].address, PRODUCE, 9, body, timeout=10.0)
+        answer = _ask(cluster[broker_id].address, ApiKey.PRODUCE, 9, body, timeout=10.0)
     except BrokerClientError:
         return None
     part = answer["responses"][0]["partition_responses"][0]

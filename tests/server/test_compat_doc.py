@@ -54,7 +54,7 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     from kqlite.cluster import node
     from kqlite.cluster.controller import requests
     from kqlite.cluster.fetcher import task
-    from kqlite.cluster.replica import manager
+    from kqlite.protocol import ApiKey
     table = _section(_doc(), "### Requests a cluster broker sends")
     rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \|", table, re.M)
     sent = {}
@@ -64,15 +64,15 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
         sent[int(k)] = (int(lo), int(hi))
     assert [k for k, *_ in rows] == sorted((k for k, *_ in rows), key=int)
     controller_sends = {key: (v, v) for key, v in (
-        (4, requests.LEADER_AND_ISR_VERSION),
-        (5, requests.STOP_REPLICA_VERSION),
-        (6, requests.UPDATE_METADATA_VERSION))}
+        (ApiKey.LEADER_AND_ISR, requests.LEADER_AND_ISR_VERSION),
+        (ApiKey.STOP_REPLICA, requests.STOP_REPLICA_VERSION),
+        (ApiKey.UPDATE_METADATA, requests.UPDATE_METADATA_VERSION))}
     assert {k: sent[k] for k in controller_sends} == controller_sends
-    assert sent[1] == task.FOLLOWER_FETCH_VERSIONS
-    assert sent[2] == task._LIST_OFFSETS_VERSIONS
-    assert sent[7] == node._CONTROLLED_SHUTDOWN_VERSIONS
-    assert manager.ALTER_PARTITION in sent
-    assert set(sent) == {1, 2, 4, 5, 6, 7, manager.ALTER_PARTITION}
+    assert sent[ApiKey.FETCH] == task.FOLLOWER_FETCH_VERSIONS
+    assert sent[ApiKey.LIST_OFFSETS] == task._LIST_OFFSETS_VERSIONS
+    assert sent[ApiKey.CONTROLLED_SHUTDOWN] == node._CONTROLLED_SHUTDOWN_VERSIONS
+    assert set(sent) == {ApiKey.FETCH, ApiKey.LIST_OFFSETS, *controller_sends,
+                         ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION}
     for key, (lo, hi) in sent.items():
         served_lo, served_hi = protocol.CLUSTER_SUPPORTED[key]
         assert served_lo <= lo <= hi <= served_hi, f"{protocol.API_NAMES[key]} v{lo}-{hi}"

@@ -1,4 +1,4 @@
-"""The coordinator's asyncio shell (kqlite.server.coordinator) with a fake clock.
+"""The coordinator's asyncio shell (kqlite.server.coordinator.group.coordinator) with a fake clock.
 
 No sockets and no sleeping: the clock is a value the test moves, the loop only
 runs the handlers' coroutines, and ``settle()`` lets every ready task take its
@@ -9,10 +9,10 @@ import asyncio
 import itertools
 
 from kqlite.protocol import ErrorCode
-from kqlite.server.coordinator import GroupCoordinator
-from kqlite.server.group_events import (Commit, Heartbeat, Join, JoinResult, Leave, Sync,
-                                       SyncResult)
-from kqlite.server.group_state import GroupState
+from kqlite.server.coordinator.group.coordinator import GroupCoordinator
+from kqlite.server.coordinator.group.events import (Commit, Heartbeat, Join, JoinResult,
+                                                    Leave, Sync, SyncResult)
+from kqlite.server.coordinator.group.state_machine import GroupState
 
 
 class FakeClock:

@@ -4,7 +4,7 @@ broker so that its members carry on without rejoining.
 
 The expected bytes are packed here field by field from Kafka's GroupMetadataKey.json and
 GroupMetadataValue.json (version 3, which Kafka 3.9's GroupMetadataManager writes), not
-produced by kqlite's encoder.
+produced by kqlite's encoder; the codec's own tests are tests/format/test_group_records.py.
 """
 
 import asyncio
@@ -16,16 +16,19 @@ import time
 import pytest
 
 import kqlite
-from kqlite.db.group_metadata import (GroupMetadataStore, GroupMetadataValue, MemberMetadata,
-                                      decode_group_key, decode_group_value, encode_group_key,
-                                      encode_group_value)
-from kqlite.db.offsets import OFFSETS_TOPIC, decode_key, group_partition
+from kqlite.format.group_records import (GroupMetadataValue, MemberMetadata, decode_group_key,
+                                         decode_group_value, encode_group_key)
+from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
 from kqlite.format.record import Record
 from kqlite.protocol import ApiKey, ErrorCode
-from kqlite.server.coordinator import GroupCoordinator
-from kqlite.server.group_events import Heartbeat, Join, Sync
+from kqlite.server.coordinator.group.coordinator import GroupCoordinator
+from kqlite.server.coordinator.group.events import Heartbeat, Join, Sync
+from kqlite.server.coordinator.group.records import group_record, read_partition
+from kqlite.server.coordinator.state_log import DataDirStateLog
+from kqlite.server.coordinator.state_topic import OFFSETS_STATE
 
 from broker_process import BrokerProcess, RawClient, free_port, unique
+from coordinator_doubles import MemoryStateLog, runtime
 
 
 # -- Kafka's layout, packed by hand ----------------------------------------------------------
@@ -54,110 +57,61 @@ def kafka_v3(protocol_type, generation, protocol, leader, timestamp, members):
     return out
 
 
-def uvarint(n):
-    out = b""
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        if n:
-            out += bytes([byte | 0x80])
-        else:
-            return out + bytes([byte])
+def test_the_data_dir_reads_back_the_latest_record_of_each_group(tmp_path):
+    """What the single broker's coordinator loads when it starts."""
+    async def run(fn, *args):
+        return fn(*args)
 
+    async def main():
+        db = kqlite.open(str(tmp_path / "data"))
+        log = DataDirStateLog(OFFSETS_STATE, db, run)
 
-def cs(text):
-    return uvarint(0) if text is None else uvarint(len(text.encode()) + 1) + text.encode()
+        async def load():
+            loaded = {}
+            stored = await log.read(range(OFFSETS_PARTITIONS), read_partition)
+            for _offsets, groups in stored.values():
+                loaded.update(groups)
+            return loaded
 
+        async def store(group, value):
+            index = partition_for_key(group, OFFSETS_PARTITIONS)
+            assert await log.append(index, [group_record(group, value)], acks=-1,
+                                    timeout_ms=0) == ErrorCode.NONE
 
-def test_key_and_value_are_kafkas_version_2_key_and_version_3_value():
-    value = GroupMetadataValue("consumer", 7, "range", "m-1", 1700000000123, (
-        MemberMetadata("m-1", None, "client-a", "/10.0.0.1", 30000, 10000, b"sub-a", b"asg-a"),
-        MemberMetadata("i-2", "inst", "client-b", "/10.0.0.2", 60000, 45000, b"", b"x")))
-    assert encode_group_key("grp") == b"\x00\x02\x00\x03grp"
-    assert encode_group_value(value) == kafka_v3("consumer", 7, "range", "m-1", 1700000000123, [
-        ("m-1", None, "client-a", "/10.0.0.1", 30000, 10000, b"sub-a", b"asg-a"),
-        ("i-2", "inst", "client-b", "/10.0.0.2", 60000, 45000, b"", b"x")])
-    empty = GroupMetadataValue("consumer", 8, None, None, -1, ())
-    assert encode_group_value(empty) == kafka_v3("consumer", 8, None, None, -1, [])
-    assert decode_group_value(encode_group_value(value)) == value
-    assert decode_group_key(encode_group_key("grp")) == "grp"
-    # Offset commit keys are not group metadata, and the offsets reader skips ours.
-    assert decode_group_key(b"\x00\x01\x00\x03grp\x00\x01t\x00\x00\x00\x00") is None
-    assert decode_key(encode_group_key("grp")) is None
-
-
-def test_every_value_version_kafka_ever_wrote_is_read():
-    v0 = struct.pack(">h", 0) + s16("consumer") + struct.pack(">i", 3) + s16("range") \
-        + s16("m") + struct.pack(">i", 1) + s16("m") + s16("c") + s16("h") \
-        + struct.pack(">i", 9000) + b32(b"S") + b32(b"A")
-    assert decode_group_value(v0) == GroupMetadataValue("consumer", 3, "range", "m", -1, (
-        MemberMetadata("m", None, "c", "h", 9000, 9000, b"S", b"A"),))
-    v1 = struct.pack(">h", 1) + s16("consumer") + struct.pack(">i", 3) + s16("range") \
-        + s16("m") + struct.pack(">i", 1) + s16("m") + s16("c") + s16("h") \
-        + struct.pack(">ii", 20000, 9000) + b32(b"S") + b32(b"A")
-    assert decode_group_value(v1).members[0].rebalance_timeout_ms == 20000
-    v2 = struct.pack(">h", 2) + v1[2:v1.index(b"\x00\x00\x00\x01\x00\x01m")] \
-        + struct.pack(">q", 55) + v1[v1.index(b"\x00\x00\x00\x01\x00\x01m"):]
-    assert decode_group_value(v2).current_state_timestamp == 55
-    # Version 4: compact strings, arrays and bytes, and tagged fields (one unknown, skipped).
-    v4 = struct.pack(">h", 4) + cs("consumer") + struct.pack(">i", 3) + cs("range") \
-        + cs(None) + struct.pack(">q", 55) + uvarint(2) \
-        + cs("m") + cs("inst") + cs("c") + cs("h") + struct.pack(">ii", 20000, 9000) \
-        + uvarint(2) + b"S" + uvarint(2) + b"A" + uvarint(1) + uvarint(5) + uvarint(2) + b"zz" \
-        + uvarint(0)
-    assert decode_group_value(v4) == GroupMetadataValue("consumer", 3, "range", None, 55, (
-        MemberMetadata("m", "inst", "c", "h", 20000, 9000, b"S", b"A"),))
-
-
-def test_the_store_reads_back_the_latest_record_of_each_group(tmp_path):
-    db = kqlite.open(str(tmp_path / "data"))
-    store = GroupMetadataStore(db)
-    assert store.load() == {}                       # no __consumer_offsets: nothing to load
-    first = GroupMetadataValue("consumer", 1, "range", "m", 5, (
-        MemberMetadata("m", None, "c", "h", 1, 2, b"s", b"a"),))
-    store.store("g1", first)
-    store.store("g1", GroupMetadataValue("consumer", 2, None, None, 6, ()))
-    store.store("g2", first)
-    store.store("gone", first)
-    store.store("gone", None)
-    # Records this reader must not trip over: a commit, and a damaged group record.
-    db.offsets.commit("g1", {("t", 0): 5})
-    with db.leased_log(OFFSETS_TOPIC, group_partition("g2")) as log:
-        log.append([Record(key=encode_group_key("bad"), value=b"\x00\x03\x00\x05abc")])
-    assert store.load() == {"g1": GroupMetadataValue("consumer", 2, None, None, 6, ()),
-                            "g2": first}
-    assert db.offsets.committed("g1") == {("t", 0): 5}
-    db.close()
+        assert await load() == {}                # no __consumer_offsets: nothing to load
+        assert db.topics.get(OFFSETS_TOPIC) is None    # and loading did not create it
+        first = GroupMetadataValue("consumer", 1, "range", "m", 5, (
+            MemberMetadata("m", None, "c", "h", 1, 2, b"s", b"a"),))
+        await store("g1", first)
+        await store("g1", GroupMetadataValue("consumer", 2, None, None, 6, ()))
+        await store("g2", first)
+        await store("gone", first)
+        await store("gone", None)
+        # Records this reader must not trip over: a commit, and a damaged group record.
+        db.offsets.commit("g1", {("t", 0): 5})
+        with db.leased_log(OFFSETS_TOPIC, partition_for_key("g2", OFFSETS_PARTITIONS)) as lg:
+            lg.append([Record(key=encode_group_key("bad"), value=b"\x00\x03\x00\x05abc")])
+        assert await load() == {"g1": GroupMetadataValue("consumer", 2, None, None, 6, ()),
+                                "g2": first}
+        assert db.offsets.committed("g1") == {("t", 0): 5}
+        db.close()
+    asyncio.run(main())
 
 
 # -- The coordinator: replies wait for the record --------------------------------------------
 
-class MemoryStore:
-    def __init__(self, groups=None):
-        self.groups = dict(groups or {})
-        self.written = []
-
-    def store(self, group, value):
-        self.written.append((group, value))
-        if value is None:
-            self.groups.pop(group, None)
-        else:
-            self.groups[group] = value
-
-    def load(self):
-        return dict(self.groups)
-
-
-def coordinator(store, gate=None):
-    """No initial rebalance delay; storage calls wait for ``gate`` (an asyncio.Event)."""
+def coordinator(state_log):
+    """No initial rebalance delay, the single broker's ownership over ``state_log``."""
     ids = itertools.count()
+    return GroupCoordinator(runtime(state_log), 0.0, clock=lambda: 100.0,
+                            member_ids=lambda p: f"{p}-{next(ids)}", wall_clock=lambda: 1234.5)
 
-    async def run(fn, *args):
-        if gate is not None:
-            await gate.wait()
-        return fn(*args)
-    return GroupCoordinator(None, 0.0, clock=lambda: 100.0,
-                            member_ids=lambda p: f"{p}-{next(ids)}", store=store, run=run,
-                            wall_clock=lambda: 1234.5)
+
+def written(state_log):
+    """``[(group, GroupMetadataValue or None)]`` of the group records appended to
+    ``state_log``, in order."""
+    return [(decode_group_key(r.key), r.value and decode_group_value(r.value))
+            for _index, records, _acks, _timeout in state_log.appends for r in records]
 
 
 def join(member_id="", client="c"):
@@ -166,9 +120,10 @@ def join(member_id="", client="c"):
 
 def test_the_leaders_sync_is_answered_once_the_generation_is_stored():
     async def main():
-        store, gate = MemoryStore(), asyncio.Event()
+        gate = asyncio.Event()
         gate.set()
-        c = coordinator(store, gate)
+        store = MemoryStateLog(gate=gate)
+        c = coordinator(store)
         c.start()
         await c.loaded()
         assert (await c.join("g", join(client="a"))).generation == 1
@@ -176,10 +131,10 @@ def test_the_leaders_sync_is_answered_once_the_generation_is_stored():
         sync = asyncio.create_task(c.sync("g", Sync("a-0", 1, (("a-0", b"A"),))))
         for _ in range(20):
             await asyncio.sleep(0)
-        assert not sync.done() and store.written == []
+        assert not sync.done() and store.records == {}
         gate.set()
         assert (await sync).assignment == b"A"
-        ((group, value),) = store.written
+        ((group, value),) = written(store)
         assert (group, value.generation, value.leader, value.current_state_timestamp) == \
             ("g", 1, "a-0", 1234500)
         assert [(m.member_id, m.assignment) for m in value.members] == [("a-0", b"A")]
@@ -189,10 +144,10 @@ def test_the_leaders_sync_is_answered_once_the_generation_is_stored():
 
 def test_loaded_groups_accept_their_members_at_once_and_wait_for_nothing_else():
     async def main():
-        stored = {"g": GroupMetadataValue("consumer", 4, "range", "a-9", 1, (
-            MemberMetadata("a-9", None, "a", "/h", 30000, 10000, b"R", b"A"),))}
+        stored = group_record("g", GroupMetadataValue("consumer", 4, "range", "a-9", 1, (
+            MemberMetadata("a-9", None, "a", "/h", 30000, 10000, b"R", b"A"),)))
         gate = asyncio.Event()
-        c = coordinator(MemoryStore(stored), gate)
+        c = coordinator(MemoryStateLog({partition_for_key("g", 50): [stored]}, gate))
         c.start()
         # While loading: heartbeats are accepted blindly (Kafka), joins wait.
         assert c.loading and c.heartbeat("g", Heartbeat("a-9", 4)) == ErrorCode.NONE
@@ -313,7 +268,7 @@ def group_records(data_dir, group):
     """(value bytes, current state timestamp) of the group's metadata records, in order."""
     db = kqlite.open(str(data_dir))
     try:
-        with db.leased_log(OFFSETS_TOPIC, group_partition(group)) as log:
+        with db.leased_log(OFFSETS_TOPIC, partition_for_key(group, OFFSETS_PARTITIONS)) as log:
             found = [r.value for r in log.read(log.start_offset)
                      if decode_group_key(r.key) == group and r.value is not None]
     finally:

@@ -1,4 +1,5 @@
-"""The group state machine (kqlite.server.group_state), cell by cell of its transition table.
+"""The group state machine (kqlite.server.coordinator.group.state_machine), cell by cell of
+its transition table.
 
 No sockets, no event loop, no sleeps: a :class:`Harness` feeds events with a fake
 clock it advances by hand and records every reply by ticket. Each test that
@@ -13,10 +14,10 @@ import itertools
 import pytest
 
 from kqlite.protocol import ErrorCode
-from kqlite.server.group_events import (Commit, Delete, Heartbeat, Join, JoinResult, Leave, Sync,
-                                       SyncResult)
-from kqlite.server.group_state import (TRANSITIONS, Event, GroupState, GroupStateError,
-                                       GroupStateMachine)
+from kqlite.server.coordinator.group.events import (Commit, Delete, Heartbeat, Join,
+                                                    JoinResult, Leave, Sync, SyncResult)
+from kqlite.server.coordinator.group.state_machine import (TRANSITIONS, Event, GroupState,
+                                                           GroupStateError, GroupStateMachine)
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = GroupState
 E = Event

@@ -14,8 +14,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kqlite.protocol import ErrorCode
 import dataclasses
 
-from kqlite.server.group_events import Commit, Heartbeat, Leave, Sync
-from kqlite.server.group_state import GroupState
+from kqlite.server.coordinator.group.events import Commit, Heartbeat, Leave, Sync
+from kqlite.server.coordinator.group.state_machine import GroupState
 from test_group_state import Harness, join
 
 CLIENTS = ("a", "b", "c", "s")

@@ -22,7 +22,6 @@ PACKAGE = "kqlite.server.handlers"
 ALLOWED = {
     ("kqlite.db.topic_names", "InvalidTopicError"): "Kafka's topic-name rules, pure",
     ("kqlite.db.topic_names", "check_topic_name"): "Kafka's topic-name rules, pure",
-    ("kqlite.db.offsets", "OffsetAndMetadata"): "a committed offset, a value",
 }
 _DATABASE_ATTRIBUTES = {"db", "_db"}
 
@@ -84,7 +83,7 @@ from ...storage.legacy_offsets import legacy_offsets_before
 from ... import storage
 from ...db.offsets import OffsetStore
 from ...db.topic_names import check_topic_name
-from ...db.offsets import OffsetAndMetadata
+from ...format.offset_records import OffsetAndMetadata
 
 # broker.db.leased_log(topic, 0) in a comment is not a use.
 async def handler(broker, conn, request):

@@ -52,13 +52,7 @@ def test_every_handler_is_a_coroutine_function(broker):
         assert inspect.iscoroutinefunction(handler), f"{API_NAMES[key]}: {handler!r}"
 
 
-@pytest.mark.parametrize("broker", [
-    "single broker",
-    # strict: it passes, and so fails as an xfail, once the cluster's tables are
-    # converted; the mark goes then.
-    pytest.param("cluster broker", marks=pytest.mark.xfail(
-        strict=True, reason="kqlite/cluster still keys its handlers by bare numbers")),
-])
+@pytest.mark.parametrize("broker", TABLES)
 def test_handler_tables_are_keyed_by_api_key(broker):
     _, handlers = TABLES[broker]
     for key, handler in handlers.items():

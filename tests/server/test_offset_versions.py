@@ -5,6 +5,7 @@ v5 (fetch), null topics for every partition from v2, several groups from v8, and
 ``require_stable`` (v7+) answering UNSTABLE_OFFSET_COMMIT for a commit still being
 written."""
 
+import asyncio
 import struct
 import threading
 
@@ -15,6 +16,7 @@ from broker_thread import GATE_LIMIT, BrokerThread
 
 protocol = pytest.importorskip("kqlite.protocol")
 from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
+from kqlite.server.coordinator.state_log import StateLog  # noqa: E402
 
 
 @pytest.fixture
@@ -149,47 +151,42 @@ def test_several_groups_in_one_fetch(broker, version):
     c.close()
 
 
-class HeldCommit:
-    """Holds the next write to ``__consumer_offsets`` after its log is leased and before
-    it appends: a commit accepted and still being written."""
+class HeldCommit(StateLog):
+    """Holds the next append to ``__consumer_offsets`` (the group coordinator runtime's
+    state log, replaced by this one) before it writes: a commit accepted and still being
+    written."""
 
-    def __init__(self, store):
-        self.store = store
-        self.real = store._leased
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.real = runtime.state_log
+        self.shared_database = self.real.shared_database
         self.entered = threading.Event()
         self.released = threading.Event()
         self.armed = True
-        store._leased = self._leased
+        runtime.state_log = self
 
-    def _leased(self, group):
-        lease = self.real(group)
-        if not self.armed:
-            return lease
-        self.armed = False
-        held = self
+    async def append(self, index, records, *, acks, timeout_ms):
+        if self.armed:
+            self.armed = False
+            self.entered.set()
+            released = await asyncio.get_running_loop().run_in_executor(
+                None, self.released.wait, GATE_LIMIT)
+            assert released
+        return await self.real.append(index, records, acks=acks, timeout_ms=timeout_ms)
 
-        class Held:
-            def __enter__(self):
-                log = lease.__enter__()
-                held.entered.set()
-                assert held.released.wait(GATE_LIMIT)
-                return log
-
-            def __exit__(self, *exc):
-                return lease.__exit__(*exc)
-
-        return Held()
+    async def read(self, indexes, replay):
+        return await self.real.read(indexes, replay)
 
     def release(self):
         self.released.set()
-        self.store._leased = self.real
+        self.runtime.state_log = self.real
 
 
 @pytest.mark.parametrize("version", [7, 8, 9])
 def test_require_stable_reports_a_commit_still_being_written(broker, version):
     c, other = RawClient(broker), RawClient(broker)
     c.call(ApiKey.OFFSET_COMMIT, 8, commit_body("s", [(0, 1, "first")]))
-    held = HeldCommit(broker.broker.db.offsets)
+    held = HeldCommit(broker.broker.coordinator.runtime)
     try:
         c.send(ApiKey.OFFSET_COMMIT, 8, commit_body("s", [(0, 2, "second")]))
         assert held.entered.wait(GATE_LIMIT)

@@ -14,9 +14,9 @@ import time
 import pytest
 
 from kqlite.protocol import ApiKey, ErrorCode
-from kqlite.server.group_events import (Commit, Delete, Heartbeat, Join, JoinResult, Leave, Sync,
-                                        SyncResult)
-from kqlite.server.group_state import Event, GroupState
+from kqlite.server.coordinator.group.events import (Commit, Delete, Heartbeat, Join,
+                                                    JoinResult, Leave, Sync, SyncResult)
+from kqlite.server.coordinator.group.state_machine import Event, GroupState
 
 from broker_process import RawClient, unique
 from test_group_state import DELAY, REBALANCE, SESSION, Harness, cells

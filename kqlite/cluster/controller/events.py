@@ -11,10 +11,10 @@ import asyncio
 import logging
 import uuid
 
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..rules import election
-from .requests import (LEADER_AND_ISR, LEADER_AND_ISR_VERSION, STOP_REPLICA,
-                       STOP_REPLICA_VERSION, leader_and_isr, stop_replica)
+from .requests import (LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, leader_and_isr,
+                       stop_replica)
 from .state_changes import (broadcast_metadata, elect_where_needed, send, send_leader_and_isr,
                             update_channels, write_state)
 
@@ -126,7 +126,7 @@ async def _on_brokers_started(c, started):
             if b in started and tp in ctx.states:
                 by_broker.setdefault(b, []).append(tp)
     for b, tps in sorted(by_broker.items()):
-        send(c, b, LEADER_AND_ISR, LEADER_AND_ISR_VERSION, leader_and_isr(ctx, b, tps))
+        send(c, b, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, leader_and_isr(ctx, b, tps))
     leaderless = [tp for tp in ctx.partitions()
                   if tp not in ctx.states or ctx.states[tp].leader not in ctx.live_brokers]
     if leaderless:
@@ -195,7 +195,7 @@ async def topic_deletion(c):
         pending = []
         for r in sorted(replicas):
             mine = [tp for tp in tps if r in ctx.replicas(tp)]
-            pending.append(send(c, r, STOP_REPLICA, STOP_REPLICA_VERSION,
+            pending.append(send(c, r, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION,
                                 stop_replica(ctx, r, mine, delete=True)))
         # Replies arrive on the broker channels; waiting here keeps deletion ordered
         # with later events for the same topic (a re-creation must not race it).
@@ -250,7 +250,7 @@ async def controlled_shutdown(c, broker_id, broker_epoch, future):
                 followed.append(tp)
     send_leader_and_isr(c, led + followed)
     if followed:
-        send(c, broker_id, STOP_REPLICA, STOP_REPLICA_VERSION,
+        send(c, broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION,
              stop_replica(ctx, broker_id, followed, delete=False))
     broadcast_metadata(c, list(ctx.partitions()))
     remaining = [{"topic_name": t, "partition_index": p}

@@ -7,11 +7,9 @@ state_changes.py sends them.
 
 from ..rules.partition_state import LEADER_DURING_DELETE
 
-__all__ = ["leader_and_isr", "update_metadata", "stop_replica", "LEADER_AND_ISR",
-           "STOP_REPLICA", "UPDATE_METADATA", "LEADER_AND_ISR_VERSION",
+__all__ = ["leader_and_isr", "update_metadata", "stop_replica", "LEADER_AND_ISR_VERSION",
            "UPDATE_METADATA_VERSION", "STOP_REPLICA_VERSION"]
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6   # WIRE: Kafka-defined API keys
 # WIRE: the versions a Kafka 3.9 ZooKeeper-mode controller sends (IBP >= 3.4).
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8

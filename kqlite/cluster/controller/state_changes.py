@@ -13,9 +13,10 @@ the broker leaves; a request that fails all the same is logged.
 
 import logging
 
+from ...protocol import ApiKey
 from ..rules import election
-from .requests import (LEADER_AND_ISR, LEADER_AND_ISR_VERSION, UPDATE_METADATA,
-                       UPDATE_METADATA_VERSION, leader_and_isr, update_metadata)
+from .requests import (LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, leader_and_isr,
+                       update_metadata)
 
 __all__ = ["write_state", "elect_where_needed", "update_channels", "send",
            "send_leader_and_isr", "broadcast_metadata"]
@@ -113,7 +114,7 @@ def send_leader_and_isr(c, tps, *, is_new=False):
             if r in ctx.live_brokers:
                 by_broker.setdefault(r, []).append(tp)
     for broker_id, mine in sorted(by_broker.items()):
-        send(c, broker_id, LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+        send(c, broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
              leader_and_isr(ctx, broker_id, mine, is_new=is_new))
 
 
@@ -122,5 +123,5 @@ def broadcast_metadata(c, tps, *, to=None, deleting=()):
     (or to the brokers ``to``); ``deleting`` names topics whose partitions brokers drop."""
     ctx = c.context
     for broker_id in sorted(ctx.live_brokers if to is None else to):
-        send(c, broker_id, UPDATE_METADATA, UPDATE_METADATA_VERSION,
+        send(c, broker_id, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION,
              update_metadata(ctx, broker_id, tps, deleting=deleting))

@@ -47,7 +47,7 @@ import uuid
 from typing import NamedTuple
 
 from ...errors import CorruptRecordError, InvalidRecordError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ..network.broker_client import BrokerClientError
 
 __all__ = ["ReplicaFetcher", "PartitionFetchStatus", "FOLLOWER_FETCH_VERSIONS", "FETCHING",
@@ -55,8 +55,6 @@ __all__ = ["ReplicaFetcher", "PartitionFetchStatus", "FOLLOWER_FETCH_VERSIONS", 
 
 log = logging.getLogger("kqlite.cluster")
 
-FETCH = 1                          # WIRE: Kafka-defined api key
-LIST_OFFSETS = 2                   # WIRE: Kafka-defined api key
 # WIRE: v12 adds DivergingEpoch (followers truncate on fetch since Kafka 2.8); Kafka 3.9
 # sends v17 (MetadataVersion.fetchRequestVersion).
 FOLLOWER_FETCH_VERSIONS = (12, 17)
@@ -251,7 +249,7 @@ class ReplicaFetcher:
             conn = await self.manager.connect(self.leader_id)
             if conn.api_versions is None:
                 await conn.negotiate_versions()
-            conn.version_for(FETCH, FOLLOWER_FETCH_VERSIONS)
+            conn.version_for(ApiKey.FETCH, FOLLOWER_FETCH_VERSIONS)
         except asyncio.CancelledError:
             if conn is not None:
                 conn.abort("the replica fetcher is closing")
@@ -303,14 +301,14 @@ class ReplicaFetcher:
         if not parts:
             return
         by_id = all(p.topic_id is not None for p in parts)
-        version = conn.version_for(FETCH, FOLLOWER_FETCH_VERSIONS if by_id
+        version = conn.version_for(ApiKey.FETCH, FOLLOWER_FETCH_VERSIONS if by_id
                                    else (FOLLOWER_FETCH_VERSIONS[0], _LAST_BY_NAME_VERSION))
         by_id = version > _LAST_BY_NAME_VERSION
         sent = {}
         body = self._fetch_body(version, by_id, parts, sent)
         self.fetch_requests += 1
         m = self.manager
-        response = await conn.request(FETCH, version, body,
+        response = await conn.request(ApiKey.FETCH, version, body,
                                       timeout=m.request_timeout + m.fetch_max_wait_ms / 1000.0)
         if response.get("error_code"):
             name = _error_name(response["error_code"])
@@ -449,7 +447,7 @@ class ReplicaFetcher:
     # -- out of range --------------------------------------------------------------------
 
     async def _reset_out_of_range(self, conn, items):
-        version = conn.version_for(LIST_OFFSETS, _LIST_OFFSETS_VERSIONS)
+        version = conn.version_for(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_VERSIONS)
         ends = await self._list_offsets(conn, version, items, _LATEST)
         starts = await self._list_offsets(conn, version, items, _EARLIEST)
 
@@ -483,7 +481,7 @@ class ReplicaFetcher:
                 "timestamp": timestamp, "max_num_offsets": 1})
         body = {"replica_id": self.manager.broker_id, "isolation_level": 0,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-        response = await conn.request(LIST_OFFSETS, version, body,
+        response = await conn.request(ApiKey.LIST_OFFSETS, version, body,
                                       timeout=self.manager.request_timeout)
         return {(t["name"], p["partition_index"]): (p["error_code"], p["offset"])
                 for t in response["topics"] for p in t["partitions"]}

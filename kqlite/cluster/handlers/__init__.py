@@ -1,6 +1,7 @@
 """The request handlers a cluster broker adds to the single broker's, or puts in their place
-(same signature as kqlite/server/handlers: ``async def handler(broker, connection,
-request)``); ``HANDLERS`` gathers them for the broker's ``extra_handlers``.
+(same signature as kqlite/server/handlers: ``async def handler(broker, context,
+request)``, asking ``broker.authorizer`` as those do); ``HANDLERS`` gathers them for the
+broker's ``extra_handlers``.
 
 - ``interbroker``: the controller's requests (LeaderAndIsr, StopReplica,
   UpdateMetadata), the requests to the controller (ControlledShutdown, AlterPartition),

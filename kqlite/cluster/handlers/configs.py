@@ -5,15 +5,15 @@ Kafka's ZooKeeper-mode broker serves them itself, whichever broker it is
 ``/config/topics/<topic>``, validated, then written back with a change notification
 (``AdminZkClient.changeTopicConfig``); every broker's config watcher (zookeeper/config_watcher.py)
 then applies it to its own replicas. The request is checked exactly as the single broker
-checks it (kqlite/server/config_changes.py: malformed resources INVALID_REQUEST, bad
-names INVALID_TOPIC_EXCEPTION, invalid values INVALID_CONFIG, an unknown topic
-UNKNOWN_TOPIC_OR_PARTITION); only where the overrides live differs.
+checks it (kqlite/server/config_changes.py: malformed resources INVALID_REQUEST, then
+ALTER_CONFIGS, bad names INVALID_TOPIC_EXCEPTION, invalid values INVALID_CONFIG, an unknown
+topic UNKNOWN_TOPIC_OR_PARTITION); only where the overrides live differs.
 """
 
 import logging
 
 from ...errors import ConfigError, KqliteError, UnknownTopicError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...server.handlers.admin_ops import alter_config_resources
 from ...storage.config import LogConfig
 
@@ -22,12 +22,14 @@ __all__ = ["HANDLERS"]
 log = logging.getLogger("kqlite.cluster")
 
 
-async def alter_configs(broker, conn, request):
-    return await alter_config_resources(broker, request, _alter_topic, incremental=False)
+async def alter_configs(broker, context, request):
+    return await alter_config_resources(broker, context, request, _alter_topic,
+                                        incremental=False)
 
 
-async def incremental_alter_configs(broker, conn, request):
-    return await alter_config_resources(broker, request, _alter_topic, incremental=True)
+async def incremental_alter_configs(broker, context, request):
+    return await alter_config_resources(broker, context, request, _alter_topic,
+                                        incremental=True)
 
 
 async def _alter_topic(broker, name, edit, validate_only):
@@ -56,4 +58,5 @@ async def _alter_topic(broker, name, edit, validate_only):
     return ErrorCode.NONE, None
 
 
-HANDLERS = {33: alter_configs, 44: incremental_alter_configs}
+HANDLERS = {ApiKey.ALTER_CONFIGS: alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs}

@@ -10,22 +10,31 @@ its new leader; the request then waits, at most ``timeout_ms``, until this broke
 metadata cache shows those leaders (Kafka's DelayedElectLeader), and partitions still not
 showing theirs answer REQUEST_TIMED_OUT. With a null topic list, partitions that needed no
 election are left out of the answer.
+
+It needs ALTER on the cluster, asked first, on any broker (Kafka's handleElectLeaders):
+without it the request answers CLUSTER_AUTHORIZATION_FAILED at the top and for every
+partition it names, and no election is asked for.
 """
 
 import asyncio
 
 from ...errors import KqliteError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
+from ...protocol.acl import CLUSTER, AclOperation
 from ..controller.elections import PREFERRED, UNCLEAN
 
 __all__ = ["HANDLERS"]
 
 
-async def elect_leaders(broker, conn, request):
+async def elect_leaders(broker, context, request):
     body, version = request.body, request.api_version
     replicas = broker.replicas
     election_type = body.get("election_type", PREFERRED) if version >= 1 else PREFERRED
     asked = body.get("topic_partitions")
+    if not broker.authorizer.authorize(context, AclOperation.ALTER, CLUSTER):
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return _response(refused, {(t["topic"], p): (refused, None)
+                                   for t in asked or () for p in t["partitions"]})
     if asked is None:
         tps = [(t, p) for t in replicas.cache.topics()
                for p in sorted(replicas.cache.topic_partitions(t))]
@@ -89,4 +98,4 @@ def _response(error_code, results):
                                          for t, ps in by_topic.items()]}
 
 
-HANDLERS = {43: elect_leaders}
+HANDLERS = {ApiKey.ELECT_LEADERS: elect_leaders}

@@ -8,7 +8,13 @@ metadata cache instead of the single broker's way:
   posted as events to this broker's Controller, which answers them as Kafka's does
   (NOT_CONTROLLER or STALE_CONTROLLER_EPOCH when it is not the active one).
 - Metadata (3) and DescribeCluster (60) answer the live brokers and the controller id
-  of the metadata cache instead of the single broker's "just me".
+  of the metadata cache instead of the single broker's "just me" (read from ZooKeeper
+  until the controller's first UpdateMetadata arrives: ``ClusterReplicaManager.live_brokers``).
+
+Each of the five inter-broker requests needs CLUSTER_ACTION on the cluster, asked before
+anything else (Kafka's ``authorizeClusterOperation``): without it the request gets its
+generic error response with CLUSTER_AUTHORIZATION_FAILED (in every partition it names,
+for LeaderAndIsr and StopReplica), and nothing is applied or posted to the controller.
 """
 
 import asyncio
@@ -16,8 +22,10 @@ import logging
 import uuid
 
 from ...errors import KqliteError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
+from ...protocol.acl import CLUSTER, AclOperation
 from ...server.handlers import admin, admin_ops
+from ..replica.metadata_cache import BrokerEndpoint
 
 __all__ = ["HANDLERS"]
 
@@ -31,6 +39,14 @@ _FIRST_INELIGIBLE_REPLICA_VERSION = 2   # WIRE: older AlterPartition clients get
                                         # OPERATION_NOT_ATTEMPTED instead
 
 
+def _may_act(broker, context):
+    """Whether the sender may make cluster actions (CLUSTER_ACTION on the cluster)."""
+    return broker.authorizer.authorize(context, AclOperation.CLUSTER_ACTION, CLUSTER)
+
+
+_REFUSED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
 def _grouped(body, key, ungrouped_key):
     """The v2+ per-topic layout of a request whose v0-1 lists partitions ungrouped."""
     if body.get(key) is not None:
@@ -42,10 +58,16 @@ def _grouped(body, key, ungrouped_key):
             for t, ps in topics.items()]
 
 
-async def leader_and_isr(broker, conn, request):
+async def leader_and_isr(broker, context, request):
     body = dict(request.body)
     body["topic_states"] = _grouped(body, "topic_states", "ungrouped_partition_states")
-    code, answers = await broker.replicas.leader_and_isr(body)
+    if _may_act(broker, context):
+        code, answers = await broker.replicas.leader_and_isr(body)
+    else:
+        # LeaderAndIsrRequest.getErrorResponse: the code in every partition named.
+        code, answers = _REFUSED, [
+            (t["topic_name"], t.get("topic_id"), p["partition_index"], _REFUSED)
+            for t in body["topic_states"] for p in t["partition_states"]]
     by_topic = {}
     for topic, topic_id, index, error in answers:
         by_topic.setdefault((topic, topic_id), []).append(
@@ -56,7 +78,7 @@ async def leader_and_isr(broker, conn, request):
                        for (_, topic_id), errors in by_topic.items()]}
 
 
-async def stop_replica(broker, conn, request):
+async def stop_replica(broker, context, request):
     body = dict(request.body)
     if body.get("topic_states") is None:
         delete = bool(body.get("delete_partitions"))
@@ -68,20 +90,29 @@ async def stop_replica(broker, conn, request):
         body["topic_states"] = [{"topic_name": t, "partition_states": [
             {"partition_index": i, "leader_epoch": -1, "delete_partition": delete}]}
             for t, i in parts]
-    code, answers = await broker.replicas.stop_replicas(body)
+    if _may_act(broker, context):
+        code, answers = await broker.replicas.stop_replicas(body)
+    else:
+        # StopReplicaRequest.getErrorResponse: the code in every partition named.
+        code, answers = _REFUSED, [(t["topic_name"], p["partition_index"], _REFUSED)
+                                   for t in body["topic_states"] for p in t["partition_states"]]
     return {"error_code": code, "partition_errors": [
         {"topic_name": t, "partition_index": i, "error_code": e} for t, i, e in answers]}
 
 
-async def update_metadata(broker, conn, request):
+async def update_metadata(broker, context, request):
+    if not _may_act(broker, context):
+        return {"error_code": _REFUSED}
     if request.api_version < 5:
         # kqlite's controller sends v8; the per-topic layout is what the cache reads.
         return {"error_code": ErrorCode.UNSUPPORTED_VERSION}
     return {"error_code": broker.replicas.update_metadata(request.body)}
 
 
-async def controlled_shutdown(broker, conn, request):
+async def controlled_shutdown(broker, context, request):
     body = request.body
+    if not _may_act(broker, context):
+        return {"error_code": _REFUSED, "remaining_partitions": []}
     controller = broker.replicas.controller
     if controller is None or controller.stopped:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
@@ -96,8 +127,10 @@ async def controlled_shutdown(broker, conn, request):
             "remaining_partitions": answer.get("remaining_partitions", [])}
 
 
-async def alter_partition(broker, conn, request):
+async def alter_partition(broker, context, request):
     body, version = request.body, request.api_version
+    if not _may_act(broker, context):
+        return {"throttle_time_ms": 0, "error_code": _REFUSED, "topics": []}
     replicas = broker.replicas
     controller = replicas.controller
     if controller is None or not controller.is_active:
@@ -161,27 +194,33 @@ def _topic_by_id(controller, topic_id):
     return None
 
 
-def _live_brokers(broker):
-    return sorted(broker.replicas.cache.brokers.values())
+async def _live_brokers(broker):
+    """(live brokers, controller id) as this broker knows them (replica/manager.py)."""
+    me = BrokerEndpoint(broker.broker_id, broker.advertised_host, broker.port, None)
+    return await broker.replicas.live_brokers(me)
 
 
-async def metadata(broker, conn, request):
-    response = await admin.metadata(broker, conn, request)
+async def metadata(broker, context, request):
+    response = await admin.metadata(broker, context, request)
+    live, controller_id = await _live_brokers(broker)
     if response["brokers"]:        # [] is the refusal of a malformed request: kept
         response["brokers"] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
-                                "rack": b.rack} for b in _live_brokers(broker)]
-    response["controller_id"] = broker.replicas.cache.controller_id
+                                "rack": b.rack} for b in live]
+    response["controller_id"] = controller_id
     return response
 
 
-async def describe_cluster(broker, conn, request):
-    response = await admin_ops.describe_cluster(broker, conn, request)
+async def describe_cluster(broker, context, request):
+    response = await admin_ops.describe_cluster(broker, context, request)
     if response["error_code"] == ErrorCode.NONE:
-        response["controller_id"] = broker.replicas.cache.controller_id
+        live, response["controller_id"] = await _live_brokers(broker)
         response["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
-                                "rack": b.rack} for b in _live_brokers(broker)]
+                                "rack": b.rack} for b in live]
     return response
 
 
-HANDLERS = {4: leader_and_isr, 5: stop_replica, 6: update_metadata, 7: controlled_shutdown,
-            56: alter_partition, 3: metadata, 60: describe_cluster}
+HANDLERS = {ApiKey.LEADER_AND_ISR: leader_and_isr, ApiKey.STOP_REPLICA: stop_replica,
+            ApiKey.UPDATE_METADATA: update_metadata,
+            ApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown,
+            ApiKey.ALTER_PARTITION: alter_partition, ApiKey.METADATA: metadata,
+            ApiKey.DESCRIBE_CLUSTER: describe_cluster}

@@ -3,36 +3,62 @@
 Only the active controller serves them (Kafka's ZooKeeper mode): the others answer
 NOT_CONTROLLER for every topic and clients resend to the controller named in Metadata.
 The controller checks a topic as the single broker does (names, duplicates, configs),
-places replicas over the live brokers, writes ZooKeeper (replica/topics.py), then waits,
+places replicas over the brokers registered in ZooKeeper, writes it (replica/topics.py), then waits,
 at most the request's ``timeout_ms``, until its metadata cache shows the result (leaders
 for new partitions, the topic gone after a deletion); past it the topic is answered
 REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.
+
+The controller authorizes as the single broker does (kqlite/server/handlers/admin.py:
+CREATE, DELETE and DESCRIBE, ALTER on topics), before anything is written to ZooKeeper;
+a broker that is not the controller asks nothing and answers NOT_CONTROLLER, as Kafka
+checks that first.
 """
 
 import collections
+import uuid
 
 from ...errors import KqliteError
-from ...protocol import ErrorCode
-from ...server.handlers.admin import (deletion_error, kafka_error, requested_configs,
-                                      topics_to_delete)
+from ...protocol import ApiKey, ErrorCode
+from ...server.handlers.admin import (CreationChecks, alterable_topics, check_alterable,
+                                      deletion_error, deletion_refused, kafka_error,
+                                      requested_configs, topics_to_delete)
 from ...server.partition import PartitionError
 
 __all__ = ["HANDLERS"]
 
+_ZERO_UUID = uuid.UUID(int=0)
 
-async def create_topics(broker, conn, request):
+
+def _not_controller(replicas):
+    """NOT_CONTROLLER (the exception to answer every topic with) unless this broker is the
+    active controller, else None: decided once per request, before any authorization."""
+    try:
+        replicas.topics.check_controller()
+    except PartitionError as exc:
+        return exc
+    return None
+
+
+async def create_topics(broker, context, request):
     body = request.body
     replicas = broker.replicas
     validate_only = bool(body.get("validate_only"))
     seen = collections.Counter(t["name"] for t in body["topics"])
+    refusal = _not_controller(replicas)
+    checks = None if refusal else CreationChecks(broker.authorizer, context, body["topics"])
     results, created = [], []
     for t in body["topics"]:
         result = {"name": t["name"], "error_code": 0, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+        attempted = False
         try:
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST,
                                      "found multiple entries for this topic")
+            if refusal is not None:
+                raise refusal
+            checks.check(t["name"])
+            attempted = True
             configs = requested_configs(t)
             assignments = {a["partition_index"]: a["broker_ids"]
                            for a in t.get("assignments") or ()}
@@ -46,6 +72,8 @@ async def create_topics(broker, conn, request):
                 created.append((result, count))
         except (PartitionError, KqliteError) as exc:
             result.update(error_code=kafka_error(exc), error_message=str(exc))
+        if checks is not None:
+            checks.answer_configs(result, attempted)
         results.append(result)
     await _await_leaders(replicas, created, body.get("timeout_ms", 0),
                          "the topic is created; its leaders are not elected yet")
@@ -67,12 +95,13 @@ async def _await_leaders(replicas, pending, timeout_ms, late):
             entry.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=late)
 
 
-async def delete_topics(broker, conn, request):
+async def delete_topics(broker, context, request):
     body, version = request.body, request.api_version
     replicas = broker.replicas
-    wanted, refusal = topics_to_delete(body, version)
-    if refusal is not None:
-        return refusal
+    wanted, malformed = topics_to_delete(body, version)
+    if malformed is not None:
+        return malformed
+    refusal = _not_controller(replicas)
     responses, marked = [], []
     for name, topic_id in wanted:
         entry = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
@@ -82,8 +111,11 @@ async def delete_topics(broker, conn, request):
                 if name is None:
                     raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID,
                                          f"unknown topic id {topic_id}")
-            await replicas.topics.delete_topic(name)
-            marked.append(entry)
+            if refusal is not None:
+                raise refusal
+            if not deletion_refused(broker.authorizer, context, entry, topic_id != _ZERO_UUID):
+                await replicas.topics.delete_topic(name)
+                marked.append(entry)
         except (PartitionError, KqliteError) as exc:
             entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
         responses.append(entry)
@@ -99,17 +131,22 @@ async def delete_topics(broker, conn, request):
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def create_partitions(broker, conn, request):
+async def create_partitions(broker, context, request):
     body = request.body
     replicas = broker.replicas
     validate_only = bool(body.get("validate_only"))
     seen = collections.Counter(t["name"] for t in body["topics"])
+    refusal = _not_controller(replicas)
+    alterable = set() if refusal else alterable_topics(broker.authorizer, context, body["topics"])
     results, grown = [], []
     for t in body["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         try:
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST, "duplicate topic in request")
+            if refusal is not None:
+                raise refusal
+            check_alterable(t["name"], alterable)
             assignments = t.get("assignments")
             await replicas.topics.create_partitions(
                 t["name"], t["count"],
@@ -125,4 +162,5 @@ async def create_partitions(broker, conn, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-HANDLERS = {19: create_topics, 20: delete_topics, 37: create_partitions}
+HANDLERS = {ApiKey.CREATE_TOPICS: create_topics, ApiKey.DELETE_TOPICS: delete_topics,
+            ApiKey.CREATE_PARTITIONS: create_partitions}

@@ -3,26 +3,32 @@
 Brokers of a cluster talk to each other with ordinary Kafka requests: a follower fetches
 from its leader, the controller sends LeaderAndIsr / UpdateMetadata / StopReplica, a
 leader sends AlterPartition. :class:`BrokerConnection` is one TCP connection to one broker
-that carries such requests; the bytes are made and read by the project's sans-I/O codec
-(``kqlite.protocol.encode_request`` / ``decode_response``), this module only moves them.
+that carries such requests. Everything about the exchange but the socket -- request
+frames and correlation ids, the in-flight FIFO, response framing and its limits, version
+negotiation -- is the sans-I/O :class:`kqlite.protocol.ClientConnection` (the Spark
+reader's connections use the same one); this module moves its bytes, and adds what needs
+a clock and an event loop.
 
 Theory of operation:
 
-- **Pipelining.** Requests are written as soon as they are made, each with the next
-  correlation id, and remembered in a FIFO of in-flight requests. Kafka answers the
+- **Pipelining.** Requests are written as soon as they are made. Kafka answers the
   requests of one connection in the order they arrived, so the oldest in-flight request
-  owns the next response frame; its correlation id must match, otherwise the stream is
-  out of step and the connection is closed (as Kafka's ``NetworkClient`` does).
+  owns the next response frame; a frame that answers another request closes the
+  connection (as Kafka's ``NetworkClient`` does), and so does one that cannot be decoded.
+  Each request's Future and timer ride on its ``ClientRequest.context``.
 - **Timeouts close the connection.** A request that has had no answer within its timeout
   fails with :class:`BrokerRequestTimeoutError`, and the connection is closed, failing the
   requests behind it with :class:`BrokerDisconnectedError`. Waiting on would let a late
   answer arrive, and only closing guarantees that it is never taken for the answer to a
   later request.
+- **Cancelled callers.** A caller cancelled while it waits cannot take its request back:
+  the answer, when it comes, is read (unless the timeout closes the connection first) and
+  dropped without being decoded, so the stream stays in step.
 - **Bounded frames.** A response whose length prefix exceeds ``max_response_size`` is
   refused before any of it is buffered, and the connection closed.
 - **Records stay views.** ``records`` fields of a response (Fetch) are memoryview slices of
-  the response frame, an immutable ``bytes`` object per frame: no copy, and usable as is
-  by ``Log.append_batches``.
+  the response frame, a buffer of its own per frame: no copy, and usable as is by
+  ``Log.append_batches``.
 - **Version negotiation.** :meth:`BrokerConnection.negotiate_versions` asks the broker for
   its ApiVersions and keeps the table on the connection; :meth:`~BrokerConnection.version_for`
   then picks the highest version that the broker, the codec and the caller all know.
@@ -32,27 +38,22 @@ request was involved, the API, its version and correlation id.
 """
 
 import asyncio
-import collections
 import logging
-import struct
 
 from ...errors import KqliteError
-from ...protocol import API_NAMES, ErrorCode, ProtocolError, decode_response, encode_request
+from ...protocol import ApiKey, ClientConnection
+from ...protocol.client import (DEFAULT_MAX_RESPONSE_SIZE, ApiVersionsError,
+                                NoCommonVersionError, ResponseError, ResponseTooLargeError,
+                                api_label)
 from ...protocol.schema import APIS
 
 __all__ = ["BrokerConnection", "BrokerClientError", "BrokerConnectError",
            "BrokerDisconnectedError", "BrokerRequestTimeoutError",
-           "BrokerResponseTooLargeError", "BrokerProtocolError", "UnsupportedVersionError",
-           "DEFAULT_MAX_RESPONSE_SIZE", "api_label"]
+           "BrokerResponseTooLargeError", "BrokerProtocolError", "UnsupportedVersionError"]
 
 log = logging.getLogger("kqlite.cluster")
 
-# Kafka's socket.request.max.bytes: no broker sends a frame larger than it accepts.
-DEFAULT_MAX_RESPONSE_SIZE = 104857600
-API_VERSIONS = 18  # WIRE: Kafka-defined api key
-PRODUCE = 0        # WIRE: Kafka-defined api key
-_CORRELATION_MASK = 0x7FFFFFFF
-_INT32 = struct.Struct(">i")
+_READ_SIZE = 1 << 18   # asyncio's socket transport reads at most 256 KiB at a time
 
 
 class BrokerClientError(KqliteError):
@@ -90,26 +91,13 @@ class UnsupportedVersionError(BrokerClientError):
     """The broker, the codec and the caller share no version of the API."""
 
 
-def api_label(api_key, version, correlation_id=None):
-    """``"Fetch v12 (correlation id 7)"``: how errors and logs name a request."""
-    name = API_NAMES.get(api_key, f"api key {api_key}")
-    text = f"{name} v{version}"
-    return text if correlation_id is None else f"{text} (correlation id {correlation_id})"
+class _Waiter:
+    """A ClientRequest's context here: the Future its caller awaits and its timeout."""
+    __slots__ = ("future", "timer")
 
-
-class _InFlight:
-    __slots__ = ("api_key", "version", "correlation_id", "future", "timer")
-
-    def __init__(self, api_key, version, correlation_id, future):
-        self.api_key = api_key
-        self.version = version
-        self.correlation_id = correlation_id
+    def __init__(self, future, timer):
         self.future = future
-        self.timer = None
-
-    @property
-    def label(self):
-        return api_label(self.api_key, self.version, self.correlation_id)
+        self.timer = timer
 
 
 class BrokerConnection:
@@ -125,13 +113,11 @@ class BrokerConnection:
         self.max_response_size = max_response_size
         self.name = (f"broker {broker_id} at {host}:{port}" if broker_id is not None
                      else f"broker at {host}:{port}")
-        self.api_versions = None  # {api_key: (min, max)} once negotiate_versions() ran
+        self._protocol = ClientConnection(client_id, peer=self.name,
+                                          max_response_size=max_response_size)
         self._reader = reader
         self._writer = writer
         self._loop = asyncio.get_running_loop()
-        self._in_flight = collections.deque()
-        self._next_correlation = 0
-        self._error = None  # why the connection is closed, once it is
         self._read_task = self._loop.create_task(self._read_responses(),
                                                  name=f"kqlite-read-{host}:{port}")
 
@@ -160,15 +146,20 @@ class BrokerConnection:
 
     @property
     def closed(self):
-        return self._error is not None
+        return self._protocol.closed
 
     @property
     def in_flight(self):
         """The number of requests sent and not yet answered."""
-        return len(self._in_flight)
+        return self._protocol.in_flight
+
+    @property
+    def api_versions(self):
+        """``{api_key: (min, max)}`` once :meth:`negotiate_versions` ran, else None."""
+        return self._protocol.api_versions
 
     def __repr__(self):
-        state = "closed" if self.closed else f"{len(self._in_flight)} in flight"
+        state = "closed" if self.closed else f"{self.in_flight} in flight"
         return f"<BrokerConnection {self.name} {state}>"
 
     # -- requests ----------------------------------------------------------------------------
@@ -182,7 +173,7 @@ class BrokerConnection:
         Raises the :class:`BrokerClientError` subclasses; a body the codec cannot encode
         raises its ValueError/TypeError before anything is sent.
         """
-        future = self.send(api_key, version, body, timeout=timeout)
+        request, future = self._send(api_key, version, body, timeout)
         try:
             try:
                 await self._writer.drain()
@@ -191,48 +182,51 @@ class BrokerConnection:
                 self._abort(BrokerDisconnectedError(
                     f"connection to {self.name} lost while sending: {exc}", self.name))
             if future is None:
-                if self._error is not None:
-                    raise self._error_for(api_label(api_key, version))
+                if self.closed:
+                    raise self._not_sent(api_label(api_key, version))
                 return None
             return await future
         except asyncio.CancelledError:
-            # The answer, when it comes, is read and dropped so the stream stays in step.
             if future is not None:
                 future.cancel()
+                self._protocol.cancel(request)
             raise
 
     def send(self, api_key, version, body, *, timeout=None):
         """Write one request and return the Future of its response body (None for a
         Produce with ``acks=0``). Unlike :meth:`request` it does not wait for room in
         the socket buffer, so it suits callbacks; :meth:`request` is the usual call."""
-        if self._error is not None:
-            raise self._error_for(api_label(api_key, version))
-        correlation_id = self._next_correlation
-        frame = encode_request(api_key, version, correlation_id, self.client_id, body)
-        self._next_correlation = (correlation_id + 1) & _CORRELATION_MASK
-        self._writer.write(frame)
-        if api_key == PRODUCE and body.get("acks") == 0:
-            return None
-        entry = _InFlight(api_key, version, correlation_id, self._loop.create_future())
-        wait = self.request_timeout if timeout is None else timeout
-        if wait is not None:
-            entry.timer = self._loop.call_later(wait, self._timed_out, entry, wait)
-        self._in_flight.append(entry)
-        return entry.future
+        return self._send(api_key, version, body, timeout)[1]
 
-    def _error_for(self, label):
+    def _send(self, api_key, version, body, timeout):
+        """(the ClientRequest, the Future of its answer or None when none comes)."""
+        if self.closed:
+            raise self._not_sent(api_label(api_key, version))
+        request = self._protocol.send_request(api_key, version, body)
+        future = None
+        if request.expects_response:
+            future = self._loop.create_future()
+            wait = self.request_timeout if timeout is None else timeout
+            timer = (self._loop.call_later(wait, self._timed_out, request, wait)
+                     if wait is not None else None)
+            request.context = _Waiter(future, timer)
+        self._writer.write(request.frame)
+        return request, future
+
+    def _not_sent(self, label):
         return BrokerDisconnectedError(f"{label} not sent: the connection to {self.name} is "
-                                       f"closed ({self._error})", self.name, label)
+                                       f"closed ({self._protocol.close_reason})",
+                                       self.name, label)
 
-    def _timed_out(self, entry, wait):
-        if self._error is not None:
+    def _timed_out(self, request, wait):
+        if self.closed:
             return
-        if not entry.future.done():
-            entry.future.set_exception(BrokerRequestTimeoutError(
-                f"{entry.label} to {self.name} had no response within {wait} s; "
-                f"the connection is closed", self.name, entry.label))
+        if not request.context.future.done():
+            request.context.future.set_exception(BrokerRequestTimeoutError(
+                f"{request.label} to {self.name} had no response within {wait} s; "
+                f"the connection is closed", self.name, request.label))
         self._abort(BrokerDisconnectedError(
-            f"connection to {self.name} closed after {entry.label} timed out", self.name))
+            f"connection to {self.name} closed after {request.label} timed out", self.name))
 
     # -- versions ----------------------------------------------------------------------------
 
@@ -243,24 +237,15 @@ class BrokerConnection:
         version answers UNSUPPORTED_VERSION with its own range (KIP-511); the request is
         then repeated at the highest version both know.
         """
-        ours = APIS[API_VERSIONS].versions
-        body = await self.request(API_VERSIONS, ours[1], self._api_versions_body(),
-                                  timeout=timeout)
-        if body["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
-            theirs = {k["api_key"]: k["max_version"] for k in body["api_keys"]}
-            retry = min(theirs.get(API_VERSIONS, 0), ours[1])
-            body = await self.request(API_VERSIONS, retry, self._api_versions_body(),
+        version = APIS[ApiKey.API_VERSIONS].versions[1]
+        while version is not None:
+            body = await self.request(ApiKey.API_VERSIONS, version, _api_versions_body(),
                                       timeout=timeout)
-        if body["error_code"] != ErrorCode.NONE:
-            raise BrokerProtocolError(
-                f"{self.name} answered ApiVersions with error {_error_name(body['error_code'])}",
-                self.name, "ApiVersions")
-        self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"])
-                             for k in body["api_keys"]}
+            try:
+                version = self._protocol.negotiate(version, body)
+            except ApiVersionsError as exc:
+                raise BrokerProtocolError(str(exc), self.name, "ApiVersions") from None
         return self.api_versions
-
-    def _api_versions_body(self):
-        return {"client_software_name": "kqlite", "client_software_version": _version()}
 
     def version_for(self, api_key, versions=None):
         """The highest version of ``api_key`` that the broker advertises, the codec has a
@@ -269,110 +254,54 @@ class BrokerConnection:
         Requires :meth:`negotiate_versions`; raises :class:`UnsupportedVersionError` when
         the three share no version.
         """
-        if self.api_versions is None:
-            raise RuntimeError(f"version_for() before negotiate_versions() on {self.name}")
-        name = API_NAMES.get(api_key, f"api key {api_key}")
-        ranges = []
-        theirs = self.api_versions.get(api_key)
-        if theirs is None:
-            raise UnsupportedVersionError(f"{self.name} does not serve {name}",
-                                          self.name, name)
-        ranges.append(theirs)
-        api = APIS.get(api_key)
-        if api is None:
-            raise UnsupportedVersionError(f"kqlite's codec has no schema for {name}",
-                                          self.name, name)
-        ranges.append(api.versions)
-        if versions is not None:
-            ranges.append(tuple(versions))
-        low = max(r[0] for r in ranges)
-        high = min(r[1] for r in ranges)
-        if low > high:
-            raise UnsupportedVersionError(
-                f"no common version of {name}: {self.name} serves v{theirs[0]}-v{theirs[1]}, "
-                f"the codec v{api.versions[0]}-v{api.versions[1]}"
-                + (f", the caller asks v{versions[0]}-v{versions[1]}" if versions else ""),
-                self.name, name)
-        return high
+        try:
+            return self._protocol.version_for(api_key, versions)
+        except NoCommonVersionError as exc:
+            raise UnsupportedVersionError(str(exc), self.name, exc.api) from None
 
     # -- responses ---------------------------------------------------------------------------
 
     async def _read_responses(self):
         reader = self._reader
-        error = None
         try:
-            while True:
-                head = await reader.readexactly(4)
-                size = _INT32.unpack(head)[0]
-                if size < 4 or size > self.max_response_size:
-                    raise self._bad_length(size)
-                self._deliver(await reader.readexactly(size))
-        except asyncio.IncompleteReadError:
+            while data := await reader.read(_READ_SIZE):
+                _deliver(self._protocol.receive_data(data))
             error = BrokerDisconnectedError(f"connection closed by {self.name}", self.name)
         except OSError as exc:
             error = BrokerDisconnectedError(f"connection to {self.name} lost: {exc}", self.name)
-        except BrokerClientError as exc:
-            error = exc
+        except ResponseError as exc:
+            # The protocol closed itself: the answers before the bad frame are good, the
+            # request the frame concerned fails with the reason, the rest as disconnected.
+            _deliver(exc.responses)
+            error = self._refusal(exc)
+            if exc.request is not None:
+                _fail(exc.request, error)
+            self._shut(error, exc.unanswered)
+            return
         except asyncio.CancelledError:
-            pass  # close() or _abort(): the reason is already recorded
-        finally:
-            if error is not None:
-                self._abort(error)
+            return  # close() or _abort(): the reason is already recorded
+        self._abort(error)
 
-    def _bad_length(self, size):
-        """The error for a frame length this connection refuses; the oldest in-flight
-        request, whose answer it would have been, fails with it."""
-        entry = self._in_flight.popleft() if self._in_flight else None
-        label = entry.label if entry is not None else "an unrequested response"
-        if size < 4:
-            error = BrokerProtocolError(f"{self.name} sent a frame of length {size} for "
-                                        f"{label}", self.name, label)
-        else:
-            error = BrokerResponseTooLargeError(
-                f"{self.name} sent a response of {size} bytes for {label}, above the limit "
-                f"of {self.max_response_size} bytes", self.name, label)
-        if entry is not None:
-            _fail(entry, error)
-        return error
-
-    def _deliver(self, frame):
-        correlation_id = _INT32.unpack_from(frame, 0)[0]
-        if not self._in_flight:
-            raise BrokerProtocolError(f"{self.name} sent a response (correlation id "
-                                      f"{correlation_id}) with no request in flight", self.name)
-        entry = self._in_flight.popleft()
-        if entry.timer is not None:
-            entry.timer.cancel()
-        if correlation_id != entry.correlation_id:
-            error = BrokerProtocolError(
-                f"{self.name} answered with correlation id {correlation_id} where "
-                f"{entry.label} was next", self.name, entry.label)
-            _fail(entry, error)
-            raise error
-        if entry.future.done():
-            return  # the caller gave up waiting; the frame only kept the stream in step
-        try:
-            _, body = decode_response(entry.api_key, entry.version, frame)
-        except ProtocolError as exc:
-            error = BrokerProtocolError(f"undecodable response from {self.name} to "
-                                        f"{entry.label}: {exc}", self.name, entry.label)
-            _fail(entry, error)
-            raise error from exc
-        entry.future.set_result(body)
+    def _refusal(self, exc):
+        label = exc.request.label if exc.request is not None else None
+        kind = (BrokerResponseTooLargeError if isinstance(exc, ResponseTooLargeError)
+                else BrokerProtocolError)
+        return kind(str(exc), self.name, label)
 
     # -- closing -----------------------------------------------------------------------------
 
     def _abort(self, error):
         """Close now. The requests still in flight fail with BrokerDisconnectedError
         giving ``error`` as the reason (the request ``error`` concerns has its own)."""
-        if self._error is not None:
+        if self.closed:
             return
-        self._error = error
+        self._shut(error, self._protocol.close(error))
+
+    def _shut(self, error, unanswered):
         log.debug("connection to %s closed: %s", self.name, error)
-        in_flight, self._in_flight = self._in_flight, collections.deque()
-        for entry in in_flight:
-            _fail(entry, BrokerDisconnectedError(
-                f"{entry.label} to {self.name} failed: {error}", self.name, entry.label))
+        for request in unanswered:
+            _fail(request, BrokerDisconnectedError(
+                f"{request.label} to {self.name} failed: {error}", self.name, request.label))
         self._writer.close()
         if asyncio.current_task() is not self._read_task:
             self._read_task.cancel()
@@ -395,18 +324,26 @@ class BrokerConnection:
             await asyncio.gather(self._read_task, return_exceptions=True)
 
 
-def _fail(entry, error):
-    if entry.timer is not None:
-        entry.timer.cancel()
-    if not entry.future.done():
-        entry.future.set_exception(error)
+def _deliver(responses):
+    """Each answer to the Future waiting for it; one whose caller gave up is dropped."""
+    for response in responses:
+        waiter = response.request.context
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        if response.body is not None and not waiter.future.done():
+            waiter.future.set_result(response.body)
 
 
-def _error_name(code):
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
+def _fail(request, error):
+    waiter = request.context
+    if waiter.timer is not None:
+        waiter.timer.cancel()
+    if not waiter.future.done():
+        waiter.future.set_exception(error)
+
+
+def _api_versions_body():
+    return {"client_software_name": "kqlite", "client_software_version": _version()}
 
 
 def _version():

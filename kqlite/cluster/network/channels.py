@@ -34,8 +34,9 @@ import collections
 import logging
 import random
 
-from .broker_client import (DEFAULT_MAX_RESPONSE_SIZE, BrokerClientError, BrokerConnection,
-                            BrokerDisconnectedError, BrokerRequestTimeoutError, api_label)
+from ...protocol.client import DEFAULT_MAX_RESPONSE_SIZE, api_label
+from .broker_client import (BrokerClientError, BrokerConnection, BrokerDisconnectedError,
+                            BrokerRequestTimeoutError)
 
 __all__ = ["BrokerChannel", "ChannelManager", "ChannelRemovedError", "UnknownBrokerError"]
 

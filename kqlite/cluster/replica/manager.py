@@ -41,7 +41,7 @@ import logging
 import time
 
 from ...errors import ConfigError, KqliteError, UnknownTopicError
-from ...protocol import ErrorCode
+from ...protocol import ApiKey, ErrorCode
 from ...server.partition import PartitionError, ReadResult
 from ...server.replica_manager import AUTO_CREATE_LIMIT, ReplicaManager
 from ...server.topic_checks import check_topic
@@ -52,15 +52,14 @@ from ..rules.leader_state import DEFAULT_LAG_TIME_MS, IsrCommit
 from ..rules.partition_state import LEADER_DURING_DELETE
 from ..zookeeper.config_watcher import apply_topic_config
 from ..zookeeper.znodes import uuid_to_text
+from .metadata_cache import BrokerEndpoint
 from .partition import ReplicatedPartition
 from .topics import ClusterTopics
 
-__all__ = ["ClusterReplicaManager", "ALTER_PARTITION", "CONTROLLED_SHUTDOWN"]
+__all__ = ["ClusterReplicaManager"]
 
 log = logging.getLogger("kqlite.cluster")
 
-ALTER_PARTITION = 56         # WIRE: Kafka-defined api key
-CONTROLLED_SHUTDOWN = 7      # WIRE: Kafka-defined api key
 _NO_EPOCH = -1               # WIRE: LeaderAndIsr.NoEpoch, StopReplica's "no epoch check"
 _CONTROLLER_ANSWER_TIMEOUT = 30.0
 
@@ -85,6 +84,7 @@ class ClusterReplicaManager(ReplicaManager):
         self.cache = cache
         self.store = store
         self._zk = zk
+        self._zk_request = zk if zk_request is None else zk_request
         self.controller = None
         self.topics = ClusterTopics(
             db, broker_id=broker_id, cache=cache,
@@ -108,8 +108,8 @@ class ClusterReplicaManager(ReplicaManager):
         self._isr_task = None
         self._closing = set()             # closes of dropped partitions under way
         # on_roles_changed(leaders, others): called after LeaderAndIsr and StopReplica with
-        # the partitions that lead here and those that follow or stopped (the group
-        # coordinator loads and unloads its groups from it).
+        # the partitions that lead here and those that follow or stopped (the coordinators
+        # load and unload their state partitions from it: coordinators/roles.py).
         self.on_roles_changed = None
 
     @property
@@ -329,7 +329,7 @@ class ClusterReplicaManager(ReplicaManager):
             else:
                 await partition.become_follower(p["leader"], *args)
                 followers.setdefault(p["leader"], []).append(partition)
-        if self.on_roles_changed is not None:     # the group coordinator's loads and unloads
+        if self.on_roles_changed is not None:     # the coordinators' loads and unloads
             self.on_roles_changed([self._partitions[k] for k in leaders],
                                   [p for ps in followers.values() for p in ps])
         no_leader = [(p.topic, p.index) for p in followers.pop(-1, [])]
@@ -421,6 +421,33 @@ class ClusterReplicaManager(ReplicaManager):
             self._metadata_changed()
         return code
 
+    async def live_brokers(self, me):
+        """``(live BrokerEndpoints sorted by id, controller id)`` for Metadata and
+        DescribeCluster; ``me`` is this broker's own endpoint.
+
+        The cache answers once a controller has spoken. Before its first UpdateMetadata
+        reaches this broker (milliseconds after a start, seconds on a loaded machine) the
+        cache knows nobody, and an answer naming no broker and no controller is taken by
+        librdkafka as a partial answer that it does not ask again for: an admin request
+        waiting for the controller then times out though the cluster formed long before.
+        Meanwhile the registrations under ``/brokers/ids`` and ``/controller`` are read
+        from ZooKeeper, where the controller itself reads them. This broker is in every
+        answer it gives (it listens before it registers), and a controller that is not
+        among the registered brokers is not named (a client could not reach it)."""
+        if self.cache.heard_from_controller:
+            return sorted(self.cache.brokers.values()), self.cache.controller_id
+        try:
+            registered = await self._zk_request(self.store.brokers)
+            controller_id = await self._zk_request(self.store.controller_id)
+        except KqliteError as exc:
+            log.debug("broker %d: live brokers not read from ZooKeeper: %s", self.broker_id,
+                      exc)
+            registered, controller_id = {}, -1
+        live = {b: BrokerEndpoint(b, info.host, info.port, info.rack)
+                for b, info in registered.items()}
+        live[me.broker_id] = me
+        return sorted(live.values()), controller_id if controller_id in live else -1
+
     async def wait_for_metadata(self, predicate, timeout_ms):
         """Wait until ``predicate()`` holds after some UpdateMetadata, or ``timeout_ms``
         passes; returns whether it holds."""
@@ -504,7 +531,7 @@ class ClusterReplicaManager(ReplicaManager):
         versions = (2, 3) if topic_id is not None else (0, 1)
         try:
             response = await self.send_to_controller(
-                ALTER_PARTITION, versions,
+                ApiKey.ALTER_PARTITION, versions,
                 lambda v: alter_partition_body(self.broker_id, self.broker_epoch, topic,
                                                topic_id, index, proposal, v))
         except PartitionError as exc:

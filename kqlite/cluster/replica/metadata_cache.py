@@ -83,6 +83,12 @@ class MetadataCache:
 
     # ---- queries ---------------------------------------------------------------------
 
+    @property
+    def heard_from_controller(self):
+        """Whether some controller's UpdateMetadata has been applied; before the first one
+        the cache knows no broker, no controller and no partition."""
+        return self.controller_epoch >= 0
+
     def is_alive(self, broker_id):
         return broker_id in self.brokers
 

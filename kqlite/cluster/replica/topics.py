@@ -18,9 +18,13 @@ result, as Kafka's DelayedCreatePartitions and DelayedDeleteTopics wait.
 - Config changes (handlers/configs.py) are written to ``/config/topics`` with a change
   notification (:meth:`ClusterTopics.set_config_overrides`); every broker's config
   watcher then tells its replica manager (``ClusterReplicaManager.topic_config_changed``).
-- Replicas are placed by Kafka's rack-unaware rule (rules/assignment.py) over the live brokers
-  of the cache; ``default.replication.factor`` for auto-created topics is capped at the
-  live broker count.
+- Replicas are placed by Kafka's rack-unaware rule (rules/assignment.py) over the brokers
+  registered in ZooKeeper, read when a topic or partitions are created (as Kafka's
+  AdminZkClient reads them), not over the cache's live brokers: the cache lags the
+  registrations (by seconds on a loaded machine just after a start), and a topic placed
+  over a partial set keeps a smaller replication factor for ever.
+  ``default.replication.factor`` for auto-created topics is capped at the registered
+  broker count.
 
 The replica manager (manager.py) holds one :class:`ClusterTopics` (its ``topics``) and
 answers the server's topic questions through it; the cluster's topic handlers
@@ -144,7 +148,11 @@ class ClusterTopics:
     async def _auto_create(self, name):
         """Create ``name`` through ZooKeeper with the broker's defaults; the answer is
         LEADER_NOT_AVAILABLE (its leaders are not elected yet), as Kafka's."""
-        live = sorted(self.cache.brokers)
+        try:
+            live = await self._registered_brokers()
+        except KqliteError as exc:
+            log.error("cannot auto-create topic %s: %s", name, exc)
+            return PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         factor = min(len(live), self.default_replication_factor)
         if factor < 1:
             return PartitionError(ErrorCode.LEADER_NOT_AVAILABLE,
@@ -162,6 +170,10 @@ class ClusterTopics:
             return PartitionError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
         return PartitionError(ErrorCode.LEADER_NOT_AVAILABLE,
                               f"topic {name!r} is being created")
+
+    async def _registered_brokers(self):
+        """The ids of the brokers registered in ZooKeeper now, sorted."""
+        return sorted(await self._zk_request(self._store().brokers))
 
     async def topic_config(self, name):
         """(per-topic overrides, effective config) from ZooKeeper's /config/topics."""
@@ -197,7 +209,9 @@ class ClusterTopics:
 
     # -- Changes (active controller only) -------------------------------------------------
 
-    def _check_controller(self):
+    def check_controller(self):
+        """Raise NOT_CONTROLLER unless this broker is the active controller, the only one
+        that changes topics (Kafka's ZooKeeper mode)."""
         controller = self._controller()
         if controller is None or not controller.is_active:
             raise PartitionError(ErrorCode.NOT_CONTROLLER,
@@ -209,11 +223,11 @@ class ClusterTopics:
         """CreateTopics for one topic; returns (partition count, replication factor,
         topic id or None). Raises PartitionError or KqliteError (TopicExistsError,
         ConfigError, ...)."""
-        self._check_controller()
+        self.check_controller()
         check_topic(name)
         check_kafka_names(configs)
         LogConfig({**self.db.defaults, **configs})
-        live = sorted(self.cache.brokers)
+        live = await self._registered_brokers()
         if assignments:
             if count != -1 or factor != -1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST,
@@ -248,7 +262,7 @@ class ClusterTopics:
 
     async def delete_topic(self, name):
         """DeleteTopics for one topic: the deletion marker; the controller does the rest."""
-        self._check_controller()
+        self.check_controller()
         check_topic(name)
         if name in INTERNAL_TOPICS:
             raise PartitionError(ErrorCode.TOPIC_DELETION_DISABLED,
@@ -259,7 +273,7 @@ class ClusterTopics:
                                         validate_only=False):
         """CreatePartitions for one topic: the grown assignment, written (fenced) by the
         controller; its partition-modification watch elects the new leaders."""
-        self._check_controller()
+        self.check_controller()
         check_topic(name)
         current = await self._zk_request(self._store().topic_assignment, name)
         have = len(current.partitions)
@@ -267,7 +281,7 @@ class ClusterTopics:
             raise PartitionError(ErrorCode.INVALID_PARTITIONS,
                                  f"topic {name!r} has {have} partitions; it can only grow")
         factor = len(current.partitions[0])
-        live = sorted(self.cache.brokers)
+        live = await self._registered_brokers()
         if assignments is not None:
             if len(assignments) != total - have:
                 raise PartitionError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -9,6 +9,26 @@ A topic name is checked against Kafka's rules before anything else looks at it
 (``INVALID_TOPIC_EXCEPTION``); the replica manager and the Database check it again, so
 no path reaches the disk with a name like ``../x``. Metadata auto-creates a bounded
 number of topics per request (see replica_manager.py).
+
+Authorization (Kafka's KafkaApis and ConfigHelper), always before existence is looked at,
+so that a refusal never tells whether a topic exists:
+
+- Metadata: DESCRIBE on each topic. A topic named in the request that the principal may
+  not describe is answered TOPIC_AUTHORIZATION_FAILED with no id (by id: no name); an
+  all-topics request silently leaves it out. Auto-creating a missing topic needs CREATE
+  on the cluster, else on the topic (TOPIC_AUTHORIZATION_FAILED). The KIP-430 fields are
+  the authorizer's ``authorized_operations`` (the cluster's: 0 without DESCRIBE on it).
+- CreateTopics: CREATE on the cluster, else on each topic (TOPIC_AUTHORIZATION_FAILED,
+  "Authorization failed."), after the duplicate check; a topic whose configs the principal
+  may not DESCRIBE_CONFIGS carries TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED (v5+).
+- DeleteTopics: DELETE on each topic; one named by id also needs DESCRIBE, else it is
+  answered without its name. CreatePartitions: ALTER on each topic.
+- DescribeConfigs: DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
+  resource (TOPIC_ / CLUSTER_AUTHORIZATION_FAILED in that resource's entry).
+
+Metadata lists refused topics after the others, as Kafka does; the other APIs answer a
+refused entry in its place (Kafka's order differs there, and clients match entries by
+name).
 """
 
 import collections
@@ -16,27 +36,20 @@ import uuid
 
 from ...errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ...protocol import ApiKey, ErrorCode
-from ..config_changes import RESOURCE_BROKER, RESOURCE_TOPIC, check_name
+from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
+from ..authorization import REFUSAL, refusal_message
+from ..config_changes import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, check_name
 from ..config_entries import broker_entries, topic_entries
 from ..partition import PartitionError
 from ..replica_manager import INTERNAL_TOPICS
 from ..topic_checks import assigned_partition_count, check_topic
 
-# WIRE: Kafka's AclOperation codes, as Utils.to32BitField packs them (bit n = code n):
-# every operation Kafka's AclEntry.supportedOperations lists for the resource type,
-# which is what a broker without an authorizer answers.
-_READ, _WRITE, _CREATE, _DELETE, _ALTER, _DESCRIBE = 3, 4, 5, 6, 7, 8
-_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
-TOPIC_OPERATIONS = sum(1 << op for op in (_READ, _WRITE, _CREATE, _DESCRIBE, _DELETE, _ALTER,
-                                          _DESCRIBE_CONFIGS, _ALTER_CONFIGS))
-CLUSTER_OPERATIONS = sum(1 << op for op in (_CREATE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS,
-                                            _ALTER_CONFIGS, _IDEMPOTENT_WRITE, _ALTER,
-                                            _DESCRIBE))
 OPERATIONS_NOT_ASKED = -2147483648   # WIRE: Kafka's default (Integer.MIN_VALUE)
 _ZERO_UUID = uuid.UUID(int=0)
+_CREATE_REFUSED = "Authorization failed."   # Kafka's message (KafkaApis.handleCreateTopicsRequest)
 
 
-async def api_versions(broker, conn, request):
+async def api_versions(broker, context, request):
     return {"error_code": 0, "throttle_time_ms": 0,
             "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                          for k, (lo, hi) in sorted(broker.api_versions.items())]}
@@ -45,6 +58,21 @@ async def api_versions(broker, conn, request):
 def _broker_entry(broker):
     return {"node_id": broker.broker_id, "host": broker.advertised_host, "port": broker.port,
             "rack": None}
+
+
+def _refused_entry(name, topic_id=_ZERO_UUID, internal=False):
+    """The Metadata entry of a topic the principal may not describe or create: no
+    partitions, no id unless the request gave it, nothing that depends on existence."""
+    return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+            "topic_id": topic_id, "is_internal": internal, "partitions": []}
+
+
+def cluster_authorized_operations(broker, context):
+    """The KIP-430 field of the cluster: its authorized operations, or 0 without DESCRIBE
+    on it (Kafka's Metadata v8-10 and DescribeCluster)."""
+    if broker.authorizer.authorize(context, AclOperation.DESCRIBE, CLUSTER):
+        return broker.authorizer.authorized_operations(context, CLUSTER)
+    return 0
 
 
 def _topic_entry(name, info):
@@ -62,7 +90,7 @@ def _topic_entry(name, info):
                            for p in info.partitions]}
 
 
-async def metadata(broker, conn, request):
+async def metadata(broker, context, request):
     body, version = request.body, request.api_version
     topics = body.get("topics")
     response = {"throttle_time_ms": 0, "brokers": [_broker_entry(broker)],
@@ -79,6 +107,7 @@ async def metadata(broker, conn, request):
              "partitions": []} for t in topics])
         return response
     entries = []
+    ids_of = {}
     if all_topics:
         names = await broker.replicas.topic_names()
         auto = False
@@ -88,6 +117,7 @@ async def metadata(broker, conn, request):
             # As Kafka: a request naming topic ids is answered for those ids only.
             known = await broker.replicas.topic_names_by_id(ids)
             names = list(dict.fromkeys(known[i] for i in ids if i in known))
+            ids_of = {known[i]: i for i in ids if i in known}
             entries += [{"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                          "topic_id": i, "is_internal": False, "partitions": []}
                         for i in dict.fromkeys(ids) if i not in known]
@@ -95,16 +125,49 @@ async def metadata(broker, conn, request):
         else:
             names = list(dict.fromkeys(t["name"] for t in topics))
             auto = body.get("allow_auto_topic_creation", True) if version >= 4 else True
-    found = await broker.replicas.describe_topics(
-        names, auto_create=auto and broker.auto_create_topics)
+    # Kafka: "do not disclose the existence of topics unauthorized for Describe".
+    describable = broker.authorizer.authorized_names(
+        context, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_if_denied=not all_topics)
+    refused = [] if all_topics else [
+        _refused_entry(None, ids_of[n]) if ids_of else _refused_entry(n)
+        for n in names if n not in describable]
+    names = [n for n in names if n in describable]
+    found = await broker.replicas.describe_topics(names)
+    if auto and broker.auto_create_topics:
+        not_creatable = await _auto_create(broker, context, names, found)
+        refused = [_refused_entry(n, internal=n in INTERNAL_TOPICS)
+                   for n in names if n in not_creatable] + refused
+        names = [n for n in names if n not in not_creatable]
     described = [_topic_entry(n, found[n]) for n in names]
     if version >= 8 and body.get("include_topic_authorized_operations"):
         for entry in described:
-            entry["topic_authorized_operations"] = TOPIC_OPERATIONS
+            entry["topic_authorized_operations"] = broker.authorizer.authorized_operations(
+                context, Resource.topic(entry["name"]))
     if 8 <= version <= 10 and body.get("include_cluster_authorized_operations"):
-        response["cluster_authorized_operations"] = CLUSTER_OPERATIONS
-    response["topics"] = entries + described
+        response["cluster_authorized_operations"] = cluster_authorized_operations(broker,
+                                                                                  context)
+    response["topics"] = entries + described + refused
     return response
+
+
+async def _auto_create(broker, context, names, found):
+    """Auto-create the topics of ``names`` that ``found`` (their descriptions) says do not
+    exist and the principal may create (CREATE on the cluster, else on the topic), updating
+    ``found``; returns the set of those it may not create."""
+    missing = [n for n in names if isinstance(found[n], PartitionError) and found[n].error_code
+               in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION)]
+    if not missing:
+        return set()
+    authorizer = broker.authorizer
+    if authorizer.authorize(context, AclOperation.CREATE, CLUSTER, log_if_denied=False):
+        creatable = set(missing)
+    else:
+        creatable = authorizer.authorized_names(context, AclOperation.CREATE,
+                                                ResourceType.TOPIC, missing)
+    wanted = [n for n in missing if n in creatable]
+    if wanted:
+        found.update(await broker.replicas.describe_topics(wanted, auto_create=True))
+    return set(missing) - creatable
 
 
 def kafka_error(exc):
@@ -162,24 +225,60 @@ async def _create_one(broker, topic, validate_only):
     return count, topic_id
 
 
-async def create_topics(broker, conn, request):
+class CreationChecks:
+    """CreateTopics' authorization of one request (Kafka's handleCreateTopicsRequest):
+    which topics the principal may create (CREATE on the cluster, else on each topic) and
+    whose configs it may see (DESCRIBE_CONFIGS on the topic). Asked once per request, by
+    the single broker and by a cluster's controller alike."""
+
+    def __init__(self, authorizer, context, topics):
+        names = [t["name"] for t in topics]
+        if authorizer.authorize(context, AclOperation.CREATE, CLUSTER, log_if_denied=False):
+            self.creatable = set(names)
+        else:
+            self.creatable = authorizer.authorized_names(context, AclOperation.CREATE,
+                                                         ResourceType.TOPIC, names)
+        self.configs_visible = authorizer.authorized_names(
+            context, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names,
+            log_if_denied=False)
+
+    def check(self, name):
+        """Raise TOPIC_AUTHORIZATION_FAILED unless the principal may create ``name``."""
+        if name not in self.creatable:
+            raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, _CREATE_REFUSED)
+
+    def answer_configs(self, result, attempted):
+        """Set the result's TopicConfigErrorCode: TOPIC_AUTHORIZATION_FAILED when the
+        principal may not see the topic's configs, except for a creation that was attempted
+        and failed, whose result Kafka resets."""
+        failed = attempted and result["error_code"] != ErrorCode.NONE
+        if result["name"] not in self.configs_visible and not failed:
+            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+async def create_topics(broker, context, request):
     body = request.body
     validate_only = bool(body.get("validate_only"))
     seen = collections.Counter(t["name"] for t in body["topics"])
+    checks = CreationChecks(broker.authorizer, context, body["topics"])
     results = []
     for t in body["topics"]:
         result = {"name": t["name"], "error_code": 0, "error_message": None,
                   "num_partitions": -1, "replication_factor": -1, "configs": None}
+        attempted = False
         try:
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST,
                                      "found multiple entries for this topic")
+            checks.check(t["name"])
+            attempted = True
             count, topic_id = await _create_one(broker, t, validate_only)
             result.update(num_partitions=count, replication_factor=1)
             if topic_id is not None:
                 result["topic_id"] = topic_id
         except (PartitionError, KqliteError) as exc:
             result.update(error_code=kafka_error(exc), error_message=str(exc))
+        checks.answer_configs(result, attempted)
         results.append(result)
     return {"throttle_time_ms": 0, "topics": results}
 
@@ -208,7 +307,22 @@ def deletion_error(exc, version):
         version < 3 else code
 
 
-async def delete_topics(broker, conn, request):
+def deletion_refused(authorizer, context, entry, by_id):
+    """Whether DeleteTopics' ``entry`` (its name resolved) is refused, in Kafka's order: a
+    topic named by id the principal may not DESCRIBE, whose name is then left out of the
+    answer; a topic it may not DELETE. A refused entry gets TOPIC_AUTHORIZATION_FAILED
+    (without a message, as Kafka's)."""
+    name = entry["name"]
+    if by_id and not authorizer.authorize(context, AclOperation.DESCRIBE, Resource.topic(name)):
+        entry.update(name=None, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return True
+    if not authorizer.authorize(context, AclOperation.DELETE, Resource.topic(name)):
+        entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return True
+    return False
+
+
+async def delete_topics(broker, context, request):
     body, version = request.body, request.api_version
     wanted, refusal = topics_to_delete(body, version)
     if refusal is not None:
@@ -224,22 +338,39 @@ async def delete_topics(broker, conn, request):
                 if name is None:
                     raise PartitionError(ErrorCode.UNKNOWN_TOPIC_ID,
                                          f"unknown topic id {topic_id}")
-            await broker.replicas.delete_topic(name)
+            if not deletion_refused(broker.authorizer, context, entry,
+                                    topic_id != _ZERO_UUID):
+                await broker.replicas.delete_topic(name)
         except (PartitionError, KqliteError) as exc:
             entry.update(error_code=deletion_error(exc, version), error_message=str(exc))
         responses.append(entry)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def create_partitions(broker, conn, request):
+def alterable_topics(authorizer, context, topics):
+    """The names of CreatePartitions' ``topics`` the principal may ALTER."""
+    return authorizer.authorized_names(context, AclOperation.ALTER, ResourceType.TOPIC,
+                                       (t["name"] for t in topics))
+
+
+def check_alterable(name, alterable):
+    """Raise CreatePartitions' refusal of a topic the principal may not ALTER."""
+    if name not in alterable:
+        raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                             "The topic authorization is failed.")    # Kafka's words
+
+
+async def create_partitions(broker, context, request):
     body = request.body
     seen = collections.Counter(t["name"] for t in body["topics"])
+    alterable = alterable_topics(broker.authorizer, context, body["topics"])
     results = []
     for t in body["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         try:
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST, "duplicate topic in request")
+            check_alterable(t["name"], alterable)
             assignments = t.get("assignments")
             await broker.replicas.create_partitions(
                 t["name"], t["count"],
@@ -256,7 +387,27 @@ async def create_partitions(broker, conn, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def describe_configs(broker, conn, request):
+# The resource a config resource's (Describe|Alter|IncrementalAlter)Configs check asks
+# about (Kafka's ConfigHelper and KafkaApis): the topic itself, or the cluster for a
+# broker's configs and its loggers.
+_CONFIG_RESOURCES = {RESOURCE_TOPIC: Resource.topic,
+                     RESOURCE_BROKER: lambda _name: CLUSTER,
+                     RESOURCE_BROKER_LOGGER: lambda _name: CLUSTER}
+
+
+def config_refusal(authorizer, context, operation, resource_type, name):
+    """The error code when the principal may not do ``operation`` (DESCRIBE_CONFIGS or
+    ALTER_CONFIGS) on a config resource, else None; a resource type Kafka does not
+    authorize (it refuses it as malformed) is not asked about."""
+    if resource_type not in _CONFIG_RESOURCES:
+        return None
+    resource = _CONFIG_RESOURCES[resource_type](name)
+    if authorizer.authorize(context, operation, resource):
+        return None
+    return REFUSAL[resource.resource_type]
+
+
+async def describe_configs(broker, context, request):
     body = request.body
     asked = {"include_synonyms": bool(body.get("include_synonyms")),
              "include_documentation": bool(body.get("include_documentation"))}
@@ -267,7 +418,11 @@ async def describe_configs(broker, conn, request):
         keys = res.get("configuration_keys")
         entry = {"error_code": 0, "error_message": None, "resource_type": kind,
                  "resource_name": name, "configs": []}
-        if kind == RESOURCE_TOPIC:
+        refused = config_refusal(broker.authorizer, context, AclOperation.DESCRIBE_CONFIGS,
+                                 kind, name)
+        if refused is not None:
+            entry.update(error_code=refused, error_message=refusal_message(refused))
+        elif kind == RESOURCE_TOPIC:
             try:
                 overrides, effective = await broker.replicas.topic_config(name)
             except (PartitionError, KqliteError) as exc:

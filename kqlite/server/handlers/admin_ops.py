@@ -6,18 +6,24 @@ replica manager, in a storage thread, before the answer. DescribeLogDirs reports
 replica manager's one log dir, the data dir. DescribeProducers answers from each
 partition's idempotent-producer state (storage/producer_state.py). Every name from the
 wire is checked before it reaches the data dir.
+
+Authorization (Kafka's KafkaApis): (Incremental)AlterConfigs need ALTER_CONFIGS on the
+topic, or on the cluster for a broker resource and its loggers, asked once the request is
+found well formed (TOPIC_ / CLUSTER_AUTHORIZATION_FAILED in that resource's entry, no
+message); DescribeLogDirs needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED at
+the top with no results); DescribeProducers READ on each topic with a valid name
+(TOPIC_AUTHORIZATION_FAILED before existence). DescribeCluster checks nothing; its
+authorized operations are 0 without DESCRIBE on the cluster.
 """
 
 from ...db.topic_names import InvalidTopicError, check_topic_name
 from ...protocol import ApiKey, ErrorCode
+from ...protocol.acl import CLUSTER, AclOperation, Resource
 from .. import config_changes as changes
+from ..authorization import refusal_message
 from ..partition import PartitionError
+from .admin import cluster_authorized_operations, config_refusal
 
-# WIRE: Kafka's AclOperation codes of the operations on the CLUSTER resource (AclEntry's
-# supportedOperations): CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS
-# 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12. Without an authorizer all are allowed.
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
-CLUSTER_AUTHORIZED_OPERATIONS = sum(1 << op for op in _CLUSTER_OPERATIONS)
 _OPERATIONS_NOT_ASKED = -2147483648    # WIRE: the schema's default, "not requested"
 
 # WIRE: DescribeCluster's EndpointType.
@@ -27,22 +33,26 @@ _ENDPOINT_CONTROLLERS = 2
 
 # -- AlterConfigs, IncrementalAlterConfigs ---------------------------------------------------
 
-async def alter_configs(broker, conn, request):
-    return await alter_config_resources(broker, request, _alter_topic, incremental=False)
+async def alter_configs(broker, context, request):
+    return await alter_config_resources(broker, context, request, _alter_topic,
+                                        incremental=False)
 
 
-async def incremental_alter_configs(broker, conn, request):
-    return await alter_config_resources(broker, request, _alter_topic, incremental=True)
+async def incremental_alter_configs(broker, context, request):
+    return await alter_config_resources(broker, context, request, _alter_topic,
+                                        incremental=True)
 
 
 async def _alter_topic(broker, name, edit, validate_only):
     return await broker.replicas.alter_topic_config(name, edit, validate_only)
 
 
-async def alter_config_resources(broker, request, alter_topic, *, incremental):
+async def alter_config_resources(broker, context, request, alter_topic, *, incremental):
     """The (Incremental)AlterConfigs response: each resource refused, a broker change
     checked, or a topic changed by ``alter_topic(broker, name, edit, validate_only)`` ->
-    ``(error code, message)``, which is where a single broker and a cluster differ."""
+    ``(error code, message)``, which is where a single broker and a cluster differ.
+    Checked in Kafka's order: the request's form (a broker change kqlite cannot make
+    included), then ALTER_CONFIGS, then the names of topics and broker loggers."""
     body = request.body
     resources = body["resources"]
     validate_only = bool(body.get("validate_only"))
@@ -50,23 +60,45 @@ async def alter_config_resources(broker, request, alter_topic, *, incremental):
     for res, refusal in zip(resources,
                             changes.refusals(resources, broker.broker_id,
                                              incremental=incremental)):
+        kind, name = res["resource_type"], res["resource_name"]
+        if refusal is None and kind == changes.RESOURCE_BROKER:
+            # A broker change kqlite cannot make is refused first, as Kafka refuses an
+            # invalid one before authorization.
+            code, message = changes.broker_change(res["configs"])
+            refusal = (code, message) if code else None
+        if refusal is None:
+            refusal = _unauthorized_or_unnamed(broker, context, kind, name)
         if refusal is not None:
             code, message = refusal
-        elif res["resource_type"] == changes.RESOURCE_BROKER:
-            code, message = changes.broker_change(res["configs"])
+        elif kind == changes.RESOURCE_BROKER:
+            code, message = ErrorCode.NONE, None
         else:
             edit = (changes.applying if incremental else changes.replacing)(res["configs"])
-            code, message = await alter_topic(broker, res["resource_name"], edit,
-                                              validate_only)
+            code, message = await alter_topic(broker, name, edit, validate_only)
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res["resource_type"],
                           "resource_name": res["resource_name"]})
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+def _unauthorized_or_unnamed(broker, context, kind, name):
+    """``(code, message)`` for a well-formed resource the principal may not ALTER_CONFIGS
+    (an incremental broker logger's refusal carries Kafka's message, which its
+    RuntimeLoggerManager throws; the others none), then for a name this broker cannot
+    have; else None."""
+    denied = config_refusal(broker.authorizer, context, AclOperation.ALTER_CONFIGS, kind, name)
+    if denied is not None:
+        return denied, (refusal_message(denied) if kind == changes.RESOURCE_BROKER_LOGGER
+                        else None)
+    return changes.check_name(kind, name, broker.broker_id)
+
+
 # -- DescribeLogDirs -------------------------------------------------------------------------
 
-async def describe_log_dirs(broker, conn, request):
+async def describe_log_dirs(broker, context, request):
+    if not broker.authorizer.authorize(context, AclOperation.DESCRIBE, CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results": []}
     asked = request.body.get("topics")
     wanted = None
     if asked is not None:
@@ -95,7 +127,7 @@ async def describe_log_dirs(broker, conn, request):
 
 # -- DescribeCluster -------------------------------------------------------------------------
 
-async def describe_cluster(broker, conn, request):
+async def describe_cluster(broker, context, request):
     body = request.body
     endpoint = body.get("endpoint_type", _ENDPOINT_BROKERS)
     if endpoint != _ENDPOINT_BROKERS:
@@ -107,7 +139,7 @@ async def describe_cluster(broker, conn, request):
             message = f"unknown endpoint type {endpoint}"
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
                 "endpoint_type": _ENDPOINT_BROKERS, "cluster_id": "", "brokers": []}
-    operations = (CLUSTER_AUTHORIZED_OPERATIONS
+    operations = (cluster_authorized_operations(broker, context)
                   if body.get("include_cluster_authorized_operations")
                   else _OPERATIONS_NOT_ASKED)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
@@ -120,11 +152,11 @@ async def describe_cluster(broker, conn, request):
 
 # -- DescribeProducers -----------------------------------------------------------------------
 
-async def describe_producers(broker, conn, request):
+async def describe_producers(broker, context, request):
     topics = []
     for t in request.body["topics"]:
         name = t["name"]
-        topic_error, indexes = await _topic_partitions(broker, name)
+        topic_error, indexes = await _topic_partitions(broker, context, name)
         found = {}    # storage is asked once per partition, however often it is named
         partitions = []
         for index in t["partition_indexes"]:
@@ -142,13 +174,16 @@ async def describe_producers(broker, conn, request):
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def _topic_partitions(broker, name):
+async def _topic_partitions(broker, context, name):
     """``(None, partition indexes)`` of topic ``name``, or ``(the answer every partition
-    of it gets, ())``."""
+    of it gets, ())``: an invalid name, then no READ on the topic, then no such topic."""
     try:
         check_topic_name(name)
     except InvalidTopicError as exc:
         return _partition_error(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)), ()
+    if not broker.authorizer.authorize(context, AclOperation.READ, Resource.topic(name)):
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return _partition_error(code, refusal_message(code)), ()
     try:
         info = await broker.replicas.topic(name)
     except PartitionError as exc:

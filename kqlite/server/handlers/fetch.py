@@ -20,6 +20,11 @@ arrive), as Kafka's KafkaApis.handleFetchRequest does:
   rejects the whole response otherwise.
 - The response is capped at Kafka's ``fetch.max.bytes`` (55 MiB) whatever the request
   asks, and every region read is released if the response is not built.
+- Authorization, before anything is read: a follower (replica id >= 0) needs
+  CLUSTER_ACTION on the cluster, else every partition answers TOPIC_AUTHORIZATION_FAILED;
+  a consumer needs READ on each topic, else its partitions answer
+  TOPIC_AUTHORIZATION_FAILED whether they exist or not (an unknown topic id still answers
+  UNKNOWN_TOPIC_ID first: ids are not secret).
 """
 
 import time
@@ -29,6 +34,7 @@ from ...errors import CorruptRecordError, KqliteError, UnsupportedCodecError
 from ...format.constants import MAGIC_V0, MAGIC_V1
 from ...format.down_convert import down_convert
 from ...protocol import ApiKey, ErrorCode
+from ...protocol.acl import CLUSTER, AclOperation, ResourceType
 from ..partition import READ_UNCOMMITTED, PartitionError, ReadResult, isolation_of
 from ..replica_manager import FetchPartition
 
@@ -44,26 +50,32 @@ _FIRST_ZSTD_VERSION = 10             # WIRE: KIP-110
 _LAST_NO_STORAGE_ERROR_VERSION = 5   # WIRE: KAFKA_STORAGE_ERROR is known from v6
 _ZERO_UUID = uuid.UUID(int=0)
 
-async def fetch(broker, conn, request):
+async def fetch(broker, context, request):
     version = request.api_version
     body = request.body
     by_id = version >= _FIRST_TOPIC_ID_VERSION
     fetch_data, forgotten = _requested(body, by_id)
     replica_id = body["replica_state"]["replica_id"] \
         if version >= _FIRST_REPLICA_STATE_VERSION else body.get("replica_id", -1)
-    context = broker.fetch_sessions.new_context(
+    session = broker.fetch_sessions.new_context(
         version=version, session_id=body.get("session_id", 0),
         epoch=body.get("session_epoch", -1), from_follower=replica_id >= 0,
         fetch_data=fetch_data, forgotten=forgotten, now_ms=_now_ms())
-    wanted = context.partitions()
+    wanted = session.partitions()
     names = {}
     if by_id and wanted:
         names = await broker.replicas.topic_names_by_id({key[0] for key, _ in wanted})
+    readable = _readable(broker, context, replica_id,
+                         [names.get(key[0]) if by_id else key[0] for key, _ in wanted])
     reads, results = [], {}
     for key, p in wanted:
         topic = names.get(key[0]) if by_id else key[0]
-        if topic is None:
+        if readable is None:        # a follower without CLUSTER_ACTION
+            results[key] = ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, records=b"")
+        elif topic is None:
             results[key] = ReadResult(ErrorCode.UNKNOWN_TOPIC_ID, records=b"")
+        elif topic not in readable:
+            results[key] = ReadResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED, records=b"")
         else:
             reads.append((key, FetchPartition(topic, key[1], p["fetch_offset"],
                                               p["partition_max_bytes"],
@@ -79,7 +91,7 @@ async def fetch(broker, conn, request):
         zero_copy=version >= _FIRST_V2_RECORDS_VERSION)
     results.update((key, r) for (key, _), r in zip(reads, found))
     try:
-        answer = context.respond([(key, results[key]) for key, _ in wanted], _now_ms())
+        answer = session.respond([(key, results[key]) for key, _ in wanted], _now_ms())
         for _key, r in answer.omitted:
             r.release()
         topics = {key: f.topic for key, f in reads}
@@ -88,6 +100,17 @@ async def fetch(broker, conn, request):
         for r in results.values():
             r.release()
         raise
+
+
+def _readable(broker, context, replica_id, topics):
+    """The topics (names; None for an unknown id) the request may read: all of them for a
+    follower with CLUSTER_ACTION (None: the follower has none), those with READ for a
+    consumer (Kafka's handleFetchRequest)."""
+    if replica_id >= 0:
+        allowed = broker.authorizer.authorize(context, AclOperation.CLUSTER_ACTION, CLUSTER)
+        return {t for t in topics if t is not None} if allowed else None
+    return broker.authorizer.authorized_names(context, AclOperation.READ, ResourceType.TOPIC,
+                                              (t for t in topics if t is not None))
 
 
 def _requested(body, by_id):

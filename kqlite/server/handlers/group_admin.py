@@ -7,13 +7,20 @@ tombstones in ``__consumer_offsets``, so they stay deleted after a restart and f
 embedded API. OffsetDelete removes offsets of an Empty group, or of the topics a live
 consumer group is not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC for the others); an Empty
 group left without offsets is gone, as in Kafka.
+
+Authorization first (Kafka's KafkaApis): DeleteGroups needs DELETE on each group
+(GROUP_AUTHORIZATION_FAILED for that group, which is left as it is); OffsetDelete needs
+DELETE on the group (the whole request GROUP_AUTHORIZATION_FAILED) and READ on each topic
+(its partitions TOPIC_AUTHORIZATION_FAILED, before UNKNOWN_TOPIC_OR_PARTITION, their
+offsets kept).
 """
 
 import logging
 import struct
 
 from ...protocol import ApiKey, ErrorCode
-from ..group_state import GroupState
+from ...protocol.acl import AclOperation, Resource, ResourceType
+from ..coordinator.group.state_machine import GroupState
 from .group_offsets import partitions_exist
 
 log = logging.getLogger("kqlite.server")
@@ -58,14 +65,19 @@ def _subscription_topics(data):
         return None
 
 
-async def delete_groups(broker, conn, request):
+async def delete_groups(broker, context, request):
     results = []
     for group_id in dict.fromkeys(request.body["groups_names"]):  # distinct, as Kafka
+        if not broker.authorizer.authorize(context, AclOperation.DELETE,
+                                           Resource.group(group_id)):
+            results.append({"group_id": group_id,
+                            "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            continue
         # The coordinator removes an Empty group (and writes its GroupMetadata tombstone);
         # a group it does not hold exists only through its committed offsets.
         error = await broker.coordinator.delete(group_id)
         if error in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
-            _had, removed = await broker.group_placement.delete_offsets(group_id)
+            _had, removed = await broker.coordinator.offsets.delete(group_id)
             if removed:
                 error = ErrorCode.NONE
             if not error:
@@ -75,10 +87,15 @@ async def delete_groups(broker, conn, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def offset_delete(broker, conn, request):
+async def offset_delete(broker, context, request):
     body = request.body
     group_id = body["group_id"]
-    exists = await partitions_exist(broker, body["topics"])
+    authorizer = broker.authorizer
+    if not authorizer.authorize(context, AclOperation.DELETE, Resource.group(group_id)):
+        return _offset_delete_error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = authorizer.authorized_names(context, AclOperation.READ, ResourceType.TOPIC,
+                                           (t["name"] for t in body["topics"]))
+    exists = await partitions_exist(broker, [t for t in body["topics"] if t["name"] in readable])
     code = broker.coordinator.owner_error(group_id)
     if code:
         return _offset_delete_error(code)
@@ -87,6 +104,8 @@ async def offset_delete(broker, conn, request):
     state = group.state if group is not None else None
     wanted = [tp for tp, ok in exists.items() if ok]
     errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp, ok in exists.items() if not ok}
+    errors.update(((t["name"], p["partition_index"]), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                  for t in body["topics"] if t["name"] not in readable for p in t["partitions"])
     if state is GroupState.DEAD:
         return _offset_delete_error(ErrorCode.NOT_COORDINATOR)    # the broker is stopping
     if state not in (None, GroupState.EMPTY):
@@ -97,7 +116,7 @@ async def offset_delete(broker, conn, request):
             if subscribed is None or tp[0] in subscribed:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         wanted = [tp for tp in wanted if tp not in errors]
-    had, removed = await broker.group_placement.delete_offsets(group_id, wanted)
+    had, removed = await broker.coordinator.offsets.delete(group_id, wanted)
     had_offsets, left = bool(had), len(had) - len(removed)
     if group is None and not had_offsets:
         return _offset_delete_error(ErrorCode.GROUP_ID_NOT_FOUND)

@@ -12,6 +12,15 @@ earliest and -1 latest (v1), -3 max timestamp (v7), -4 earliest local (v8: the l
 start, kqlite has no tiered storage) and -5 latest tiered (v9: offset -1, as a broker
 without tiered storage answers). A partition named twice in one request gets
 INVALID_REQUEST for each entry.
+
+Authorization comes first, as in Kafka's KafkaApis, and refuses per topic with
+TOPIC_AUTHORIZATION_FAILED before anything else is checked (an unknown topic the
+principal may not use is refused the same way as a known one): ListOffsets needs
+DESCRIBE on the topic, DeleteRecords DELETE; OffsetForLeaderEpoch needs CLUSTER_ACTION
+(a follower), else DESCRIBE on each topic (a consumer checking for truncation, KIP-320).
+InitProducerId needs WRITE on its transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+or, for an idempotent producer, IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import logging
@@ -19,6 +28,7 @@ from collections import Counter
 
 from ...errors import KqliteError, UnknownTopicError
 from ...protocol import ApiKey, ErrorCode
+from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..partition import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, PartitionError, isolation_of
 from ..replica_manager import INTERNAL_TOPICS
 
@@ -31,17 +41,21 @@ _TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOC
 _HIGH_WATERMARK = -1     # WIRE: DeleteRecords' offset meaning "up to the high watermark"
 
 
-async def list_offsets(broker, conn, request):
+async def list_offsets(broker, context, request):
     version = request.api_version
     body = request.body
     named = Counter((t["name"], p["partition_index"])
                     for t in body["topics"] for p in t["partitions"])
     duplicates = {key for key, times in named.items() if times > 1}
+    describable = broker.authorizer.authorized_names(
+        context, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["name"] for t in body["topics"]))
     topics = []
     for t in body["topics"]:
         parts = []
         for p in t["partitions"]:
-            if version == 0:
+            if t["name"] not in describable:
+                parts.append(_offsets_error(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif version == 0:
                 parts.append(await _legacy_offsets(broker, t["name"], p, body["replica_id"]))
             elif (t["name"], p["partition_index"]) in duplicates:
                 parts.append(_offsets_error(p, ErrorCode.INVALID_REQUEST))
@@ -103,13 +117,20 @@ async def _legacy_offsets(broker, topic, p, replica_id):
     return entry
 
 
-async def delete_records(broker, conn, request):
+async def delete_records(broker, context, request):
+    deletable = broker.authorizer.authorized_names(
+        context, AclOperation.DELETE, ResourceType.TOPIC,
+        (t["name"] for t in request.body["topics"]))
     topics = []
     for t in request.body["topics"]:
         parts = []
         for p in t["partitions"]:
             entry = {"partition_index": p["partition_index"], "low_watermark": -1,
                      "error_code": 0}
+            if t["name"] not in deletable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             try:
                 entry["low_watermark"] = await _delete_records(broker, t["name"],
                                                                p["partition_index"],
@@ -144,11 +165,15 @@ async def _delete_records(broker, topic, index, offset):
     return await partition.delete_records(offset)
 
 
-async def init_producer_id(broker, conn, request):
-    if request.body.get("transactional_id"):
-        return {"throttle_time_ms": 0,
-                "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+async def init_producer_id(broker, context, request):
+    transactional_id = request.body.get("transactional_id")
+    refusal = _init_producer_id_refusal(broker.authorizer, context, transactional_id)
+    if refusal is not None:
+        return _init_producer_id_error(refusal)
+    if transactional_id:
+        # No transaction coordinator yet: the error a transactional producer treats as
+        # fatal, as Produce and FindCoordinator answer it.
+        return _init_producer_id_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     # Every thousandth id reserves a new block on disk (a file lock and an fsync), or in a
     # cluster in ZooKeeper, which may be unreachable: then Kafka's ZkProducerIdManager
     # fails the request with the exception's code, UNKNOWN_SERVER_ERROR.
@@ -156,19 +181,52 @@ async def init_producer_id(broker, conn, request):
         producer_id = await broker.io.run(broker.producer_ids.allocate)
     except KqliteError as exc:
         logger.warning("InitProducerId: no producer id: %s", exc)
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
-                "producer_id": -1, "producer_epoch": -1}
+        return _init_producer_id_error(ErrorCode.UNKNOWN_SERVER_ERROR)
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": producer_id,
             "producer_epoch": 0}
 
 
-async def offset_for_leader_epoch(broker, conn, request):
+def _init_producer_id_refusal(authorizer, context, transactional_id):
+    """Kafka's checks of an InitProducerId: WRITE on the transactional id, or for an
+    idempotent producer IDEMPOTENT_WRITE on the cluster (its refusal not audited, as a
+    fallback follows) or else WRITE on at least one topic. The code of a refusal, or None."""
+    if transactional_id is not None:
+        if not authorizer.authorize(context, AclOperation.WRITE,
+                                    Resource.transactional_id(transactional_id)):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None
+    if authorizer.authorize(context, AclOperation.IDEMPOTENT_WRITE, CLUSTER,
+                            log_if_denied=False) or \
+            authorizer.authorize_by_resource_type(context, AclOperation.WRITE,
+                                                  ResourceType.TOPIC):
+        return None
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _init_producer_id_error(code):
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1,
+            "producer_epoch": -1}
+
+
+async def offset_for_leader_epoch(broker, context, request):
+    body = request.body
+    authorizer = broker.authorizer
+    if authorizer.authorize(context, AclOperation.CLUSTER_ACTION, CLUSTER, log_if_denied=False):
+        describable = {t["topic"] for t in body["topics"]}
+    else:
+        describable = authorizer.authorized_names(context, AclOperation.DESCRIBE,
+                                                  ResourceType.TOPIC,
+                                                  (t["topic"] for t in body["topics"]))
     topics = []
-    for t in request.body["topics"]:
+    for t in body["topics"]:
         parts = []
         for p in t["partitions"]:
             entry = {"partition": p["partition"], "error_code": 0, "leader_epoch": -1,
                      "end_offset": -1}
+            if t["topic"] not in describable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             try:
                 partition = await broker.replicas.get(t["topic"], p["partition"])
                 entry["leader_epoch"], entry["end_offset"] = \

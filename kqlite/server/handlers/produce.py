@@ -12,15 +12,27 @@ pre-0.11 producers send, message sets of magic 0 or 1, which are up-converted to
 batch in a storage thread (format/up_convert.py, Kafka's LogValidator conversion) and then
 take the same path; Kafka does not check the magic of v0-2 requests, so a v2 batch in one
 is appended as it is. zstd needs v7+ (KIP-110).
+
+Authorization, before anything is appended (Kafka's KafkaApis.handleProduceRequest): a
+request holding transactional batches needs WRITE on its transactional id, or the whole
+request is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition); then each
+topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED, whether the topic
+exists or not (authorization before existence). No IDEMPOTENT_WRITE is asked (KIP-679).
+kqlite has no transactions yet: a request with a transactional id that passes these
+checks is still refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the error every
+transactional producer treats as fatal; transactional batches without one are refused
+by storage (INVALID_TXN_STATE, format/validate.py), where Kafka answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 import asyncio
 
 from ...errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
-from ...format.constants import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD, MAGIC_OFFSET, \
-    MAGIC_V2
+from ...format.constants import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD, LENGTH_OFFSET, \
+    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, TRANSACTIONAL_MASK
 from ...format.up_convert import is_legacy, up_convert
 from ...protocol import ApiKey, ErrorCode
+from ...protocol.acl import AclOperation, Resource, ResourceType
 from ..partition import AppendResult, PartitionError
 
 _FIRST_V2_VERSION = 3        # WIRE: Produce v3 brought record batches v2 (KIP-98)
@@ -58,13 +70,21 @@ async def _append(broker, topic, index, records, acks, timeout_ms, version):
     return result
 
 
-async def produce(broker, conn, request):
+async def produce(broker, context, request):
     body = request.body
     acks = body["acks"]
-    if acks not in (0, 1, -1):
-        return _produce_error(body, ErrorCode.INVALID_REQUIRED_ACKS)
-    if body.get("transactional_id"):
+    authorizer = broker.authorizer
+    transactional_id = body.get("transactional_id")
+    if transactional_id is not None and _has_transactional_batches(body) and \
+            not authorizer.authorize(context, AclOperation.WRITE,
+                                     Resource.transactional_id(transactional_id)):
         return _produce_error(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = authorizer.authorized_names(context, AclOperation.WRITE, ResourceType.TOPIC,
+                                           (t["name"] for t in body["topic_data"]))
+    if acks not in (0, 1, -1):
+        return _produce_error(body, ErrorCode.INVALID_REQUIRED_ACKS, writable)
+    if transactional_id:
+        return _produce_error(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, writable)
     entries = [(t["name"], p["index"], p["records"])
                for t in body["topic_data"] for p in t["partition_data"]]
     # Partitions are appended to (and, with acks=-1, waited for) concurrently; a
@@ -77,6 +97,9 @@ async def produce(broker, conn, request):
     async def append_in_order(positions):
         for i in positions:
             name, index, records = entries[i]
+            if name not in writable:
+                results[i] = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             results[i] = await _append(broker, name, index, records, acks, body["timeout_ms"],
                                        request.api_version)
 
@@ -104,11 +127,37 @@ def _is_zstd_batch(records):
             and records[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD)
 
 
-def _produce_error(body, code):
+def _has_transactional_batches(body):
+    """Whether any partition's records hold a v2 batch with the transactional bit (Kafka's
+    RequestUtils.hasTransactionalRecords reads every batch; legacy message sets have no
+    such bit). Malformed framing stops the walk: storage refuses those bytes."""
+    for t in body["topic_data"]:
+        for p in t["partition_data"]:
+            records = p["records"] or b""
+            pos = 0
+            while pos + ATTRIBUTES_OFFSET + 2 <= len(records):
+                if records[pos + MAGIC_OFFSET] == MAGIC_V2 and \
+                        records[pos + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
+                    return True
+                length = int.from_bytes(records[pos + LENGTH_OFFSET:pos + LOG_OVERHEAD],
+                                        "big", signed=True)
+                if length <= 0:
+                    break
+                pos += LOG_OVERHEAD + length
+    return False
+
+
+def _produce_error(body, code, writable=None):
+    """Every partition answered ``code``; with ``writable`` (the topics the principal may
+    write), the others' partitions TOPIC_AUTHORIZATION_FAILED."""
+    def error(topic):
+        return code if writable is None or topic in writable \
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return {"throttle_time_ms": 0, "responses": [
         {"name": t["name"], "partition_responses": [
-            {"index": p["index"], "error_code": code, "base_offset": -1, "log_start_offset": -1,
-             "log_append_time_ms": -1, "record_errors": [], "error_message": None}
+            {"index": p["index"], "error_code": error(t["name"]), "base_offset": -1,
+             "log_start_offset": -1, "log_append_time_ms": -1, "record_errors": [],
+             "error_message": None}
             for p in t["partition_data"]]} for t in body["topic_data"]]}
 
 

@@ -11,33 +11,33 @@ _NO_SASL = "kqlite serves PLAINTEXT only: no SASL mechanism is enabled"
 _NO_ACLS = "kqlite has no authorizer: ACLs are not supported"
 
 
-async def sasl_handshake(broker, conn, request):
+async def sasl_handshake(broker, context, request):
     return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
 
 
-async def sasl_authenticate(broker, conn, request):
+async def sasl_authenticate(broker, context, request):
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": _NO_SASL,
             "auth_bytes": b"", "session_lifetime_ms": 0}
 
 
-async def describe_acls(broker, conn, request):
+async def describe_acls(broker, context, request):
     return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED,
             "error_message": _NO_ACLS, "resources": []}
 
 
-async def create_acls(broker, conn, request):
+async def create_acls(broker, context, request):
     return {"throttle_time_ms": 0, "results": [
         {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_ACLS}
         for _ in request.body["creations"]]}
 
 
-async def delete_acls(broker, conn, request):
+async def delete_acls(broker, context, request):
     return {"throttle_time_ms": 0, "filter_results": [
         {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_ACLS,
          "matching_acls": []} for _ in request.body["filters"]]}
 
 
-async def no_transactions(broker, conn, request):
+async def no_transactions(broker, context, request):
     # The same answer InitProducerId and Produce give a transactional id: fatal for the
     # transactional producer, which then reports it instead of retrying forever.
     return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

@@ -1,8 +1,8 @@
-"""The members of a group as the group state machine (group_state.py) keeps them, and their
+"""The members of a group as the group state machine (state_machine.py) keeps them, and their
 stored form: the GroupMetadataValue records of ``__consumer_offsets``
-(kqlite.db.group_metadata)."""
+(kqlite.format.group_records)."""
 
-from ..db.group_metadata import GroupMetadataValue, MemberMetadata
+from ....format.group_records import GroupMetadataValue, MemberMetadata
 
 __all__ = ["Member", "restored_members", "stored_group"]
 

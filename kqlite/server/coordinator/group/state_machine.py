@@ -7,8 +7,8 @@ Kafka's GroupCoordinator (``core/.../coordinator/group/GroupCoordinator.scala``)
 Dead is where a group ends when it is deleted or unloaded (the broker is stopping).
 
 Rule 1: everything that decides what a group does lives in this file and in its
-transition table (group_table.py): no I/O, no asyncio, no clock, no protocol objects.
-Inputs are the small values of ``group_events`` (Join, Sync, Heartbeat, Leave, Commit,
+transition table (transitions.py): no I/O, no asyncio, no clock, no protocol objects.
+Inputs are the small values of ``events`` (Join, Sync, Heartbeat, Leave, Commit,
 Delete) handed to
 :meth:`GroupStateMachine.handle` with the time ``now`` (milliseconds on any
 monotonic clock) and an opaque ``ticket`` naming the request. Outputs are
@@ -22,7 +22,7 @@ the initial rebalance delay); the caller calls :meth:`expire` at or after it.
 
 The transition table
 --------------------
-``TRANSITIONS[state][event]`` (group_table.py) is a :class:`Rule`: the checks a request must pass
+``TRANSITIONS[state][event]`` (transitions.py) is a :class:`Rule`: the checks a request must pass
 first (each maps to its error code: fenced instance, unknown member, illegal
 generation, inconsistent protocol), then the action, the code to answer with and the next
 state. The code looks every event up in the table, so the table is the behaviour.
@@ -75,11 +75,11 @@ import dataclasses
 import logging
 from typing import Callable
 
-from ..protocol import ErrorCode
-from .group_events import (Commit, Delete, Heartbeat, JoinedMember, Join, JoinResult, Leave,
+from ....protocol import ErrorCode
+from .events import (Commit, Delete, Heartbeat, JoinedMember, Join, JoinResult, Leave,
                            MemberSummary, Reply, Sync, SyncResult)
-from .group_members import Member, restored_members, stored_group
-from .group_table import TRANSITIONS, Check, Event, GroupState, Rule
+from .members import Member, restored_members, stored_group
+from .transitions import TRANSITIONS, Check, Event, GroupState, Rule
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = GroupState
 E = Event

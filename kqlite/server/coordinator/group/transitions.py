@@ -1,4 +1,4 @@
-"""The transition table of a consumer group (see group_state.py, which runs it).
+"""The transition table of a consumer group (see state_machine.py, which runs it).
 
 ``TRANSITIONS[state][event]`` is the :class:`Rule` for an event in a state: the checks a
 request must pass, the action (a method of ``GroupStateMachine``), the code to answer
@@ -9,7 +9,7 @@ import dataclasses
 import enum
 from typing import Optional
 
-from ..protocol import ErrorCode
+from ....protocol import ErrorCode
 
 __all__ = ["GroupState", "Event", "Check", "Rule", "TRANSITIONS"]
 

@@ -1,4 +1,4 @@
-"""The inputs and outputs of the group state machine (kqlite.server.group_state).
+"""The inputs and outputs of the group state machine (state_machine.py).
 
 Plain values, as h11's ``_events`` are to its ``_state``: the request handlers
 build the inputs from request bodies and turn the outputs into response bodies;
@@ -8,7 +8,7 @@ the state machine sees nothing of the wire.
 import dataclasses
 from typing import Hashable, Optional
 
-from ..protocol import ErrorCode
+from ....protocol import ErrorCode
 
 __all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "Delete", "Reply", "JoinResult",
            "SyncResult", "JoinedMember", "MemberSummary"]

@@ -2,12 +2,13 @@
 
 Theory of operation
 -------------------
-Everything a group does is decided by :class:`~kqlite.server.group_state.GroupStateMachine`
-(one per group id), which knows neither asyncio nor the clock. This shell
+Everything a group does is decided by a
+:class:`~kqlite.server.coordinator.group.state_machine.GroupStateMachine` (one per group
+id), which knows neither asyncio nor the clock. This shell
 
 - gives every request a ticket, feeds it to its group's machine with ``now``
   (milliseconds of ``clock()``, ``time.monotonic`` by default) and hands each
-  :class:`~kqlite.server.group_events.Reply` that comes back to the request
+  :class:`~kqlite.server.coordinator.group.events.Reply` that comes back to the request
   waiting on that ticket: a JoinGroup or SyncGroup that must wait for the rest of
   the group awaits a future that a later request (or a timeout) completes;
 - runs one timer task that sleeps until the earliest ``next_deadline()`` of all
@@ -20,26 +21,29 @@ Empty group), which gives Kafka's answers: UNKNOWN_MEMBER_ID, or acceptance of a
 commit with generation -1. After :meth:`stop` every group is unloaded: waiting
 requests get NOT_COORDINATOR and later ones COORDINATOR_NOT_AVAILABLE.
 
-Where groups are stored and which broker coordinates them is the business of a
-:class:`~kqlite.server.group_placement.GroupPlacement` (the single broker's by default).
-Every request first asks it whether this broker coordinates the group now
-(``owner_error``): NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS answer the request
-at once, as Kafka's validateGroupStatus does (a heartbeat during a load is accepted
-blindly). A cluster's placement hands the coordinator the groups of an offsets partition
-it starts to lead (:meth:`restore_groups`) and takes them back when it stops
-(:meth:`unload_groups`: waiting JoinGroup and SyncGroup requests get NOT_COORDINATOR).
+The groups live in ``__consumer_offsets`` through a coordinator runtime
+(kqlite/server/coordinator/runtime.py), which says which broker coordinates a group and
+whether this one does now. Every request first asks it (:meth:`owner_error`):
+NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS answer the request at once, as Kafka's
+validateGroupStatus does (a heartbeat during a load is accepted blindly). The coordinator
+is the runtime's ``CoordinatorState``: when this broker starts to lead an offsets
+partition the runtime hands it the partition's records (:meth:`load`: its groups are
+restored, :meth:`restore_groups`, and its committed offsets kept if the runtime says
+so), and takes them back when it stops leading it (:meth:`unload`: waiting JoinGroup and
+SyncGroup requests get NOT_COORDINATOR).
 
 Group metadata (Kafka's GroupMetadata records in ``__consumer_offsets``) is written when
-a machine queues it, in order, by one writer task through the placement; the replies
+a machine queues it, in order, by one writer task through the runtime; the replies
 produced together with a record are delivered once it is written, so a member that has
 its assignment finds it again after a restart (or on the next coordinator). A write that
-fails turns the JoinGroup and SyncGroup answers it carried into Kafka's error for it.
-:meth:`start` loads the groups the placement holds; until they are loaded, JoinGroup,
-SyncGroup, DescribeGroups and ListGroups wait, a heartbeat is accepted blindly and other
-requests get COORDINATOR_LOAD_IN_PROGRESS, as in Kafka.
+fails turns the JoinGroup and SyncGroup answers it carried into Kafka's error for it
+(append_errors.py). :meth:`start` loads what the runtime holds from the start (the single
+broker: every partition of its data dir); until that is loaded, JoinGroup, SyncGroup,
+DescribeGroups and ListGroups wait, a heartbeat is accepted blindly and other requests
+get COORDINATOR_LOAD_IN_PROGRESS, as in Kafka.
 
-Committed offsets are not kept here: they go through the placement; the coordinator
-only says whether a commit is allowed.
+Committed offsets are :attr:`offsets` (offsets.py); the state machines only say whether
+a commit is allowed.
 """
 
 import asyncio
@@ -50,10 +54,13 @@ import logging
 import time
 import uuid
 
-from ..protocol import ErrorCode
-from .group_events import Delete, JoinResult, SyncResult
-from .group_placement import LocalGroupPlacement
-from .group_state import GroupState, GroupStateMachine
+from ....protocol import ErrorCode
+from ..runtime import CoordinatorState
+from .append_errors import DATA_DIR_GROUP_STORE_ERRORS, GROUP_STORE_ERRORS
+from .events import Delete, JoinResult, SyncResult
+from .offsets import GroupOffsets
+from .records import group_record, read_partition
+from .state_machine import GroupState, GroupStateMachine
 
 __all__ = ["GroupCoordinator"]
 
@@ -66,35 +73,29 @@ def _new_member_id(prefix):
     return f"{prefix or 'member'}-{uuid.uuid4()}"
 
 
-async def _call_here(fn, *args):
-    return fn(*args)
-
-
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorState):
     """The groups of one broker. ``initial_delay`` is group.initial.rebalance.delay.ms in
     seconds; ``clock`` returns seconds on a monotonic clock (tests pass a fake one).
 
-    ``placement`` is the GroupPlacement that stores the groups and says which ones are
-    coordinated here. Without it, ``store`` keeps group metadata (``store(group_id,
-    value_or_None)`` and ``load()`` -> {group id: value}, both blocking) and ``run`` is
-    how a blocking call is awaited; with a broker they default to its data dir and its
-    storage threads (a LocalGroupPlacement). Without any nothing is persisted."""
+    ``runtime`` is the CoordinatorRuntime of ``__consumer_offsets`` that places and stores
+    the groups and their offsets (:attr:`offsets`); without one every group is
+    coordinated here and nothing is stored."""
 
-    def __init__(self, broker=None, initial_delay=0.3, *, clock=time.monotonic,
-                 member_ids=_new_member_id, store=None, run=None, wall_clock=time.time,
-                 placement=None):
-        self.broker = broker
+    def __init__(self, runtime=None, initial_delay=0.3, *, clock=time.monotonic,
+                 member_ids=_new_member_id, wall_clock=time.time):
+        self.runtime = runtime
         self.initial_delay_ms = initial_delay * 1000.0
         self.groups = {}             # group id -> GroupStateMachine
         self._clock = clock
         self._wall_clock = wall_clock
         self._member_ids = member_ids
-        if placement is None and (store is not None or broker is not None):
-            placement = LocalGroupPlacement(
-                broker, store, run or (broker.io.run if broker is not None else _call_here))
-        self.placement = placement
-        if placement is not None:
-            placement.attach(self)
+        self.offsets = None
+        self._store_errors = GROUP_STORE_ERRORS
+        if runtime is not None:
+            self.offsets = GroupOffsets(runtime)
+            if runtime.state_log.shared_database is not None:
+                self._store_errors = DATA_DIR_GROUP_STORE_ERRORS
+            runtime.attach(self)
         self._tickets = itertools.count()
         self._waiting = {}           # ticket -> future of a deferred JoinGroup/SyncGroup
         self._task = None
@@ -114,7 +115,7 @@ class GroupCoordinator:
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._task = loop.create_task(self._timer())
-        if self.placement is not None:
+        if self.runtime is not None:
             self._loader = loop.create_task(self._load())
 
     @property
@@ -127,14 +128,33 @@ class GroupCoordinator:
             await asyncio.wait({self._loader})
 
     async def _load(self):
+        held = len(self.groups)
         try:
-            stored = await self.placement.load_groups()
+            await self.runtime.load_at_start()
         except Exception:
             log.exception("group coordinator: loading the groups from %s failed; every group "
-                          "starts empty", "__consumer_offsets")
+                          "starts empty", self.runtime.topic.name)
             return
-        if stored:
-            log.info("group coordinator: loaded %d group(s)", self.restore_groups(stored))
+        if len(self.groups) > held:
+            log.info("group coordinator: loaded %d group(s)", len(self.groups) - held)
+
+    # -- The runtime's partitions (CoordinatorState) -------------------------------------
+
+    def replay(self, records):
+        return read_partition(records, with_offsets=self.offsets.loads_records)
+
+    def load(self, index, replayed):
+        offsets, groups = replayed
+        self.offsets.load(offsets)
+        restored = self.restore_groups(groups)
+        log.debug("group coordinator: %s-%d: %d group(s) with offsets, %d group(s) "
+                  "restored", self.runtime.topic.name, index, len(offsets), restored)
+
+    def unload(self, index):
+        def belongs(group_id):
+            return self.runtime.partition_for(group_id) == index
+        self.unload_groups(belongs)
+        self.offsets.unload(belongs)
 
     def restore_groups(self, stored):
         """Take over the groups of ``stored`` ({group id: GroupMetadataValue}) as their last
@@ -162,14 +182,16 @@ class GroupCoordinator:
     def owner_error(self, group_id):
         """NONE when this broker coordinates ``group_id`` now, else the code to answer a
         request for it with (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
-        if self.placement is None or self._stopped:
+        if self.runtime is None or self._stopped:
             return ErrorCode.NONE
-        return self.placement.owner_error(group_id)
+        return self.runtime.owner_error(group_id)
 
     async def stop(self):
         """Stop the timer, store what is queued and unload every group, answering the
         requests still waiting."""
         self._stopped = True
+        if self.runtime is not None:
+            await self.runtime.stop()
         for task in (self._loader, self._task):
             if task is not None and not task.done():
                 task.cancel()
@@ -196,7 +218,7 @@ class GroupCoordinator:
         return self.groups.get(group_id)
 
     async def join(self, group_id, join):
-        """A :class:`~kqlite.server.group_events.Join`; returns a ``JoinResult``."""
+        """A :class:`~kqlite.server.coordinator.group.events.Join`; returns a ``JoinResult``."""
         if not group_id:
             return JoinResult(ErrorCode.INVALID_GROUP_ID)
         code = self.owner_error(group_id)
@@ -206,7 +228,7 @@ class GroupCoordinator:
         return await self._request(group_id, join, create=not join.member_id)
 
     async def sync(self, group_id, sync):
-        """A :class:`~kqlite.server.group_events.Sync`; returns a ``SyncResult``."""
+        """A :class:`~kqlite.server.coordinator.group.events.Sync`; returns a ``SyncResult``."""
         if not group_id:
             return SyncResult(ErrorCode.INVALID_GROUP_ID)
         code = self.owner_error(group_id)
@@ -216,7 +238,7 @@ class GroupCoordinator:
         return await self._request(group_id, sync)
 
     def heartbeat(self, group_id, heartbeat):
-        """A :class:`~kqlite.server.group_events.Heartbeat`; returns an ErrorCode."""
+        """A :class:`~kqlite.server.coordinator.group.events.Heartbeat`; returns an ErrorCode."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         code = self.owner_error(group_id)
@@ -227,7 +249,7 @@ class GroupCoordinator:
         return self._answer(group_id, heartbeat)
 
     def leave(self, group_id, leaves):
-        """``leaves``: :class:`~kqlite.server.group_events.Leave` values. Returns (the
+        """``leaves``: :class:`~kqlite.server.coordinator.group.events.Leave` values. Returns (the
         request's ErrorCode, [(leave, ErrorCode)]); with a request error no member left."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
@@ -242,7 +264,7 @@ class GroupCoordinator:
         return ErrorCode.NONE, [(leave, self._answer(group_id, leave)) for leave in leaves]
 
     def check_commit(self, group_id, commit):
-        """A :class:`~kqlite.server.group_events.Commit`; returns the ErrorCode for the
+        """A :class:`~kqlite.server.coordinator.group.events.Commit`; returns the ErrorCode for the
         OffsetCommit's partitions (NONE: store the offsets)."""
         code = self.owner_error(group_id)
         if code:
@@ -319,7 +341,7 @@ class GroupCoordinator:
 
     def _persist(self, group_id, records, replies):
         """Deliver ``replies`` once ``records`` (and any queued before) are stored."""
-        if self.placement is None or not records:
+        if self.runtime is None or not records:
             self._deliver(replies)
             return
         self._writes.append((group_id, records, replies))
@@ -335,7 +357,8 @@ class GroupCoordinator:
                 if value is not None:
                     value = dataclasses.replace(value, current_state_timestamp=stamp)
                 try:
-                    code = await self.placement.store_group(group_id, value)
+                    code = await self.runtime.append(group_id, [group_record(group_id, value)],
+                                                     errors=self._store_errors)
                 except Exception:
                     # The group goes on in memory; only a restart would lose this generation.
                     log.exception("group %s: storing its metadata failed", group_id)

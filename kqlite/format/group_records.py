@@ -1,14 +1,16 @@
-"""Group metadata records in ``__consumer_offsets``, as Kafka's group coordinator writes them.
+"""Group metadata as records of ``__consumer_offsets``, as Kafka's group coordinator writes
+and reads them.
 
 A broker's group coordinator writes a group's membership to the offsets partition of the
 group (the same partition as its committed offsets) each time a generation completes, when
-the group empties and, as a tombstone, when the group is removed; a restarted broker reads
-them back so that the members carry on without rejoining.
+the group empties and, as a tombstone, when the group is removed; a restarted broker, or
+the next leader of the partition, reads them back so that the members carry on without
+rejoining.
 
 The records are Kafka's (``GroupMetadataKey.json``, ``GroupMetadataValue.json``):
 
 - key: int16 version 2, string group id. Versions 0 and 1 are offset commit keys
-  (``offsets.py``); every reader of the topic tells the two apart by this version.
+  (``offset_records``); every reader of the topic tells the two apart by this version.
 - value: int16 version, then protocol type (string), generation (int32), protocol
   (nullable string), leader (nullable string), current state timestamp (int64, v2+), and
   an int32 count of members, each: member id (string), group instance id (nullable string,
@@ -20,30 +22,19 @@ The records are Kafka's (``GroupMetadataKey.json``, ``GroupMetadataValue.json``)
 """
 
 import dataclasses
-import logging
 import struct
-import threading
 from typing import Optional
 
 from ..errors import CorruptRecordError
-from ..format.batch import now_ms
-from ..format.record import Record
-from .offsets import OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC, group_partition
 
-__all__ = ["GroupMetadataValue", "MemberMetadata", "GroupMetadataStore", "encode_group_key",
-           "decode_group_key", "encode_group_value", "decode_group_value", "GROUP_KEY_VERSION",
-           "GROUP_VALUE_VERSION", "MAX_GROUP_RECORD_BYTES"]
-
-log = logging.getLogger("kqlite.db")
+__all__ = ["GroupMetadataValue", "MemberMetadata", "encode_group_key", "decode_group_key",
+           "encode_group_value", "decode_group_value", "GROUP_KEY_VERSION",
+           "GROUP_VALUE_VERSION"]
 
 GROUP_KEY_VERSION = 2      # WIRE: Kafka-defined (GroupMetadataKey validVersions "2")
 GROUP_VALUE_VERSION = 3    # WIRE: what Kafka 3.9's GroupMetadataManager writes
 _FLEXIBLE_FROM = 4         # WIRE: GroupMetadataValue flexibleVersions "4+"
 _MAX_VALUE_VERSION = 4
-
-# Kafka's max.message.bytes default for __consumer_offsets (1 MiB + batch overhead): Kafka
-# refuses to store a larger group record, so the group is not persisted.
-MAX_GROUP_RECORD_BYTES = 1048588
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,58 +207,3 @@ def decode_group_value(data):
     return GroupMetadataValue(protocol_type, generation, protocol, leader, timestamp,
                               tuple(members))
 
-
-# -- The store --------------------------------------------------------------------------------
-
-class GroupMetadataStore:
-    """Writes and reads the group metadata records of a data dir (blocking: run it in a
-    storage thread)."""
-
-    def __init__(self, database):
-        self.db = database
-        self._lock = threading.Lock()
-
-    def store(self, group, value):
-        """Append ``value`` (a :class:`GroupMetadataValue`, or None: a tombstone) for
-        ``group``. Returns False, storing nothing, when the record is larger than Kafka
-        would store."""
-        key = encode_group_key(group)
-        data = None if value is None else encode_group_value(value)
-        if data is not None and len(key) + len(data) > MAX_GROUP_RECORD_BYTES:
-            log.warning("group %s: the metadata of generation %d is %d bytes, over the %d "
-                        "Kafka stores; not persisted", group, value.generation, len(data),
-                        MAX_GROUP_RECORD_BYTES)
-            return False
-        if self.db.topics.get(OFFSETS_TOPIC) is None:
-            self.db.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_CONFIG,
-                                 exist_ok=True)
-        with self.db.leased_log(OFFSETS_TOPIC, group_partition(group)) as log_:
-            log_.append([Record(key=key, value=data, timestamp=now_ms())])
-        return True
-
-    def load(self):
-        """``{group: GroupMetadataValue}`` of every group whose latest record is not a
-        tombstone. A record that cannot be decoded is logged and skipped."""
-        groups = {}
-        with self._lock:
-            if self.db.topics.get(OFFSETS_TOPIC) is None:
-                return groups
-            for p in self.db._existing_partitions(OFFSETS_TOPIC):
-                with self.db.leased_log(OFFSETS_TOPIC, p) as log_:
-                    for rec in log_.read(log_.start_offset):
-                        self._apply(groups, p, rec)
-        return groups
-
-    @staticmethod
-    def _apply(groups, partition, rec):
-        try:
-            group = decode_group_key(rec.key)
-            if group is None:
-                return
-            if rec.value is None:
-                groups.pop(group, None)
-            else:
-                groups[group] = decode_group_value(rec.value)
-        except CorruptRecordError as e:
-            log.warning("%s-%d offset %d: skipping a group metadata record: %s", OFFSETS_TOPIC,
-                        partition, rec.offset, e)

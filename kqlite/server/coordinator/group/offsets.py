@@ -1,0 +1,168 @@
+"""The committed offsets of the groups this broker coordinates (the offsets half of
+Kafka's GroupMetadataManager): OffsetCommit stores them, OffsetFetch reads them,
+DeleteGroups and OffsetDelete remove them.
+
+Theory of operation. Commits are records of the group's ``__consumer_offsets`` partition,
+appended through the coordinator runtime (runtime.py: acks=-1, ``offsets.commit.timeout.ms``,
+Kafka's error mapping, NOT_COORDINATOR for a partition this broker does not own). While a
+commit is being appended its partitions are pending: OffsetFetch with ``require_stable``
+answers UNSTABLE_OFFSET_COMMIT for them. Where the committed offsets are read from
+follows from the state log, as the runtime's docstring states:
+
+- :class:`LoadedOffsets`, when this broker's coordinator is the partition's only writer (a
+  cluster's leader): loaded with the partition, updated once a commit is acknowledged (a
+  commit acknowledged after the partition moved away is left to its next coordinator,
+  which reads it from the log), removed before their tombstones are written (Kafka's
+  cleanupGroupMetadata), dropped when the partition is unloaded;
+- :class:`DataDirOffsets`, on a data dir that embedded processes commit to as well (the
+  single broker): every read goes to the data dir's offset store (``Database.offsets``),
+  which catches up with every process's commits first, so a commit made by an embedded
+  consumer is answered by the next OffsetFetch, and the broker's by the embedded API.
+"""
+
+import collections
+import logging
+
+from ....protocol import ErrorCode
+from .append_errors import OFFSET_COMMIT_ERRORS
+from .records import commit_records, offset_tombstones
+
+__all__ = ["GroupOffsets", "LoadedOffsets", "DataDirOffsets"]
+
+log = logging.getLogger("kqlite.server")
+
+
+class LoadedOffsets:
+    """Committed offsets held in memory, by group; see the module docstring."""
+
+    loads_records = True
+
+    def __init__(self):
+        self._offsets = {}       # group -> {(topic, partition): OffsetAndMetadata}
+
+    def load(self, offsets):
+        self._offsets.update(offsets)
+
+    def unload(self, belongs):
+        for group_id in [g for g in self._offsets if belongs(g)]:
+            del self._offsets[group_id]
+
+    async def committed(self, group_id):
+        return dict(self._offsets.get(group_id, {}))
+
+    async def groups(self):
+        return sorted(g for g, o in self._offsets.items() if o)
+
+    def committed_now(self, group_id, offsets):
+        self._offsets.setdefault(group_id, {}).update(offsets)
+
+    def removing(self, group_id, partitions):
+        left = {tp: o for tp, o in self._offsets.get(group_id, {}).items()
+                if tp not in partitions}
+        if left:
+            self._offsets[group_id] = left
+        else:
+            self._offsets.pop(group_id, None)
+
+
+class DataDirOffsets:
+    """Committed offsets read from the data dir's offset store (``store``: an OffsetStore;
+    ``run`` awaits a blocking call in a storage thread); see the module docstring."""
+
+    loads_records = False
+
+    def __init__(self, store, run):
+        self._store = store
+        self._run = run
+
+    def load(self, offsets):
+        pass                     # the store reads the log itself, with every process's commits
+
+    def unload(self, belongs):
+        pass
+
+    async def committed(self, group_id):
+        return await self._run(self._store.committed_details, group_id)
+
+    async def groups(self):
+        return await self._run(self._store.groups)
+
+    def committed_now(self, group_id, offsets):
+        pass                     # the next read finds the records in the log
+
+    def removing(self, group_id, partitions):
+        pass
+
+
+class GroupOffsets:
+    """The committed offsets of the groups coordinated here, over ``runtime`` (a
+    CoordinatorRuntime of ``__consumer_offsets``); see the module docstring."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        database = runtime.state_log.shared_database
+        self.held = LoadedOffsets() if database is None else \
+            DataDirOffsets(database.offsets, runtime.state_log.run)
+        self._pending = collections.Counter()   # (group, topic, partition) being committed
+
+    # -- The partitions of the runtime -------------------------------------------------------
+
+    @property
+    def loads_records(self):
+        """Whether a partition's offset records are loaded, or read where they lie."""
+        return self.held.loads_records
+
+    def load(self, offsets):
+        self.held.load(offsets)
+
+    def unload(self, belongs):
+        self.held.unload(belongs)
+
+    # -- Requests --------------------------------------------------------------------------
+
+    async def commit(self, group_id, offsets, timestamp):
+        """Store ``{(topic, partition): OffsetAndMetadata}`` in one batch; returns the
+        error code of every one of them (Kafka's storeOffsets mapping)."""
+        keys = [(group_id, t, p) for t, p in offsets]
+        self._pending.update(keys)
+        try:
+            code = await self.runtime.append(group_id,
+                                             commit_records(group_id, offsets, timestamp),
+                                             errors=OFFSET_COMMIT_ERRORS)
+        finally:
+            self._pending.subtract(keys)
+            for k in keys:
+                if self._pending[k] <= 0:
+                    del self._pending[k]
+        # Unloaded meanwhile: the next coordinator reads the commit from the log.
+        if not code and not self.runtime.owner_error(group_id):
+            self.held.committed_now(group_id, offsets)
+        return {tp: code for tp in offsets}
+
+    async def fetch(self, group_id, require_stable=False):
+        """``({(topic, partition): OffsetAndMetadata}, {(topic, partition) being committed
+        right now})``; the second set is empty unless ``require_stable``."""
+        committed = await self.held.committed(group_id)
+        pending = {(t, p) for g, t, p in self._pending if g == group_id} \
+            if require_stable else set()
+        return committed, pending
+
+    async def delete(self, group_id, partitions=None):
+        """Tombstones for the group's commits of ``partitions`` (None: all of them);
+        returns ``(commits the group had, the (topic, partition)s removed)``."""
+        had = await self.held.committed(group_id)
+        removed = sorted(had) if partitions is None else [tp for tp in partitions if tp in had]
+        if not removed:
+            return had, removed
+        # As Kafka's cleanupGroupMetadata: out of the cache first; a failed append is
+        # only logged.
+        self.held.removing(group_id, removed)
+        code = await self.runtime.append(group_id, offset_tombstones(group_id, removed), acks=1)
+        if code:
+            log.warning("group %s: the tombstones of %d offset(s) were not written: %s",
+                        group_id, len(removed), ErrorCode(code).name)
+        return had, removed
+
+    async def groups(self):
+        """The ids of the groups with committed offsets that this broker coordinates."""
+        return await self.held.groups()

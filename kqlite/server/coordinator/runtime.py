@@ -1,0 +1,199 @@
+"""The runtime of a coordinator whose state lives in a compacted internal topic: the part
+Kafka's group and transaction coordinators share, written once for both.
+
+Theory of operation
+-------------------
+A coordinator (the group coordinator, ``group/``; a transaction coordinator would be a
+sibling) keeps one kind of state, keyed by a string (a group id, a transactional id),
+in a state topic (:class:`~kqlite.server.coordinator.state_topic.StateTopic`): the
+partition of a key is :func:`~kqlite.format.internal_topics.partition_for_key` over the
+topic's partition count, and the coordinator of a key is whichever broker leads that
+partition. The runtime composes three pieces, each replaceable on its own:
+
+- the placement (placement.py): which broker leads each partition, for FindCoordinator,
+  and the partition count keys are placed by;
+- the ownership (ownership.py, pure): the partitions this broker owns (loaded), is
+  loading or does not own, with the coordinator epoch of each, from which every request
+  gets its first answer (:meth:`CoordinatorRuntime.owner_error`): NONE,
+  COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR;
+- the state log (state_log.py): how the records are written and read. Ownership (who
+  answers for a key) and storage (where its records go) are separate: a cluster broker
+  and the single broker differ in both, independently.
+
+Loading and unloading. Leading a partition in a new leader epoch (:meth:`elect`, which a
+cluster feeds from LeaderAndIsr) starts a load: the partition's records, from its log
+start to its log end, are replayed by the coordinator (``CoordinatorState.replay``, pure,
+in a storage thread) and, if the ownership still wants this load (no resignation, no
+newer election meanwhile), handed to it (``CoordinatorState.load``) and the partition is
+owned. Leading it no more (:meth:`resign`: followership, StopReplica) cancels a load
+under way and drops the partition's state (``CoordinatorState.unload``). A load that
+fails is logged and the partition is owned with what was read (as Kafka does). The
+single broker (``SoleOwnership``) owns every partition from its start: its coordinators
+load all of them once, at start (:meth:`load_at_start`).
+
+Writes. :meth:`append` sends a coordinator's records to its key's partition through the
+state log, with ``acks`` (-1 by default, as Kafka's coordinators write) and a timeout
+(the state topic's, unless the caller names one), and maps the append's error code
+through the coordinator's table (Kafka's GroupMetadataManager and TransactionStateManager
+each have one). A partition this broker does not own takes no record: the append is
+answered NOT_LEADER_OR_FOLLOWER, before the mapping.
+
+Reads. What a coordinator loaded is its state when the state log has no other writer (a
+cluster's partition, written only by its leader): the coordinator keeps it and updates it
+with its own appends once they succeed. A state log with other writers
+(``StateLog.shared_database``: the single broker's data dir, which embedded processes
+write too) is read through the data dir's own store of that state (kqlite/db), which
+re-reads what the others appended before every answer; the coordinator keeps nothing of
+it that such a write could make stale (its load at start brings back only the state that
+no other process writes, such as a group's members and generation).
+"""
+
+import abc
+import asyncio
+import logging
+
+from ...format.internal_topics import partition_for_key
+from ...protocol import ErrorCode
+from .ownership import SoleOwnership
+from .placement import SolePlacement
+from .state_log import DataDirStateLog
+
+__all__ = ["CoordinatorRuntime", "CoordinatorState", "sole_broker_runtime"]
+
+log = logging.getLogger("kqlite.server")
+
+
+class CoordinatorState(abc.ABC):
+    """What a coordinator keeps of the partitions it owns: the runtime's calls into it."""
+
+    @abc.abstractmethod
+    def replay(self, records):
+        """What one partition's records amount to, for :meth:`load`: ``records`` iterates
+        them oldest first, once. Pure: it runs in a storage thread."""
+
+    @abc.abstractmethod
+    def load(self, index, replayed):
+        """Take over partition ``index`` as ``replay`` found it (on the event loop)."""
+
+    @abc.abstractmethod
+    def unload(self, index):
+        """Drop the state of partition ``index``: this broker no longer owns it."""
+
+
+class CoordinatorRuntime:
+    """One coordinator's runtime over its state topic; see the module docstring."""
+
+    def __init__(self, topic, *, placement, ownership, state_log):
+        self.topic = topic
+        self.placement = placement
+        self.ownership = ownership
+        self.state_log = state_log
+        self.state = None
+        self._loads = {}          # partition -> the task loading it
+
+    def attach(self, state):
+        """Called once by the coordinator whose state this is (a CoordinatorState)."""
+        self.state = state
+
+    # -- Ownership ------------------------------------------------------------------------
+
+    def partition_for(self, key):
+        return partition_for_key(key, self.placement.partition_count())
+
+    def owner_error(self, key):
+        """NONE when this broker owns the partition of ``key``, else the answer to a
+        request for it: COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+        return self.ownership.error_for(self.partition_for(key))
+
+    @property
+    def loading(self):
+        """Whether some partition is being loaded (Kafka's ListGroups and ListTransactions
+        answer COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        return bool(self.ownership.loading)
+
+    async def coordinator_for(self, key):
+        """FindCoordinator for ``key``: ``(error code, node id, host, port)``."""
+        return await self.placement.coordinator_for(self.partition_for(key))
+
+    # -- Loading and unloading --------------------------------------------------------------
+
+    async def load_at_start(self):
+        """With an ownership that holds every partition from the start: replay every
+        partition (in one storage call), then hand each to the coordinator; nothing is
+        handed over if the read fails (the exception is raised). Otherwise nothing: loads
+        come with elections."""
+        if not self.ownership.loads_at_start or self.state is None:
+            return
+        replayed = await self.state_log.read(range(self.placement.partition_count()),
+                                             self.state.replay)
+        for index, state in replayed.items():
+            self.state.load(index, state)
+
+    def elect(self, index, epoch):
+        """This broker leads partition ``index`` in leader epoch ``epoch``."""
+        if not self.ownership.elect(index, epoch):
+            return
+        log.info("loading %s-%d (coordinator epoch %d)", self.topic.name, index, epoch)
+        stale = self._loads.pop(index, None)
+        if stale is not None:
+            stale.cancel()
+        self._loads[index] = asyncio.get_running_loop().create_task(self._load(index, epoch))
+
+    async def _load(self, index, epoch):
+        try:
+            (replayed,) = (await self.state_log.read([index], self.state.replay)).values()
+        except asyncio.CancelledError:
+            raise
+        except Exception:       # noqa: BLE001 -- as Kafka: logged, the partition is owned
+            log.exception("loading %s-%d failed", self.topic.name, index)
+            replayed = self.state.replay([])
+        finally:
+            if self._loads.get(index) is asyncio.current_task():
+                del self._loads[index]
+        if not self.ownership.loaded(index, epoch):
+            return
+        self.state.load(index, replayed)
+        log.info("loaded %s-%d (coordinator epoch %d)", self.topic.name, index, epoch)
+
+    def resign(self, index, epoch):
+        """This broker no longer leads partition ``index`` (a follower, or stopped), as of
+        leader epoch ``epoch``."""
+        if not self.ownership.resign(index, epoch):
+            return
+        task = self._loads.pop(index, None)
+        if task is not None:
+            task.cancel()
+        if self.state is not None:
+            self.state.unload(index)
+        log.info("unloaded %s-%d", self.topic.name, index)
+
+    async def stop(self):
+        """Cancel the loads under way."""
+        tasks = list(self._loads.values())
+        self._loads.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- Writes ------------------------------------------------------------------------------
+
+    async def append(self, key, records, *, acks=-1, timeout_ms=None, errors=None):
+        """Append ``records`` to the partition of ``key``; the append's error code, mapped
+        through ``errors`` (``{append error: coordinator error}``). See the module
+        docstring."""
+        index = self.partition_for(key)
+        if self.ownership.error_for(index):
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        else:
+            code = await self.state_log.append(
+                index, records, acks=acks,
+                timeout_ms=self.topic.append_timeout_ms if timeout_ms is None else timeout_ms)
+        return errors.get(code, code) if errors else code
+
+
+def sole_broker_runtime(broker, topic):
+    """The single broker's runtime for ``topic``: every partition its own from the start,
+    its records in the data dir it shares with embedded processes."""
+    return CoordinatorRuntime(topic, placement=SolePlacement(broker, topic),
+                              ownership=SoleOwnership(),
+                              state_log=DataDirStateLog(topic, broker.db, broker.io.run))

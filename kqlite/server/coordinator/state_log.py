@@ -1,0 +1,128 @@
+"""How a coordinator's records are written to and read from its state topic (storage, as
+opposed to ownership: which partitions this broker answers for).
+
+Theory of operation. A :class:`StateLog` appends records to one partition of the state
+topic and answers with Kafka's error code of the append, and reads partitions from their
+log start to their log end (as Kafka's coordinators load: records above the high
+watermark count too), handing each one's records to a pure ``replay`` function in one
+storage-thread call, so that decoding never runs on the event loop and a broker loading
+all its partitions at start waits for one call. Two implementations:
+
+- :class:`PartitionStateLog`: the partition's leader writes through the partition seam
+  (``Partition.append``, kqlite/server/partition.py) as a produce with the leader epoch
+  stamped, ``acks`` (-1: answered once the in-sync replicas have the records, or
+  REQUEST_TIMED_OUT after ``timeout_ms``) and the seam's refusals (NOT_LEADER_OR_FOLLOWER,
+  NOT_ENOUGH_REPLICAS, ...). It is the only writer of its partition, so what its
+  coordinator loaded on election and appended since is the whole state. A cluster
+  broker's.
+- :class:`DataDirStateLog`: the single broker's. The state topic is the data dir's own,
+  which embedded processes on the same data dir (``kqlite.open(dir)``) write too, so it
+  has other writers (``shared_database`` is that Database): appends go in as the
+  embedded API writes them (``Log.append``, in a storage thread; one broker is its whole
+  ISR, so every ``acks`` is met once the records are written), and a coordinator reads
+  its state through the data dir's own store of it (kqlite/db: ``Database.offsets`` for
+  committed offsets), which catches up with what other processes appended before every
+  answer. It keeps no copy loaded once, which another process's write would make stale.
+"""
+
+import abc
+import logging
+
+from ...errors import RecordTooLargeError, UnknownTopicError
+from ...format.batch import build_batch
+from ...protocol import ErrorCode
+from ...storage import Isolation
+from ..partition import PartitionError
+
+__all__ = ["StateLog", "PartitionStateLog", "DataDirStateLog"]
+
+log = logging.getLogger("kqlite.server")
+
+
+class StateLog(abc.ABC):
+    """The interface; see the module docstring."""
+
+    # The Database whose stores read this log with other processes' writes, or None when
+    # this broker's coordinator is its only writer.
+    shared_database = None
+
+    @abc.abstractmethod
+    async def append(self, index, records, *, acks, timeout_ms):
+        """Append ``records`` (kqlite Records) to partition ``index``; the error code of the
+        append (NONE once written as ``acks`` asks)."""
+
+    @abc.abstractmethod
+    async def read(self, indexes, replay):
+        """``{index: replay(records)}`` for each partition of ``indexes``, ``records`` an
+        iterator over its records from its log start to its log end, oldest first, to be
+        read once (they are decoded as they are read); run in one storage-thread call."""
+
+
+class PartitionStateLog(StateLog):
+    """Through the partition seam of the broker's replica manager (read when used: it is
+    made after the coordinator); see the module docstring."""
+
+    def __init__(self, topic, broker):
+        self.topic = topic
+        self.broker = broker
+
+    async def append(self, index, records, *, acks, timeout_ms):
+        try:
+            partition = await self.broker.replicas.get(self.topic.name, index)
+        except PartitionError as exc:
+            return exc.error_code
+        result = await partition.append(build_batch(records), acks=acks, timeout_ms=timeout_ms)
+        return result.error_code
+
+    async def read(self, indexes, replay):
+        return await self.broker.io.run(self._read, list(indexes), replay)
+
+    def _read(self, indexes, replay):
+        replayed = {}
+        for index in indexes:
+            with self.broker.db.leased_log(self.topic.name, index) as log_:
+                replayed[index] = replay(log_.read(log_.start_offset,
+                                                   isolation=Isolation.LOG_END))
+        return replayed
+
+
+class DataDirStateLog(StateLog):
+    """The data dir's own state topic, created on the first append; ``run`` awaits a
+    blocking call in a storage thread. See the module docstring."""
+
+    def __init__(self, topic, database, run):
+        self.topic = topic
+        self.shared_database = database
+        self.run = run
+
+    async def append(self, index, records, *, acks, timeout_ms):
+        return await self.run(self._append, index, records)
+
+    def _append(self, index, records):
+        db, topic = self.shared_database, self.topic
+        if db.topics.get(topic.name) is None:
+            db.create_topic(topic.name, topic.partitions, topic.config, exist_ok=True)
+        try:
+            with db.leased_log(topic.name, index) as log_:
+                log_.append(records)
+        except RecordTooLargeError as exc:
+            log.warning("%s-%d: %d record(s) not written: %s", topic.name, index, len(records),
+                        exc)
+            return ErrorCode.MESSAGE_TOO_LARGE
+        return ErrorCode.NONE
+
+    async def read(self, indexes, replay):
+        return await self.run(self._read, list(indexes), replay)
+
+    def _read(self, indexes, replay):
+        db = self.shared_database
+        if db.topics.get(self.topic.name) is None:   # nothing stored yet; reading creates
+            return {index: replay([]) for index in indexes}           # nothing
+        replayed = {}
+        for index in indexes:
+            try:
+                with db.leased_log(self.topic.name, index) as log_:
+                    replayed[index] = replay(log_.read(log_.start_offset))
+            except UnknownTopicError:       # a topic made by hand with fewer partitions
+                replayed[index] = replay([])
+        return replayed

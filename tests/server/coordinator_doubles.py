@@ -1,0 +1,77 @@
+"""Doubles of the coordinator runtime's seams (kqlite/server/coordinator/), for tests
+without sockets or a data dir: a state log in memory and a placement of a fixed size."""
+
+import asyncio
+
+from kqlite.format.internal_topics import OFFSETS_TOPIC
+from kqlite.protocol import ErrorCode
+from kqlite.server.coordinator.ownership import Ownership, SoleOwnership
+from kqlite.server.coordinator.placement import Placement
+from kqlite.server.coordinator.runtime import CoordinatorRuntime
+from kqlite.server.coordinator.state_log import StateLog
+from kqlite.server.coordinator.state_topic import StateTopic
+
+TOPIC = StateTopic(OFFSETS_TOPIC, 50, {}, append_timeout_ms=5000)
+
+
+class MemoryStateLog(StateLog):
+    """Each partition a list of records. ``gate`` (an asyncio.Event), when given, holds every
+    read and append until it is set; ``append_error`` is answered instead of appending;
+    ``appends`` records every call's (index, records, acks, timeout_ms), ``reads`` every
+    call's partitions."""
+
+    def __init__(self, records=None, gate=None):
+        self.records = {i: list(rs) for i, rs in (records or {}).items()}
+        self.gate = gate
+        self.append_error = ErrorCode.NONE
+        self.appends = []
+        self.reads = []
+
+    async def _wait(self):
+        if self.gate is not None:
+            await self.gate.wait()
+
+    async def append(self, index, records, *, acks, timeout_ms):
+        self.appends.append((index, list(records), acks, timeout_ms))
+        await self._wait()
+        if self.append_error:
+            return self.append_error
+        self.records.setdefault(index, []).extend(records)
+        return ErrorCode.NONE
+
+    async def read(self, indexes, replay):
+        indexes = list(indexes)
+        self.reads.append(indexes)
+        await self._wait()
+        # An iterator, read once, as a log's records are.
+        return {i: replay(iter(list(self.records.get(i, [])))) for i in indexes}
+
+
+class FixedPlacement(Placement):
+    """``count`` partitions, all led by broker 1 at h:1."""
+
+    def __init__(self, count=TOPIC.partitions):
+        self.count = count
+
+    def partition_count(self):
+        return self.count
+
+    async def coordinator_for(self, index):
+        return ErrorCode.NONE, 1, "h", 1
+
+
+def runtime(state_log=None, ownership=None, topic=TOPIC):
+    """A runtime over doubles: by default the single broker's ownership and an empty log."""
+    return CoordinatorRuntime(topic, placement=FixedPlacement(topic.partitions),
+                              ownership=ownership if ownership is not None else SoleOwnership(),
+                              state_log=state_log if state_log is not None else MemoryStateLog())
+
+
+def leader_runtime(state_log=None):
+    """A runtime whose partitions come with elections, as a cluster broker's."""
+    return runtime(state_log, Ownership())
+
+
+async def settle():
+    for _ in range(20):
+        await asyncio.sleep(0)
