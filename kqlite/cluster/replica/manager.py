@@ -25,9 +25,10 @@ StopReplica is refused whole as LeaderAndIsr is (step 1), and per partition when
 leader epoch is below the one held (FENCED_LEADER_EPOCH; -1 and the deletion marker skip
 the check); otherwise it stops the partition (and with ``delete`` drops it, and the local
 topic once no partition of it is left). UpdateMetadata, refused with STALE_BROKER_EPOCH or
-STALE_CONTROLLER_EPOCH as above (and applied while stopping), fills
-the metadata cache, from which Metadata is answered (``topics``, a :class:`~kqlite.cluster.replica.topics.ClusterTopics`, which also
-makes the topic changes through ZooKeeper). A partition the cache knows but this broker
+STALE_CONTROLLER_EPOCH as above (and applied while stopping), fills the metadata cache,
+from which Metadata is answered (``topics``, a
+:class:`~kqlite.cluster.replica.topics.ClusterTopics`, which also makes the topic changes
+through ZooKeeper). A partition the cache knows but this broker
 does not host answers NOT_LEADER_OR_FOLLOWER, one it does not know
 UNKNOWN_TOPIC_OR_PARTITION. A topic config change (the config watcher) reaches this
 broker's replicas of the topic here.
