@@ -24,7 +24,6 @@ OFFSETS_TOPIC = "__consumer_offsets"   # ON-DISK: Kafka's name
 OFFSETS_PARTITIONS = 50                # Kafka's offsets.topic.num.partitions default
 OFFSETS_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 100 * 1024 * 1024}
 
-_INT_MIN = -2 ** 31
 _INT_SPAN = 2 ** 31
 
 
@@ -44,13 +43,13 @@ def java_hash(s):
 def kafka_abs(n):
     """Kafka's ``Utils.abs`` of a 32-bit int: its absolute value, except that
     Integer.MIN_VALUE, which has none, maps to 0."""
-    return 0 if n == _INT_MIN else abs(n)
+    return 0 if n == -2 ** 31 else abs(n)
 
 
 def kafka_partition_for_key(key, partitions):
     """Kafka's placement of a key in an internal topic of ``partitions`` partitions:
-    ``Utils.abs(key.hashCode) % partitions`` (GroupMetadataManager ``partitionFor``,
-    TransactionStateManager ``partitionFor``)."""
+    ``Utils.abs(key.hashCode) % partitions`` (TransactionStateManager ``partitionFor``,
+    GroupMetadataManager ``partitionFor``)."""
     return kafka_abs(java_hash(key)) % partitions
 
 

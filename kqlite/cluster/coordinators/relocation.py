@@ -17,10 +17,12 @@ first, which
 4. produces the strays' tombstones to L's leader (``acks=-1``).
 
 Which strays move, and why K's records win, is kqlite.format.offsets_relocation's. Steps
-1-4 are retried from step 1 every :data:`RETRY_BACKOFF` seconds until they all succeed
-(no leader for L, a broker unreachable, an append refused); the load, and with it the
-answer COORDINATOR_LOAD_IN_PROGRESS for K's groups, lasts until then, and a resignation
-or a newer election cancels it with the load.
+1-4 are retried from step 1 until they all succeed (no leader for L, a broker
+unreachable, an append refused), after a backoff that starts at 100 ms and doubles up to
+1 s (the defaults of Kafka's clients' ``retry.backoff.ms`` and ``retry.backoff.max.ms``);
+the load, and with it the answer COORDINATOR_LOAD_IN_PROGRESS for K's groups, lasts
+until then, and a resignation or a newer election cancels it with the load. A batch of
+L that cannot be decoded is skipped, its records left where they are.
 
 Why K's new leader pulls, rather than L's leader pushing what it finds at its own load:
 only K's leader may write K, and only K's records say whether a stray is older than a
@@ -49,11 +51,11 @@ from ...protocol import ApiKey, ErrorCode
 from ...server.coordinator.relocation import Relocation
 from ..network.broker_client import BrokerClientError, BrokerConnection
 
-__all__ = ["PartnerRelocation", "RETRY_BACKOFF"]
+__all__ = ["PartnerRelocation"]
 
 log = logging.getLogger("kqlite.cluster")
 
-RETRY_BACKOFF = 1.0           # seconds between two attempts
+_BACKOFF, _BACKOFF_MAX = 0.1, 1.0     # seconds: Kafka's retry.backoff(.max).ms defaults
 _FETCH_BYTES = 1 << 20
 _EARLIEST = -2                # ListOffsets: the log start
 # Kafka lets a produce to an internal topic through only from this client id (KafkaApis,
@@ -72,20 +74,21 @@ class PartnerRelocation(Relocation):
     """The relocation of a cluster broker's ``__consumer_offsets`` runtime (``node``: the
     ClusterNode, whose metadata cache says who leads L; ``state_log``: the runtime's,
     through which K is read and written; ``placement``: the runtime's, for the partition
-    count). See the module docstring."""
+    count; ``sleep``: awaits a backoff). See the module docstring."""
 
-    def __init__(self, node, topic, *, state_log, placement):
+    def __init__(self, node, topic, *, state_log, placement, sleep=asyncio.sleep):
         self.node = node
         self.topic = topic
         self.state_log = state_log
         self.placement = placement
+        self.sleep = sleep
 
     async def relocate(self, indexes):
         for index in indexes:
             await self._relocate(index)
 
     async def _relocate(self, index):
-        attempts = 0
+        attempts, backoff = 0, _BACKOFF
         while True:
             count = self.placement.partition_count()
             source = legacy_partner_partition(index, count)
@@ -99,8 +102,9 @@ class PartnerRelocation(Relocation):
                 log.log(logging.INFO if attempts == 1 else logging.DEBUG,
                         "%s-%d: its records in %s-%d cannot be brought in yet (attempt %d), "
                         "retrying in %.3g s: %s", self.topic.name, index, self.topic.name,
-                        source, attempts, RETRY_BACKOFF, exc)
-                await asyncio.sleep(RETRY_BACKOFF)
+                        source, attempts, backoff, exc)
+                await self.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX)
                 continue
             if copied:
                 log.info("%s-%d: moved %d record(s) from %s-%d, where kqlite's legacy "
