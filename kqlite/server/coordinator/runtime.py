@@ -33,8 +33,9 @@ wants this load (no resignation, no newer election meanwhile), handed to it
 (``CoordinatorState.load``) and the partition is owned. Leading it no more
 (:meth:`resign`: followership, StopReplica) cancels a load under way and drops the
 partition's state (``CoordinatorState.unload``). A load that fails is logged and the
-partition is owned with what was read (as Kafka does). The single broker (``SoleOwnership``) owns every partition from its start: its coordinators
-load all of them once, at start (:meth:`load_at_start`), after the relocation.
+partition is owned with what was read (as Kafka does). The single broker
+(``SoleOwnership``) owns every partition from its start: its coordinators load all of
+them once, at start (:meth:`load_at_start`), after the relocation.
 
 Writes. :meth:`append` sends a coordinator's records to its key's partition through the
 state log, with ``acks`` (-1 by default, as Kafka's coordinators write) and a timeout
