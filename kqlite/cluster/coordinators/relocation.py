@@ -22,7 +22,9 @@ unreachable, an append refused), after a backoff that starts at 100 ms and doubl
 1 s (the defaults of Kafka's clients' ``retry.backoff.ms`` and ``retry.backoff.max.ms``);
 the load, and with it the answer COORDINATOR_LOAD_IN_PROGRESS for K's groups, lasts
 until then, and a resignation or a newer election cancels it with the load. A batch of
-L that cannot be decoded is skipped, its records left where they are.
+L whose records cannot be decoded is skipped, its records left where they are; an answer
+that is not v2 batches at all fails the relocation, which the runtime logs before it
+loads K as it is.
 
 Why K's new leader pulls, rather than L's leader pushing what it finds at its own load:
 only K's leader may write K, and only K's records say whether a stray is older than a
