@@ -1,35 +1,40 @@
 """Committed consumer offsets in the compacted ``__consumer_offsets`` topic of a data dir.
 
-The records are Kafka's (``kqlite.format.offset_records``), in the partition every kqlite
-broker and process puts a group's records (``kqlite.format.internal_topics``), so the
-topic reads the same as a broker's. Keys of other versions (GroupMetadata records, key
-version 2, and the KIP-848 records) belong to the group coordinator and are skipped
-here, tombstones included.
+The records are Kafka's (``kqlite.format.offset_records``), in the partition Kafka's rule
+puts a group's records in (``kqlite.format.internal_topics``), so the topic reads the same
+as a broker's. Keys of other versions (GroupMetadata records, key version 2, and the
+KIP-848 records) belong to the group coordinator and are skipped here, tombstones
+included; so are the records of groups placed in another partition (what kqlite's legacy
+placement left behind, tombstoned once moved: offsets_placement.py, which runs before the
+store's first read or write).
 
 Several processes may commit to one data dir (the embedded API, a single broker):
 every read first catches up with what the others appended, so nothing here is a copy
 that another process's commit makes stale.
 """
 
+import functools
 import logging
 import threading
 
 from ..errors import CorruptRecordError
 from ..format.batch import now_ms
 from ..format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
-                                      partition_for_key)
+                                      kafka_partition_for_key)
 from ..format.offset_records import (OffsetAndMetadata, decode_offset_key,
                                      decode_offset_value, encode_offset_key,
                                      encode_offset_value)
 from ..format.record import Record
+from .offsets_placement import move_to_kafka_placement
 
 __all__ = ["OffsetStore", "OffsetAndMetadata"]
 
 log = logging.getLogger("kqlite")
 
 
+@functools.lru_cache(maxsize=4096)
 def _partition(group):
-    return partition_for_key(group, OFFSETS_PARTITIONS)
+    return kafka_partition_for_key(group, OFFSETS_PARTITIONS)
 
 
 class OffsetStore:
@@ -44,6 +49,19 @@ class OffsetStore:
         self._lock = threading.Lock()
         self._read_upto = {}   # offsets partition -> next offset to read
         self._commits = {}     # (group, topic, partition) -> OffsetAndMetadata
+        self._placing = threading.Lock()
+        self._kafka_placed = False
+
+    def ensure_kafka_placement(self):
+        """Move what kqlite's legacy placement left in the data dir to Kafka's partitions,
+        once per data dir (offsets_placement.py); every read and write of the store comes
+        after it."""
+        if self._kafka_placed:
+            return
+        with self._placing:
+            if not self._kafka_placed:
+                move_to_kafka_placement(self.db)
+                self._kafka_placed = True
 
     def _ensure_topic(self):
         if self.db.topics.get(OFFSETS_TOPIC) is None:
@@ -60,7 +78,7 @@ class OffsetStore:
             start = rec.offset + 1
             try:
                 key = decode_offset_key(rec.key)
-                if key is None:
+                if key is None or _partition(key[0]) != p:
                     continue
                 if rec.value is None:
                     self._commits.pop(key, None)
@@ -85,6 +103,7 @@ class OffsetStore:
         timestamp (-1)."""
         self.db.check_writable_topic(OFFSETS_TOPIC, "commit offsets of group "
                                      f"{group!r} into")
+        self.ensure_kafka_placement()
         ts = now_ms() if timestamp is None else timestamp
         values = {}
         for tp, o in offsets.items():
@@ -105,6 +124,7 @@ class OffsetStore:
     def delete(self, group, partitions):
         """Tombstones for ``group``'s commits of ``partitions`` ([(topic, partition)])."""
         self.db.check_writable_topic(OFFSETS_TOPIC, f"delete offsets of group {group!r} from")
+        self.ensure_kafka_placement()
         records = [Record(key=encode_offset_key(group, t, p), value=None) for t, p in partitions]
         if records:
             with self._leased(group) as log_:
@@ -123,6 +143,7 @@ class OffsetStore:
 
     def committed_details(self, group):
         """``{(topic, partition): OffsetAndMetadata}`` currently committed for ``group``."""
+        self.ensure_kafka_placement()
         with self._lock:
             with self._leased(group) as log_:
                 self._catch_up_partition(_partition(group), log_)
@@ -130,6 +151,7 @@ class OffsetStore:
 
     def groups(self):
         """Every group with committed offsets (reads every offsets partition in use)."""
+        self.ensure_kafka_placement()
         with self._lock:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
                 with self.db.leased_log(OFFSETS_TOPIC, p) as log_:
@@ -138,7 +160,8 @@ class OffsetStore:
 
     def known_commits(self):
         """``{(group, topic, partition): offset}`` of every commit read so far, after
-        catching up the offsets partitions that are open; opens no log (for metrics)."""
+        catching up the offsets partitions that are open; opens no log and moves nothing
+        (for metrics)."""
         with self._lock:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
                 with self.db.logs.lease_if_open((OFFSETS_TOPIC, p)) as log_:

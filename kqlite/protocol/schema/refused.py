@@ -1,7 +1,9 @@
 """APIs kqlite decodes only to refuse: SASL, ACLs and the transaction coordinator.
 
-kqlite serves plaintext without authentication, authorization or transactions, so
-ApiVersions does not list these APIs and well-behaved clients never send them. A client
+kqlite serves plaintext without authentication, ACLs or transactions (its broker's
+authorizer allows everything, as Kafka's without ``authorizer.class.name``: there are no
+ACLs to manage), so ApiVersions does not list these APIs and well-behaved clients never
+send them. A client
 configured for SASL, an admin tool managing ACLs or a transactional producer that sends
 one anyway gets Kafka's error for a broker without that feature, and the connection
 stays usable. Written by hand from Kafka's message definitions
