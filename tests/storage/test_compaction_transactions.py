@@ -11,8 +11,10 @@ from kqlite import Record
 from kqlite.format import parse_header
 from kqlite.format.batch import build_batch, decode_records
 from kqlite.storage import Isolation
+from kqlite.storage.fs import DEFAULT_FS
 from kqlite.storage.log import NO_VERIFICATION
 from kqlite.storage.txn_index import AbortedTxn
+from kqlite.storage.verify import TransactionReplay, find_segments, verify_segment
 
 DAY = 86_400_000
 T0 = 1_700_000_000_000
@@ -78,6 +80,14 @@ def keys_in_log(log):
     return [r.key for r in log.read()]
 
 
+def checked(path):
+    """``kqlite check``'s verdict on a partition: its problems (the .txnindex entries
+    compaction copied included)."""
+    replay = TransactionReplay(str(path))
+    return [p for seg in find_segments(DEFAULT_FS, str(path))
+            for p in verify_segment(DEFAULT_FS, seg, replay=replay).problems]
+
+
 def test_basic_transaction_aware_cleaning(tmp_path):
     with open_log(tmp_path / "t-0") as log:
         k = Keyed(log)
@@ -95,6 +105,7 @@ def test_basic_transaction_aware_cleaning(tmp_path):
         assert record_offsets(log) == [3, 6, 7, 8, 9]
         assert log.aborted_transactions() == aborted == [AbortedTxn(1, 0, 6, 2)]
         assert [r.offset for r in log.read(isolation=Isolation.COMMITTED)] == [3, 8]
+        assert checked(log.path) == []
 
 
 def test_commit_marker_removal(tmp_path):
@@ -147,6 +158,7 @@ def test_abort_marker_removal(tmp_path):
         log.compact(now_ms=T0 + DAY, force=True)
         assert record_offsets(log) == [3, 4, 5]
         assert [n for n in os.listdir(log.path) if n.endswith(".txnindex")] == []
+        assert checked(log.path) == []
 
 
 def test_aborted_transaction_spanning_segments(tmp_path):
