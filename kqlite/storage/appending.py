@@ -310,8 +310,7 @@ def producer_state(lg):
     other processes appended since it last looked."""
     ps = lg._producer_state
     if ps is None:
-        ps = ProducerStateManager.load(lg.path, lg.log_start_offset, lg.next_offset,
-                                       lg._producer_batches, fs=lg.fs)
+        ps = load_producer_state(lg)
         adopt_producer_state(lg, ps)
     elif ps.end_offset != lg.next_offset or lg._producer_state_cuts != truncations(
             lg._generation):
@@ -322,6 +321,12 @@ def producer_state(lg):
             ps.catch_up(lg.log_start_offset, lg.next_offset, lg._producer_batches)
         lg._producer_state_cuts = truncations(lg._generation)
     return ps
+
+
+def load_producer_state(lg):
+    """The producer state of the log as it is (caller holds the write lock), not kept."""
+    return ProducerStateManager.load(lg.path, lg.log_start_offset, lg.next_offset,
+                                     lg._producer_batches, fs=lg.fs)
 
 
 def adopt_producer_state(lg, ps):
@@ -453,8 +458,11 @@ def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, app
             lg._high_watermark = last
         if ps is not None:
             ps.advance(last)
-            found = ps.first_unstable_offset(lg._high_watermark)
-            lg._first_unstable = NO_UNSTABLE if found is None else found
+            if ps.ongoing or ps.unreplicated:
+                found = ps.first_unstable_offset(lg._high_watermark)
+                lg._first_unstable = NO_UNSTABLE if found is None else found
+            else:
+                lg._first_unstable = NO_UNSTABLE
         write_shared_state(lg)
         lg._unflushed += last - first
         need_sync = lg.config["fsync"] == "always" \

@@ -254,15 +254,21 @@ class Log:
         """At open, under the write lock: the first unstable offset, from the producer
         state recovery built, or the shared state's; when neither says (no record, or one
         written before kqlite had transactions) the producer state is loaded to learn it,
-        and published."""
-        if recovered is not None:
+        and published. A producer state without producers is not kept: a log no producer
+        writes to keeps its appends' fast path (appending.producer_state loads it when
+        one comes)."""
+        if recovered is None:
+            if state is not None and state.first_unstable_offset != UNKNOWN_UNSTABLE:
+                self._first_unstable = state.first_unstable_offset
+                return
+            if self.next_offset == self.log_start_offset:
+                self._first_unstable = NO_UNSTABLE          # nothing to learn
+                return
+            recovered = appending.load_producer_state(self)
+        if recovered.producers:
             appending.adopt_producer_state(self, recovered)
-        elif state is not None and state.first_unstable_offset != UNKNOWN_UNSTABLE:
-            self._first_unstable = state.first_unstable_offset
-            return
-        else:
-            appending.producer_state(self)
-        self._first_unstable = appending.first_unstable_offset(self)
+        found = recovered.first_unstable_offset(self._high_watermark)
+        self._first_unstable = NO_UNSTABLE if found is None else found
         if self._marked:
             self._write_state()
 

@@ -141,6 +141,7 @@ from typing import NamedTuple
 from .. import _native
 from ..errors import (InvalidProducerEpochError, InvalidTxnStateError, KqliteError,
                       OutOfOrderSequenceError, TransactionCoordinatorFencedError)
+from ..format.constants import CONTROL_MASK, TRANSACTIONAL_MASK
 from ..format.validate import AppendOrigin
 from .fs import DEFAULT_FS, atomic_write
 
@@ -165,6 +166,7 @@ _CLIENT = AppendOrigin.CLIENT
 _COORDINATOR = AppendOrigin.COORDINATOR
 _REPLICATION = AppendOrigin.REPLICATION
 _VERIFIED = (_CLIENT, _COORDINATOR)         # the origins KIP-890's guard applies to
+_new = tuple.__new__
 _FENCING = (_CLIENT, _COORDINATOR)          # the origins whose stale epochs are refused
 
 
@@ -324,10 +326,12 @@ class ProducerStateManager:
         control batch) before it is appended by ``origin`` with ``verification_guard``:
         None to append it, the BatchMetadata of the batch it duplicates, or raise (the
         table of the module docstring)."""
-        if batch.producer_id < 0:
+        pid = batch[9]
+        if pid < 0:
             return None
-        return self._judge(self.producers.get(batch.producer_id), batch,
-                           AppendOrigin(origin), verification_guard, marker)
+        if origin.__class__ is not AppendOrigin:
+            origin = AppendOrigin(origin)
+        return self._judge(self.producers.get(pid), batch, origin, verification_guard, marker)
 
     def check_all(self, batches, origin=_CLIENT, verification_guard=None, markers=None):
         """:meth:`check` for the batches of one append (no duplicate answer: only a CLIENT
@@ -351,16 +355,20 @@ class ProducerStateManager:
                 guards.pop(pid, None)
 
     def _judge(self, entry, batch, origin, guard, marker, guards=None):
-        pid, epoch = batch.producer_id, batch.producer_epoch
-        control = batch.is_control
-        first_seq = batch.base_sequence
-        if origin is _CLIENT and not control and entry is not None and first_seq >= 0 \
+        # The header's fields by index: this runs for every batch of every producer.
+        attributes, pid, epoch, first_seq = batch[5], batch[9], batch[10], batch[11]
+        if attributes & CONTROL_MASK:
+            if marker is not None:
+                _check_epoch(entry, pid, epoch, origin)
+                _check_coordinator_epoch(entry, pid, marker, origin)
+            return None
+        if entry is not None and origin is _CLIENT and first_seq >= 0 \
                 and epoch == entry.epoch:
-            duplicate = entry.find(first_seq, batch.last_sequence)
+            duplicate = entry.find(first_seq, (first_seq + batch[6]) % _SEQUENCES)
             if duplicate is not None:
                 return duplicate
-        if origin in _VERIFIED and batch.is_transactional and not control \
-                and not _has_ongoing(entry, epoch) \
+        transactional = attributes & TRANSACTIONAL_MASK
+        if transactional and origin in _VERIFIED and not _has_ongoing(entry, epoch) \
                 and not _verified(guards if guards is not None else self.verifications,
                                   pid, guard):
             # UnifiedLog.analyzeAndValidateProducerState, KIP-890 part 1.
@@ -368,16 +376,11 @@ class ProducerStateManager:
                 f"a transactional batch of producer {pid} (epoch {epoch}) was not part of "
                 f"an ongoing transaction: the coordinator did not verify that this "
                 f"partition is in it")
-        if control:
-            if marker is not None:
-                _check_epoch(entry, pid, epoch, origin)
-                _check_coordinator_epoch(entry, pid, marker, origin)
-            return None
-        _check_epoch(entry, pid, epoch, origin)
+        if entry is not None and epoch < entry.epoch:
+            _check_epoch(entry, pid, epoch, origin)
         if origin is _CLIENT and first_seq >= 0:
             self._check_sequence(entry, pid, epoch, first_seq)
-        if entry is not None and entry.current_txn_first_offset >= 0 \
-                and not batch.is_transactional:
+        if entry is not None and entry.current_txn_first_offset >= 0 and not transactional:
             # ProducerAppendInfo.appendDataBatch, whatever the origin.
             raise InvalidTxnStateError(
                 f"producer {pid} sent a non-transactional batch while its transaction "
@@ -385,7 +388,7 @@ class ProducerStateManager:
         return None
 
     def _check_sequence(self, entry, pid, epoch, first_seq):
-        guard = self.verifications.get(pid)
+        guard = self.verifications.get(pid) if self.verifications else None
         if guard is not None and first_seq > guard.lowest_sequence:
             raise OutOfOrderSequenceError(
                 f"producer {pid} (epoch {epoch}) sent sequence {first_seq}, above the "
@@ -412,27 +415,43 @@ class ProducerStateManager:
         ``marker`` is a control batch's EndTransactionMarker (None for an emptied one).
         Returns the CompletedTxn of a marker that ended an open transaction, else None;
         the caller then passes it to :meth:`complete_txn`."""
-        first = batch.base_offset if first_offset is None else first_offset
-        last = first + batch.last_offset - batch.base_offset
+        first = batch[0] if first_offset is None else first_offset
+        last = first + batch[6]
         self.end_offset = last + 1
-        producer_id = batch.producer_id
+        producer_id = batch[9]
         if producer_id < 0:
             return None
-        control = batch.is_control
-        if control and marker is None:
-            if batch.records_count:
-                raise ValueError(f"the control batch at offset {first} needs its marker")
-            return None
-        entry = self.producers.get(producer_id)
-        if entry is None:
-            entry = self.producers[producer_id] = ProducerEntry(producer_id, batch.producer_epoch)
-        completed = _learn(entry, batch, first, last, marker)
-        if batch.is_transactional:
-            # Started or ended: the transaction's state replaces the guard.
+        attributes = batch[5]
+        if attributes & CONTROL_MASK:
+            if marker is None:
+                if batch[12]:
+                    raise ValueError(f"the control batch at offset {first} needs its marker")
+                return None
+            entry = self.producers.get(producer_id)
+            if entry is None:
+                entry = self.producers[producer_id] = ProducerEntry(producer_id, batch[10])
             self.verifications.pop(producer_id, None)
-            if not control and entry.current_txn_first_offset == first:
+            return _learn(entry, batch, first, last, marker)
+        # ProducerAppendInfo.appendDataBatch, the common case inline.
+        entry = self.producers.get(producer_id)
+        epoch = batch[10]
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch)
+        elif epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        timestamp = entry.last_timestamp = batch[8]
+        seq = batch[11]
+        if seq >= 0:
+            entry.batches.append(_new(BatchMetadata, (seq, (seq + batch[6]) % _SEQUENCES,
+                                                      first, last, timestamp)))
+        if attributes & TRANSACTIONAL_MASK:
+            # Started or continued: the transaction's state replaces the guard.
+            self.verifications.pop(producer_id, None)
+            if entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first
                 self.ongoing[first] = producer_id
-        return completed
+        return None
 
     def complete_txn(self, completed):
         """The transaction ``completed`` is decided (its marker and index entry written):
