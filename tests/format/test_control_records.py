@@ -142,3 +142,19 @@ def test_our_marker_satisfies_librdkafkas_stricter_reading():
     record_key = bytes(marker[61 + 5:61 + 9])
     assert len(control_key(COMMIT)) == 4 and record_key == control_key(COMMIT)
     assert struct.unpack(">h", record_key[:2]) == (0,)
+
+
+def doc_hexdump(heading):
+    """The bytes of the first hexdump under ``heading`` in docs/format.md."""
+    import os
+    import re
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "format.md")
+    text = open(path).read()
+    block = text[text.index(heading):].split("```")[1]
+    return bytes.fromhex(" ".join(re.sub(r"^[0-9a-f]{4}  ", "", line)
+                                  for line in block.strip().splitlines()))
+
+
+def test_the_worked_example_of_docs_format_md_is_what_we_write():
+    assert doc_hexdump("## Transaction markers") == \
+        bytes(build_control_batch(4242, 3, 5, True, 1_700_000_000_000))

@@ -122,3 +122,15 @@ def test_delete_and_sync(tmp_path):
     assert not idx.dirty
     idx.delete()
     assert not (tmp_path / "00000000000000000000.txnindex").exists() and idx.entries() == []
+
+
+def test_the_worked_example_of_docs_format_md_is_what_we_write():
+    import os
+    import re
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "format.md")
+    text = open(path).read()
+    section = text[text.index("## Transaction index files"):]
+    block = section[section.index("is this entry"):].split("```")[1]
+    raw = bytes.fromhex(" ".join(re.sub(r"^[0-9a-f]{4}  ", "", line)
+                                 for line in block.strip().splitlines()))
+    assert raw == encode_entries([AbortedTxn(4242, 1000, 1075, 1076)])
