@@ -394,7 +394,8 @@ class _Connection:
                     return False
         if listener.sasl is not None:
             authenticator = SaslServerAuthenticator(
-                listener.mechanisms(self.broker.credentials), self.broker.api_versions)
+                listener.mechanisms(self.broker.credentials), self.broker.api_versions,
+                reauth_ms=listener.sasl.reauth_ms)
             try:
                 async with _deadline(self.broker.authentication_timeout):
                     step = await self._exchange(authenticator)
@@ -463,7 +464,7 @@ class _Connection:
         listener = self.listener
         authenticator = SaslServerAuthenticator.reauthenticating(
             listener.mechanisms(self.broker.credentials), self.broker.api_versions,
-            reauth_ms=listener.reauth_ms(self.sasl_mechanism), mechanism=self.sasl_mechanism,
+            reauth_ms=listener.sasl.reauth_ms, mechanism=self.sasl_mechanism,
             principal_name=self.session.principal.name)
         self.reauthenticated_at = time.monotonic()
         await self.broker.credentials.refresh()

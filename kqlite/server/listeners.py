@@ -126,7 +126,7 @@ def check_listeners(endpoints):
         by_port.setdefault(e.port, []).append(e)
     for port, sharing in by_port.items():
         families = [_family(e.host) for e in sharing]
-        if len(sharing) > 2 or (len(sharing) == 2 and sorted(families) != [4, 6]):
+        if len(sharing) > 2 or (len(sharing) == 2 and set(families) != {4, 6}):
             raise ListenerConfigError("listeners", f"listeners "
                                       f"{', '.join(e.listener_name for e in sharing)} share "
                                       f"port {port}")

@@ -99,9 +99,6 @@ class BrokerListener(NamedTuple):
                     m, credentials.lookup, credentials.secret)
         return factories
 
-    def reauth_ms(self, mechanism):
-        return self.sasl.reauth_ms.get(mechanism, 0) if self.sasl is not None else 0
-
 
 def plaintext_listener(host, port, advertised_host=None):
     """kqlite's default: one PLAINTEXT listener (``--listen HOST:PORT``)."""

@@ -103,12 +103,13 @@ class SaslServerAuthenticator:
     """One connection's SASL exchange. ``mechanisms``: ``{name: factory}`` of the enabled
     mechanisms in ``sasl.enabled.mechanisms`` order, each factory making a fresh
     :class:`~.mechanism.MechanismServer`; ``api_versions``: what ApiVersions lists;
-    ``reauth_ms``: ``connections.max.reauth.ms`` (0: sessions do not expire by time)."""
+    ``reauth_ms``: ``connections.max.reauth.ms`` by mechanism (absent or 0: sessions do not
+    expire by time)."""
 
-    def __init__(self, mechanisms, api_versions, *, reauth_ms=0):
+    def __init__(self, mechanisms, api_versions, *, reauth_ms=None):
         self.mechanisms = mechanisms
         self.api_versions = api_versions
-        self.reauth_ms = reauth_ms
+        self.reauth_ms = reauth_ms or {}
         self.state = State.HANDSHAKE_OR_VERSIONS
         self.server = None           # the mechanism's server, once the handshake chose it
         self.framed = True           # False after a v0 handshake: raw tokens follow
@@ -225,8 +226,9 @@ class SaslServerAuthenticator:
         """KIP-368: the smaller of connections.max.reauth.ms and the credential's remaining
         life, whichever are known; 0 when neither is."""
         limits = []
-        if self.reauth_ms > 0:
-            limits.append(self.reauth_ms)
+        reauth_ms = self.reauth_ms.get(self.server.mechanism, 0)
+        if reauth_ms > 0:
+            limits.append(reauth_ms)
         if self.server.expiry_ms is not None:
             limits.append(max(0, self.server.expiry_ms - now_ms))
         return min(limits) if limits else 0
