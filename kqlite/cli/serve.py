@@ -67,6 +67,10 @@ async def _main(args):
                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
                    queued_max_request_bytes=args.queued_max_request_bytes,
                    **authentication)
+    if args.zookeeper and (len(listeners) > 1 or listeners[0].sasl or listeners[0].ssl_context):
+        print("kqlite serve: a cluster broker (--zookeeper) serves one PLAINTEXT listener: "
+              "TLS and SASL between brokers are not served yet", file=sys.stderr)
+        return 2
     if args.zookeeper:
         from ..cluster.node import ClusterNode
         node = ClusterNode(
