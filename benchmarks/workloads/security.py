@@ -63,7 +63,7 @@ def run(ctx):
                     topic = f"bench-{os.getpid()}-{time.monotonic_ns()}"
                     produced = produce_flat_out(ck.Producer(dict(PRODUCER_CONF, **conf)), topic,
                                                 value, count, system=system)
-                    consumed = _consume_seconds(ck, conf, topic, count, ctx.pick(5, 60, 120))
+                    consumed = _consume_seconds(ck, conf, topic, count, ctx.pick(30, 60, 120))
                     times = best.setdefault(system, [produced, consumed])
                     times[0], times[1] = min(times[0], produced), min(times[1], consumed)
             for system, (produced, consumed) in best.items():
