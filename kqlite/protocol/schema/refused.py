@@ -1,35 +1,15 @@
-"""APIs kqlite decodes only to refuse: SASL, ACLs and the transaction coordinator.
+"""APIs kqlite decodes only to refuse: ACLs and the transaction coordinator.
 
-kqlite serves plaintext without authentication, ACLs or transactions (its broker's
-authorizer allows everything, as Kafka's without ``authorizer.class.name``: there are no
-ACLs to manage), so ApiVersions does not list these APIs and well-behaved clients never
-send them. A client
-configured for SASL, an admin tool managing ACLs or a transactional producer that sends
-one anyway gets Kafka's error for a broker without that feature, and the connection
-stays usable. Written by hand from Kafka's message definitions
+kqlite's broker has no ACLs to manage (its authorizer allows everything, as Kafka's
+without ``authorizer.class.name``) and no transactions, so ApiVersions does not list these
+APIs and well-behaved clients never send them. An admin tool managing ACLs or a
+transactional producer that sends one anyway gets Kafka's error for a broker without that
+feature, and the connection stays usable. Written by hand from Kafka's message definitions
 (clients/src/main/resources/common/message/*.json).
 """
 
 from ..api_keys import ApiKey
 from ._dsl import F, api
-
-# WIRE: Kafka-defined (SaslHandshakeRequest.json / SaslHandshakeResponse.json).
-SASL_HANDSHAKE = api(ApiKey.SASL_HANDSHAKE, "0-1", flexible="none", request=[
-    F("mechanism", "string"),
-], response=[
-    F("error_code", "int16"),
-    F("mechanisms", "[]string"),
-])
-
-# WIRE: Kafka-defined (SaslAuthenticateRequest.json / SaslAuthenticateResponse.json).
-SASL_AUTHENTICATE = api(ApiKey.SASL_AUTHENTICATE, "0-2", flexible="2+", request=[
-    F("auth_bytes", "bytes"),
-], response=[
-    F("error_code", "int16"),
-    F("error_message", "string", nullable="0+"),
-    F("auth_bytes", "bytes"),
-    F("session_lifetime_ms", "int64", "1+"),
-])
 
 _ACL_FILTER = [
     F("resource_type_filter", "int8"),
@@ -122,5 +102,5 @@ END_TXN = api(ApiKey.END_TXN, "0-4", flexible="3+", request=[
     F("error_code", "int16"),
 ])
 
-APIS = [SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
+APIS = [DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
         ADD_OFFSETS_TO_TXN, END_TXN]
