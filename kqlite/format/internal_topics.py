@@ -2,22 +2,45 @@
 default partition count and configs, and which of its partitions holds a key.
 
 Theory of operation. A coordinator's state lives in a compacted topic, one record per
-key (a group, later a transactional id), the latest record of a key winning. The
+key (a group, a transactional id), the latest record of a key winning. The
 coordinator of a key is whoever leads the partition that holds the key, so every broker
-and every process on a data dir must compute the same partition:
-:func:`partition_for_key`. These are on-disk facts (a record written to the wrong
-partition is never found again), hence their place beside the record formats.
+and every process on a data dir must compute the same partition. These are on-disk facts
+(a record written to the wrong partition is never found again), hence their place beside
+the record formats. Two rules place keys:
+
+- :func:`kafka_partition_for_key`, Kafka's ``Utils.abs(key.hashCode) % partitions``:
+  ``__transaction_state`` (:func:`transaction_partition_for`);
+- :func:`partition_for_key`, kqlite's older rule for ``__consumer_offsets``, which differs
+  from Kafka's for negative hashes (its docstring says how, and why it stays).
 
 ``__consumer_offsets``: ``offsets.topic.num.partitions`` (50), compacted, 100 MiB
 segments; its records are ``offset_records`` and ``group_records``.
+
+``__transaction_state``: ``transaction.state.log.num.partitions`` (50), compacted,
+uncompressed, 100 MiB segments (``transaction.state.log.segment.bytes``), no unclean
+leader election (Kafka's TransactionStateManager.transactionTopicConfigs; its
+``min.insync.replicas`` is the broker's ``transaction.state.log.min.isr``, a cluster's
+business: :data:`TRANSACTIONS_MIN_ISR`); its records are ``transaction_records``.
 """
 
-__all__ = ["OFFSETS_TOPIC", "OFFSETS_PARTITIONS", "OFFSETS_CONFIG", "java_hash",
-           "partition_for_key"]
+__all__ = ["OFFSETS_TOPIC", "OFFSETS_PARTITIONS", "OFFSETS_CONFIG", "TRANSACTIONS_TOPIC",
+           "TRANSACTIONS_PARTITIONS", "TRANSACTIONS_CONFIG", "TRANSACTIONS_MIN_ISR",
+           "TRANSACTIONS_REPLICATION_FACTOR", "java_hash", "kafka_abs",
+           "kafka_partition_for_key", "partition_for_key", "transaction_partition_for"]
 
 OFFSETS_TOPIC = "__consumer_offsets"   # ON-DISK: Kafka's name
 OFFSETS_PARTITIONS = 50                # Kafka's offsets.topic.num.partitions default
 OFFSETS_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 100 * 1024 * 1024}
+
+TRANSACTIONS_TOPIC = "__transaction_state"  # ON-DISK: Kafka's name
+TRANSACTIONS_PARTITIONS = 50           # Kafka's transaction.state.log.num.partitions default
+TRANSACTIONS_REPLICATION_FACTOR = 3    # transaction.state.log.replication.factor default
+TRANSACTIONS_MIN_ISR = 2               # transaction.state.log.min.isr default
+# TransactionStateManager.transactionTopicConfigs, with transaction.state.log.segment.bytes'
+# default.
+TRANSACTIONS_CONFIG = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                       "segment.bytes": 100 * 1024 * 1024,
+                       "unclean.leader.election.enable": "false"}
 
 
 def java_hash(s):
@@ -45,3 +68,23 @@ def partition_for_key(key, partitions):
     dirs already hold commits where this puts them; changing the rule moves them out of
     reach, so it is left as it is here and changed, if ever, with a migration."""
     return (java_hash(key) & 0x7FFFFFFF) % partitions
+
+
+def kafka_abs(n):
+    """Kafka's ``Utils.abs`` of a 32-bit int: its absolute value, except that
+    Integer.MIN_VALUE, which has none, maps to 0."""
+    return 0 if n == -2 ** 31 else abs(n)
+
+
+def kafka_partition_for_key(key, partitions):
+    """Kafka's placement of a key in an internal topic of ``partitions`` partitions:
+    ``Utils.abs(key.hashCode) % partitions`` (TransactionStateManager ``partitionFor``,
+    GroupMetadataManager ``partitionFor``)."""
+    return kafka_abs(java_hash(key)) % partitions
+
+
+def transaction_partition_for(transactional_id, partitions=TRANSACTIONS_PARTITIONS):
+    """The partition of ``__transaction_state`` that holds ``transactional_id``'s records:
+    Kafka's rule, so that a Kafka broker on the same records finds them where kqlite
+    does."""
+    return kafka_partition_for_key(transactional_id, partitions)
