@@ -104,7 +104,7 @@ class ClusterNode:
                              advertised_host=advertised_host, make_replicas=self._replicas,
                              make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
-                             **broker_options)
+                             transactions=False, **broker_options)
         self.broker.metrics.add_source(ClusterMetricsSource(self))
         self.replicas.on_roles_changed = StateTopicRoles(
             [self.broker.coordinator.runtime]).roles_changed

@@ -43,11 +43,13 @@ from .authorization import AllowAll
 from .connection_limits import ConnectionLimits
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.runtime import sole_broker_runtime
-from .coordinator.state_topic import OFFSETS_STATE
+from .coordinator.state_topic import OFFSETS_STATE, TRANSACTIONS_STATE
+from .coordinator.txn.config import TransactionConfig
+from .coordinator.txn.coordinator import TransactionCoordinator
+from .coordinator.txn.markers import LocalMarkerChannel
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
-from .producer_ids import ProducerIdAllocator
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
@@ -80,7 +82,8 @@ class Broker:
                  queued_max_request_bytes=None,
                  fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
                  make_coordinator_runtime=None,
-                 extra_handlers=None, api_versions=None, authorizer=None):
+                 extra_handlers=None, api_versions=None, authorizer=None, transactions=True,
+                 transaction_config=None):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
@@ -97,7 +100,14 @@ class Broker:
         (``{ApiKey: (min, max)}``) is what ApiVersions advertises.
 
         ``authorizer``: the :class:`~.authorization.Authorizer` every request's access
-        checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``."""
+        checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``.
+
+        ``transactions``: whether the broker has a transaction coordinator
+        (coordinator/txn/, over ``__transaction_state`` through the same runtime seam,
+        its markers written to this broker's own partitions); a broker without one
+        answers the transactional APIs as a broker without transactions (a cluster
+        broker, for now). ``transaction_config``: its TransactionConfig (Kafka's
+        defaults when None)."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -124,7 +134,13 @@ class Broker:
         make_runtime = make_coordinator_runtime or sole_broker_runtime
         self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
                                             group_initial_rebalance_delay_ms / 1000.0)
-        self.producer_ids = ProducerIdAllocator(self.db.path)
+        self.producer_ids = self.db.producer_ids   # a cluster puts ZooKeeper's in its place
+        self.transactions = None
+        if transactions:
+            config = transaction_config or TransactionConfig()
+            self.transactions = TransactionCoordinator(
+                make_runtime(self, TRANSACTIONS_STATE), self.allocate_producer_id,
+                LocalMarkerChannel(self, config.request_timeout_ms), config)
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
         self.authorizer = authorizer if authorizer is not None else AllowAll()
         self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)
@@ -135,6 +151,11 @@ class Broker:
         self._metrics_server = None
         self._connections = set()
         self._stopping = False
+
+    async def allocate_producer_id(self):
+        """A new producer id from ``producer_ids`` (a block may be reserved on disk, or in a
+        cluster in ZooKeeper: in a storage thread)."""
+        return await self.io.run(self.producer_ids.allocate)
 
     def _cluster_id(self):
         try:
@@ -158,6 +179,8 @@ class Broker:
         if self.metrics_port is not None:
             self._metrics_server = await self.metrics.start(self.host, self.metrics_port)
         self.coordinator.start()
+        if self.transactions is not None:
+            self.transactions.start()
         log.info("kqlite broker %d serving %s on %s:%d", self.broker_id, self.db.path,
                  self.host, self.port)
 
@@ -168,6 +191,8 @@ class Broker:
             await self._acceptor.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        if self.transactions is not None:
+            await self.transactions.stop()   # markers stop before the partitions do
         await self.replicas.stop()   # waiting fetches answer now
         await self.coordinator.stop()  # so do JoinGroups waiting out a rebalance
         deadline = time.monotonic() + grace

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqlite.protocol import (API_NAMES, SUPPORTED, ApiKey, EncodeError, ErrorCode, FileRegion,
-                             ProtocolError, ServerConnection, decode_request, decode_response,
+from kqlite.protocol import (API_NAMES, CLUSTER_SUPPORTED, SUPPORTED, ApiKey, EncodeError,
+                             ErrorCode, FileRegion, ProtocolError, ServerConnection, decode_request, decode_response,
                              encode_request, encode_response)
 
 from protocol_helpers import CASES, bodies
@@ -94,12 +94,15 @@ def test_unknown_api_key_is_returned_unsupported():
 
 
 def test_refused_api_is_decoded_but_not_advertised():
-    """SASL, ACL and transaction-coordinator requests are decoded so the broker can answer
-    them with an error, but ApiVersions never lists them."""
+    """SASL and ACL requests are decoded so the broker can answer them with an error, but
+    ApiVersions never lists them; the transaction coordinator's are listed by a single
+    broker, which has one, and not by a cluster broker."""
     (req,) = ServerConnection().receive_data(_frame(17, 1, 42, "sasl-client", b"\x00\x05PLAIN"))
     assert not req.unsupported and req.body == {"mechanism": "PLAIN"}
     assert req.name == "SaslHandshake" == API_NAMES[17]
-    assert not {17, 25, 26, 29, 30, 31, 36} & set(SUPPORTED)
+    assert not {17, 29, 30, 31, 36} & set(SUPPORTED)
+    assert {24, 25, 26, 27, 28, 65, 66} <= set(SUPPORTED)
+    assert not {24, 25, 26, 27, 28, 65, 66} & set(CLUSTER_SUPPORTED)
 
 
 def test_unsupported_version_of_known_api():

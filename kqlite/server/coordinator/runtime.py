@@ -6,7 +6,7 @@ Theory of operation
 A coordinator (the group coordinator, ``group/``; a transaction coordinator would be a
 sibling) keeps one kind of state, keyed by a string (a group id, a transactional id),
 in a state topic (:class:`~kqlite.server.coordinator.state_topic.StateTopic`): the
-partition of a key is :func:`~kqlite.format.internal_topics.partition_for_key` over the
+partition of a key is the topic's placement rule (``StateTopic.partition_for``) over the
 topic's partition count, and the coordinator of a key is whichever broker leads that
 partition. The runtime composes three pieces, each replaceable on its own:
 
@@ -52,7 +52,6 @@ import abc
 import asyncio
 import logging
 
-from ...format.internal_topics import partition_for_key
 from ...protocol import ErrorCode
 from .ownership import SoleOwnership
 from .placement import SolePlacement
@@ -98,7 +97,12 @@ class CoordinatorRuntime:
     # -- Ownership ------------------------------------------------------------------------
 
     def partition_for(self, key):
-        return partition_for_key(key, self.placement.partition_count())
+        return self.topic.partition_for(key, self.placement.partition_count())
+
+    def coordinator_epoch(self, index):
+        """The coordinator epoch this broker owns partition ``index`` in (the partition's
+        leader epoch), None when it does not own it."""
+        return self.ownership.epoch_for(index)
 
     def owner_error(self, key):
         """NONE when this broker owns the partition of ``key``, else the answer to a
@@ -124,8 +128,9 @@ class CoordinatorRuntime:
         come with elections."""
         if not self.ownership.loads_at_start or self.state is None:
             return
-        replayed = await self.state_log.read(range(self.placement.partition_count()),
-                                             self.state.replay)
+        indexes = range(self.placement.partition_count())
+        self.ownership.epochs.update(await self.state_log.leader_epochs(indexes))
+        replayed = await self.state_log.read(indexes, self.state.replay)
         for index, state in replayed.items():
             self.state.load(index, state)
 

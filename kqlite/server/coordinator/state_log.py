@@ -32,6 +32,7 @@ from ...errors import RecordTooLargeError, UnknownTopicError
 from ...format.batch import build_batch
 from ...protocol import ErrorCode
 from ...storage import Isolation
+from ..local_partition import LocalPartition
 from ..partition import PartitionError
 
 __all__ = ["StateLog", "PartitionStateLog", "DataDirStateLog"]
@@ -56,6 +57,12 @@ class StateLog(abc.ABC):
         """``{index: replay(records)}`` for each partition of ``indexes``, ``records`` an
         iterator over its records from its log start to its log end, oldest first, to be
         read once (they are decoded as they are read); run in one storage-thread call."""
+
+    async def leader_epochs(self, indexes):
+        """``{index: the latest leader epoch partition ``index`` recorded}``, for the
+        partitions that recorded one (a broker owning them from its start takes these as
+        its coordinator epochs)."""
+        return {}
 
 
 class PartitionStateLog(StateLog):
@@ -113,6 +120,16 @@ class DataDirStateLog(StateLog):
 
     async def read(self, indexes, replay):
         return await self.run(self._read, list(indexes), replay)
+
+    async def leader_epochs(self, indexes):
+        return await self.run(self._leader_epochs, list(indexes))
+
+    def _leader_epochs(self, indexes):
+        db = self.shared_database
+        if db.topics.get(self.topic.name) is None:
+            return {}
+        return {index: LocalPartition.initial_leader_epoch(db, self.topic.name, index)
+                for index in indexes}
 
     def _read(self, indexes, replay):
         db = self.shared_database

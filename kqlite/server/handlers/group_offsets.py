@@ -1,5 +1,9 @@
 """FindCoordinator and committed offsets: OffsetCommit and OffsetFetch.
 
+FindCoordinator answers for groups (the group coordinator's runtime) and for
+transactional ids (the transaction coordinator's, over ``__transaction_state``; a broker
+without one answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+
 Commits are checked against the group's generation by the coordinator, then stored in
 ``__consumer_offsets`` through its committed offsets (coordinator/group/offsets.py: on a
 single broker, the data dir's, shared with the embedded API): offset, leader epoch,
@@ -90,6 +94,12 @@ async def _coordinator_for(broker, context, version, key_type, key):
             log.warning("FindCoordinator for group %r: %s", key, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     if key_type == KEY_TRANSACTION:
+        if broker.transactions is not None:
+            try:
+                return await broker.transactions.runtime.coordinator_for(key)
+            except KqliteError as exc:
+                log.warning("FindCoordinator for transactional id %r: %s", key, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         # No transaction coordinator: the error a transactional producer treats as fatal
         # (librdkafka, the Java client, kafka-python, aiokafka), the same that Produce and
         # InitProducerId give a transactional id. A retriable one would leave
