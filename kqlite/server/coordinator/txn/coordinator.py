@@ -57,7 +57,7 @@ from ..runtime import CoordinatorState
 from .append_errors import TXN_APPEND_ERRORS
 from .config import TransactionConfig
 from .markers import MarkerOutcome, TxnMarker, marker_outcome
-from .metadata import TxnMetadata
+from .metadata import IllegalTransition, TxnMetadata
 from .transitions import (NEED_PRODUCER_ID, abort_timed_out, add_partitions, end_txn,
                           expire, init_producer_id, prepare_complete, timed_out,
                           valid_timeout, verify_partitions)
@@ -270,10 +270,16 @@ class TransactionCoordinator(CoordinatorState):
             code = await self.owner_error(transactional_id)
             if code:
                 return (code, *_NO_PRODUCER)
-            decision = init_producer_id(self._ids.get(transactional_id), transactional_id,
-                                        timeout_ms, expected, self.now(),
-                                        max_timeout_ms=self.config.max_timeout_ms,
-                                        new_producer_id=new_producer_id)
+            try:
+                decision = init_producer_id(self._ids.get(transactional_id), transactional_id,
+                                            timeout_ms, expected, self.now(),
+                                            max_timeout_ms=self.config.max_timeout_ms,
+                                            new_producer_id=new_producer_id)
+            except IllegalTransition as exc:
+                # Kafka throws IllegalStateException (an epoch that cannot be bumped): the
+                # request fails with UNKNOWN_SERVER_ERROR.
+                log.error("InitProducerId %s: %s", transactional_id, exc)
+                return (E.UNKNOWN_SERVER_ERROR, *_NO_PRODUCER)
             if decision is not NEED_PRODUCER_ID:
                 break
             if new_producer_id is not None:
@@ -285,8 +291,12 @@ class TransactionCoordinator(CoordinatorState):
                 log.warning("InitProducerId %s: no producer id: %s", transactional_id, exc)
                 return (E.UNKNOWN_SERVER_ERROR, *_NO_PRODUCER)
         transit = decision.transit
-        code = await self._apply(transactional_id, decision)
-        if code or transit is None:
+        if transit is None:
+            await self._apply(transactional_id, decision)
+            return (decision.error, *_NO_PRODUCER)
+        code = await self._log(transactional_id, decision.hold, transit,
+                               on_failure=decision.on_failure)
+        if code:
             return (code, *_NO_PRODUCER)
         if transit.state is S.PREPARE_ABORT:       # an open transaction was fenced
             code = self._after_prepare(transactional_id, transit.producer_id,
