@@ -182,18 +182,36 @@ class CoordinatorRuntime:
 
     # -- Writes ------------------------------------------------------------------------------
 
-    async def append(self, key, records, *, acks=-1, timeout_ms=None, errors=None):
+    async def append(self, key, records, *, acks=-1, timeout_ms=None, errors=None,
+                     producer=None, guard=None):
         """Append ``records`` to the partition of ``key``; the append's error code, mapped
         through ``errors`` (``{append error: coordinator error}``). See the module
-        docstring."""
+        docstring. With ``producer`` ((producer id, epoch)) the records are one
+        transactional batch of that producer (a transactional offset commit), appended with
+        ``guard`` from :meth:`verify_transactional`."""
         index = self.partition_for(key)
         if self.ownership.error_for(index):
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         else:
             code = await self.state_log.append(
                 index, records, acks=acks,
-                timeout_ms=self.topic.append_timeout_ms if timeout_ms is None else timeout_ms)
+                timeout_ms=self.topic.append_timeout_ms if timeout_ms is None else timeout_ms,
+                producer=producer, guard=guard)
         return errors.get(code, code) if errors else code
+
+    async def verify_transactional(self, key, producer, verify):
+        """Before a transactional batch of ``producer`` goes to the partition of ``key``
+        (KIP-890 part 1): ``(error code, guard)``. The partition's log gives a guard unless
+        the producer already has a transaction open there (then there is nothing to
+        verify); ``verify(index)`` (the transaction coordinator's answer) must then be NONE
+        for the append to go ahead with that guard."""
+        index = self.partition_for(key)
+        if self.ownership.error_for(index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        code, guard = await self.state_log.begin_verification(index, producer)
+        if code or guard is None:
+            return code, guard
+        return await verify(index), guard
 
 
 def sole_broker_runtime(broker, topic):

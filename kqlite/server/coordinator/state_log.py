@@ -48,9 +48,18 @@ class StateLog(abc.ABC):
     shared_database = None
 
     @abc.abstractmethod
-    async def append(self, index, records, *, acks, timeout_ms):
+    async def append(self, index, records, *, acks, timeout_ms, producer=None, guard=None):
         """Append ``records`` (kqlite Records) to partition ``index``; the error code of the
-        append (NONE once written as ``acks`` asks)."""
+        append (NONE once written as ``acks`` asks). With ``producer`` ((producer id,
+        epoch)) they are one transactional batch of that producer, appended as a
+        coordinator appends it (no sequence check) with the verification ``guard`` of
+        :meth:`begin_verification`."""
+
+    @abc.abstractmethod
+    async def begin_verification(self, index, producer):
+        """``(error code, guard)`` for a transactional batch of ``producer`` about to go to
+        partition ``index``: the log's verification guard, or None when the producer has a
+        transaction open there already (nothing to verify)."""
 
     @abc.abstractmethod
     async def read(self, indexes, replay):
