@@ -156,8 +156,9 @@ class LocalPartition(Partition):
 
     # -- Produce ----------------------------------------------------------------------------
 
-    async def append(self, records, *, acks, timeout_ms):
-        result, positions = await self._io.run(self._append_as_leader, records)
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
+        result, positions = await self._io.run(self._append_as_leader, records,
+                                               verification_guard)
         self.observe(positions)
         return await self.await_acks(result, acks, timeout_ms)
 
@@ -173,7 +174,7 @@ class LocalPartition(Partition):
                                     record_count=result.record_count, size=result.size)
         return result
 
-    def _append_as_leader(self, records):
+    def _append_as_leader(self, records, verification_guard=None):
         """The append, in a storage thread; returns ``(AppendResult, positions or None)``.
         Storage validates the bytes once (Kafka's LogValidator rules) and judges them
         against the idempotent-producer state under the log's write lock

@@ -198,9 +198,11 @@ class Partition(abc.ABC):
     # -- Storage operations (run off the event loop) -----------------------------------------
 
     @abc.abstractmethod
-    async def append(self, records, *, acks, timeout_ms):
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
         """Validate and append a Produce's record batches as leader; with ``acks=-1`` return
-        only once they are committed (or ``timeout_ms`` passed). Returns AppendResult."""
+        only once they are committed (or ``timeout_ms`` passed). Returns AppendResult.
+        ``verification_guard``: what :meth:`begin_verification` gave for a transactional
+        batch, which storage checks is still current (KIP-890)."""
 
     @abc.abstractmethod
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,

@@ -237,7 +237,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ls.check_enough_replicas_reach_offset(offset)
 
-    async def append(self, records, *, acks, timeout_ms):
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
         await self._ready.wait()
         ls = self.leader_role.leading()
         if ls is None:
@@ -252,7 +252,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         self._appends_done.clear()
         # The count drops when the storage call ends, even if this coroutine is cancelled
         # first: a role change must wait for the write itself.
-        task = asyncio.ensure_future(self._io.run(self._append_as_leader, records))
+        task = asyncio.ensure_future(self._io.run(self._append_as_leader, records,
+                                                  verification_guard))
         task.add_done_callback(self._append_landed)
         result, positions = await asyncio.shield(task)
         self.observe(positions)
