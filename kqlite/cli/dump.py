@@ -46,14 +46,14 @@ def _dump_log(path, args, out):
                     valid = True
                 except CorruptRecordError:
                     valid = False
-                print(f"baseOffset: {base} lastOffset: {last} count: {h.record_count} "
+                print(f"baseOffset: {base} lastOffset: {last} count: {h.records_count} "
                       f"baseSequence: {h.base_sequence} producerId: {h.producer_id} "
                       f"producerEpoch: {h.producer_epoch} "
                       f"partitionLeaderEpoch: {h.partition_leader_epoch} "
                       f"isTransactional: {str(h.is_transactional).lower()} "
                       f"isControl: {str(h.is_control).lower()} position: {pos} "
                       f"{'LogAppendTime' if h.timestamp_type else 'CreateTime'}: {max_ts} "
-                      f"size: {size} magic: {magic} compresscodec: {CODEC_NAMES[h.codec]} "
+                      f"size: {size} magic: {magic} compresscodec: {CODEC_NAMES[h.compression]} "
                       f"crc: {h.crc} isvalid: {str(valid).lower()}", file=out)
                 if not valid:
                     bad.append(pos)

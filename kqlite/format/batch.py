@@ -1,6 +1,7 @@
 """RecordBatch v2: build, parse and validate Kafka's on-disk/on-wire batch.
 
-Layout and field meanings are in docs/format.md and ``constants.py``. A batch is
+Layout and field meanings are in docs/format.md and ``constants.py``; the 61-byte
+header is :class:`~kqlite.format.header.BatchHeader` (header.py). A batch is
 bytes from end to end; this module never holds a file or a socket. Building a
 batch (:func:`build_batch`) and decoding one (:func:`decode_batch`) go through
 the ``_native`` helpers so the C and pure-Python paths give identical bytes.
@@ -19,22 +20,20 @@ from .. import _native
 from ..errors import CorruptRecordError, InvalidRecordError
 from . import compression
 from .constants import (
-    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, CONTROL_MASK, CRC_OFFSET,
+    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_NONE, CONTROL_MASK, CRC_OFFSET,
     LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, PARTITION_LEADER_EPOCH_OFFSET,
-    TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    TIMESTAMP_CREATE_TIME, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
 )
+from .header import BEFORE_CRC, FROM_ATTRIBUTES, BatchHeader, parse_header
 from .record import Record
 
 __all__ = ["BatchHeader", "build_batch", "build_batch_parts", "build_values_batch_parts",
            "build_value_batch", "value_batches", "ValueBatches",
            "parse_header", "decode_batch", "decode_records", "iter_records",
-           "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms"]
+           "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms", "magic_of",
+           "entry_size"]
 
-# baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-assert _HEADER.size == BATCH_OVERHEAD
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _CRC = struct.Struct(">I")
@@ -46,78 +45,16 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-class BatchHeader(tuple):
-    """The 61-byte v2 header as named fields (a tuple, cheap to build)."""
-
-    __slots__ = ()
-    _fields = ("base_offset", "length", "partition_leader_epoch", "magic", "crc", "attributes",
-               "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id",
-               "producer_epoch", "base_sequence", "record_count")
-
-    base_offset = property(lambda s: s[0])
-    length = property(lambda s: s[1])
-    partition_leader_epoch = property(lambda s: s[2])
-    magic = property(lambda s: s[3])
-    crc = property(lambda s: s[4])
-    attributes = property(lambda s: s[5])
-    last_offset_delta = property(lambda s: s[6])
-    base_timestamp = property(lambda s: s[7])
-    max_timestamp = property(lambda s: s[8])
-    producer_id = property(lambda s: s[9])
-    producer_epoch = property(lambda s: s[10])
-    base_sequence = property(lambda s: s[11])
-    record_count = property(lambda s: s[12])
-
-    @property
-    def size(self):
-        """Total bytes of the batch including the 12-byte offset+length prefix."""
-        return self[1] + LOG_OVERHEAD
-
-    @property
-    def last_offset(self):
-        return self[0] + self[6]
-
-    @property
-    def codec(self):
-        return self[5] & CODEC_MASK
-
-    @property
-    def timestamp_type(self):
-        return 1 if self[5] & TIMESTAMP_TYPE_MASK else 0
-
-    @property
-    def is_transactional(self):
-        return bool(self[5] & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self):
-        return bool(self[5] & CONTROL_MASK)
-
-    def __repr__(self):
-        return "BatchHeader(%s)" % ", ".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
-
-
-def parse_header(buf, pos=0):
-    """Parse the v2 header at ``buf[pos:]`` (no CRC check)."""
-    if len(buf) - pos < BATCH_OVERHEAD:
-        raise CorruptRecordError(f"{len(buf) - pos} bytes is shorter than a batch header",
-                                 position=pos)
-    fields = _HEADER.unpack_from(buf, pos)
-    if fields[3] != MAGIC_V2:
-        raise CorruptRecordError(f"magic {fields[3]} is not a v2 record batch", position=pos)
-    return tuple.__new__(BatchHeader, fields)
-
-
 def verify_crc(buf, pos=0, header=None):
     """Raise CorruptRecordError unless the batch at ``pos`` has a correct CRC-32C."""
     header = header or parse_header(buf, pos)
-    end = pos + header[1] + LOG_OVERHEAD
+    end = pos + header.size
     if end > len(buf):
-        raise CorruptRecordError(f"batch of {header[1] + LOG_OVERHEAD} bytes runs past the "
+        raise CorruptRecordError(f"batch of {header.size} bytes runs past the "
                                  f"end of the buffer", position=pos)
     actual = _native.crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end])
-    if actual != header[4]:
-        raise CorruptRecordError(f"CRC-32C mismatch: stored 0x{header[4]:08x}, "
+    if actual != header.crc:
+        raise CorruptRecordError(f"CRC-32C mismatch: stored 0x{header.crc:08x}, "
                                  f"computed 0x{actual:08x}", position=pos)
     return header
 
@@ -273,8 +210,9 @@ class ValueBatches:
         start = at = 0
         for end, size in zip(self.ends, self.value_bytes):
             count = end - start
-            head = _HEADER.pack(0, 0, self.epoch, MAGIC_V2, 0, self.attributes, count - 1,
-                                ts, ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count)
+            head = BatchHeader(0, 0, self.epoch, MAGIC_V2, 0, self.attributes, count - 1, ts,
+                               ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+                               count).encode()
             # value_batches made sure that the lengths cut the joined values exactly.
             written, crc = _native.encode_values_crc(
                 buf, head, _join(values[start:end]) if data is None else data[at:at + size],
@@ -300,8 +238,6 @@ def _give_back(buf):
         _scratch.buf = buf
 
 
-_BEFORE_CRC = struct.Struct(">qiibI")         # baseOffset .. crc
-_FROM_ATTRIBUTES = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _ONE_RECORD_HEAD = b"\x00\x00\x00\x01"         # attributes, timestampDelta, offsetDelta, key -1
 
 
@@ -332,11 +268,11 @@ def build_value_batch(value, timestamp, partition_leader_epoch=NO_PARTITION_LEAD
     n = len(record)
     if n >= 1 << 31:
         raise InvalidRecordError("a record or field is longer than 2**31 - 1 bytes")
-    body = b"".join((_FROM_ATTRIBUTES.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID,
-                                           NO_PRODUCER_EPOCH, NO_SEQUENCE, 1),
+    body = b"".join((FROM_ATTRIBUTES.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID,
+                                          NO_PRODUCER_EPOCH, NO_SEQUENCE, 1),
                      _VARINTS[n] if n < 4096 else _zigzag_varint(n), record))
-    out = bytearray(_BEFORE_CRC.pack(0, len(body) + CRC_OFFSET + 4 - LOG_OVERHEAD,
-                                     partition_leader_epoch, MAGIC_V2, _native.crc32c(body)))
+    out = bytearray(BEFORE_CRC.pack(0, len(body) + CRC_OFFSET + 4 - LOG_OVERHEAD,
+                                    partition_leader_epoch, MAGIC_V2, _native.crc32c(body)))
     out += body
     return out
 
@@ -371,12 +307,9 @@ def _assemble(values, keys, stamps, headers, base_offset, timestamp, codec, prod
     attributes = codec | (TIMESTAMP_TYPE_MASK if timestamp_type else 0) \
         | (TRANSACTIONAL_MASK if transactional else 0) | (CONTROL_MASK if control else 0)
     count = len(values)
-    head = bytearray(_HEADER.pack(base_offset, BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
-                                  partition_leader_epoch, MAGIC_V2, 0, attributes, count - 1,
-                                  base_ts, max_ts, producer_id, producer_epoch, base_sequence,
-                                  count))
-    crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
-    _CRC.pack_into(head, CRC_OFFSET, crc)
+    head = BatchHeader(base_offset, 0, partition_leader_epoch, MAGIC_V2, 0, attributes,
+                       count - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
+                       count).encode_for(body)
     return head, body, count, max_ts
 
 
@@ -385,13 +318,13 @@ def decode_records(buf, pos=0, header=None, verify=True, max_output=None):
     verify=False)."""
     header, body, start, stop, row_type = _records_region(buf, pos, header, verify, max_output)
     try:
-        rows = _native.decode_records(body, header[12], header[0], header[7], row_type, start,
-                                      stop)
+        rows = _native.decode_records(body, header.records_count, header.base_offset,
+                                      header.base_timestamp, row_type, start, stop)
     except CorruptRecordError as exc:
         raise CorruptRecordError(exc.reason, position=pos) from None
     if row_type is None:
         # LogAppendTime: every record carries the batch's max timestamp.
-        ts = header[8]
+        ts = header.max_timestamp
         return [_new_tuple(Record, (r[0], ts, r[2], r[3], r[4])) for r in rows]
     return rows
 
@@ -403,12 +336,13 @@ def iter_records(buf, pos=0, header=None, verify=True, max_output=None):
     ``_native.iter_records``). The offsets are None for a batch without records."""
     header, body, start, stop, row_type = _records_region(buf, pos, header, verify, max_output)
     try:
-        first, last, rows = _native.iter_records(body, header[12], header[0], header[7],
+        first, last, rows = _native.iter_records(body, header.records_count,
+                                                 header.base_offset, header.base_timestamp,
                                                  row_type, start, stop)
     except CorruptRecordError as exc:
         raise CorruptRecordError(exc.reason, position=pos) from None
     if row_type is None:
-        ts = header[8]
+        ts = header.max_timestamp
         rows = (_new_tuple(Record, (r[0], ts, r[2], r[3], r[4])) for r in rows)
     return first, last, rows
 
@@ -419,9 +353,9 @@ def _records_region(buf, pos, header, verify, max_output):
     header = header or parse_header(buf, pos)
     if verify:
         verify_crc(buf, pos, header)
-    end = pos + header[1] + LOG_OVERHEAD
-    codec = header[5] & CODEC_MASK
-    row_type = None if header[5] & TIMESTAMP_TYPE_MASK else Record
+    end = pos + header.size
+    codec = header.compression
+    row_type = Record if header.timestamp_type == TIMESTAMP_CREATE_TIME else None
     if codec == CODEC_NONE and type(buf) is bytes:
         # Decoded where it lies in ``buf``: no copy of the batch.
         return header, buf, pos + BATCH_OVERHEAD, end, row_type
@@ -451,3 +385,9 @@ def set_leader_epoch(buf, pos, epoch):
 def magic_of(buf, pos=0):
     """The magic byte of the log entry at ``pos`` (0, 1 or 2)."""
     return buf[pos + MAGIC_OFFSET]
+
+
+def entry_size(buf, pos=0):
+    """The bytes of the log entry at ``pos``, whatever its magic: the length field at byte
+    8 (a v2 batchLength, a legacy message size) plus the 12 bytes up to it."""
+    return LOG_OVERHEAD + _INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0]

@@ -30,10 +30,11 @@ from .._native import crc32
 from ..errors import UnsupportedCodecError
 from . import compression
 from ._framing import xxh32
-from .batch import decode_records, parse_header
+from .batch import decode_records
 from .constants import (CODEC_LZ4, CODEC_NONE, CODEC_ZSTD, LEGACY_CODEC_MASK,
                         LEGACY_TIMESTAMP_TYPE_MASK, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V0,
                         MAGIC_V1, MAGIC_V2, NO_TIMESTAMP, TIMESTAMP_LOG_APPEND_TIME)
+from .header import parse_header
 from .legacy import read_legacy_entry
 
 __all__ = ["down_convert", "legacy_message"]
@@ -89,7 +90,7 @@ def _convert_batch(view, pos, to_magic, fetch_offset, out, max_output):
     header = parse_header(view, pos)
     if header.is_control:
         return
-    codec = header.codec
+    codec = header.compression
     if codec == CODEC_ZSTD:
         raise UnsupportedCodecError("zstd-compressed batches cannot be down-converted to "
                                     f"message format v{to_magic}")

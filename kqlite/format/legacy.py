@@ -9,6 +9,9 @@ Accepts any buffer (bytes, bytearray, memoryview, mmap). A log entry is
 ``read_legacy_entry(buf, position=0, max_output=...)`` returns the Records of one
 entry; ``iter_legacy_records(buf)`` yields those of consecutive entries. Records
 have no headers; magic 0 has no timestamps (Record.timestamp is -1).
+``legacy_header(buf, position)`` shows an entry's header through the fields of a v2
+:class:`~kqlite.format.header.BatchHeader`, as Kafka's ``RecordBatch`` interface shows
+a legacy batch (``AbstractLegacyRecordBatch``).
 
 A compressed "wrapper" (codec bits set) holds an inner message set in its value,
 decoded one level deep. As Kafka's reader does: inner offsets are absolute under
@@ -33,10 +36,12 @@ from ..errors import CorruptRecordError
 from . import compression
 from .constants import (CODEC_ZSTD, LEGACY_CODEC_MASK, LEGACY_TIMESTAMP_TYPE_MASK,
                         LEGACY_V0_MIN_MESSAGE_SIZE, LEGACY_V1_MIN_MESSAGE_SIZE, LOG_OVERHEAD,
-                        MAGIC_V0, MAGIC_V1, NO_TIMESTAMP)
+                        MAGIC_V0, MAGIC_V1, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH,
+                        NO_PRODUCER_ID, NO_SEQUENCE, NO_TIMESTAMP)
+from .header import BatchHeader
 from .record import Record
 
-__all__ = ["read_legacy_entry", "iter_legacy_records"]
+__all__ = ["read_legacy_entry", "iter_legacy_records", "legacy_header"]
 
 _HEAD = struct.Struct(">qiIbb")   # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
@@ -87,6 +92,30 @@ def _length_prefixed(buf, field, end, pos):
         raise CorruptRecordError(f"field of {n} bytes runs past the end of its legacy "
                                  "message", position=pos)
     return bytes(buf[field:field + n]), field + n
+
+
+def legacy_header(buf, position=0):
+    """The header of the legacy entry at ``position`` (its CRC not checked) as a
+    :class:`BatchHeader`, Kafka's legacy ``RecordBatch`` accessors: the entry's offset is
+    both its base and its last offset; ``batch_length`` is the message size; the
+    attributes keep the bits legacy messages define (codec, timestamp type), so it is
+    never transactional or control; the timestamps are a magic 1 message's own (-1 for
+    magic 0); no leader epoch, producer or sequence; ``records_count`` is 1, or -1 for a
+    compressed wrapper (unknown without decompressing it, Kafka's ``countOrNull``)."""
+    if len(buf) - position < LOG_OVERHEAD + 6:
+        raise CorruptRecordError("truncated legacy message header", position=position)
+    offset, size, crc, magic, attributes = _HEAD.unpack_from(buf, position)
+    if magic not in _MIN_SIZE:
+        raise CorruptRecordError(f"legacy message with magic {magic}", position=position)
+    timestamp = NO_TIMESTAMP
+    if magic == MAGIC_V1:
+        if len(buf) - position < LOG_OVERHEAD + 14:
+            raise CorruptRecordError("truncated legacy message header", position=position)
+        (timestamp,) = _I64.unpack_from(buf, position + LOG_OVERHEAD + 6)
+    attributes &= LEGACY_CODEC_MASK | LEGACY_TIMESTAMP_TYPE_MASK
+    return BatchHeader(offset, size, NO_PARTITION_LEADER_EPOCH, magic, crc, attributes, 0,
+                       timestamp, timestamp, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+                       -1 if attributes & LEGACY_CODEC_MASK else 1)
 
 
 def read_legacy_entry(buf, position=0, max_output=compression.DEFAULT_MAX_OUTPUT):

@@ -12,20 +12,15 @@ timestamp stays the same. A batch whose records are all dropped may be kept as a
 record-less header (Kafka's ``writeEmptyHeader``) so its offsets stay covered.
 """
 
-import struct
-
 from .. import _native
 from . import compression
-from .batch import parse_header
 from .constants import (
-    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CRC_OFFSET, DELETE_HORIZON_MASK,
-    LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    BATCH_OVERHEAD, CODEC_NONE, DELETE_HORIZON_MASK, TIMESTAMP_CREATE_TIME, TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
 )
+from .header import parse_header
 
 __all__ = ["batch_records", "rebuild_batch", "empty_batch"]
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")   # see batch.py
-_CRC = struct.Struct(">I")
 
 
 def batch_records(buf, pos=0):
@@ -33,10 +28,11 @@ def batch_records(buf, pos=0):
     the uncompressed records section and ``rows`` its (offset, timestamp, key, value,
     headers) tuples with timestamps as stored (baseTimestamp + delta)."""
     header = parse_header(buf, pos)
-    body = memoryview(buf)[pos + BATCH_OVERHEAD:pos + header[1] + LOG_OVERHEAD]
-    if header[5] & CODEC_MASK:
-        body = compression.decompress(header[5] & CODEC_MASK, body)
-    rows = _native.decode_records(body, header[12], header[0], header[7])
+    body = memoryview(buf)[pos + BATCH_OVERHEAD:pos + header.size]
+    if header.compression != CODEC_NONE:
+        body = compression.decompress(header.compression, body)
+    rows = _native.decode_records(body, header.records_count, header.base_offset,
+                                  header.base_timestamp)
     return header, body, rows
 
 
@@ -71,7 +67,7 @@ def rebuild_batch(header, body, rows, keep, delete_horizon=None):
         spans.append((pos, start, start + length))
         pos = start + length
     raw = bytearray()
-    base_ts = header[7] if delete_horizon is None else delete_horizon
+    base_ts = header.base_timestamp if delete_horizon is None else delete_horizon
     for i in keep:
         whole, start, end = spans[i]
         if delete_horizon is None:
@@ -79,13 +75,13 @@ def rebuild_batch(header, body, rows, keep, delete_horizon=None):
             continue
         delta, after = _read_varint(body, start + 1)   # attributes byte, then timestampDelta
         rec = bytearray(body[start:start + 1])
-        _put_varint(rec, header[7] + delta - base_ts)
+        _put_varint(rec, header.base_timestamp + delta - base_ts)
         rec += body[after:end]
         _put_varint(raw, len(rec))
         raw += rec
-    attributes = header[5] | (DELETE_HORIZON_MASK if delete_horizon is not None else 0)
-    if attributes & TIMESTAMP_TYPE_MASK:
-        max_ts = header[8]                             # LogAppendTime: the append time
+    attributes = header.attributes | (DELETE_HORIZON_MASK if delete_horizon is not None else 0)
+    if header.timestamp_type != TIMESTAMP_CREATE_TIME:
+        max_ts = header.max_timestamp                  # LogAppendTime: the append time
     else:
         max_ts = max(rows[i][1] for i in keep)
     return _assemble(header, attributes, base_ts, max_ts, len(keep), bytes(raw))
@@ -93,16 +89,14 @@ def rebuild_batch(header, body, rows, keep, delete_horizon=None):
 
 def empty_batch(header):
     """A record-less batch covering the same offsets (Kafka's writeEmptyHeader)."""
-    attributes = header[5] & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK)
-    return _assemble(header, attributes, header[8], header[8], 0, b"")
+    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK)
+    return _assemble(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
 
 
 def _assemble(header, attributes, base_ts, max_ts, count, raw):
-    codec = attributes & CODEC_MASK
-    body = compression.compress(codec, raw) if codec else raw
-    head = bytearray(_HEADER.pack(
-        header[0], BATCH_OVERHEAD - LOG_OVERHEAD + len(body), header[2], MAGIC_V2, 0,
-        attributes, header[6], base_ts, max_ts, header[9], header[10], header[11], count))
-    crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
-    _CRC.pack_into(head, CRC_OFFSET, crc)
-    return bytes(head + body)
+    """``header`` with new attributes, timestamps and count over the records ``raw``
+    (compressed with the batch's codec), encoded."""
+    kept = header._replace(attributes=attributes, base_timestamp=base_ts,
+                           max_timestamp=max_ts, records_count=count)
+    body = compression.compress(kept.compression, raw) if kept.compression else raw
+    return bytes(kept.encode_for(body) + body)

@@ -17,13 +17,12 @@ import struct
 
 from .. import _native
 from ..errors import InvalidTimestampError
-from .constants import (ATTRIBUTES_OFFSET, CRC_OFFSET, LENGTH_OFFSET, LOG_OVERHEAD,
-                        MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK)
+from .constants import ATTRIBUTES_OFFSET, CRC_OFFSET, MAX_TIMESTAMP_OFFSET, TIMESTAMP_TYPE_MASK
+from .header import parse_header
 
 __all__ = ["set_timestamp_type", "InvalidTimestampError"]  # the error lives in kqlite.errors
 
 _INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 
@@ -33,15 +32,15 @@ def set_timestamp_type(buf, pos, log_append_time, max_timestamp):
     batch (``log_append_time`` true) or a CreateTime one, with ``max_timestamp`` as its
     maxTimestamp, and recompute its CRC. Returns the new attributes. A batch that
     already has both is left untouched (no CRC pass)."""
-    (attributes,) = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
+    header = parse_header(buf, pos)
+    attributes = header.attributes
     new = attributes | TIMESTAMP_TYPE_MASK if log_append_time \
         else attributes & ~TIMESTAMP_TYPE_MASK
-    if new == attributes and _INT64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0] \
-            == max_timestamp:
+    if new == attributes and header.max_timestamp == max_timestamp:
         return attributes
     _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, new)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
-    end = pos + LOG_OVERHEAD + _INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0]
+    end = pos + header.size
     view = memoryview(buf)
     try:
         _CRC.pack_into(buf, pos + CRC_OFFSET, _native.crc32c(view[pos + ATTRIBUTES_OFFSET:end]))

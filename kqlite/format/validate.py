@@ -1,13 +1,14 @@
 """Validation of v2 record batches on the append path: Kafka's LogValidator rules.
 
 ``validate_batches(data, *, origin=AppendOrigin.CLIENT, max_batch_size=None,
-compacted=False, max_uncompressed=DEFAULT_MAX_OUTPUT) -> list[ValidatedBatch]``
-checks bytes that are about to be appended and returns the header fields of each
-batch, or raises the error whose Kafka code the producer must be answered with.
+compacted=False, max_uncompressed=DEFAULT_MAX_OUTPUT) -> list[BatchHeader]``
+checks bytes that are about to be appended and returns the header of each batch
+(they lie one after the other from byte 0, each ``size`` bytes), or raises the error
+whose Kafka code the producer must be answered with.
 
 Theory of operation. The bytes are read once at batch level by
 ``_native.scan_batches`` (framing and CRC-32C, in C), then each 61-byte header is
-unpacked with one ``struct`` call and checked, then the records region is walked
+decoded (``header.parse_header``) and checked, then the records region is walked
 record by record by ``_native.walk_records`` (in C: no Python object per record),
 after decompression when the batch is compressed. Nothing is decoded into Record
 objects, and the bytes are never modified: assigning offsets and the leader epoch
@@ -89,25 +90,22 @@ timestamp; LogAppendTime is applied by the appender), zstd before Produce v7
 """
 
 import enum
-import struct
-from typing import NamedTuple
 
 from .. import _native
 from ..errors import (CorruptRecordError, InvalidRecordError, InvalidTxnStateError,
                       RecordTooLargeError, UnsupportedCodecError)
 from . import compression
+from .batch import entry_size
 from .constants import (
     ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CODEC_NAMES, CODEC_NONE, CONTROL_MASK,
-    LOG_OVERHEAD, MAGIC_V2, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    LEGACY_MAGIC_OFFSET, LOG_OVERHEAD, MAGIC_V2, TRANSACTIONAL_MASK,
 )
+from .header import parse_header
+from .legacy import legacy_header
 
-__all__ = ["AppendOrigin", "ValidatedBatch", "validate_batches"]
+__all__ = ["AppendOrigin", "validate_batches"]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte v2 header, as in batch.py
-_LENGTH = struct.Struct(">i")                 # the length field, at byte 8
-_CRC = struct.Struct(">I")
 _MIN_LENGTH = {0: 14, 1: 22, 2: 49}           # smallest legal length field per magic
-_INT32_MAX = (1 << 31) - 1
 _MIN_RECORD_SIZE = 7                          # a record with every field empty
 
 
@@ -119,56 +117,11 @@ class AppendOrigin(enum.Enum):
     REPLICATION = "replication"
 
 
-class ValidatedBatch(NamedTuple):
-    """The header fields of one validated v2 batch.
-
-    ``position`` and ``size`` locate it in the validated bytes (``size`` counts the
-    12-byte offset and length prefix); offsets are as the sender wrote them.
-    """
-
-    position: int
-    size: int
-    base_offset: int
-    last_offset: int
-    first_timestamp: int
-    max_timestamp: int
-    record_count: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    attributes: int
-    partition_leader_epoch: int
-
-    @property
-    def codec(self):
-        return self.attributes & CODEC_MASK
-
-    @property
-    def timestamp_type(self):
-        """0 CreateTime, 1 LogAppendTime."""
-        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
-
-    @property
-    def is_transactional(self):
-        return bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self):
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def last_sequence(self):
-        """The sequence of the batch's last offset (sequences wrap after 2**31 - 1, as
-        Kafka's ``DefaultRecordBatch.incrementSequence``), or -1 without one."""
-        if self.base_sequence < 0:
-            return -1
-        return (self.base_sequence + self.last_offset - self.base_offset) % (_INT32_MAX + 1)
-
-
 def validate_batches(data, *, origin=AppendOrigin.CLIENT, max_batch_size=None, compacted=False,
                      max_uncompressed=compression.DEFAULT_MAX_OUTPUT):
     """Check the v2 batches in ``data`` (any contiguous buffer) for an append from
-    ``origin``; return a ValidatedBatch per batch or raise (see the module doc).
+    ``origin``; return the BatchHeader of each batch, in order, or raise (see the module
+    doc). The headers are as the sender wrote them (offsets, leader epoch).
 
     ``max_batch_size`` bounds each batch's whole size, 12-byte prefix included, as
     Kafka compares a batch's ``sizeInBytes`` with ``max.message.bytes``; None: no
@@ -204,8 +157,9 @@ def _validate(view, origin, max_batch_size, compacted, max_uncompressed):
         pos, base, last, _max_ts, batch_size, magic = entry
         if magic != MAGIC_V2:
             raise _not_v2(entry)
-        (_, _, leader_epoch, _, _, attributes, delta, first_ts, max_ts, producer_id,
-         producer_epoch, base_sequence, count) = _HEADER.unpack_from(view, pos)
+        header = parse_header(view, pos)
+        (_, _, _, _, _, attributes, delta, first_ts, _, producer_id, _, base_sequence,
+         count) = header
         where = f"the record batch at byte {pos}"
         if client and base != 0:
             raise InvalidRecordError(f"{where} has baseOffset {base}; a producer's batch "
@@ -230,9 +184,7 @@ def _validate(view, origin, max_batch_size, compacted, max_uncompressed):
                     f"{where} is transactional, but no transaction is ongoing: kqlite has "
                     f"no transaction coordinator")
         previous_last = last
-        batches.append(ValidatedBatch(pos, batch_size, base, last, first_ts, max_ts, count,
-                                      producer_id, producer_epoch, base_sequence, attributes,
-                                      leader_epoch))
+        batches.append(header)
     return batches
 
 
@@ -300,19 +252,19 @@ def _framing_error(view, pos, status, max_batch_size):
     if status == _native.SCAN_OK or left < 17:
         return CorruptRecordError(f"{left} bytes at the end are too few for a record batch",
                                   position=pos)
-    (length,) = _LENGTH.unpack_from(view, pos + 8)
+    size = entry_size(view, pos)
+    length = size - LOG_OVERHEAD
     magic = view[pos + 16]
-    size = length + LOG_OVERHEAD
     if status == _native.SCAN_TRUNCATED:
         return CorruptRecordError(f"the record batch declares {size} bytes but only {left} "
                                   f"follow", position=pos)
     if status == _native.SCAN_CORRUPT_CRC:
         if magic == MAGIC_V2:
-            stored = _CRC.unpack_from(view, pos + 17)[0]
+            stored = parse_header(view, pos).crc
             actual = _native.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size])
         else:
-            stored = _CRC.unpack_from(view, pos + 12)[0]
-            actual = _native.crc32(view[pos + 16:pos + size])
+            stored = legacy_header(view, pos).crc
+            actual = _native.crc32(view[pos + LEGACY_MAGIC_OFFSET:pos + size])
         return CorruptRecordError(f"CRC mismatch: stored 0x{stored:08x}, computed "
                                   f"0x{actual:08x}", position=pos)
     minimum = _MIN_LENGTH.get(magic)

@@ -2,7 +2,8 @@
 
 Theory of operation: this broker is the only replica, so it is always the leader, the
 ISR is itself, and the high watermark follows the log end (every record is committed
-once appended). The leader epoch is the one the partition's leader-epoch cache last
+once appended); the last stable offset is storage's (the high watermark, until kqlite
+has transactions). The leader epoch is the one the partition's leader-epoch cache last
 recorded (0 for a new partition): a data dir that once belonged to a replicated cluster
 keeps its epochs monotonic. Every batch the broker appends is stamped with that epoch
 (``Log.append_as_leader(..., leader_epoch=)``), which also records it in the cache.
@@ -12,7 +13,9 @@ the Database for its duration, inside a storage thread (storage_io.py), so a bro
 over thousands of partitions keeps only the logs in use open. After each operation the
 positions it saw (log start, high watermark, log end) are folded into the partition's
 own, on the event loop; a change notifies the replica manager, which retries the
-delayed produces and fetches watching this partition (purgatory.py).
+delayed produces and fetches watching this partition (purgatory.py). Each read, and
+ListOffsets' latest offset, stops at the limit of the request's isolation among the
+positions the same call saw (``storage.isolation.read_limit``).
 
 The cluster's replicated partition (kqlite/cluster/replica/partition.py) extends this
 class: it overrides ``_lease`` (each lease pins its high watermark), ``observe`` and the
@@ -32,6 +35,7 @@ from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidReco
 from ..format.batch import now_ms
 from ..protocol import ErrorCode, FileRegion
 from ..storage import Isolation
+from ..storage.isolation import OffsetSnapshot
 from ..storage.leader_epoch import LeaderEpochCache
 from ..storage.legacy_offsets import legacy_offsets_before
 from .divergence import diverging_epoch_for
@@ -121,21 +125,20 @@ class LocalPartition(Partition):
 
     @staticmethod
     def _positions(log):
-        """(log start, high watermark, log end) of a leased log, in a storage thread."""
-        end = log.end_offset          # re-reads the shared state: other writers' appends
-        return log.start_offset, log.high_watermark, end
+        """The OffsetSnapshot of a leased log, in a storage thread (it re-reads the shared
+        state: other writers' appends)."""
+        return log.offset_snapshot()
 
     def observe(self, positions):
-        """Fold positions a storage call saw into ours (event loop). They only grow here:
-        results of concurrent calls may arrive out of order, and one leader never
-        truncates its log."""
+        """Fold positions a storage call saw (an OffsetSnapshot) into ours (event loop).
+        They only grow here: results of concurrent calls may arrive out of order, and one
+        leader never truncates its log."""
         if positions is None:
             return
-        start, hw, end = positions
-        new = (max(start, self.log_start_offset), max(hw, self.high_watermark),
-               max(end, self.log_end_offset))
-        if new != (self.log_start_offset, self.high_watermark, self.log_end_offset):
-            self.log_start_offset, self.high_watermark, self.log_end_offset = new
+        new = OffsetSnapshot(*map(max, positions, self.offsets()))
+        if new != self.offsets():
+            self.log_start_offset, self.last_stable_offset, self.high_watermark, \
+                self.log_end_offset = new
             self._on_change(self)
 
     async def refresh(self):
@@ -149,8 +152,8 @@ class LocalPartition(Partition):
         self.observe(positions)
 
     def positions_in_storage(self):
-        """(log start, high watermark, log end) as storage has them now; in a storage
-        thread. The replica manager calls it for many partitions in one thread hop."""
+        """The OffsetSnapshot storage has now; in a storage thread. The replica manager
+        calls it for many partitions in one thread hop."""
         with self._lease() as log:
             return self._positions(log)
 
@@ -196,7 +199,8 @@ class LocalPartition(Partition):
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
         self._io.alarms.recovered(self.key)
         return AppendResult(base_offset=info.first_offset, last_offset=info.last_offset,
-                            log_start_offset=positions[0], record_count=info.record_count,
+                            log_start_offset=positions.log_start_offset,
+                            record_count=info.record_count,
                             size=0 if info.duplicate else len(records),
                             log_append_time=info.log_append_time), positions
 
@@ -213,8 +217,7 @@ class LocalPartition(Partition):
                                     last_fetched_epoch, zero_copy,
                                     on_abandon=ReadResult.release)
         if result.high_watermark >= 0:
-            self.observe((result.log_start_offset, result.high_watermark,
-                           result.log_end_offset))
+            self.observe(result.offsets())
         return result
 
     def _read_checked(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
@@ -223,30 +226,31 @@ class LocalPartition(Partition):
         if last_fetched_epoch >= 0:
             try:
                 with self._lease() as log:
-                    start, hw, end = self._positions(log)
+                    seen = self._positions(log)
                     code, diverging = diverging_epoch_for(log.epochs, last_fetched_epoch,
-                                                          offset, start, end)
+                                                          offset, seen.log_start_offset,
+                                                          seen.log_end_offset)
             except UnknownTopicError:
                 return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             except (KqliteError, OSError) as exc:
                 self._storage_failed(exc, f"fetch {self.topic}-{self.index} at {offset}")
                 return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR)
             if code or diverging is not None:
-                return ReadResult(code, high_watermark=hw, last_stable_offset=hw,
-                                  log_start_offset=start, log_end_offset=end, records=b"",
-                                  diverging_epoch=None if diverging is None else tuple(diverging))
+                result = ReadResult(code, records=b"", diverging_epoch=(
+                    None if diverging is None else tuple(diverging)))
+                result.set_offsets(seen)
+                return result
         return self._read_from_log(offset, max_bytes, isolation, zero_copy)
 
     def _read_from_log(self, offset, max_bytes, isolation, zero_copy):
         result = ReadResult()
         try:
             with self._lease() as log:
-                start, hw, end = self._positions(log)
-                result.log_start_offset, result.log_end_offset = start, end
-                result.high_watermark = result.last_stable_offset = hw
+                seen = self._positions(log)
+                result.set_offsets(seen)
                 # Nothing past the positions reported with the records.
-                limit = end if isolation is Isolation.LOG_END else hw
-                region = log.fetch_region(offset, max_bytes, max_offset=limit,
+                region = log.fetch_region(offset, max_bytes,
+                                          max_offset=seen.read_limit(isolation),
                                           isolation=isolation)
         except UnknownTopicError:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -294,15 +298,15 @@ class LocalPartition(Partition):
             offset = log.start_offset
             return offset, -1, _epoch_for_offset(log, offset)
         if timestamp == LATEST_TIMESTAMP:
-            latest = log.end_offset if isolation is Isolation.LOG_END else log.high_watermark
-            return latest, -1, self.leader_epoch
+            return log.offset_snapshot().read_limit(isolation), -1, self.leader_epoch
         if timestamp == MAX_TIMESTAMP:
             offset, found_ts = log.max_timestamp()
             return offset, found_ts, _epoch_for_offset(log, offset) if offset >= 0 else -1
-        offset = log.offset_for_time(timestamp)
+        # A match only below the isolation's limit (Kafka's fetchOffsetForTimestamp).
+        offset = log.offset_for_time(timestamp, isolation=isolation)
         if offset is None:
             return -1, -1, -1
-        record = next(iter(log.read(offset, 1)))
+        record = next(iter(log.read(offset, 1, isolation=isolation)))
         return offset, record.timestamp, _epoch_for_offset(log, offset)
 
     async def legacy_offsets(self, timestamp, max_num_offsets, *, from_consumer):

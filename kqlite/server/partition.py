@@ -3,9 +3,10 @@
 
 Theory of operation: handlers never touch a ``Log``. They ask the replica manager
 (replica_manager.py) for a :class:`Partition` and call it: append (with the producer's
-``acks``), read (with an isolation: consumers up to the high watermark, followers up to
-the log end), list an offset by time (or, for ListOffsets v0, by segment), answer
-OffsetForLeaderEpoch, delete records.
+``acks``), read (with the request's isolation, ``storage.isolation.isolation_of``:
+consumers up to the high watermark, read_committed ones up to the last stable offset,
+followers up to the log end), list an offset by time (or, for ListOffsets v0, by
+segment), answer OffsetForLeaderEpoch, delete records.
 The partition also states its leadership -- leader, leader epoch, replicas, ISR,
 offline replicas -- which Metadata reports as it is.
 
@@ -15,9 +16,10 @@ log end. A replicated partition implements the same interface with followers, an
 that shrinks and grows and a high watermark that waits for them; the handlers, the
 delayed operations (purgatory.py) and the wire stay as they are.
 
-A partition keeps the positions its last storage call observed (log start, high
-watermark, log end) so that delayed operations can decide on the event loop, without
-touching the disk, whether a change concerns them.
+A partition keeps the positions its last storage call observed (log start, last
+stable offset, high watermark, log end: an ``OffsetSnapshot``) so that delayed
+operations can decide on the event loop, without touching the disk, whether a change
+concerns them; which of them limits a read is ``storage.isolation.read_limit``'s to say.
 """
 
 import abc
@@ -26,19 +28,15 @@ from dataclasses import dataclass, field
 
 from ..protocol import ErrorCode, FileRegion
 from ..storage import Isolation
+from ..storage.isolation import READ_UNCOMMITTED, OffsetSnapshot, isolation_of, read_limit
 
+# ``isolation_of`` and ``READ_UNCOMMITTED`` are the isolation seam's, offered here to the
+# handlers, which never import storage: a request's isolation is decided there.
 __all__ = ["Partition", "PartitionError", "AppendResult", "ReadResult", "RegionBudget",
-           "fetch_isolation", "CONSUMER_REPLICA_ID"]
+           "CONSUMER_REPLICA_ID", "isolation_of", "READ_UNCOMMITTED"]
 
 CONSUMER_REPLICA_ID = -1   # WIRE: Kafka's ReplicaId of an ordinary consumer
 DEFAULT_REGION_LIMIT = 64
-
-
-def fetch_isolation(replica_id):
-    """The isolation of a Fetch from ``replica_id``: followers (a broker id >= 0) read to
-    the log end, consumers (-1) to the high watermark (kqlite has no transactions, so
-    read_committed reads the same). The one place this is decided."""
-    return Isolation.LOG_END if replica_id >= 0 else Isolation.HIGH_WATERMARK
 
 
 class PartitionError(Exception):
@@ -68,7 +66,8 @@ class AppendResult:
 class ReadResult:
     """The answer to one partition of a Fetch. ``records`` is a FileRegion (the caller
     owns its descriptor: send it, or :meth:`release` it), bytes, or None after an error;
-    ``size`` is its length. ``budget`` is the RegionBudget the region counts against."""
+    ``size`` is its length. ``budget`` is the RegionBudget the region counts against.
+    The offsets are those the read saw in storage (:meth:`set_offsets`)."""
     error_code: int = ErrorCode.NONE
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -91,10 +90,22 @@ class ReadResult:
         self.records = b"" if self.records is not None else None
         self.size = 0
 
+    def set_offsets(self, snapshot):
+        """Report the offsets of ``snapshot`` (an OffsetSnapshot)."""
+        self.log_start_offset, self.last_stable_offset, self.high_watermark, \
+            self.log_end_offset = snapshot
+
+    def offsets(self):
+        """The offsets reported, as an OffsetSnapshot."""
+        return OffsetSnapshot(self.log_start_offset, self.last_stable_offset,
+                              self.high_watermark, self.log_end_offset)
+
     def position(self, isolation):
-        """What a delayed fetch compares with the partition's later state."""
-        end = self.log_end_offset if isolation is Isolation.LOG_END else self.high_watermark
-        return self.log_start_offset, end
+        """What a delayed fetch compares with the partition's later state: (log start,
+        the isolation's limit)."""
+        return self.log_start_offset, read_limit(
+            isolation, log_end=self.log_end_offset, high_watermark=self.high_watermark,
+            last_stable_offset=self.last_stable_offset)
 
 
 class RegionBudget:
@@ -141,6 +152,7 @@ class Partition(abc.ABC):
         self.is_deleted = False
         # Positions the last storage call observed (-1: not yet known).
         self.log_start_offset = -1
+        self.last_stable_offset = -1
         self.high_watermark = -1
         self.log_end_offset = -1
 
@@ -185,10 +197,17 @@ class Partition(abc.ABC):
 
     # -- State for delayed operations (event loop only, no I/O) ------------------------------
 
+    def offsets(self):
+        """The positions last observed, as an OffsetSnapshot."""
+        return OffsetSnapshot(self.log_start_offset, self.last_stable_offset,
+                              self.high_watermark, self.log_end_offset)
+
     def fetch_position(self, isolation):
-        """(log start, fetchable end) as last observed, for a delayed fetch."""
-        end = self.log_end_offset if isolation is Isolation.LOG_END else self.high_watermark
-        return self.log_start_offset, end
+        """(log start, the isolation's limit) as last observed, for a delayed fetch (Kafka's
+        DelayedFetch compares the end a fetch may read to, by its isolation)."""
+        return self.log_start_offset, read_limit(
+            isolation, log_end=self.log_end_offset, high_watermark=self.high_watermark,
+            last_stable_offset=self.last_stable_offset)
 
     @abc.abstractmethod
     def check_enough_replicas_reach_offset(self, offset):
@@ -209,19 +228,23 @@ class Partition(abc.ABC):
                    replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True,
                    last_fetched_epoch=-1, follower_log_start_offset=-1):
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` (but at least
-        one batch) and below the isolation's limit. Returns ReadResult, whose records are
-        a FileRegion with ``zero_copy``, else bytes. A follower's fetch also carries the
-        epoch of its last batch (``last_fetched_epoch``, -1: none), which may be answered
-        with ``ReadResult.diverging_epoch`` instead of records, and its log start."""
+        one batch) and below the isolation's limit (``isolation``: the request's, from
+        ``storage.isolation.isolation_of``; a follower's, with its ``replica_id``, is
+        LOG_END). Returns ReadResult, whose records are a FileRegion with ``zero_copy``,
+        else bytes. A follower's fetch also carries the epoch of its last batch
+        (``last_fetched_epoch``, -1: none), which may be answered with
+        ``ReadResult.diverging_epoch`` instead of records, and its log start."""
 
     @abc.abstractmethod
     async def list_offset(self, timestamp, *, current_leader_epoch=-1,
                           isolation=Isolation.HIGH_WATERMARK):
         """ListOffsets: ``(offset, timestamp, leader_epoch)`` for a timestamp in ms or the
         special values -2 (earliest), -1 (latest) and -3 (max timestamp); the epoch is
-        the one the returned offset was written in, -1 if unknown. ``isolation``: a
-        replica asks with LOG_END (its latest is the log end, as Kafka answers requests
-        from a replica id), a client with the high watermark. Raises PartitionError."""
+        the one the returned offset was written in, -1 if unknown. ``isolation`` (the
+        request's, ``storage.isolation.isolation_of``) limits latest and a timestamp's
+        match, as Kafka's fetchOffsetForTimestamp: a replica's latest is the log end
+        (LOG_END), a client's the high watermark or, read_committed, the last stable
+        offset. Raises PartitionError."""
 
     @abc.abstractmethod
     async def legacy_offsets(self, timestamp, max_num_offsets, *, from_consumer):

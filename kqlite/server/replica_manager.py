@@ -41,11 +41,11 @@ from typing import NamedTuple
 from ..db.topic_names import InvalidTopicError
 from ..errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ..protocol import ErrorCode, FileRegion
+from ..storage import Isolation
 from ..storage.config import LogConfig, check_kafka_names
 from .config_changes import alter_topic_in_storage
 from .local_partition import LocalPartition
-from .partition import (CONSUMER_REPLICA_ID, PartitionError, ReadResult, RegionBudget,
-                        fetch_isolation)
+from .partition import CONSUMER_REPLICA_ID, PartitionError, ReadResult, RegionBudget
 from .purgatory import DelayedFetch, Purgatory
 from .topic_checks import check_new_partitions, check_topic
 
@@ -381,14 +381,16 @@ class ReplicaManager:
     # -- Fetch ------------------------------------------------------------------------------
 
     async def fetch_messages(self, fetches, *, max_bytes, min_bytes, max_wait_ms,
-                             replica_id=CONSUMER_REPLICA_ID, zero_copy=True):
-        """Read ``fetches`` (FetchPartition, in request order, each partition once); wait
-        up to ``max_wait_ms`` for ``min_bytes``. Returns one ReadResult per fetch, in order;
-        the caller owns their regions (send or release them). ``zero_copy=False`` reads
-        bytes only (a caller that rewrites the records)."""
+                             replica_id=CONSUMER_REPLICA_ID,
+                             isolation=Isolation.HIGH_WATERMARK, zero_copy=True):
+        """Read ``fetches`` (FetchPartition, in request order, each partition once) under
+        ``isolation`` (the request's: ``storage.isolation.isolation_of(replica_id,
+        isolation_level)``); wait up to ``max_wait_ms`` for ``min_bytes``, a waiting fetch
+        woken when the isolation's limit moves. Returns one ReadResult per fetch, in
+        order; the caller owns their regions (send or release them). ``zero_copy=False``
+        reads bytes only (a caller that rewrites the records)."""
         if not fetches:
             return []
-        isolation = fetch_isolation(replica_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000.0
         while True:

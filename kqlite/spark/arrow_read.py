@@ -15,8 +15,8 @@ always exactly the ones the per-record path gives.
 
 from .. import _native
 from ..format import compression
-from ..format.batch import parse_header
-from ..format.constants import BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, TIMESTAMP_TYPE_MASK
+from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_CREATE_TIME
+from ..format.header import parse_header
 from .schema import arrow_schema, headers_type
 
 __all__ = ["ColumnBuilder", "read_arrow"]
@@ -173,7 +173,7 @@ def _fill(lg, pos, end, builder, batch_rows):
             if base >= end:
                 yield True
                 return
-            header = parse_header(data, position) if magic == 2 else None
+            header = parse_header(data, position) if magic == MAGIC_V2 else None
             if header is None or not (prev is None or prev < base) or base > last:
                 stopped = _per_record(lg, builder, pos, min(end, last + 1), end)
             else:
@@ -194,14 +194,14 @@ def _fill(lg, pos, end, builder, batch_rows):
 
 def _decode(lg, builder, view, position, size, header, lo, hi):
     body = view[position + BATCH_OVERHEAD:position + size]
-    attributes = header[5]
     try:
-        if attributes & CODEC_MASK != CODEC_NONE:
-            body = compression.decompress(attributes & CODEC_MASK, body)
+        if header.compression != CODEC_NONE:
+            body = compression.decompress(header.compression, body)
     except Exception:
         return _per_record(lg, builder, lo, min(hi, header.last_offset + 1), hi)
-    fixed = header[8] if attributes & TIMESTAMP_TYPE_MASK else None
-    status, stopped = builder.add_batch(body, header[12], header[0], header[7], fixed, lo, hi)
+    fixed = None if header.timestamp_type == TIMESTAMP_CREATE_TIME else header.max_timestamp
+    status, stopped = builder.add_batch(body, header.records_count, header.base_offset,
+                                        header.base_timestamp, fixed, lo, hi)
     if status == 0:
         return stopped
     # Refused bytes (the per-record path raises their error) or an overflow.

@@ -17,11 +17,10 @@ import kqlite
 from .. import _native
 from ..errors import InvalidRecordError
 from ..format import compression
-from ..format.batch import _HEADER as _BATCH_HEADER
 from ..format.constants import (
-    ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CRC_OFFSET, LOG_OVERHEAD, MAGIC_V2,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
 )
+from ..format.header import BatchHeader
 from .options import SparkOptionError
 
 __all__ = ["staged_columns", "append_runs", "runs", "encode_run", "column_of"]
@@ -228,12 +227,9 @@ def _batch(body, count, base_ts, max_ts, codec):
     codec_id = compression.codec_id(codec)
     if codec_id:
         body = compression.compress(codec_id, body)
-    head = bytearray(_BATCH_HEADER.pack(
-        0, BATCH_OVERHEAD - LOG_OVERHEAD + len(body), NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0,
-        codec_id, count - 1, base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH,
-        NO_SEQUENCE, count))
-    crc = _native.crc32c(body, _native.crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
-    head[CRC_OFFSET:CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    head = BatchHeader(0, 0, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0, codec_id, count - 1,
+                       base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+                       count).encode_for(body)
     return bytes(head) + bytes(body)
 
 

@@ -22,14 +22,15 @@ import time
 import kqlite
 from ..errors import OffsetOutOfRangeError
 from ..protocol import ApiKey, ErrorCode
+from ..storage.isolation import isolation_level, isolation_of, read_limit
 from .arrow_read import ColumnBuilder
 from .fetched import FetchedDecoder
 from .kafka_client import BrokerError, KafkaClient, raise_for
 from .options import SparkOptionError
 
-__all__ = ["BrokerCatalog", "BrokerPartition", "BrokerError", "ISOLATION_LEVELS"]
+__all__ = ["BrokerCatalog", "BrokerPartition", "BrokerError"]
 
-ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}   # WIRE: isolation_level
+_CONSUMER = -1                       # WIRE: a consumer's replica id
 _TIMEOUT = 30.0
 _EARLIEST, _LATEST = -2, -1          # WIRE: ListOffsets timestamps
 _FETCH_BYTES = 8 << 20               # one partition's bytes per Fetch
@@ -41,12 +42,15 @@ class BrokerCatalog:
     """What the reader needs of a Database, asked of the brokers at ``servers``."""
 
     def __init__(self, servers, isolation="read_committed", timeout=None):
-        if isolation not in ISOLATION_LEVELS:
+        try:
+            level = isolation_level(isolation)
+        except ValueError:
             raise SparkOptionError(f"kafka.isolation.level must be read_committed or "
-                                   f"read_uncommitted, not {isolation!r}")
+                                   f"read_uncommitted, not {isolation!r}") from None
         self.servers = servers
         self.path = f"the broker at {servers}"   # for messages that name the source
-        self.isolation = ISOLATION_LEVELS[isolation]
+        self.isolation = level                   # the requests' isolation_level
+        self.read_isolation = isolation_of(_CONSUMER, self.isolation)
         try:
             self.client = KafkaClient(servers, timeout=timeout or _TIMEOUT)
         except BrokerError as exc:
@@ -100,7 +104,7 @@ class BrokerCatalog:
                     topics.setdefault(t, []).append({"partition_index": p,
                                                      "timestamp": timestamp})
                 body = client.call(node, conn, ApiKey.LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": self.isolation,
+                    "replica_id": _CONSUMER, "isolation_level": self.isolation,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
                 for t in body["topics"]:
                     for p in t["partitions"]:
@@ -197,8 +201,9 @@ class BrokerPartition:
             raise_for(answer["error_code"], f"Fetch of {self.topic}-{self.partition} at "
                                             f"{decoder.position}")
             records = answer["records"]
+            isolation = self.catalog.read_isolation
             aborted = None
-            if self.catalog.isolation:
+            if isolation.skips_aborted:
                 aborted = [(a["producer_id"], a["first_offset"])
                            for a in answer["aborted_transactions"] or ()]
             for _ in decoder.feed(records, batch_rows, aborted):
@@ -206,8 +211,10 @@ class BrokerPartition:
             if decoder.stopped or decoder.progress:
                 waiting = None
                 continue
-            limit = answer["last_stable_offset"] if self.catalog.isolation else \
-                answer["high_watermark"]
+            # A consumer is never told the log end: its isolation never reads to it.
+            limit = read_limit(isolation, log_end=None,
+                               high_watermark=answer["high_watermark"],
+                               last_stable_offset=answer["last_stable_offset"])
             if records and max_bytes < _MAX_FETCH_BYTES:
                 max_bytes *= 2      # one entry larger than the limit (a pre-KIP-74 broker)
                 continue
@@ -225,10 +232,9 @@ class BrokerPartition:
                     raise BrokerError(message)
                 on_lost(message)
                 break
-            what = "last stable offset" if self.catalog.isolation else "high watermark"
             raise BrokerError(f"Fetch of {self.topic}-{self.partition} at "
                               f"{decoder.position}: the broker returned no whole batch "
-                              f"below its {what} {limit}")
+                              f"below its {isolation.limit_name} {limit}")
         if builder.rows:
             yield builder.finish(self.topic, self.partition, ts_type)
 
@@ -240,7 +246,7 @@ class BrokerPartition:
         def attempt():
             node, conn = client.leader(self.topic, self.partition)
             body = client.call(node, conn, ApiKey.FETCH, {
-                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+                "replica_id": _CONSUMER, "max_wait_ms": 0, "min_bytes": 0,
                 "max_bytes": max_bytes, "isolation_level": self.catalog.isolation,
                 "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": self.topic, "partitions": [{

@@ -27,11 +27,8 @@ import struct
 from .. import _native
 from ..errors import CorruptRecordError
 from ..format import batch as batch_format, compression
-from ..format.batch import parse_header
-from ..format.constants import (
-    BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, CONTROL_MASK, TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
-)
+from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, TIMESTAMP_CREATE_TIME
+from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 
 __all__ = ["FetchedDecoder"]
@@ -98,40 +95,40 @@ class FetchedDecoder:
     def _skipped(self, view, position, header, pending, aborted_now, committed):
         """Whether a v2 batch gives no rows: a control batch, or under READ_COMMITTED a
         batch of an aborted transaction (Kafka's consumer rules)."""
-        attributes, producer_id = header[5], header[9]
-        control = attributes & CONTROL_MASK
+        producer_id, control = header.producer_id, header.is_control
         if committed and producer_id >= 0:
-            last = header[0] + header[6]
+            last = header.last_offset
             while pending and pending[0][0] <= last:
                 aborted_now.add(heapq.heappop(pending)[1])
             if control:
                 if self._control_type(view, position, header) == _ABORT:
                     aborted_now.discard(producer_id)
                 return True
-            if attributes & TRANSACTIONAL_MASK and producer_id in aborted_now:
+            if header.is_transactional and producer_id in aborted_now:
                 return True
-        return bool(control)
+        return control
 
     def _control_type(self, view, position, header):
         records = batch_format.decode_records(view, position, header, verify=False)
         key = records[0][2] if records else None
         if key is None or len(key) < _CONTROL_KEY.size:
-            raise CorruptRecordError(f"{self.where}: a control batch at offset {header[0]} "
-                                     f"has no control record key")
+            raise CorruptRecordError(f"{self.where}: a control batch at offset "
+                                     f"{header.base_offset} has no control record key")
         return _CONTROL_KEY.unpack_from(key)[1]
 
     def _batch(self, view, position, size, header):
-        attributes = header[5]
         body = view[position + BATCH_OVERHEAD:position + size]
         try:
-            if attributes & CODEC_MASK != CODEC_NONE:
-                body = compression.decompress(attributes & CODEC_MASK, body)
+            if header.compression != CODEC_NONE:
+                body = compression.decompress(header.compression, body)
         except Exception:
             body = None
         if body is not None:
-            fixed = header[8] if attributes & TIMESTAMP_TYPE_MASK else None
-            status, _ = self.builder.add_batch(body, header[12], header[0], header[7], fixed,
-                                               self.position, self.end)
+            fixed = None if header.timestamp_type == TIMESTAMP_CREATE_TIME \
+                else header.max_timestamp
+            status, _ = self.builder.add_batch(body, header.records_count, header.base_offset,
+                                               header.base_timestamp, fixed, self.position,
+                                               self.end)
             if status == 0:
                 return
         # Refused bytes: kqlite.format decodes them, or raises the error they deserve.

@@ -13,6 +13,7 @@ import os
 import re
 
 from ..errors import ConfigError
+from ..storage.isolation import isolation_level
 
 __all__ = ["SparkOptionError", "EARLIEST", "LATEST", "SourceOptions", "SinkOptions",
            "offset_json", "parse_offsets_json", "split_ranges", "rate_limit", "get_option"]
@@ -212,9 +213,11 @@ class SourceOptions:
         # default is librdkafka's, which this source used before it fetched itself.
         isolation = str(get_option(options, "kafka.isolation.level") or
                         "read_committed").strip().lower()
-        if isolation not in ("read_committed", "read_uncommitted"):
+        try:
+            isolation_level(isolation)
+        except ValueError:
             raise SparkOptionError("option kafka.isolation.level must be read_committed or "
-                                   f"read_uncommitted, not {isolation!r}")
+                                   f"read_uncommitted, not {isolation!r}") from None
         self.isolation = isolation
         strategy = (get_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):

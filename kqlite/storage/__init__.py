@@ -14,10 +14,10 @@ and ``swap`` (its crash-safe segment replacement), ``verify`` (kqlite check),
 ``producer_state`` (idempotent producers).
 
 Public names here: :class:`Isolation` (a read's limit) and :class:`BatchHeader`
-(what ``Log.batch_headers`` yields).
+(what ``Log.batch_headers`` yields: ``kqlite.format``'s one header type).
 """
 
+from ..format.header import BatchHeader as BatchHeader
 from .isolation import Isolation as Isolation
-from .scan import BatchHeader as BatchHeader
 
 __all__ = ["Isolation", "BatchHeader"]

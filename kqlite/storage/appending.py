@@ -35,6 +35,7 @@ from ..errors import InvalidRecordError, LogFailedError, RecordTooLargeError, St
 from ..format import batch as batch_format
 from ..format import compression
 from ..format.constants import CODEC_NONE, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP
+from ..format.header import parse_header
 from ..format.record import Record
 from ..format.timestamps import InvalidTimestampError, set_timestamp_type
 from ..format.validate import AppendOrigin, validate_batches
@@ -246,34 +247,37 @@ def append_batches(lg, data, leader_epoch, assign_offsets, origin):
         append_time = _apply_timestamp_type(lg, data, batches, origin)
     view = memoryview(data)     # pieces are writable views of our private copy
     pieces = []
+    position = 0
     for b in batches:
         if leader_epoch is not None:
-            batch_format.set_leader_epoch(data, b.position, leader_epoch)
-        pieces.append((view[b.position:b.position + b.size], None, b.base_offset,
+            batch_format.set_leader_epoch(data, position, leader_epoch)
+        pieces.append((view[position:position + b.size], None, b.base_offset,
                        b.last_offset, b.max_timestamp, b.size))
+        position += b.size
     return _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin,
                           append_time)
 
 
 def _apply_timestamp_type(lg, data, batches, origin):
-    """The topic's message.timestamp.type applied to validated batches, as Kafka's
-    LogValidator does before offsets are assigned (``batches`` is updated in place).
-    Returns the log append time, or NO_TIMESTAMP for a CreateTime topic."""
-    if lg.config["message.timestamp.type"] != "LogAppendTime":
-        if origin is AppendOrigin.CLIENT:
-            for i, b in enumerate(batches):
-                if b.timestamp_type:
-                    batches[i] = b._replace(attributes=set_timestamp_type(
-                        data, b.position, False, b.max_timestamp))
-        return NO_TIMESTAMP
-    now = batch_format.now_ms()
+    """The topic's message.timestamp.type applied to validated batches (their headers,
+    lying one after the other in ``data``), as Kafka's LogValidator does before offsets
+    are assigned (``batches`` is updated in place, each header re-read where its bytes
+    changed). Returns the log append time, or NO_TIMESTAMP for a CreateTime topic."""
+    append_time = lg.config["message.timestamp.type"] == "LogAppendTime"
+    now = batch_format.now_ms() if append_time else NO_TIMESTAMP
+    position = 0
     for i, b in enumerate(batches):
-        if origin is AppendOrigin.CLIENT and b.timestamp_type:
-            raise InvalidTimestampError(
-                f"the record batch at byte {b.position} has the LogAppendTime timestamp "
-                f"type; a producer may not set it (the broker stamps it)")
-        batches[i] = b._replace(attributes=set_timestamp_type(data, b.position, True, now),
-                                max_timestamp=now)
+        if append_time:
+            if origin is AppendOrigin.CLIENT and b.timestamp_type:
+                raise InvalidTimestampError(
+                    f"the record batch at byte {position} has the LogAppendTime timestamp "
+                    f"type; a producer may not set it (the broker stamps it)")
+            set_timestamp_type(data, position, True, now)
+            batches[i] = parse_header(data, position)
+        elif origin is AppendOrigin.CLIENT and b.timestamp_type:
+            set_timestamp_type(data, position, False, b.max_timestamp)
+            batches[i] = parse_header(data, position)
+        position += b.size
     return now
 
 
@@ -347,8 +351,8 @@ def _split_by_size(records, target):
 def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
                    origin=AppendOrigin.LOCAL, append_time=NO_TIMESTAMP):
     """Write ``pieces`` under the write lock, then fsync if the flush policy asks for it.
-    ``batches`` (ValidatedBatch, one per piece) carry the producer fields the producer
-    state judges and learns."""
+    ``batches`` (BatchHeader, one per piece) carry the producer fields the producer state
+    judges and learns."""
     config = lg.config
     if config["fsync"] == "always" or config["flush.messages"] <= 1:
         # Every append syncs: a round about to start waits for this write to join it.
@@ -377,7 +381,7 @@ def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, app
                     # A retry is answered with the first time's offsets and, as Kafka
                     # answers it, the timestamp that batch was stored with.
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
-                                      sum(x.record_count for x in batches), True,
+                                      sum(x.records_count for x in batches), True,
                                       duplicate.timestamp), None
         elif ps is not None:
             ps = producer_state(lg)
@@ -395,7 +399,7 @@ def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, app
         lg._unflushed += last - first
         need_sync = lg.config["fsync"] == "always" \
             or lg._unflushed >= lg.config["flush.messages"]
-    count = sum(b.record_count for b in batches) if batches is not None else last - first
+    count = sum(b.records_count for b in batches) if batches is not None else last - first
     return AppendInfo(first, last - 1, count, False, append_time), last if need_sync else None
 
 

@@ -72,14 +72,12 @@ whose file was replaced (``fs.same_file``).
 
 import logging
 import os
-import struct
 from collections import namedtuple
 
 from ..errors import CorruptRecordError, InvalidRecordError, StorageError
 from ..format import batch as batch_format
-from ..format.constants import (
-    ATTRIBUTES_OFFSET, CONTROL_MASK, DELETE_HORIZON_MASK, MAGIC_V2, MAX_TIMESTAMP_OFFSET,
-)
+from ..format.constants import MAGIC_V2
+from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
 from ..format.rewrite import batch_records, empty_batch, rebuild_batch
@@ -98,7 +96,6 @@ CompactionReport.__doc__ = """What one ``Log.compact()`` did: old segments rewri
 before and after, records removed (all kinds) and, among them, tombstones."""
 _NOTHING = CompactionReport(0, 0, 0, 0, 0)
 
-_MAX_TS = struct.Struct(">q")
 
 # -- Keys on compacted logs ------------------------------------------------------------------
 
@@ -114,7 +111,7 @@ def require_keys(records):
 
 def require_batch_keys(data, pos):
     """Raise InvalidRecordError if the v2 batch at ``pos`` holds a record without a key."""
-    header = batch_format.parse_header(data, pos)
+    header = parse_header(data, pos)
     if header.is_control:
         return
     for rec in batch_format.decode_records(data, pos, header, verify=False):
@@ -251,7 +248,7 @@ def _build_map(files, snaps):
     offsets = {}
     for s in snaps:
         for data, at, b in _entries(files[s.base], s.size):
-            if b.magic == MAGIC_V2 and data[at + ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:
+            if b.magic == MAGIC_V2 and parse_header(data, at).is_control:
                 continue
             for rec in _records(data, at, b)[2]:
                 if rec[2] is not None:
@@ -304,7 +301,7 @@ class _Output:
                 self.flush()
         size, max_ts = b.size, b.max_timestamp
         if rebuilt is not None:  # same base and last offset; new size and max timestamp
-            size, max_ts = len(rebuilt), _MAX_TS.unpack_from(rebuilt, MAX_TIMESTAMP_OFFSET)[0]
+            size, max_ts = len(rebuilt), parse_header(rebuilt).max_timestamp
         self.seg.index_batches((BatchPosition(self.size, b.base_offset, b.last_offset, max_ts,
                                               size, b.magic),), write=False)
         self.size += size
@@ -369,10 +366,9 @@ def _clean_group(lg, group, files, offset_map, now_ms):
 def _filter_entry(out, data, at, b, offset_map, now_ms, last_of_group):
     """None to keep the entry as it is, else its new bytes (b"" drops it)."""
     header, body, rows = _records(data, at, b)
-    if header is not None and header.attributes & CONTROL_MASK:
+    if header is not None and header.is_control:
         return None
-    horizon = header.base_timestamp if header is not None \
-        and header.attributes & DELETE_HORIZON_MASK else None
+    horizon = header.delete_horizon_ms if header is not None else None
     keep, tombstones_kept, tombstones_dropped, keyless = [], False, 0, 0
     for i, rec in enumerate(rows):
         if rec[2] is None:

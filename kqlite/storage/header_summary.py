@@ -20,18 +20,17 @@ file hold it, as the header walk does; after an entry larger than a read the nex
 read is a header's worth, growing fourfold per read from there.
 """
 
-import struct
-
 from .. import _native
-from ..format.constants import BATCH_OVERHEAD, MAGIC_V2
+from ..format.batch import entry_size
+from ..format.constants import BATCH_OVERHEAD, MAGIC_OFFSET, MAGIC_V2
+from ..format.header import parse_header
+from ..format.legacy import legacy_header
 from .scan import CHUNK, SCAN_OK, SCAN_TRUNCATED
 
 __all__ = ["HeaderSummary", "summarize_headers", "note_headers"]
 
-_HEAD = struct.Struct(">qi")            # baseOffset, length (the magic is at byte 16)
-_V2_DELTA = struct.Struct(">i")         # lastOffsetDelta, at byte 23
-_TIMESTAMP = struct.Struct(">q")        # v2 maxTimestamp at 35, v1 timestamp at 18
-_HEADER_NEEDS = {0: 17, 1: 26, 2: 43}   # bytes of an entry that hold what is summarized
+# Bytes of an entry that hold its header, by magic (a legacy one's through its timestamp).
+_HEADER_NEEDS = {0: 18, 1: 26, 2: BATCH_OVERHEAD}
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -84,23 +83,20 @@ def summarize_headers(file, start, end, chunk=CHUNK):
         # This read cut the entry at ``stop`` off: step over it by its header.
         at = pos + stop
         rest = len(data) - stop
-        if rest < 17 or rest < _HEADER_NEEDS[data[stop + 16]]:
+        if rest <= MAGIC_OFFSET or rest < _HEADER_NEEDS[data[stop + MAGIC_OFFSET]]:
             pos, want = at, max(want, BATCH_OVERHEAD)     # the next read holds its header
             continue
-        base, length = _HEAD.unpack_from(data, stop)
-        magic = data[stop + 16]
-        size = length + 12
+        size = entry_size(data, stop)
         after = at + size
         if after > end:
             break
-        if magic == MAGIC_V2:
-            entry_last = base + _V2_DELTA.unpack_from(data, stop + 23)[0]
-            if not _INT64_MIN <= entry_last <= _INT64_MAX:
+        if data[stop + MAGIC_OFFSET] == MAGIC_V2:
+            header = parse_header(data, stop)
+            if not _INT64_MIN <= header.last_offset <= _INT64_MAX:
                 break           # the scan's bad header
-            max_ts = _TIMESTAMP.unpack_from(data, stop + 35)[0]
         else:
-            entry_last = base
-            max_ts = _TIMESTAMP.unpack_from(data, stop + 18)[0] if magic == 1 else -1
+            header = legacy_header(data, stop)
+        entry_last, max_ts = header.last_offset, header.max_timestamp
         if file_end is None:
             file_end = file.size()
         if after > file_end:

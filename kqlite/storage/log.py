@@ -19,11 +19,13 @@ processes. Readers take only the thread lock and catch up the same way.
 
 Offsets (Kafka's names): the *log start offset* (first readable), the *log end
 offset* (LEO, :attr:`end_offset`: the next offset to be written), the *high
-watermark* (what consumers may see) and the *recovery point* (fsynced up to
-there). Unless a replication layer pins it (:meth:`set_high_watermark`), the high
-watermark follows the log end. Reads take an :class:`~kqlite.storage.Isolation`:
-consumers read below the high watermark, a leader serves followers up to the log
-end (Kafka's FetchIsolation).
+watermark* (what consumers may see), the *last stable offset* (what read_committed
+consumers may see: the high watermark, as long as no transaction holds it back) and
+the *recovery point* (fsynced up to there). Unless a replication layer pins it
+(:meth:`set_high_watermark`), the high watermark follows the log end. Reads take an
+:class:`~kqlite.storage.Isolation`, whose limit isolation.py decides: consumers read
+below the high watermark, read_committed ones below the last stable offset, a leader
+serves followers up to the log end (Kafka's FetchIsolation).
 
 Opening runs crash recovery when this is the only opener and the previous user
 did not close cleanly (loader.py). Corruption below the recovery point is never
@@ -62,7 +64,7 @@ from .data_dir import (
 )
 from ..format.validate import AppendOrigin
 from .fs import DEFAULT_FS
-from .isolation import Isolation
+from .isolation import Isolation, OffsetSnapshot, last_stable_offset
 from .leader_epoch import LeaderEpochCache
 from .loader import load
 from .offset_checkpoints import PartitionCheckpoints
@@ -315,6 +317,27 @@ class Log:
             self._check_open()
             self._refresh()
             return self._high_watermark
+
+    @property
+    def last_stable_offset(self):
+        """The offset below which read_committed consumers read (Isolation.COMMITTED),
+        caught up with other processes: the high watermark, while no transaction holds
+        it back (isolation.last_stable_offset)."""
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            return self._last_stable_offset()
+
+    def offset_snapshot(self):
+        """The log start, last stable offset, high watermark and log end at one moment,
+        caught up with other processes: an isolation.OffsetSnapshot (Kafka's
+        fetchOffsetSnapshot), whose ``read_limit`` gives each isolation's limit."""
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            hw = self._high_watermark
+            return OffsetSnapshot(self.log_start_offset, self._last_stable_offset(), hw,
+                                  self._segments[-1].next_offset)
 
     @property
     def size(self):
@@ -599,6 +622,11 @@ class Log:
             self._failed = exc
         return LogFailedError(f"{action} on log {self.path} failed: {exc}; the log refuses "
                               f"writes until reopened")
+
+    def _last_stable_offset(self):
+        """The last stable offset (caller holds self._lock, refreshed): no offset is
+        unstable while kqlite has no transactions."""
+        return last_stable_offset(self._high_watermark)
 
     def _check_open(self):
         """LogClosedError on a closed log (caller holds self._lock: see the class

@@ -55,10 +55,8 @@ loading and truncating delete snapshot files):
 
 * open: ``ProducerStateManager.load(dir, log_start, log_end, log.batch_headers,
   fs=log.fs)``; ``batch_headers(offset)`` yields the headers of the batches from
-  the one holding ``offset`` to the end, as objects with the fields
-  ``base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
-  base_sequence, record_count, is_transactional, is_control``
-  (:class:`kqlite.format.validate.ValidatedBatch` has them);
+  the one holding ``offset`` to the end, each a :class:`kqlite.format.BatchHeader`
+  (what ``Log.batch_headers`` yields and ``validate_batches`` returns);
 * append: ``check(batch, origin)`` before writing (an exception: write nothing;
   a BatchMetadata: a duplicate, write nothing and answer with its offsets), then
   ``update(batch, first_offset)`` for every batch written, idempotent or not, with
@@ -203,7 +201,7 @@ class ProducerStateManager:
             return None
         epoch = batch.producer_epoch
         if epoch == entry.epoch:
-            duplicate = entry.find(first_seq, _last_sequence(batch))
+            duplicate = entry.find(first_seq, batch.last_sequence)
             if duplicate is not None:
                 return duplicate
         if epoch < entry.epoch:
@@ -239,7 +237,7 @@ class ProducerStateManager:
         entry.last_timestamp = batch.max_timestamp
         if batch.is_control or batch.base_sequence < 0:
             return
-        entry.batches.append(BatchMetadata(batch.base_sequence, _last_sequence(batch), first,
+        entry.batches.append(BatchMetadata(batch.base_sequence, batch.last_sequence, first,
                                            last, batch.max_timestamp))
 
     def advance(self, end_offset):
@@ -385,10 +383,6 @@ class ProducerStateManager:
         finally:
             f.close()
         return decode_snapshot(data)
-
-
-def _last_sequence(batch):
-    return (batch.base_sequence + batch.last_offset - batch.base_offset) % _SEQUENCES
 
 
 def encode_snapshot(producers):

@@ -4,9 +4,9 @@ Theory of operation
 -------------------
 Every read first settles, under the Log's thread lock and after catching up
 with other processes, the range it may return: from its offset (which must lie
-in [log start, log end]) up to the *limit* its :class:`Isolation` gives (the log
-end for LOG_END, the high watermark for HIGH_WATERMARK and COMMITTED), lowered
-to ``max_offset`` when one is given. Records are cut at the limit one by one;
+in [log start, log end]) up to the *limit* its :class:`Isolation` gives
+(``isolation.read_limit``: the log end, the high watermark or the last stable
+offset), lowered to ``max_offset`` when one is given. Records are cut at the limit one by one;
 raw batches (read_batches, fetch_region, batch_headers) are whole, so a batch
 is returned only when it ends below the limit, as Kafka's fetch stops at the
 batch holding its high watermark.
@@ -35,14 +35,14 @@ step's LogClosedError (no step reads a closed Log's files: log.py):
 """
 
 import os
-import struct
 from itertools import chain
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import MAGIC_V2
+from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
-from .isolation import Isolation
+from .isolation import read_limit
 from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
 
@@ -51,8 +51,6 @@ __all__ = ["read", "RecordIterator", "fetch_records", "read_batches", "fetch_reg
 
 _READ_CHUNK = 1 << 18        # bytes of batches decoded per step of read()
 _chain = chain.from_iterable
-_COUNT = struct.Struct(">i")     # a v2 batch's recordsCount, the header's last field
-_COUNT_AT = 57
 _HEADERS_PER_STEP = 4096     # batch headers batch_headers reads per step
 
 
@@ -62,14 +60,11 @@ def _check_range(lg, offset):
 
 
 def _limit(lg, isolation, max_offset=None):
-    """The offset a read stops below (caller holds lg._lock, refreshed)."""
-    if isolation is Isolation.LOG_END:
-        limit = lg.next_offset
-    elif isolation is Isolation.HIGH_WATERMARK or isolation is Isolation.COMMITTED:
-        limit = lg._high_watermark
-    else:
-        raise TypeError(f"isolation must be a kqlite.storage.Isolation (LOG_END, "
-                        f"HIGH_WATERMARK or COMMITTED), not {isolation!r}")
+    """The offset a read stops below (caller holds lg._lock, refreshed): the isolation's
+    limit, lowered to ``max_offset``."""
+    limit = read_limit(isolation, log_end=lg._segments[-1].next_offset,
+                       high_watermark=lg._high_watermark,
+                       last_stable_offset=lg._last_stable_offset())
     return limit if max_offset is None else min(max_offset, limit)
 
 
@@ -171,8 +166,9 @@ def _iter_decode(data, pos, magic, path, position):
     try:
         if magic == MAGIC_V2:
             # _read_chunk's walk already checked the CRC of every batch it returned.
-            first, last, records = batch_format.iter_records(data, pos, verify=False)
-            return first, last, _COUNT.unpack_from(data, pos + _COUNT_AT)[0], records
+            header = parse_header(data, pos)
+            first, last, records = batch_format.iter_records(data, pos, header, verify=False)
+            return first, last, header.records_count, records
         records = read_legacy_entry(data, pos)
     except CorruptRecordError as exc:
         at = position + (exc.position if exc.position is not None else pos)
@@ -432,7 +428,7 @@ def _iter_headers(lg, offset, limit):
                                trust_end=True)
             headers = []
             for chunk in walk.chunks():
-                headers.extend(batch_header(chunk, b, seg.base_offset) for b in chunk.batches)
+                headers.extend(batch_header(chunk, b) for b in chunk.batches)
                 if len(headers) >= _HEADERS_PER_STEP:
                     break
             if not headers:

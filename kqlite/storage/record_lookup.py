@@ -36,19 +36,17 @@ batches or :data:`MAX_MARKS` marks the marks are dropped and made again as reads
 come (16 bytes per mark, one mark per STRIDE bytes of records).
 """
 
-import struct
 from array import array
 from bisect import bisect_left, bisect_right, insort
 
 from .. import _native
 from ..errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
 from ..format import compression
-from ..format.constants import (
-    BATCH_OVERHEAD, CODEC_MASK, CODEC_NONE, MAGIC_V2, TIMESTAMP_TYPE_MASK,
-)
+from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_CREATE_TIME
+from ..format.header import parse_header
 from ..format.record import Record
-from .isolation import Isolation
-from .reads import _decode, _limit, _read_chunk
+from .isolation import read_limit
+from .reads import _decode, _read_chunk
 from .sharing import SharedFiles
 from .state import STATE_SIZE
 
@@ -65,10 +63,6 @@ _find_record = _native.find_record
 # The shared State record's bytes as stored (from its mapped page where there is one).
 _state_raw = getattr(SharedFiles, "raw", None)
 _new = tuple.__new__
-_HW = Isolation.HIGH_WATERMARK
-# baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
-_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
 class RecordMarks:
@@ -140,7 +134,8 @@ def read_one(lg, offset, isolation):
         log_end = lg._segments[-1].next_offset
         if offset < lg.log_start_offset or offset > log_end:
             raise OffsetOutOfRangeError(offset, lg.log_start_offset, log_end)
-        if offset >= (lg._high_watermark if isolation is _HW else _limit(lg, isolation)):
+        if offset >= read_limit(isolation, log_end=log_end, high_watermark=lg._high_watermark,
+                                last_stable_offset=lg._last_stable_offset()):
             return None
         lasts = marks.lasts
         i = bisect_left(lasts, offset)
@@ -198,10 +193,10 @@ def _record(data, offset, base, base_ts, append_ts, where, position):
 
 def _from_batch(data, pos, offset, where, file_pos):
     """The record at ``offset`` in the v2 batch at data[pos:] (compressed or not)."""
-    h = _HEAD.unpack_from(data, pos)
-    end = pos + h[1] + 12
-    codec = h[5] & CODEC_MASK
-    append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
+    h = parse_header(data, pos)
+    end = pos + h.size
+    codec = h.compression
+    append_ts = None if h.timestamp_type == TIMESTAMP_CREATE_TIME else h.max_timestamp
     body = memoryview(data)[pos + BATCH_OVERHEAD:end]
     if codec != CODEC_NONE:
         try:
@@ -209,7 +204,7 @@ def _from_batch(data, pos, offset, where, file_pos):
         except CorruptRecordError as exc:
             raise CorruptRecordError(exc.reason, path=_path(where), position=file_pos) \
                 from None
-    return _record(body, offset, h[0], h[7], append_ts, where, file_pos)
+    return _record(body, offset, h.base_offset, h.base_timestamp, append_ts, where, file_pos)
 
 
 def _first_read(lg, marks, offset):
@@ -245,8 +240,8 @@ def _mark(marks, seg, data, b, position, path, strict):
     if b.magic != MAGIC_V2:
         return
     at = b.position - position
-    h = _HEAD.unpack_from(data, at)
-    codec = h[5] & CODEC_MASK
+    h = parse_header(data, at)
+    codec = h.compression
     start, end = at + BATCH_OVERHEAD, at + b.size
     body = data
     if codec != CODEC_NONE:
@@ -257,7 +252,8 @@ def _mark(marks, seg, data, b, position, path, strict):
                 raise CorruptRecordError(exc.reason, path=path, position=b.position) from None
             return
         start, end = 0, len(body)
-    status, _, _, found = _native.record_marks(body, h[12], start, end, h[0], h[7], STRIDE)
+    status, _, _, found = _native.record_marks(body, h.records_count, start, end, h.base_offset,
+                                               h.base_timestamp, STRIDE)
     if status != _WALK_OK:
         if strict:
             raise CorruptRecordError(_WALK_TEXT.get(status, f"malformed records ({status})"),
@@ -265,7 +261,7 @@ def _mark(marks, seg, data, b, position, path, strict):
         return
     if seg is None:
         return
-    append_ts = h[8] if h[5] & TIMESTAMP_TYPE_MASK else None
+    append_ts = None if h.timestamp_type == TIMESTAMP_CREATE_TIME else h.max_timestamp
     if codec != CODEC_NONE or found is None:
         deltas = positions = None
         count = 1
@@ -274,6 +270,6 @@ def _mark(marks, seg, data, b, position, path, strict):
         deltas = array("q", found[0])
         positions = array("q", [p + position for p in found[1]])
         count = len(deltas)
-    entry = (h[0], seg, position + start, position + end, h[7], append_ts, codec,
-             deltas, positions, b.position, b.size)
+    entry = (h.base_offset, seg, position + start, position + end, h.base_timestamp,
+             append_ts, codec, deltas, positions, b.position, b.size)
     marks.add(b.last_offset, entry, count)

@@ -4,7 +4,8 @@ Every storage reader that looks at a segment's batches goes through
 :class:`SegmentWalk`: opening and recovering a segment, finding the batch that
 holds an offset, catching up with another process's appends, reads, fetches,
 compaction, the integrity check and the producer-state rebuild
-(:meth:`Log.batch_headers`).
+(:meth:`Log.batch_headers`, whose headers are :func:`batch_header`'s
+:class:`~kqlite.format.BatchHeader`).
 
 Theory of operation
 -------------------
@@ -39,17 +40,15 @@ they stood after its last read.
 """
 
 import functools
-import struct
 from collections import namedtuple
 
 from .. import _native
-from ..format.constants import (
-    BATCH_OVERHEAD, CONTROL_MASK, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CODEC_MASK, LOG_OVERHEAD,
-    MAGIC_OFFSET, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-    NO_SEQUENCE, TRANSACTIONAL_MASK,
-)
+from ..format.batch import entry_size
+from ..format.constants import BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2
+from ..format.header import parse_header
+from ..format.legacy import legacy_header
 
-__all__ = ["SegmentWalk", "Chunk", "BatchPosition", "BatchHeader", "batch_header",
+__all__ = ["SegmentWalk", "Chunk", "BatchPosition", "batch_header",
            "CHUNK", "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC",
            "SCAN_BAD_HEADER", "STATUS_TEXT"]
 
@@ -64,13 +63,7 @@ CHUNK = 1 << 20
 _MIN_ENTRY = 26          # the smallest log entry (a magic 0 message with no key or value)
 _HEADER_CHECKED = MAGIC_OFFSET + 1   # bytes of an entry scan_batches needs to judge its header
 _V2_MIN_LENGTH = BATCH_OVERHEAD - LOG_OVERHEAD   # the smallest legal v2 length field
-_V2_STEP = struct.Struct(">qiibIhiqq")    # a v2 header up to maxTimestamp
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_LENGTH = struct.Struct(">i")
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
-# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-assert _V2_HEADER.size == BATCH_OVERHEAD
 
 BatchPosition = namedtuple("BatchPosition",
                            "position base_offset last_offset max_timestamp size magic")
@@ -149,11 +142,11 @@ class SegmentWalk:
                 and data[MAGIC_OFFSET] == MAGIC_V2:
             # A batch that cannot fit this read, where the scan could only say "cut off
             # here": step over it at once (the common case among large batches).
-            base, length, _, _, _, _, delta, _, max_ts = _V2_STEP.unpack_from(data)
-            size = length + LOG_OVERHEAD
+            header = parse_header(data)
+            size = header.size
             after = pos + size
-            last = base + delta
-            if size > asked and length >= _V2_MIN_LENGTH and after <= end \
+            last = header.last_offset
+            if size > asked and header.batch_length >= _V2_MIN_LENGTH and after <= end \
                     and (self.max_size is None or size <= self.max_size) \
                     and _INT64_MIN <= last <= _INT64_MAX \
                     and after <= (self._file_end or self._learn_file_end()):
@@ -164,8 +157,8 @@ class SegmentWalk:
                 low = self.from_offset
                 if low is not None and last < low:
                     return _new(Chunk, (pos, data, []))
-                return _new(Chunk, (pos, data, [_new(BatchPosition, (pos, base, last, max_ts,
-                                                                      size, MAGIC_V2))]))
+                return _new(Chunk, (pos, data, [_new(BatchPosition, (
+                    pos, header.base_offset, last, header.max_timestamp, size, MAGIC_V2))]))
         found, stop, status = _native.scan_batches(
             data, 0, len(data), self.verify_crc, len(data) // _MIN_ENTRY + 1, self.max_size)
         self.stop, self.status = pos + stop, status
@@ -182,22 +175,21 @@ class SegmentWalk:
         grown = min(want * 4, self._grow_to)
         if self.headers_only and rest >= BATCH_OVERHEAD \
                 and data[stop + MAGIC_OFFSET] == MAGIC_V2:
-            stepped = self._step(data, stop, pos, _V2_HEADER.unpack_from(data, stop), found,
-                                 grown)
+            stepped = self._step(data, stop, pos, parse_header(data, stop), found, grown)
             if stepped is not None:
                 return stepped
         self._pos = pos + stop
         if rest >= _HEADER_CHECKED:         # the scan checked magic, length and max_size
-            grown = max(grown, _LENGTH.unpack_from(data, stop + 8)[0] + LOG_OVERHEAD)
+            grown = max(grown, entry_size(data, stop))
         self._want = grown
         return _new(Chunk, (pos, data, _positions(found, pos, self.from_offset)))
 
-    def _step(self, data, at, pos, fields, found, grown):
-        """The Chunk of ``found`` and the v2 batch at ``data[at:]`` (whose header is
-        ``fields``, checked as the scan checks it), stepped over by its header; None when
+    def _step(self, data, at, pos, header, found, grown):
+        """The Chunk of ``found`` and the v2 batch at ``data[at:]`` (whose BatchHeader is
+        ``header``, checked as the scan checks it), stepped over by its header; None when
         it must be read instead (the walk or the file ends inside it)."""
-        size = fields[1] + LOG_OVERHEAD
-        last = fields[0] + fields[6]
+        size = header.size
+        last = header.last_offset
         if not _INT64_MIN <= last <= _INT64_MAX:
             self._done = True
             self.stop, self.status = pos + at, SCAN_BAD_HEADER
@@ -213,8 +205,8 @@ class SegmentWalk:
         low = self.from_offset
         batches = _positions(found, pos, low)
         if low is None or last >= low:
-            batches.append(_new(BatchPosition, (pos + at, fields[0], last, fields[8], size,
-                                                MAGIC_V2)))
+            batches.append(_new(BatchPosition, (pos + at, header.base_offset, last,
+                                                header.max_timestamp, size, MAGIC_V2)))
         return _new(Chunk, (pos, data, batches))
 
 
@@ -236,38 +228,10 @@ def _positions(found, pos, low):
             if l >= low]
 
 
-class BatchHeader(namedtuple("BatchHeader", "position segment_base base_offset last_offset "
-                                            "max_timestamp size magic partition_leader_epoch "
-                                            "attributes producer_id producer_epoch "
-                                            "base_sequence record_count")):
-    """The header of one log entry, where it lies and what a producer-state rebuild
-    needs (:meth:`Log.batch_headers`). ``position`` is the file position in the segment
-    whose base offset is ``segment_base``. Legacy (magic 0/1) entries have -1 for the
-    leader epoch and the producer fields, their message attributes as ``attributes``,
-    and ``record_count`` 1 (uncompressed) or -1 (a compressed wrapper: unknown without
-    decompressing it)."""
-
-    __slots__ = ()
-
-    @property
-    def is_transactional(self):
-        return self.magic == MAGIC_V2 and bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self):
-        return self.magic == MAGIC_V2 and bool(self.attributes & CONTROL_MASK)
-
-
-def batch_header(chunk, b, segment_base):
-    """The BatchHeader of the entry ``b`` of ``chunk`` (from a walk of that segment)."""
+def batch_header(chunk, b):
+    """The :class:`~kqlite.format.BatchHeader` of the entry ``b`` of ``chunk`` (from a walk
+    of that segment): a legacy entry's through the same fields (format.legacy)."""
     at = b.position - chunk.position
     if b.magic == MAGIC_V2:
-        f = _V2_HEADER.unpack_from(chunk.data, at)
-        return _new(BatchHeader, (b.position, segment_base, b.base_offset, b.last_offset,
-                                  b.max_timestamp, b.size, MAGIC_V2, f[2], f[5], f[9], f[10],
-                                  f[11], f[12]))
-    attributes = chunk.data[at + LEGACY_ATTRIBUTES_OFFSET]
-    count = 1 if not attributes & LEGACY_CODEC_MASK else -1
-    return _new(BatchHeader, (b.position, segment_base, b.base_offset, b.last_offset,
-                              b.max_timestamp, b.size, b.magic, NO_PARTITION_LEADER_EPOCH,
-                              attributes, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, count))
+        return parse_header(chunk.data, at)
+    return legacy_header(chunk.data, at)

@@ -14,7 +14,7 @@ import pytest
 import kqlite
 from kqlite.cluster.replica.partition import ReplicatedPartition
 from kqlite.cluster.rules.leader_state import IsrCommit
-from kqlite.format.batch import build_batch, decode_batch
+from kqlite.format.batch import build_batch, decode_batch, now_ms
 from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.protocol.connection import decode_response, encode_response
 from kqlite.server.authorization import AllowAll
@@ -194,9 +194,10 @@ def values_of(data):
     return offsets, values
 
 
-async def consume(partition, offset, current_leader_epoch=-1):
-    r = await partition.read(offset, 1 << 20, current_leader_epoch=current_leader_epoch,
-                             zero_copy=False)
+async def consume(partition, offset, current_leader_epoch=-1,
+                  isolation=Isolation.HIGH_WATERMARK):
+    r = await partition.read(offset, 1 << 20, isolation=isolation,
+                             current_leader_epoch=current_leader_epoch, zero_copy=False)
     offsets, values = values_of(r.records or b"")
     return r, offsets, values
 
@@ -462,7 +463,8 @@ def test_fetches_with_another_leader_epoch_are_fenced(tmp_path):
         await c.elect(0, [0, 1], 3)
 
         async def follower_fetch(replica_id, epoch):
-            return (await c[0].read(0, 1 << 20, replica_id=replica_id,
+            return (await c[0].read(0, 1 << 20, isolation=Isolation.LOG_END,
+                                    replica_id=replica_id,
                                     current_leader_epoch=epoch)).error_code
 
         assert await follower_fetch(1, 2) == ErrorCode.FENCED_LEADER_EPOCH
@@ -581,7 +583,8 @@ def test_a_waiting_follower_fetch_wakes_on_the_leaders_append(tmp_path):
         manager = serving(c.brokers[0])
         waiting = asyncio.ensure_future(manager.fetch_messages(
             [FetchPartition(TOPIC, 0, 0, 1 << 20, current_leader_epoch=0)], max_bytes=1 << 20,
-            min_bytes=1, max_wait_ms=FOREVER_MS, replica_id=1, zero_copy=False))
+            min_bytes=1, max_wait_ms=FOREVER_MS, replica_id=1, isolation=Isolation.LOG_END,
+            zero_copy=False))
         await until(lambda: len(manager.delayed_fetch) == 1, "the fetch waiting")
         await c.produce(b"a")
         (result,) = await asyncio.wait_for(waiting, 60)
@@ -608,7 +611,7 @@ def test_follower_fields_reach_the_partition_and_the_diverging_epoch_the_wire(tm
         # min_bytes=1 and a long wait: only the diverging epoch can end it at once.
         (result,) = await asyncio.wait_for(manager.fetch_messages(
             [fetch], max_bytes=1 << 20, min_bytes=1, max_wait_ms=FOREVER_MS,
-            replica_id=0), 60)
+            replica_id=0, isolation=Isolation.LOG_END), 60)
         assert result.diverging_epoch == (0, 2) and result.size == 0
 
         broker = types.SimpleNamespace(replicas=manager, broker_id=1, advertised_host="h",
@@ -644,4 +647,40 @@ def test_latest_offset_is_the_high_watermark_for_clients_and_the_log_end_for_rep
         client = await c[0].list_offset(-1)
         replica = await c[0].list_offset(-1, isolation=Isolation.LOG_END)
         assert (client[0], replica[0]) == (0, 3)
+        # A timestamp's match too lies below the request's limit (Kafka's
+        # fetchOffsetForTimestamp): past the high watermark only for a replica.
+        later = now_ms() + 3_600_000                         # after every record above
+        await c[0].append(build_batch([b"d"], timestamp=later), acks=1, timeout_ms=0)
+        assert (await c[0].list_offset(later))[:2] == (-1, -1)
+        assert (await c[0].list_offset(later, isolation=Isolation.LOG_END))[:2] == (3, later)
+    run(tmp_path, 2, test)
+
+
+def test_the_leaders_reads_stop_where_its_storage_stops_for_each_isolation(tmp_path):
+    # A leader whose high watermark waits for its follower: each isolation's read, latest
+    # offset and delayed-fetch position stop at the seam's limit of the partition's
+    # offsets, where storage's own reads of the leader's log stop too.
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        await c.produce(b"a", b"b")
+        await c.replicate(1)
+        await c.replicate(1)                          # the follower is at 2: HW 2
+        await c.produce(b"c")
+        await c.produce(b"d", b"e")                   # not replicated: log end 5
+        leader, broker = c[0], c.brokers[0]
+        await until(lambda: leader.log_end_offset == 5, "the leader's appends")
+
+        def stored():
+            with broker.db.leased_log(TOPIC, 0) as log:
+                return log.offset_snapshot(), \
+                    {i: [r.offset for r in log.read(0, isolation=i)] for i in Isolation}
+        snapshot, offsets = await broker.io.run(stored)
+        assert snapshot == leader.offsets() == (0, 2, 2, 5)
+        for isolation in Isolation:
+            limit = snapshot.read_limit(isolation)
+            r, read, _ = await consume(leader, 0, isolation=isolation)
+            assert read == offsets[isolation] == list(range(limit))
+            assert (r.high_watermark, r.last_stable_offset, r.log_end_offset) == (2, 2, 5)
+            assert leader.fetch_position(isolation) == (0, limit)
+            assert (await leader.list_offset(-1, isolation=isolation))[0] == limit
     run(tmp_path, 2, test)

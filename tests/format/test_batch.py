@@ -16,9 +16,9 @@ def test_header_fields_and_kafka_python_reads_it():
         partition_leader_epoch=5, transactional=True)
     h = batch.parse_header(data)
     assert (h.base_offset, h.partition_leader_epoch, h.magic, h.last_offset_delta) == (42, 5, 2, 1)
-    assert (h.base_timestamp, h.max_timestamp, h.record_count) == (1000, 1500, 2)
+    assert (h.base_timestamp, h.max_timestamp, h.records_count) == (1000, 1500, 2)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (7, 3, 11)
-    assert h.codec == 1 and h.is_transactional and not h.is_control and h.size == len(data)
+    assert h.compression == 1 and h.is_transactional and not h.is_control and h.size == len(data)
     theirs = DefaultRecordBatch(data)
     assert theirs.validate_crc() and theirs.base_offset == 42 and theirs.producer_id == 7
     recs = list(theirs)

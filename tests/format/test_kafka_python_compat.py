@@ -246,7 +246,7 @@ def test_producer_id_epoch_sequence_and_transactional_bit_are_kept(tmp_path, cod
     first = batch_format.parse_header(stored, 0)
     second = batch_format.parse_header(stored, first.size)
     for header, sequence, base, count in ((first, 42, 1, 10), (second, 52, 11, 3)):
-        assert header.base_offset == base and header.record_count == count
+        assert header.base_offset == base and header.records_count == count
         assert header.producer_id == 123456789012
         assert header.producer_epoch == 7
         assert header.base_sequence == sequence
@@ -254,7 +254,7 @@ def test_producer_id_epoch_sequence_and_transactional_bit_are_kept(tmp_path, cod
         assert not header.is_control
         assert header.timestamp_type == 0
     expected_codec = CODECS[codec]
-    assert first.codec == expected_codec              # the values compress well
+    assert first.compression == expected_codec        # the values compress well
     check_stored_untouched(stored[:first.size], first_batch, 1)
     check_stored_untouched(stored[first.size:first.size + second.size], second_batch, 11)
 

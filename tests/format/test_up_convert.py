@@ -54,7 +54,7 @@ def converted(data):
     out = up_convert(data)
     [validated] = validate_batches(out)
     header, records = decode_batch(out)
-    assert (validated.record_count, header.record_count) == (len(records), len(records))
+    assert (validated.records_count, header.records_count) == (len(records), len(records))
     return header, records
 
 
@@ -68,7 +68,7 @@ def test_records_keep_keys_values_and_timestamps(magic, codec):
     assert [r.offset for r in records] == list(range(len(ITEMS)))
     expected_ts = [T0 + 5 * i for i in range(len(ITEMS))] if magic else [-1] * len(ITEMS)
     assert [r.timestamp for r in records] == expected_ts
-    assert header.codec == codec
+    assert header.compression == codec
     assert (header.base_offset, header.producer_id, header.base_sequence) == (0, -1, -1)
     assert header.timestamp_type == 0
     assert header.max_timestamp == max(expected_ts)

@@ -13,7 +13,8 @@ from kqlite.errors import (CorruptRecordError, InvalidRecordError, InvalidTxnSta
                            RecordTooLargeError, UnsupportedCodecError)
 from kqlite.format import compression
 from kqlite.format.batch import build_batch, decode_batch
-from kqlite.format.validate import AppendOrigin, ValidatedBatch, validate_batches
+from kqlite.format import BatchHeader
+from kqlite.format.validate import AppendOrigin, validate_batches
 
 CLIENT, LOCAL, REPLICATION = AppendOrigin.CLIENT, AppendOrigin.LOCAL, AppendOrigin.REPLICATION
 ALL = (CLIENT, LOCAL, REPLICATION)
@@ -55,12 +56,14 @@ def kafka_python_batch(n, codec=0, producer_id=-1, epoch=-1, sequence=-1, keys=T
 def test_kafka_python_batches_pass_with_their_header_fields(codec):
     data = kafka_python_batch(7, CODECS[codec], producer_id=99, epoch=2, sequence=40)
     for origin in ALL:
-        assert validate_batches(data, origin=origin) == [ValidatedBatch(
-            position=0, size=len(data), base_offset=0, last_offset=6, first_timestamp=1_000,
-            max_timestamp=1_006, record_count=7, producer_id=99, producer_epoch=2,
-            base_sequence=40, attributes=CODECS[codec], partition_leader_epoch=0)]
+        assert validate_batches(data, origin=origin) == [BatchHeader(
+            base_offset=0, batch_length=len(data) - 12, partition_leader_epoch=0, magic=2,
+            crc=struct.unpack_from(">I", data, 17)[0], attributes=CODECS[codec],
+            last_offset_delta=6, base_timestamp=1_000, max_timestamp=1_006, producer_id=99,
+            producer_epoch=2, base_sequence=40, records_count=7)]
     (batch,) = validate_batches(data)
-    assert batch.codec == CODECS[codec] and batch.last_sequence == 46
+    assert batch.size == len(data) and batch.last_offset == 6
+    assert batch.compression == CODECS[codec] and batch.last_sequence == 46
     assert not batch.is_transactional and not batch.is_control and batch.timestamp_type == 0
 
 
@@ -68,7 +71,7 @@ def test_kqlite_batches_and_any_buffer(tmp_path):
     data = build_batch([Record(b"v", key=b"k", headers=[("h", None)]), Record(None, key=b"t")],
                        timestamp=5, codec="lz4", timestamp_type=1)
     expected = validate_batches(data, compacted=True)
-    assert expected[0].timestamp_type == 1 and expected[0].record_count == 2
+    assert expected[0].timestamp_type == 1 and expected[0].records_count == 2
     assert validate_batches(bytearray(data), compacted=True) == expected
     assert validate_batches(memoryview(b"xx" + data)[2:], compacted=True) == expected
     path = tmp_path / "batch"
@@ -160,7 +163,7 @@ def test_record_count_must_be_positive(count, origins):
         with pytest.raises(InvalidRecordError, match=f"invalid record count {count}"):
             validate_batches(data, origin=origin)
     if count == 0:      # an empty batch left by compaction
-        assert validate_batches(data, origin=LOCAL)[0].record_count == 0
+        assert validate_batches(data, origin=LOCAL)[0].records_count == 0
         assert validate_batches(raw_batch(b"", 0, delta=3, attributes=1), origin=LOCAL)
 
 
@@ -187,8 +190,9 @@ def test_one_batch_per_produce_but_many_locally():
     with pytest.raises(InvalidRecordError, match="exactly one record batch"):
         validate_batches(one + two)
     found = validate_batches(one + two, origin=LOCAL)
-    assert [(b.position, b.base_offset, b.last_offset) for b in found] == \
-        [(0, 0, 1), (len(one), 2, 2)]
+    # The headers lie one after the other: their sizes place them.
+    assert [(b.size, b.base_offset, b.last_offset) for b in found] == \
+        [(len(one), 0, 1), (len(two), 2, 2)]
     assert len(validate_batches(one + two, origin=REPLICATION)) == 2
     with pytest.raises(InvalidRecordError, match="not after"):
         validate_batches(one + raw_batch(records(1), 1, base_offset=1), origin=REPLICATION)

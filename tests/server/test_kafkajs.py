@@ -169,7 +169,7 @@ def test_idempotent_producer_every_record_once(broker, codec):
                 assert h.attributes & CODEC_MASK == (CODEC_GZIP if codec == "gzip" else CODEC_NONE)
                 producer_ids.add((h.producer_id, h.producer_epoch))
                 assert h.base_sequence == sequence
-                sequence += h.record_count
+                sequence += h.records_count
             stored += sequence
     assert stored == count
     ((producer_id, epoch),) = producer_ids

@@ -1,8 +1,11 @@
 """The partition seam on the wire: Metadata reports each partition's leadership, the
 leader stamps its epoch into produced batches, ListOffsets and OffsetForLeaderEpoch
 answer the partition's epochs, stale or future CurrentLeaderEpochs are refused, and
-acks=-1 is acknowledged (through the delayed-produce purgatory)."""
+acks=-1 is acknowledged (through the delayed-produce purgatory). Reads and ListOffsets'
+latest offset stop where storage's reads stop for the request's isolation (the isolation
+seam, kqlite/storage/isolation.py), and report storage's last stable offset."""
 
+import asyncio
 import glob
 import os
 import struct
@@ -13,8 +16,13 @@ import kqlite
 from broker_process import RawClient
 from broker_thread import BrokerThread
 
-from kqlite.format.batch import build_batch
+from kqlite.format.batch import build_batch, decode_batch
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.server.local_partition import LocalPartition
+from kqlite.server.purgatory import Purgatory
+from kqlite.server.storage_io import StorageExecutor
+from kqlite.storage import Isolation
+from kqlite.storage.isolation import OffsetSnapshot
 
 EARLIEST, LATEST = -2, -1
 PARTITION_LEADER_EPOCH_AT = 12     # WIRE: byte offset of partitionLeaderEpoch in a batch
@@ -147,3 +155,71 @@ def test_unknown_partitions_answer_unknown_topic_or_partition(client):
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert list_offset(client, "nowhere", LATEST)["error_code"] == \
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def offsets_of(records):
+    """The record offsets in whole v2 batches."""
+    offsets, pos = [], 0
+    while pos < len(records):
+        header, batch = decode_batch(records, pos)
+        offsets += [r.offset for r in batch]
+        pos += header.size
+    return offsets
+
+
+def test_the_seam_reads_to_storages_limit_for_each_isolation(tmp_path):
+    """A LocalPartition over a log whose high watermark a replication layer pinned below
+    its end: each isolation's read, latest offset and delayed-fetch position stop where
+    storage's own reads stop, and the result carries storage's offsets."""
+    async def main():
+        db = kqlite.open(str(tmp_path / "data"), retention_check_interval_ms=0)
+        db.create_topic("t", 1)
+        io = StorageExecutor(2)
+        partition = LocalPartition(db, io, "t", 0, broker_id=0, leader_epoch=0,
+                                   delayed_produce=Purgatory("produce"),
+                                   on_change=lambda p: None)
+        try:
+            with db.leased_log("t", 0) as log:
+                log.set_high_watermark(0)
+            for i in range(10):
+                await partition.append(build_batch([b"v%d" % i]), acks=1, timeout_ms=0)
+            with db.leased_log("t", 0) as log:
+                log.advance_high_watermark(6)
+                snapshot = log.offset_snapshot()
+                stored = {i: [r.offset for r in log.read(0, isolation=i)] for i in Isolation}
+            assert snapshot == OffsetSnapshot(0, 6, 6, 10)
+            for isolation in Isolation:
+                limit = snapshot.read_limit(isolation)
+                read = await partition.read(0, 1 << 20, isolation=isolation, zero_copy=False)
+                assert offsets_of(read.records) == stored[isolation] == list(range(limit))
+                assert read.offsets() == snapshot
+                assert read.position(isolation) == partition.fetch_position(isolation) == \
+                    (0, limit)
+                latest = await partition.list_offset(LATEST, isolation=isolation)
+                assert latest[0] == limit
+        finally:
+            io.shutdown()
+            db.close()
+    asyncio.run(main())
+
+
+def test_both_isolation_levels_read_the_same_records_without_transactions(client):
+    """Fetch's and ListOffsets' isolation_level 1 (READ_COMMITTED) reads to the last
+    stable offset, which is the high watermark while nothing is transactional; the
+    response carries it."""
+    produce(client, "fresh", [b"a", b"b", b"c"])
+    fetched = {}
+    for level in (0, 1):
+        body = client.call(ApiKey.FETCH, 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": level, "topics": [{"topic": "fresh", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        (part,) = body["responses"][0]["partitions"]
+        assert (part["error_code"], part["high_watermark"], part["last_stable_offset"]) == \
+            (0, 3, 3)
+        fetched[level] = offsets_of(part["records"])
+        offsets = client.call(ApiKey.LIST_OFFSETS, 4, {
+            "replica_id": -1, "isolation_level": level, "topics": [{"name": "fresh",
+                "partitions": [{"partition_index": 0, "timestamp": LATEST}]}]})
+        assert offsets["topics"][0]["partitions"][0]["offset"] == 3
+    assert fetched[0] == fetched[1] == [0, 1, 2]

@@ -11,6 +11,7 @@ from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode
 from kqlite.server.local_partition import LocalPartition
 from kqlite.storage import Isolation
+from kqlite.storage.isolation import read_limit
 from kqlite.server.purgatory import DelayedFetch, DelayedOperation, DelayedProduce, Purgatory
 from kqlite.server.replica_manager import FetchPartition, ReplicaManager
 from kqlite.server.storage_io import StorageExecutor
@@ -40,7 +41,7 @@ class FakePartition:
         self.key = key
         self.is_deleted = False
         self.log_start_offset = 0
-        self.high_watermark = high_watermark
+        self.high_watermark = self.last_stable_offset = high_watermark
         self.log_end_offset = high_watermark
 
     def check_enough_replicas_reach_offset(self, offset):
@@ -49,8 +50,9 @@ class FakePartition:
         return self.high_watermark >= offset, ErrorCode.NONE
 
     def fetch_position(self, isolation):
-        end = self.log_end_offset if isolation is Isolation.LOG_END else self.high_watermark
-        return self.log_start_offset, end
+        return self.log_start_offset, read_limit(
+            isolation, log_end=self.log_end_offset, high_watermark=self.high_watermark,
+            last_stable_offset=self.last_stable_offset)
 
 
 async def settle():
@@ -171,7 +173,8 @@ def _local_partition(tmp_path, purgatory, io, pin_high_watermark=None):
     class Partition(LocalPartition):
         def observe(self, positions):
             if pin_high_watermark is not None and positions is not None:
-                positions = (positions[0], pin_high_watermark, positions[2])
+                positions = positions._replace(high_watermark=pin_high_watermark,
+                                               last_stable_offset=pin_high_watermark)
             super().observe(positions)
 
     partition = Partition(db, io, "t", 0, broker_id=0, leader_epoch=0,
@@ -243,6 +246,30 @@ def test_a_delayed_fetch_completes_only_on_a_change_of_its_own_partitions():
         mine.high_watermark = 4
         purgatory.check_and_complete(mine.key)
         assert await waiting is True
+    asyncio.run(main())
+
+
+def test_a_delayed_fetch_waits_against_its_isolations_limit():
+    """Kafka's DelayedFetch: a follower's fetch wakes when the log end moves, a
+    read_committed one only when the last stable offset does (a transaction may hold it
+    below a moving high watermark)."""
+    async def main():
+        purgatory = Purgatory("fetch")
+        follower, committed = FakePartition(("t", 0), 3), FakePartition(("t", 1), 3)
+        ops = {}
+        for p, iso in ((follower, Isolation.LOG_END), (committed, Isolation.COMMITTED)):
+            ops[p.key] = asyncio.ensure_future(purgatory.wait(
+                DelayedFetch([(p, iso, p.fetch_position(iso))], FOREVER_MS), [p.key]))
+        await settle()
+        follower.log_end_offset = 5
+        committed.log_end_offset = committed.high_watermark = 5
+        for p in (follower, committed):
+            purgatory.check_and_complete(p.key)
+        await settle()
+        assert ops[follower.key].done() and not ops[committed.key].done()
+        committed.last_stable_offset = 5
+        purgatory.check_and_complete(committed.key)
+        assert await ops[committed.key] is True
     asyncio.run(main())
 
 

@@ -73,7 +73,7 @@ def values(part):
     while pos < len(data):
         header, records = decode_batch(data, pos)
         out += [r.value for r in records]
-        pos += header.length + 12          # WIRE: baseOffset and batchLength precede it
+        pos += header.batch_length + 12          # WIRE: baseOffset and batchLength precede it
     return out
 
 

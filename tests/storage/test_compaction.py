@@ -525,8 +525,8 @@ def test_batches_keep_producer_fields_codec_and_timestamps(tmp_path):
         log.compact(now_ms=T0 + 100)
         header, records = decode_batch(log.read_batches(0))
         assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 3, 40)
-        assert (header.partition_leader_epoch, header.codec) == (5, 1)
-        assert (header.base_offset, header.last_offset, header.record_count) == (0, 2, 2)
+        assert (header.partition_leader_epoch, header.compression) == (5, 1)
+        assert (header.base_offset, header.last_offset, header.records_count) == (0, 2, 2)
         assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
             (1, b"b", b"1", T0 + 3), (2, b"a", b"2", T0 + 9)]
         assert header.max_timestamp == T0 + 9
@@ -656,7 +656,8 @@ def test_log_end_survives_when_the_last_batch_empties(tmp_path):
         assert log.append(rec(b"c", b"1")) == 4
     raw = open(os.path.join(path, "%020d.log" % 0), "rb").read()
     header = parse_header(raw)
-    assert (len(raw), header.base_offset, header.last_offset, header.record_count) == (61, 2, 3, 0)
+    assert (len(raw), header.base_offset, header.last_offset, header.records_count) == \
+        (61, 2, 3, 0)
 
 
 def test_reads_skip_empty_segments_and_gaps_between_segments(tmp_path):

@@ -1,9 +1,14 @@
-"""Read isolation (Kafka's FetchIsolation) and the high watermark.
+"""Read isolation (Kafka's FetchIsolation), the high watermark and the last stable offset.
 
-Consumers (the default, Isolation.HIGH_WATERMARK) never see a record at or above the
-high watermark, by any read and whoever appended; a leader serving a follower
-(Isolation.LOG_END) reads to the log end. The high watermark a handle reports is
-never stale, and a pinned one only moves forward, except by truncation."""
+The seam (kqlite/storage/isolation.py) maps each isolation to its limit, for every
+combination of offsets, a last stable offset below the high watermark included, and gives
+each request its isolation. Consumers (the default, Isolation.HIGH_WATERMARK) never see a
+record at or above the high watermark, by any read and whoever appended; read_committed
+ones (Isolation.COMMITTED) none at or above the last stable offset, which is the high
+watermark while kqlite has no transactions; a leader serving a follower
+(Isolation.LOG_END) reads to the log end. Every read of a Log stops at the seam's
+limit. The high watermark a handle reports is never stale, and a pinned one only moves
+forward, except by truncation."""
 
 import os
 import subprocess
@@ -15,6 +20,12 @@ import kqlite
 from kqlite import _native
 from kqlite.format.batch import decode_records
 from kqlite.storage import Isolation
+from kqlite.storage.isolation import (READ_COMMITTED, READ_UNCOMMITTED, OffsetSnapshot,
+                                      isolation_level, isolation_of, last_stable_offset,
+                                      read_limit)
+
+LOG_END, HIGH_WATERMARK, COMMITTED = Isolation.LOG_END, Isolation.HIGH_WATERMARK, \
+    Isolation.COMMITTED
 
 
 def offsets_in(raw):
@@ -35,6 +46,93 @@ def region_bytes(region):
 def single_record_batches(log, n):
     for i in range(n):
         log.append(b"v%d" % i, timestamp=1_000 + i)
+
+
+# -- The seam: isolation -> limit, request -> isolation, the last stable offset -------------
+
+@pytest.mark.parametrize("log_end, high_watermark, lso", [
+    (10, 7, 4),      # a transaction holds the last stable offset below the high watermark
+    (10, 7, 7),      # none does: the last stable offset is the high watermark
+    (10, 10, 10),    # one broker: everything is committed
+    (10, 0, 0),      # a new leader's followers have fetched nothing yet
+    (0, 0, 0),       # an empty log
+])
+def test_each_isolation_reads_to_its_own_limit(log_end, high_watermark, lso):
+    limits = {isolation: read_limit(isolation, log_end=log_end, high_watermark=high_watermark,
+                                    last_stable_offset=lso)
+              for isolation in Isolation}
+    assert limits == {LOG_END: log_end, HIGH_WATERMARK: high_watermark, COMMITTED: lso}
+    snapshot = OffsetSnapshot(0, lso, high_watermark, log_end)
+    assert {i: snapshot.read_limit(i) for i in Isolation} == limits
+
+
+def test_a_follower_reads_to_the_log_end_whatever_it_asks():
+    # Kafka's FetchIsolation.of: a replica id (a broker id >= 0) means LOG_END, even with
+    # READ_COMMITTED in the request; the limit then is the log end, past an LSO and HW
+    # held back.
+    for replica_id in (0, 1, 7):
+        for level in (READ_UNCOMMITTED, READ_COMMITTED):
+            isolation = isolation_of(replica_id, level)
+            assert isolation is LOG_END
+            assert read_limit(isolation, log_end=10, high_watermark=7,
+                              last_stable_offset=4) == 10
+
+
+def test_a_consumer_reads_to_the_high_watermark_or_the_last_stable_offset():
+    for replica_id in (-1, -2):          # a consumer, a debugging client
+        assert isolation_of(replica_id, READ_UNCOMMITTED) is HIGH_WATERMARK
+        assert isolation_of(replica_id, READ_COMMITTED) is COMMITTED
+    assert (READ_UNCOMMITTED, READ_COMMITTED) == (0, 1)        # WIRE: Kafka's ids
+    assert (isolation_level("read_committed"), isolation_level(" READ_UNCOMMITTED ")) == (1, 0)
+    with pytest.raises(ValueError, match="isolation.level"):
+        isolation_level("dirty")
+
+
+def test_the_last_stable_offset_is_kafkas():
+    """UnifiedLog.lastStableOffset: the first unstable offset when it is below the high
+    watermark, else the high watermark; never past the high watermark."""
+    assert last_stable_offset(7) == 7                      # no transaction is open
+    assert last_stable_offset(7, 4) == 4                   # one holds it back
+    assert last_stable_offset(7, 0) == 0
+    assert last_stable_offset(7, 7) == 7                   # its first offset not yet committed
+    assert last_stable_offset(7, 9) == 7                   # beyond the high watermark
+
+
+def test_limit_names_and_what_skips_aborted_transactions():
+    assert [i.limit_name for i in (LOG_END, HIGH_WATERMARK, COMMITTED)] == \
+        ["log end offset", "high watermark", "last stable offset"]
+    assert [i.skips_aborted for i in (LOG_END, HIGH_WATERMARK, COMMITTED)] == \
+        [False, False, True]
+
+
+def test_an_isolation_must_be_an_isolation():
+    with pytest.raises(TypeError, match="Isolation"):
+        read_limit("log_end", log_end=1, high_watermark=1, last_stable_offset=1)
+
+
+# -- Every read of a Log stops at the seam's limit -------------------------------------------
+
+def test_every_read_stops_at_the_seams_limit_for_each_isolation(tmp_path):
+    with kqlite.Log.open(tmp_path / "t-0") as log:
+        single_record_batches(log, 10)
+        log.set_high_watermark(6)
+        snapshot = log.offset_snapshot()
+        assert snapshot == OffsetSnapshot(0, 6, 6, 10)
+        assert (log.last_stable_offset, log.high_watermark) == (6, 6)
+        for isolation in Isolation:
+            limit = snapshot.read_limit(isolation)
+            below = list(range(limit))
+            assert [r.offset for r in log.read(0, isolation=isolation)] == below
+            assert [r.offset for r in log.fetch_records(0, 100, isolation=isolation)] == below
+            assert offsets_in(log.read_batches(0, 1 << 20, isolation=isolation)) == below
+            assert offsets_in(region_bytes(log.fetch_region(0, 1 << 20,
+                                                            isolation=isolation))) == below
+            assert [h.base_offset for h in log.batch_headers(isolation=isolation)] == below
+            assert [o for o in range(10) if log.read_one(o, isolation=isolation)] == below
+            assert log.offset_for_time(1_000 + limit - 1, isolation=isolation) == limit - 1
+            assert log.offset_for_time(1_000 + limit, isolation=isolation) is None
+        log.delete_records(2)
+        assert log.offset_snapshot() == OffsetSnapshot(2, 6, 6, 10)
 
 
 def test_log_end_reads_past_a_pinned_high_watermark(tmp_path):

@@ -4,13 +4,14 @@ by an independent decoder, corrupt snapshots, truncation and replay from a snaps
 import logging
 import os
 import struct
-from typing import NamedTuple
 
 import crcmod.predefined
 import pytest
 
 from kqlite.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kqlite.format import BatchHeader
 from kqlite.format.batch import build_batch
+from kqlite.format.constants import CONTROL_MASK, TRANSACTIONAL_MASK
 from kqlite.format.validate import AppendOrigin, validate_batches
 from kqlite.storage.fs import OsFileSystem
 from kqlite.storage.producer_state import (BatchMetadata, CorruptSnapshotError,
@@ -19,17 +20,15 @@ from kqlite.storage.producer_state import (BatchMetadata, CorruptSnapshotError,
 INT32_MAX = 2 ** 31 - 1
 
 
-class Header(NamedTuple):
-    """The fields Log.batch_headers will yield."""
-    base_offset: int
-    last_offset: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-    is_transactional: bool = False
-    is_control: bool = False
+def header_for(base_offset, last_offset, max_timestamp, producer_id, producer_epoch,
+               base_sequence, records_count, is_transactional=False, is_control=False):
+    """A BatchHeader, what Log.batch_headers yields, with the fields the producer state
+    reads (the others as a batch of that many records would have them)."""
+    attributes = (TRANSACTIONAL_MASK if is_transactional else 0) | \
+        (CONTROL_MASK if is_control else 0)
+    return BatchHeader(base_offset, 49, -1, 2, 0, attributes,
+                       last_offset - base_offset, max_timestamp, max_timestamp, producer_id,
+                       producer_epoch, base_sequence, records_count)
 
 
 class FakeLog:
@@ -45,8 +44,8 @@ class FakeLog:
 
     def append(self, pid, epoch, seq, count, ts=None, control=False):
         base = self.end
-        header = Header(base, base + count - 1, 1_000 + base if ts is None else ts, pid, epoch,
-                        seq, count, False, control)
+        header = header_for(base, base + count - 1, 1_000 + base if ts is None else ts, pid,
+                            epoch, seq, count, False, control)
         self.headers.append(header)
         return header
 
@@ -59,7 +58,7 @@ class FakeLog:
 
 
 def batch(pid, epoch, seq, count=1, base=0):
-    return Header(base, base + count - 1, 5, pid, epoch, seq, count)
+    return header_for(base, base + count - 1, 5, pid, epoch, seq, count)
 
 
 @pytest.fixture

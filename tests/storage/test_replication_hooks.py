@@ -26,14 +26,13 @@ def test_batch_headers_describe_every_batch(tmp_path):
         assert len(log.segments) > 3
         headers = list(log.batch_headers())
         assert all(isinstance(h, BatchHeader) for h in headers)
-        walked = [(seg.base_offset, b) for seg in log._segments
+        walked = [b for seg in log._segments
                   for b in SegmentWalk(seg.log, 0, seg.size, verify_crc=True)]
-        assert [(h.segment_base, h.position, h.base_offset, h.last_offset, h.size)
-                for h in headers] == [(base, b.position, b.base_offset, b.last_offset, b.size)
-                                      for base, b in walked]
+        assert [(h.base_offset, h.last_offset, h.size, h.max_timestamp) for h in headers] == \
+            [(b.base_offset, b.last_offset, b.size, b.max_timestamp) for b in walked]
         assert [h.producer_id for h in headers] == [1, 2] * 6 + [-1]
         assert [h.base_sequence for h in headers[:4]] == [0, 0, 1, 2]
-        assert [h.record_count for h in headers[:4]] == [1, 2, 3, 1]
+        assert [h.records_count for h in headers[:4]] == [1, 2, 3, 1]
         assert {h.partition_leader_epoch for h in headers[:-1]} == {4}
         assert all(h.producer_epoch == 0 and not h.is_transactional and not h.is_control
                    for h in headers[:-1])

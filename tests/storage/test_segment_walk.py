@@ -158,22 +158,26 @@ def test_header_walks_read_a_bounded_amount_per_batch(tmp_path):
 def test_batch_headers_carry_the_v2_fields(segment_file):
     data = mixed_segment()
     f = segment_file(data)
-    headers = []
+    headers, positions = [], []
     for chunk in SegmentWalk(f, 0, len(data), headers_only=True, chunk=100).chunks():
-        headers.extend(batch_header(chunk, b, 0) for b in chunk.batches)
+        headers.extend(batch_header(chunk, b) for b in chunk.batches)
+        positions.extend(b.position for b in chunk.batches)
     legacy, v2 = headers[:2], headers[2:]
     assert [h.magic for h in legacy] == [0, 1]
     assert all(h.producer_id == -1 and h.producer_epoch == -1 and h.base_sequence == -1
-               and h.partition_leader_epoch == -1 and h.record_count == 1 for h in legacy)
-    assert [(h.base_offset, h.record_count) for h in v2] == [
+               and h.partition_leader_epoch == -1 and h.records_count == 1
+               and not h.is_transactional and not h.is_control for h in legacy)
+    assert [h.base_offset for h in legacy] == [h.last_offset for h in legacy] == [0, 1]
+    assert [(h.base_offset, h.records_count) for h in v2] == [
         (2, 1), (3, 3), (6, 1), (7, 40), (47, 1), (48, 2)]
-    for h in v2:
+    for h, position in zip(v2, positions[2:]):
         assert (h.producer_id, h.producer_epoch, h.base_sequence) == (7, 2, h.base_offset)
-        assert h.partition_leader_epoch == 3 and h.segment_base == 0
-        assert h.last_offset == h.base_offset + h.record_count - 1
+        assert h.partition_leader_epoch == 3
+        assert h.last_offset == h.base_offset + h.records_count - 1
         assert not h.is_transactional and not h.is_control
-        raw = data[h.position:h.position + h.size]
+        raw = data[position:position + h.size]
         assert struct.unpack_from(">q", raw, 0)[0] == h.base_offset
+        assert raw[:61] == h.encode()
 
 
 def test_control_and_transactional_flags(segment_file):
@@ -183,6 +187,6 @@ def test_control_and_transactional_flags(segment_file):
                     transactional=True, control=True)
     f = segment_file(data)
     chunk = next(SegmentWalk(f, 0, len(data)).chunks())
-    first, second = (batch_header(chunk, b, 0) for b in chunk.batches)
+    first, second = (batch_header(chunk, b) for b in chunk.batches)
     assert first.is_transactional and not first.is_control
     assert second.is_transactional and second.is_control

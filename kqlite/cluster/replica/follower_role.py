@@ -27,7 +27,8 @@ class FollowerRole:
     shared with the partition; ``hw``: its HighWatermarkPin; ``run_on_log(action, fn,
     *args)``: a coroutine running ``fn(log, *args)`` on the leased log in a storage thread
     and answering ``(result, positions)``, storage's failures raised as PartitionError;
-    ``set_positions(start, hw, end)``: the partition's positions are now these.
+    ``set_positions(positions)``: the partition's positions are now these (an
+    OffsetSnapshot).
 
     Every method raises PartitionError: NOT_LEADER_OR_FOLLOWER when the partition does not
     follow, else storage's failure (UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE,
@@ -94,7 +95,7 @@ class FollowerRole:
         generation = role.generation
         found, positions = await self._run_on_log(action, fn, *args)
         if generation == role.generation:
-            self._set_positions(*positions)
+            self._set_positions(positions)
         return found
 
 

@@ -34,6 +34,7 @@ import asyncio
 import logging
 
 from ...errors import KqliteError
+from ...storage.isolation import last_stable_offset
 from ..rules.leader_state import AlterAction
 
 __all__ = ["LeaderRole", "ALTER_RETRY_BACKOFF_MS"]
@@ -121,7 +122,8 @@ class LeaderRole:
             self.hw_moved()
         if outcome.expand is not None:
             self._spawn(self._alter(ls, outcome.expand), self._alters)
-        result.high_watermark = result.last_stable_offset = ls.high_watermark
+        result.high_watermark = ls.high_watermark
+        result.last_stable_offset = last_stable_offset(ls.high_watermark)
 
     # -- ISR changes ------------------------------------------------------------------------
 

@@ -26,11 +26,11 @@ not know about:
 
 import logging
 import os
-import struct
 
 from ...errors import CorruptRecordError
-from ...format.constants import (LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2,
-                                 PARTITION_LEADER_EPOCH_OFFSET)
+from ...format.batch import entry_size, magic_of
+from ...format.constants import BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC_V2, NO_PARTITION_LEADER_EPOCH
+from ...format.header import parse_header
 from ...format.validate import AppendOrigin
 from ...storage.checkpoint import read_offsets
 from ...storage.data_dir import REPLICATION_OFFSET_FILE
@@ -39,8 +39,6 @@ __all__ = ["batches_by_epoch", "append_replicated", "truncate_replica", "restart
            "open_leader_epoch", "checkpointed_high_watermark"]
 
 log = logging.getLogger("kqlite.cluster")
-
-_INT32 = struct.Struct(">i")
 
 
 def batches_by_epoch(records):
@@ -53,12 +51,13 @@ def batches_by_epoch(records):
     start = 0
     current = None
     while pos + LOG_OVERHEAD <= len(view):
-        size = LOG_OVERHEAD + _INT32.unpack_from(view, pos + LENGTH_OFFSET)[0]
+        size = entry_size(view, pos)
         if size <= LOG_OVERHEAD or pos + size > len(view):
             break
-        epoch = -1
-        if size > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] == MAGIC_V2:
-            epoch = _INT32.unpack_from(view, pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
+        epoch = NO_PARTITION_LEADER_EPOCH
+        # (A v2 entry shorter than its header is damaged: the append refuses it.)
+        if size >= BATCH_OVERHEAD and magic_of(view, pos) == MAGIC_V2:
+            epoch = parse_header(view, pos).partition_leader_epoch
         if epoch != current and pos > start:
             runs.append((current, bytes(view[start:pos])))
             start = pos

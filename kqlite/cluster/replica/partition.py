@@ -12,8 +12,10 @@ the replicas) and the HighWatermarkPin (high_watermark.py: the HW storage must k
   NOT_ENOUGH_REPLICAS when an ``acks=-1`` produce finds the ISR below
   ``min.insync.replicas``); a follower's fetch (``read`` with its replica id) first
   checks its epochs, then may be answered with a DivergingEpoch instead of records,
-  else reads to the log end and tells the leader role where the follower is. The HW
-  moves only when the leader state says so; then the delayed produces and fetches
+  else reads to the log end (its isolation, LOG_END, is the request's:
+  ``storage.isolation.isolation_of``) and tells the leader role where the follower is.
+  The HW moves only when the leader state says so, and the last stable offset with it
+  (``storage.isolation.last_stable_offset``); then the delayed produces and fetches
   watching the partition are retried. ISR changes go to the controller from the leader
   role (leader_role.py).
 - As follower, the :class:`~kqlite.cluster.replica.follower_role.FollowerRole` does
@@ -53,6 +55,7 @@ from ...server.local_partition import LATEST_TIMESTAMP, LocalPartition
 from ...server.partition import (CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError,
                                  ReadResult)
 from ...storage import Isolation
+from ...storage.isolation import OffsetSnapshot, last_stable_offset
 from ..fetcher.follower import FollowerReplica
 from ..rules.leader_state import DEFAULT_LAG_TIME_MS, LeaderState
 from ..rules.truncation import initial_fetch_state
@@ -207,24 +210,34 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     def _show_high_watermark(self, hw):
         """The leader role moved the HW: the delayed operations watching us are retried."""
         self.high_watermark = hw
+        self.last_stable_offset = last_stable_offset(hw)
         self._on_change(self)
 
     def observe(self, positions):
-        """Fold the positions a storage call saw: the leader's only grow and its log end
-        feeds the leader role; a follower's are what its last call left."""
+        """Fold the positions a storage call saw (an OffsetSnapshot): the leader's only
+        grow and its log end feeds the leader role; a follower's are what its last call
+        left."""
         if positions is None:
             return
-        start, hw, end = positions
         ls = self._role.leader_state
         if ls is not None:
-            self.leader_role.saw_end(end)
-            start, end = max(start, self.log_start_offset), max(end, self.log_end_offset)
-            hw = ls.high_watermark
-        self._set_positions(start, hw, end)
+            self.leader_role.saw_end(positions.log_end_offset)
+            positions = self._as_leader(positions, ls)
+        self._set_positions(positions)
 
-    def _set_positions(self, start, hw, end):
-        if (start, hw, end) != (self.log_start_offset, self.high_watermark, self.log_end_offset):
-            self.log_start_offset, self.high_watermark, self.log_end_offset = start, hw, end
+    def _as_leader(self, positions, ls):
+        """``positions`` with the leader state's HW, which may be ahead of the one storage
+        kept (pinned later), and the last stable offset that follows it; the log start
+        and end never go back."""
+        hw = ls.high_watermark
+        return OffsetSnapshot(max(positions.log_start_offset, self.log_start_offset),
+                              last_stable_offset(hw), hw,
+                              max(positions.log_end_offset, self.log_end_offset))
+
+    def _set_positions(self, positions):
+        if positions != self.offsets():
+            self.log_start_offset, self.last_stable_offset, self.high_watermark, \
+                self.log_end_offset = positions
             self._on_change(self)
 
     # -- Produce ----------------------------------------------------------------------------
@@ -279,11 +292,10 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             code = ls.check_follower_fetch(replica_id, current_leader_epoch)
             if code:
                 return ReadResult(code)
-            isolation = Isolation.LOG_END
         result = await self._io.run(self._read_checked, offset, max_bytes, isolation,
                                     last_fetched_epoch, zero_copy, on_abandon=ReadResult.release)
         if result.log_end_offset >= 0:
-            self.observe((result.log_start_offset, result.high_watermark, result.log_end_offset))
+            self.observe(result.offsets())
         if (replica_id >= 0 and result.error_code == ErrorCode.NONE
                 and result.diverging_epoch is None):
             self.leader_role.follower_fetched(ls, replica_id, offset, follower_log_start_offset,
@@ -393,7 +405,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             try:
                 if ls is None or leader_epoch > ls.leader_epoch:
                     try:
-                        start, hw, end = await self._io.run(self._open_epoch, leader_epoch)
+                        seen = await self._io.run(self._open_epoch, leader_epoch)
+                        end = seen.log_end_offset
                     except UnknownTopicError:
                         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     except (KqliteError, OSError) as exc:
@@ -402,10 +415,13 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                         return ErrorCode.KAFKA_STORAGE_ERROR
                 if ls is None:
                     ls = LeaderState(self._broker_id, replicas, isr, leader_epoch, partition_epoch,
-                                     end, end, hw, lag_time_ms=self.lag_time_ms,
-                                     clock=self._clock, min_insync_replicas=self._min_isr(),
+                                     end, end, seen.high_watermark,
+                                     lag_time_ms=self.lag_time_ms, clock=self._clock,
+                                     min_insync_replicas=self._min_isr(),
                                      is_eligible=self._is_eligible)
-                    self._set_positions(start, ls.high_watermark, end)
+                    hw = ls.high_watermark
+                    self._set_positions(OffsetSnapshot(seen.log_start_offset,
+                                                       last_stable_offset(hw), hw, end))
                 else:
                     if leader_epoch > ls.leader_epoch:
                         self.leader_role.saw_end(end)
@@ -424,12 +440,11 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         return ErrorCode.NONE
 
     def _open_epoch(self, epoch):
-        """In a storage thread: record ``epoch`` at the log end; (start, HW, end)."""
+        """In a storage thread: record ``epoch`` at the log end; the OffsetSnapshot then."""
         with self._lease() as log:
             end = open_leader_epoch(log, epoch)
-            start = log.start_offset
-            hw = self._hw.set(log, self._known_hw(log, start, end))
-            return start, hw, end
+            self._hw.set(log, self._known_hw(log, log.start_offset, end))
+            return log.offset_snapshot()
 
     async def become_follower(self, leader_id, leader_epoch, isr, replicas, partition_epoch):
         """LeaderAndIsr making this broker a follower of ``leader_id`` (Kafka's
@@ -455,7 +470,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 except (KqliteError, OSError) as exc:
                     logger.error("%s: cannot read the log to follow %d: %s", self, leader_id, exc)
                 else:
-                    self._set_positions(*positions)
+                    self._set_positions(positions)
             finally:
                 self._ready.set()
         logger.info("%s: following broker %d", self, leader_id)
@@ -470,9 +485,9 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             if new_epoch:
                 begin = initial_fetch_state(log.epochs.latest_epoch, end, hw)
                 if begin.truncate_first and begin.offset < end:
-                    end = truncate_replica(log, begin.offset)
-                    hw = self._hw.set(log, log.high_watermark)
-            return log.start_offset, hw, end
+                    truncate_replica(log, begin.offset)
+                    self._hw.set(log, log.high_watermark)
+            return log.offset_snapshot()
 
     async def stop_replica(self):
         """StopReplica without deletion: neither lead nor follow any more."""

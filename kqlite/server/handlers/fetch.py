@@ -35,7 +35,7 @@ from ...format.constants import MAGIC_V0, MAGIC_V1
 from ...format.down_convert import down_convert
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, ResourceType
-from ..partition import PartitionError, ReadResult
+from ..partition import READ_UNCOMMITTED, PartitionError, ReadResult, isolation_of
 from ..replica_manager import FetchPartition
 
 __all__ = ["fetch", "HANDLERS", "FETCH_MAX_BYTES"]
@@ -87,6 +87,7 @@ async def fetch(broker, context, request):
     found = await broker.replicas.fetch_messages(
         [f for _, f in reads], max_bytes=max_bytes, min_bytes=min(body["min_bytes"], max_bytes),
         max_wait_ms=body["max_wait_ms"], replica_id=replica_id,
+        isolation=isolation_of(replica_id, body.get("isolation_level", READ_UNCOMMITTED)),
         zero_copy=version >= _FIRST_V2_RECORDS_VERSION)
     results.update((key, r) for (key, _), r in zip(reads, found))
     try:

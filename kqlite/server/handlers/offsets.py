@@ -30,7 +30,7 @@ from ...errors import KqliteError, UnknownTopicError
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..coordinator.txn.transitions import ExpectedProducer
-from ..partition import CONSUMER_REPLICA_ID, PartitionError, fetch_isolation
+from ..partition import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, PartitionError, isolation_of
 from ..replica_manager import INTERNAL_TOPICS
 
 logger = logging.getLogger("kqlite.server")
@@ -62,8 +62,9 @@ async def list_offsets(broker, context, request):
             elif (t["name"], p["partition_index"]) in duplicates:
                 parts.append(_offsets_error(p, ErrorCode.INVALID_REQUEST))
             else:
-                parts.append(await _offset_for(broker, t["name"], p, version,
-                                               body.get("replica_id", CONSUMER_REPLICA_ID)))
+                parts.append(await _offset_for(broker, t["name"], p, version, isolation_of(
+                    body.get("replica_id", CONSUMER_REPLICA_ID),
+                    body.get("isolation_level", READ_UNCOMMITTED))))
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -73,7 +74,7 @@ def _offsets_error(p, code):
             "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
 
 
-async def _offset_for(broker, topic, p, version, replica_id):
+async def _offset_for(broker, topic, p, version, isolation):
     timestamp = p["timestamp"]
     if timestamp < 0 and _TIMESTAMP_MIN_VERSION.get(timestamp, version + 1) > version:
         return _offsets_error(p, ErrorCode.UNSUPPORTED_VERSION)
@@ -90,11 +91,11 @@ async def _offset_for(broker, topic, p, version, replica_id):
             return entry
         if timestamp == EARLIEST_LOCAL:
             timestamp = EARLIEST      # the local log is the whole log
-        # A replica (a broker id) is answered without isolation: its latest is the log
-        # end, which a follower resetting an out-of-range position needs.
+        # A replica (a broker id) reads to the log end: a follower resetting an
+        # out-of-range position needs the leader's log end.
         entry["offset"], entry["timestamp"], entry["leader_epoch"] = \
             await partition.list_offset(timestamp, current_leader_epoch=current_epoch,
-                                        isolation=fetch_isolation(replica_id))
+                                        isolation=isolation)
     except PartitionError as exc:
         return _offsets_error(p, exc.error_code)
     return entry
