@@ -15,8 +15,8 @@ record-less header (Kafka's ``writeEmptyHeader``) so its offsets stay covered.
 from .. import _native
 from . import compression
 from .constants import (
-    BATCH_OVERHEAD, CODEC_NONE, DELETE_HORIZON_MASK, TIMESTAMP_CREATE_TIME, TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
+    BATCH_OVERHEAD, CODEC_NONE, CONTROL_MASK, DELETE_HORIZON_MASK, TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
 )
 from .header import parse_header
 
@@ -88,8 +88,10 @@ def rebuild_batch(header, body, rows, keep, delete_horizon=None):
 
 
 def empty_batch(header):
-    """A record-less batch covering the same offsets (Kafka's writeEmptyHeader)."""
-    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK)
+    """A record-less batch covering the same offsets (Kafka's writeEmptyHeader): no
+    codec, no delete horizon, the timestamp type and the transactional and control bits
+    kept, both timestamps the batch's max timestamp."""
+    attributes = header.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
     return _assemble(header, attributes, header.max_timestamp, header.max_timestamp, 0, b"")
 
 

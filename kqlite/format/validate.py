@@ -21,16 +21,21 @@ How much is checked depends on who appends (Kafka's ``AppendOrigin``):
 ``LOCAL``
     the embedded API (``Log.append_batches``): the rules that keep the log readable
     (offsets, counts, records, keys of a compacted log), not the ones about what a
-    Kafka client may send (one batch, baseOffset 0, control, transactional, sequence
-    bits): an application may copy batches out of another log, holes left by
-    compaction and producer fields included. Kafka's nearest origin is COORDINATOR.
+    Kafka client may send (one batch, baseOffset 0, control, sequence bits): an
+    application may copy batches out of another log, holes left by compaction,
+    producer fields and markers included.
+``COORDINATOR``
+    the broker's own appends for a transaction coordinator: the markers it writes
+    (``Log.append_marker``) and the group coordinator's transactional offset commits.
+    The same rules as LOCAL, as Kafka's LogValidator applies its client-only rules to
+    CLIENT alone.
 ``REPLICATION``
     a follower copying its leader's bytes: framing, CRC, v2 and offsets that
     increase from batch to batch (Kafka's follower append), nothing inside records.
 
 Rules, in the order they are checked (the first failure is raised). Origins:
-C = CLIENT, L = LOCAL, R = REPLICATION. The last column is the Kafka error the
-exception stands for, which the broker answers the producer with.
+C = CLIENT, L = LOCAL and COORDINATOR, R = REPLICATION. The last column is the Kafka
+error the exception stands for, which the broker answers the producer with.
 
 =======================================  ===  =====================  =======================
 rule                                     C/L  raises                 Kafka error (code)
@@ -62,16 +67,12 @@ length inside its record, no bytes
 left over [3]
 compacted log: every record has a key    CL   InvalidRecordError     INVALID_RECORD (87)
 (control batches excepted)
-not transactional                        C    InvalidTxnStateError   INVALID_TXN_STATE (48)
 =======================================  ===  =====================  =======================
 
 Sources: ``ProduceRequest.validateRecords`` (one batch, v2), ``UnifiedLog.
 analyzeAndValidateRecords`` (baseOffset 0, size, CRC), ``LogValidator.validateBatch``
 and ``validateRecord`` (offsets, counts, control, sequence, keys),
-``DefaultRecordBatch``/``DefaultRecord`` (record structure) and ``UnifiedLog.
-analyzeAndValidateProducerState`` (a transactional batch outside an ongoing
-transaction; kqlite has no transaction coordinator, so no transaction is ever
-ongoing).
+and ``DefaultRecordBatch``/``DefaultRecord`` (record structure).
 
 [1] Kafka drops a partial batch at the end of a produce request silently; no
 real client sends one, so kqlite refuses it.
@@ -85,20 +86,24 @@ every consumer at its offset. Per-record offsetDelta values are not checked
 
 Not here: timestamp rules (Kafka's message.timestamp.* defaults accept any
 timestamp; LogAppendTime is applied by the appender), zstd before Produce v7
-(only the handler knows the API version), producer sequences and epochs
-(``kqlite.storage.producer_state``).
+(only the handler knows the API version), and everything that depends on what the
+partition holds: producer sequences and epochs, transactions (a transactional batch
+outside an open transaction, a non-transactional one inside, a marker's epochs:
+``kqlite.storage.producer_state``, Kafka's ``UnifiedLog.analyzeAndValidateProducerState``
+and ``ProducerAppendInfo``). What a marker's record says is read there too
+(``control_records.read_marker``).
 """
 
 import enum
 
 from .. import _native
-from ..errors import (CorruptRecordError, InvalidRecordError, InvalidTxnStateError,
-                      RecordTooLargeError, UnsupportedCodecError)
+from ..errors import (CorruptRecordError, InvalidRecordError, RecordTooLargeError,
+                      UnsupportedCodecError)
 from . import compression
 from .batch import entry_size
 from .constants import (
     ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CODEC_NAMES, CODEC_NONE, CONTROL_MASK,
-    LEGACY_MAGIC_OFFSET, LOG_OVERHEAD, MAGIC_V2, TRANSACTIONAL_MASK,
+    LEGACY_MAGIC_OFFSET, LOG_OVERHEAD, MAGIC_V2,
 )
 from .header import parse_header
 from .legacy import legacy_header
@@ -114,6 +119,7 @@ class AppendOrigin(enum.Enum):
 
     CLIENT = "client"
     LOCAL = "local"
+    COORDINATOR = "coordinator"
     REPLICATION = "replication"
 
 
@@ -179,10 +185,6 @@ def _validate(view, origin, max_batch_size, compacted, max_uncompressed):
                 raise InvalidRecordError(
                     f"{where} holds {null_keys} record(s) without a key; a compacted log "
                     f"(cleanup.policy=compact) cannot accept a record without a key")
-            if client and attributes & TRANSACTIONAL_MASK:
-                raise InvalidTxnStateError(
-                    f"{where} is transactional, but no transaction is ongoing: kqlite has "
-                    f"no transaction coordinator")
         previous_last = last
         batches.append(header)
     return batches

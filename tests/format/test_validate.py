@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kqlite import Record, _native
-from kqlite.errors import (CorruptRecordError, InvalidRecordError, InvalidTxnStateError,
+from kqlite.errors import (CorruptRecordError, InvalidRecordError,
                            RecordTooLargeError, UnsupportedCodecError)
 from kqlite.format import compression
 from kqlite.format.batch import build_batch, decode_batch
@@ -17,6 +17,7 @@ from kqlite.format import BatchHeader
 from kqlite.format.validate import AppendOrigin, validate_batches
 
 CLIENT, LOCAL, REPLICATION = AppendOrigin.CLIENT, AppendOrigin.LOCAL, AppendOrigin.REPLICATION
+COORDINATOR = AppendOrigin.COORDINATOR
 ALL = (CLIENT, LOCAL, REPLICATION)
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -177,11 +178,19 @@ def test_client_rules_that_an_application_may_break():
         with pytest.raises(InvalidRecordError, match=message):
             validate_batches(data)
         assert validate_batches(data, origin=LOCAL)
+        # Kafka's LogValidator applies its client-only rules to CLIENT alone.
+        assert validate_batches(data, origin=COORDINATOR)
+
+
+def test_transactional_batches_are_the_producer_states_to_judge():
+    # Whether a transaction is open is known only to the partition's producer state
+    # (kqlite.storage.producer_state, Kafka's analyzeAndValidateProducerState): every
+    # origin's validation passes a transactional data batch.
     transactional = raw_batch(records(1), 1, attributes=0x10, producer_id=5, epoch=0,
                               sequence=0)
-    with pytest.raises(InvalidTxnStateError, match="transactional"):
-        validate_batches(transactional)
-    assert validate_batches(transactional, origin=LOCAL)[0].is_transactional
+    for origin in AppendOrigin:
+        (header,) = validate_batches(transactional, origin=origin)
+        assert header.is_transactional and not header.is_control
 
 
 def test_one_batch_per_produce_but_many_locally():
