@@ -21,11 +21,11 @@ partitions (OffsetFetch's ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for 
 """
 
 import logging
-import struct
 import threading
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, InvalidRecordError
 from ..format.batch import decode_records, now_ms, parse_header
+from ..format.control_records import COMMIT, control_type
 from ..format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
                                       partition_for_key)
 from ..format.offset_records import (OffsetAndMetadata, decode_offset_key,
@@ -33,7 +33,7 @@ from ..format.offset_records import (OffsetAndMetadata, decode_offset_key,
                                      encode_offset_value)
 from ..format.record import Record
 
-__all__ = ["OffsetStore", "OffsetAndMetadata", "CommitLog", "control_commits"]
+__all__ = ["OffsetStore", "OffsetAndMetadata", "CommitLog"]
 
 log = logging.getLogger("kqlite")
 
@@ -42,21 +42,7 @@ def _partition(group):
     return partition_for_key(group, OFFSETS_PARTITIONS)
 
 
-_CONTROL_KEY = struct.Struct(">hh")   # ON-DISK: Kafka's control record key: version, type
-_COMMIT = 1                           # ON-DISK: ControlRecordType.COMMIT (ABORT is 0)
 _READ_CHUNK = 1 << 20
-
-
-def control_commits(record):
-    """Whether a control record is a transaction's COMMIT marker (else its ABORT, or a
-    marker kqlite does not know, which decides nothing). CorruptRecordError for a key too
-    short to be a marker's."""
-    if record.key is None or len(record.key) < _CONTROL_KEY.size:
-        raise CorruptRecordError("a control record without a marker key")
-    version, kind = _CONTROL_KEY.unpack_from(record.key)
-    if version < 0:
-        raise CorruptRecordError(f"control record key version {version}")
-    return kind == _COMMIT
 
 
 class CommitLog:
@@ -74,13 +60,15 @@ class CommitLog:
     def add_batch(self, header, records):
         """One batch: its BatchHeader and its Records."""
         if header.is_control:
-            for rec in records:
+            # As Kafka's GroupMetadataManager loads a partition: a COMMIT marker applies
+            # the producer's pending commits, any other control record drops them.
+            for rec in records[:1]:
                 try:
-                    committed = control_commits(rec)
-                except CorruptRecordError as exc:
+                    kind = control_type(rec.key)
+                except InvalidRecordError as exc:
                     self.skipped, self.last_error = self.skipped + 1, exc
                     continue
-                self._decided(header.producer_id, committed)
+                self._decided(header.producer_id, kind == COMMIT)
             return
         pending = self.pending.setdefault(header.producer_id, {}) \
             if header.is_transactional else None
