@@ -79,6 +79,10 @@ class ReadResult:
     # (epoch, end offset) when a follower's log diverged from the leader's after that
     # epoch (Fetch v12+'s DivergingEpoch): no records, truncate first.
     diverging_epoch: tuple = None
+    # [(producer id, first offset)] of the aborted transactions overlapping the records,
+    # for a read under an isolation that skips aborted batches (read_committed); None for
+    # any other read, and after an error (Fetch's AbortedTransactions is null then).
+    aborted_transactions: list = None
 
     def release(self):
         """Close the descriptor of an unsent region and forget the records."""
