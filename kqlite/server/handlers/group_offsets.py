@@ -134,7 +134,9 @@ async def find_coordinator(broker, context, request):
             "node_id": node, "host": host, "port": port}
 
 
-def _too_large(metadata):
+def metadata_too_large(metadata):
+    """Whether commit metadata is over Kafka's offset.metadata.max.bytes (OffsetCommit and
+    TxnOffsetCommit answer OFFSET_METADATA_TOO_LARGE for it)."""
     # Code points never outnumber UTF-16 units: a long string is refused without encoding it.
     return metadata is not None and (len(metadata) > OFFSET_METADATA_MAX or
                                      len(metadata.encode("utf-16-le")) // 2 > OFFSET_METADATA_MAX)
@@ -190,7 +192,7 @@ async def offset_commit(broker, context, request):
                 err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif code:
                 err = code
-            elif _too_large(metadata):
+            elif metadata_too_large(metadata):
                 err = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 err = ErrorCode.NONE

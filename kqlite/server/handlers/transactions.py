@@ -45,9 +45,10 @@ from ...format.offset_records import OffsetAndMetadata
 from ...format.batch import now_ms
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
+from ..coordinator.group.events import TxnCommit
 from ..coordinator.txn.markers import TxnMarker, write_marker
 from ..replica_manager import INTERNAL_TOPICS
-from .group_offsets import OFFSET_METADATA_MAX, partitions_exist
+from .group_offsets import metadata_too_large, partitions_exist
 
 __all__ = ["HANDLERS"]
 
@@ -55,6 +56,7 @@ E = ErrorCode
 _FIRST_BROKER_VERSION = 4      # WIRE: AddPartitionsToTxn v4+ come from brokers (KIP-890)
 _FIRST_FENCED_VERSION = 2      # WIRE: PRODUCER_FENCED is known from v2 (KIP-588)
 _FIRST_LOADING_VERSION = 2     # WIRE: TxnOffsetCommit v2+ clients retry on LOAD_IN_PROGRESS
+_FIRST_ABORTABLE_VERSION = 4   # WIRE: TxnOffsetCommit v4 knows TRANSACTION_ABORTABLE
 
 
 def _for_version(code, version):
@@ -180,6 +182,26 @@ async def end_txn(broker, context, request):
 
 # -- TxnOffsetCommit ----------------------------------------------------------------------------
 
+def _offsets_verifier(broker, transactional_id, producer, version):
+    """KIP-890's check that the group's offsets partition is in the transaction, as a
+    partition leader asks it (Kafka's AddPartitionsToTxnManager conversions: PRODUCER_FENCED
+    is INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE is INVALID_TXN_STATE below v4); None
+    when verification is off."""
+    if not broker.transactions.config.partition_verification:
+        return None
+
+    async def verify(index):
+        tp = (OFFSETS_TOPIC, index)
+        code = (await broker.transactions.verify_partitions(transactional_id, *producer,
+                                                            {tp}))[tp]
+        if code == E.PRODUCER_FENCED:
+            return E.INVALID_PRODUCER_EPOCH
+        if code == E.TRANSACTION_ABORTABLE and version < _FIRST_ABORTABLE_VERSION:
+            return E.INVALID_TXN_STATE
+        return code
+    return verify
+
+
 def _txn_offset_commit_answer(body, errors):
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [
@@ -202,7 +224,7 @@ async def txn_offset_commit(broker, context, request):
     readable = authorizer.authorized_names(context, AclOperation.READ, ResourceType.TOPIC,
                                            (t["name"] for t in body["topics"]))
     exists = await partitions_exist(broker, [t for t in body["topics"] if t["name"] in readable])
-    errors, offsets = {}, {}
+    errors, offsets, too_large = {}, {}, set()
     now = now_ms()
     for t in body["topics"]:
         for p in t["partitions"]:
@@ -215,15 +237,18 @@ async def txn_offset_commit(broker, context, request):
                 offsets[tp] = OffsetAndMetadata(p["committed_offset"],
                                                 p.get("committed_leader_epoch", -1),
                                                 p["committed_metadata"] or "", now)
+                if metadata_too_large(p["committed_metadata"]):
+                    too_large.add(tp)
     if offsets:
         if broker.transactions is None:
             stored = dict.fromkeys(offsets, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         else:
+            producer = (body["producer_id"], body["producer_epoch"])
+            commit = TxnCommit(body.get("member_id", ""), body.get("generation_id", -1),
+                               body.get("group_instance_id"))
             stored = await broker.coordinator.commit_transactional(
-                group_id, tid, body["producer_id"], body["producer_epoch"],
-                body.get("member_id", ""), body.get("generation_id", -1),
-                body.get("group_instance_id"), offsets, version,
-                metadata_max=OFFSET_METADATA_MAX)
+                group_id, commit, producer, offsets, now,
+                verify=_offsets_verifier(broker, tid, producer, version), too_large=too_large)
         errors.update(stored)
     if version < _FIRST_LOADING_VERSION:
         errors = {tp: E.COORDINATOR_NOT_AVAILABLE if code == E.COORDINATOR_LOAD_IN_PROGRESS
