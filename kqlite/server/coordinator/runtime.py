@@ -3,8 +3,8 @@ Kafka's group and transaction coordinators share, written once for both.
 
 Theory of operation
 -------------------
-A coordinator (the group coordinator, ``group/``; a transaction coordinator would be a
-sibling) keeps one kind of state, keyed by a string (a group id, a transactional id),
+A coordinator (the group coordinator, ``group/``; the transaction coordinator, ``txn/``)
+keeps one kind of state, keyed by a string (a group id, a transactional id),
 in a state topic (:class:`~kqlite.server.coordinator.state_topic.StateTopic`): the
 partition of a key is the topic's placement rule (``StateTopic.partition_for``) over the
 topic's partition count, and the coordinator of a key is whichever broker leads that
