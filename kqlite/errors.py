@@ -15,6 +15,7 @@ __all__ = [
     "ConfigError", "InvalidRecordError", "InvalidTimestampError", "UnknownTopicError",
     "TopicExistsError",
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
+    "TransactionCoordinatorFencedError",
     "ReplicatedPartitionError", "InconsistentBrokerIdError", "InconsistentClusterIdError",
     "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
 ]
@@ -140,9 +141,23 @@ class InvalidProducerEpochError(KqliteError):
 
 
 class InvalidTxnStateError(KqliteError):
-    """A transactional batch outside a transaction the partition knows of (Kafka's
-    INVALID_TXN_STATE); kqlite has no transaction coordinator, so it refuses every
-    transactional batch from a client."""
+    """A batch that contradicts its producer's transaction on the partition (Kafka's
+    INVALID_TXN_STATE): a transactional batch that starts a transaction the coordinator
+    did not verify, or a non-transactional batch while the producer's transaction is
+    open."""
+
+
+class TransactionCoordinatorFencedError(KqliteError):
+    """A transaction marker from a coordinator older than the one that last wrote a
+    marker for that producer on the partition (Kafka's TRANSACTION_COORDINATOR_FENCED):
+    a coordinator that lost its partition of ``__transaction_state`` to another."""
+
+    def __init__(self, message, producer_id=None, coordinator_epoch=None,
+                 current_coordinator_epoch=None):
+        self.producer_id = producer_id
+        self.coordinator_epoch = coordinator_epoch
+        self.current_coordinator_epoch = current_coordinator_epoch
+        super().__init__(message)
 
 
 # Short names the docs use (Kafka's names without the "Exception"/"Error" suffix).

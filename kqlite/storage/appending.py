@@ -21,6 +21,17 @@ whole call; the fsync that ``fsync="always"`` or ``flush.messages`` asks for
 happens after the write lock is released, so concurrent appenders share it
 (group commit, Log._sync_to).
 
+Batches with a producer id are judged by the producer state before anything is
+written (producer_state.py: sequences, epochs, transactions, KIP-890's verification
+guard) and learnt once written. A marker that ends a transaction yields a
+CompletedTxn: for an ABORT, an ``AbortedTxn`` with the last stable offset of that
+moment is appended to the ``.txnindex`` of the segment that holds the marker
+(txn_index.py), then the transaction counts as decided (Kafka's UnifiedLog.append
+order: a failed index write leaves it undecided, and the log fails). Each batch is
+learnt right after its write, so a follower or a recovery replaying the same batches
+one by one computes the same entries. The first unstable offset the state then has
+is published with the shared state (Log.last_stable_offset).
+
 A failed write of a batch's bytes is undone (the partial bytes are cut) and
 reported as StorageError; if the undo fails too, the log fails.
 """
@@ -34,7 +45,9 @@ from typing import NamedTuple
 from ..errors import InvalidRecordError, LogFailedError, RecordTooLargeError, StorageError
 from ..format import batch as batch_format
 from ..format import compression
-from ..format.constants import CODEC_NONE, MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_TIMESTAMP
+from ..format.constants import (CODEC_NONE, CONTROL_MASK, MAGIC_V2, NO_PARTITION_LEADER_EPOCH,
+                                NO_TIMESTAMP)
+from ..format.control_records import read_marker
 from ..format.header import parse_header
 from ..format.record import Record
 from ..format.timestamps import InvalidTimestampError, set_timestamp_type
@@ -43,11 +56,12 @@ from . import cleaner, group_commit
 from .producer_state import ProducerStateManager
 from .segment import MAX_RELATIVE_OFFSET
 from .lock_handoff import keep_or_release
-from .sharing import write_shared_state
-from .state import publish
+from .sharing import truncations, write_shared_state
+from .state import NO_UNSTABLE, publish
+from .txn_index import AbortedTxn
 
 __all__ = ["append", "append_batches", "roll", "group_records", "AppendInfo",
-           "producer_state"]
+           "producer_state", "first_unstable_offset"]
 
 
 class AppendInfo(NamedTuple):
@@ -195,7 +209,7 @@ def _put_value(lg, data, ts, size, plan):
         # Written as _append_pieces writes, but the sync is the caller's: inside a round's
         # leader (group_commit.write_and_sync) a round of its own would wait for itself.
         info, sync_to = _write_pieces(lg, [(data, None, 0, 0, ts, size)], None, True, None,
-                                      AppendOrigin.LOCAL, NO_TIMESTAMP)
+                                      AppendOrigin.LOCAL, NO_TIMESTAMP, None, None)
         return info.first_offset, not plan[3] and sync_to is not None
     seg = lg._segments[-1]
     base = seg.next_offset
@@ -214,7 +228,7 @@ def _put_value(lg, data, ts, size, plan):
         lg._high_watermark = last
     shared = lg._shared
     publish(shared.state_file, shared.mapped, 0, lg._generation, last, seg.base_offset,
-            seg.size, lg.log_start_offset, lg.recovery_point)
+            seg.size, lg.log_start_offset, lg.recovery_point, lg._first_unstable)
     lg._unflushed += 1
     return base, not plan[3] and lg._unflushed >= plan[4]
 
@@ -231,10 +245,11 @@ def _may_roll(seg, new_size, ts, offset, plan):
             or offset - seg.base_offset > MAX_RELATIVE_OFFSET)
 
 
-def append_batches(lg, data, leader_epoch, assign_offsets, origin):
+def append_batches(lg, data, leader_epoch, assign_offsets, origin, verification_guard=None):
     """Log.append_batches and Log.append_as_leader: validate the bytes once (format/
     validate.py: framing, CRC, Kafka's LogValidator rules for ``origin``), then append
-    them; returns an AppendInfo."""
+    them; returns an AppendInfo. ``verification_guard`` is KIP-890's
+    (producer_state.py)."""
     origin = AppendOrigin(origin)
     data = bytearray(data)
     limit = None if origin is AppendOrigin.REPLICATION else lg.config["max.message.bytes"]
@@ -247,15 +262,22 @@ def append_batches(lg, data, leader_epoch, assign_offsets, origin):
         append_time = _apply_timestamp_type(lg, data, batches, origin)
     view = memoryview(data)     # pieces are writable views of our private copy
     pieces = []
+    markers = None
     position = 0
-    for b in batches:
+    for i, b in enumerate(batches):
         if leader_epoch is not None:
             batch_format.set_leader_epoch(data, position, leader_epoch)
         pieces.append((view[position:position + b.size], None, b.base_offset,
                        b.last_offset, b.max_timestamp, b.size))
+        if b[5] & CONTROL_MASK and b.producer_id >= 0:
+            # What the marker says, for the producer state (Kafka's ProducerAppendInfo
+            # reads the control record too); InvalidRecordError when it is none.
+            if markers is None:
+                markers = [None] * len(batches)
+            markers[i] = read_marker(data, position, b)
         position += b.size
     return _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin,
-                          append_time)
+                          append_time, verification_guard, markers)
 
 
 def _apply_timestamp_type(lg, data, batches, origin):
@@ -289,12 +311,42 @@ def producer_state(lg):
     ps = lg._producer_state
     if ps is None:
         ps = ProducerStateManager.load(lg.path, lg.log_start_offset, lg.next_offset,
-                                       lg.batch_headers, fs=lg.fs)
-        lg._producer_state = ps
-        lg._on_roll.append(ps.take_snapshot)
-    elif ps.end_offset != lg.next_offset:
-        ps.catch_up(lg.log_start_offset, lg.next_offset, lg.batch_headers)
+                                       lg._producer_batches, fs=lg.fs)
+        adopt_producer_state(lg, ps)
+    elif ps.end_offset != lg.next_offset or lg._producer_state_cuts != truncations(
+            lg._generation):
+        if lg._producer_state_cuts != truncations(lg._generation):
+            # Another process truncated: what this state learnt may be gone.
+            ps.reload(lg.log_start_offset, lg.next_offset, lg._producer_batches)
+        else:
+            ps.catch_up(lg.log_start_offset, lg.next_offset, lg._producer_batches)
+        lg._producer_state_cuts = truncations(lg._generation)
     return ps
+
+
+def adopt_producer_state(lg, ps):
+    """Make ``ps`` (holding the state of the whole log) the log's producer state."""
+    lg._producer_state = ps
+    lg._producer_state_cuts = truncations(lg._generation)
+    lg._on_roll.append(ps.take_snapshot)
+
+
+def first_unstable_offset(lg):
+    """The first unstable offset this process knows (caller holds lg._lock, refreshed):
+    its own producer state's when that is loaded and current (it also forgets the
+    decided transactions the high watermark passed), else the one the last writer
+    published in the shared state; NO_UNSTABLE for none. Clamped to the log start, as
+    Kafka's maybeIncrementFirstUnstableOffset."""
+    ps = lg._producer_state
+    if ps is not None and ps.end_offset == lg._segments[-1].next_offset \
+            and lg._producer_state_cuts == truncations(lg._generation):
+        found = ps.first_unstable_offset(lg._high_watermark)
+        first = NO_UNSTABLE if found is None else found
+    else:
+        first = lg._first_unstable
+    if first >= 0 and first < lg.log_start_offset:
+        return lg.log_start_offset
+    return first
 
 
 def _codec(config, codec):
@@ -349,25 +401,27 @@ def _split_by_size(records, target):
 
 
 def _append_pieces(lg, pieces, leader_epoch, assign_offsets=True, batches=None,
-                   origin=AppendOrigin.LOCAL, append_time=NO_TIMESTAMP):
+                   origin=AppendOrigin.LOCAL, append_time=NO_TIMESTAMP, guard=None,
+                   markers=None):
     """Write ``pieces`` under the write lock, then fsync if the flush policy asks for it.
     ``batches`` (BatchHeader, one per piece) carry the producer fields the producer state
-    judges and learns."""
+    judges and learns, ``markers`` what the control batches among them say."""
     config = lg.config
     if config["fsync"] == "always" or config["flush.messages"] <= 1:
         # Every append syncs: a round about to start waits for this write to join it.
         with group_commit.writing(lg):
             info, sync_to = _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches,
-                                          origin, append_time)
+                                          origin, append_time, guard, markers)
     else:
         info, sync_to = _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches,
-                                      origin, append_time)
+                                      origin, append_time, guard, markers)
     if sync_to is not None:
         lg._sync_to(sync_to)
     return info
 
 
-def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, append_time):
+def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, append_time,
+                  guard, markers):
     """The write of _append_pieces: (AppendInfo, the offset to fsync up to or None)."""
     with lg._locked_write():
         lg._check_writable()
@@ -375,32 +429,66 @@ def _write_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin, app
         if batches is not None and (ps is not None or any(b.producer_id >= 0
                                                           for b in batches)):
             ps = producer_state(lg)
-            for b in batches:
-                duplicate = ps.check(b, origin)
+            if len(batches) == 1:
+                duplicate = ps.check(batches[0], origin, guard, markers and markers[0])
                 if duplicate is not None:
                     # A retry is answered with the first time's offsets and, as Kafka
                     # answers it, the timestamp that batch was stored with.
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
-                                      sum(x.records_count for x in batches), True,
+                                      batches[0].records_count, True,
                                       duplicate.timestamp), None
+            else:
+                ps.check_all(_at_offsets(lg, batches, assign_offsets), origin, guard, markers)
         elif ps is not None:
             ps = producer_state(lg)
         first = lg.next_offset
         for i, piece in enumerate(pieces):
             base = _append_one(lg, piece, leader_epoch, assign_offsets)
             if ps is not None and batches is not None:
-                ps.update(batches[i], base)
+                completed = ps.update(batches[i], base, markers and markers[i])
+                if completed is not None:
+                    _complete(lg, ps, completed)
         last = lg.next_offset
-        if ps is not None:
-            ps.advance(last)
         if lg.hw_follows_leo:
             lg._high_watermark = last
+        if ps is not None:
+            ps.advance(last)
+            found = ps.first_unstable_offset(lg._high_watermark)
+            lg._first_unstable = NO_UNSTABLE if found is None else found
         write_shared_state(lg)
         lg._unflushed += last - first
         need_sync = lg.config["fsync"] == "always" \
             or lg._unflushed >= lg.config["flush.messages"]
     count = sum(b.records_count for b in batches) if batches is not None else last - first
     return AppendInfo(first, last - 1, count, False, append_time), last if need_sync else None
+
+
+def _at_offsets(lg, batches, assign_offsets):
+    """``batches`` with the base offsets the append will give them (a batch's offsets are
+    its own when the caller assigns them), so that the batches judged together know where
+    each transaction starts."""
+    if not assign_offsets:
+        return batches
+    out, at = [], lg.next_offset
+    for b in batches:
+        out.append(b._replace(base_offset=at))
+        at += b.last_offset_delta + 1
+    return out
+
+
+def _complete(lg, ps, completed):
+    """A marker just written to the active segment ended a transaction: an abort's entry
+    goes to that segment's ``.txnindex`` with the last stable offset of this moment,
+    then the transaction is decided (Kafka's UnifiedLog.append)."""
+    if completed.is_aborted:
+        seg = lg._segments[-1]
+        created = not seg.txnindex.exists
+        seg.txnindex.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                       completed.last_offset,
+                                       ps.last_stable_offset(completed)))
+        if created:
+            lg._dir_dirty = True     # the new file's entry becomes durable with the next round
+    ps.complete_txn(completed)
 
 
 def _append_one(lg, piece, leader_epoch, assign_offsets):

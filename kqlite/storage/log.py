@@ -27,6 +27,17 @@ the *recovery point* (fsynced up to there). Unless a replication layer pins it
 below the high watermark, read_committed ones below the last stable offset, a leader
 serves followers up to the log end (Kafka's FetchIsolation).
 
+Transactions (Kafka's, KIP-98): a producer's transactional batches open its
+transaction on the partition, and a marker ends it, appended for the transaction
+coordinator (:meth:`append_marker`, the 78-byte control batch of
+format/control_records.py). The producer state (producer_state.py) judges them
+(KIP-890's :meth:`begin_verification` guard for the first batch, epochs, coordinator
+epochs, INVALID_TXN_STATE) and keeps the open ones; the *last stable offset*
+(:attr:`last_stable_offset`) stops before the oldest undecided one; an ABORT writes
+an entry to the segment's ``.txnindex`` (txn_index.py), from which COMMITTED reads
+learn what to leave out (reads.py). :meth:`active_producers` and
+:meth:`ongoing_transactions` describe them.
+
 Opening runs crash recovery when this is the only opener and the previous user
 did not close cleanly (loader.py). Corruption below the recovery point is never
 repaired silently: reading it raises CorruptRecordError.
@@ -51,9 +62,12 @@ import functools
 import os
 import threading
 import time
+from typing import NamedTuple
 
 from ..errors import (KqliteError, LogClosedError, LogFailedError, ReplicatedPartitionError,
                       StorageError)
+from ..format.batch import now_ms
+from ..format.control_records import build_control_batch
 from . import appending, clean_mark, cleaner, cluster_dir, flusher, leader_epoch, reads
 from . import record_lookup, retention
 from . import group_commit
@@ -68,10 +82,11 @@ from .isolation import Isolation, OffsetSnapshot, last_stable_offset
 from .leader_epoch import LeaderEpochCache
 from .loader import load
 from .offset_checkpoints import PartitionCheckpoints
+from .producer_state import NO_VERIFICATION
 from .sharing import Locked, SharedFiles, refresh, write_shared_state
-from .state import FLAG_CLEAN
+from .state import FLAG_CLEAN, NO_UNSTABLE, UNKNOWN_UNSTABLE
 
-__all__ = ["Log"]
+__all__ = ["Log", "ProducerSummary", "NO_VERIFICATION"]
 
 
 def _fails_on_io_error(method):
@@ -88,6 +103,17 @@ def _fails_on_io_error(method):
         except OSError as exc:
             raise self._fail(exc, method.__name__) from exc
     return guarded
+
+
+class ProducerSummary(NamedTuple):
+    """One producer of :meth:`Log.active_producers` (DescribeProducers' ActiveProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class Log:
@@ -145,6 +171,8 @@ class Log:
         # that rolled; the roll stays.
         self._on_roll = []
         self._producer_state = None     # loaded on first use: appending.producer_state
+        self._producer_state_cuts = 0   # the truncations it has followed (sharing.py)
+        self._first_unstable = NO_UNSTABLE  # as published in the shared state (state.py)
         self._record_marks = None       # read_one's marks of batches: record_lookup.py
         parent = os.path.dirname(self.path)
         if not fs.exists(self.path):
@@ -220,6 +248,23 @@ class Log:
         self._dir_dirty = True  # the entries of files created or removed above are not durable
         self.epochs.truncate_from_end(end)
         clean_mark.opened(self, state, recover, listing, checkpoints)
+        self._settle_producer_state(state, loaded.producer_state)
+
+    def _settle_producer_state(self, state, recovered):
+        """At open, under the write lock: the first unstable offset, from the producer
+        state recovery built, or the shared state's; when neither says (no record, or one
+        written before kqlite had transactions) the producer state is loaded to learn it,
+        and published."""
+        if recovered is not None:
+            appending.adopt_producer_state(self, recovered)
+        elif state is not None and state.first_unstable_offset != UNKNOWN_UNSTABLE:
+            self._first_unstable = state.first_unstable_offset
+            return
+        else:
+            appending.producer_state(self)
+        self._first_unstable = appending.first_unstable_offset(self)
+        if self._marked:
+            self._write_state()
 
     @_fails_on_io_error
     def close(self):
@@ -321,8 +366,10 @@ class Log:
     @property
     def last_stable_offset(self):
         """The offset below which read_committed consumers read (Isolation.COMMITTED),
-        caught up with other processes: the high watermark, while no transaction holds
-        it back (isolation.last_stable_offset)."""
+        caught up with other processes: Kafka's rule (isolation.last_stable_offset), the
+        first offset of the oldest transaction that is undecided or whose marker the high
+        watermark has not passed, when that lies below the high watermark; else the high
+        watermark."""
         with self._lock:
             self._check_open()
             self._refresh()
@@ -388,32 +435,68 @@ class Log:
         return appending.append(self, records, timestamp, codec, leader_epoch)
 
     @_fails_on_io_error
-    def append_batches(self, data, *, leader_epoch=None, assign_offsets=True, origin=None):
+    def append_batches(self, data, *, leader_epoch=None, assign_offsets=True, origin=None,
+                       verification_guard=None):
         """Append bytes holding whole v2 batches (from an application or another log).
 
         The bytes are validated once, without building Python records: framing, CRC and
         the record boundaries inside each batch, with Kafka's LogValidator rules for
         ``origin`` (kqlite.format.validate.AppendOrigin; default LOCAL, or REPLICATION
         when ``assign_offsets`` is False, which keeps the leader's offsets). Base offsets
-        are rewritten to the next offsets unless ``assign_offsets`` is False. Returns the
-        first offset.
+        are rewritten to the next offsets unless ``assign_offsets`` is False. Batches of
+        producers are judged by the producer state as ``origin`` says (producer_state.py;
+        a COORDINATOR append of a transactional batch that starts a transaction needs
+        the ``verification_guard`` of :meth:`begin_verification`). Returns the first
+        offset.
         """
         if origin is None:
             origin = AppendOrigin.LOCAL if assign_offsets else AppendOrigin.REPLICATION
         return appending.append_batches(self, data, leader_epoch, assign_offsets,
-                                        origin).first_offset
+                                        origin, verification_guard).first_offset
 
     @_fails_on_io_error
-    def append_as_leader(self, data, *, leader_epoch, origin=AppendOrigin.CLIENT):
+    def append_as_leader(self, data, *, leader_epoch, origin=AppendOrigin.CLIENT,
+                         verification_guard=None):
         """A produce request's batches, appended by the partition's leader (Kafka's
         appendAsLeader): validated as coming from a client, stamped with
-        ``leader_epoch``, judged by the idempotent-producer state (a retry of a batch
-        already in the log is not written again: its first offsets are answered).
-        Returns an AppendInfo(first_offset, last_offset, record_count, duplicate);
-        raises InvalidRecordError, CorruptRecordError, RecordTooLargeError,
-        UnsupportedCodecError, InvalidTxnStateError, OutOfOrderSequenceError or
-        InvalidProducerEpochError, and then nothing was written."""
-        return appending.append_batches(self, data, leader_epoch, True, origin)
+        ``leader_epoch``, judged by the producer state (a retry of a batch already in the
+        log is not written again: its first offsets are answered; a transactional batch
+        that starts the producer's transaction here needs the current
+        ``verification_guard`` of :meth:`begin_verification`, or NO_VERIFICATION from a
+        broker that does not verify). Returns an AppendInfo(first_offset, last_offset,
+        record_count, duplicate); raises InvalidRecordError, CorruptRecordError,
+        RecordTooLargeError, UnsupportedCodecError, InvalidTxnStateError,
+        OutOfOrderSequenceError or InvalidProducerEpochError, and then nothing was
+        written."""
+        return appending.append_batches(self, data, leader_epoch, True, origin,
+                                        verification_guard)
+
+    @_fails_on_io_error
+    def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, *,
+                      leader_epoch=None, timestamp=None):
+        """Append the COMMIT (``commit`` true) or ABORT marker of ``producer_id``'s
+        transaction, as a partition leader does for WriteTxnMarkers (a 78-byte control
+        batch stamped ``timestamp``, by default this clock; origin COORDINATOR). An ABORT
+        that ends an open transaction writes its ``.txnindex`` entry. Returns the
+        marker's offset; raises InvalidProducerEpochError (an epoch older than the
+        producer's) or TransactionCoordinatorFencedError (a coordinator epoch older than
+        its last marker's), and then nothing was written. A marker for a producer with
+        no open transaction is legal and only moves its epochs."""
+        data = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                   now_ms() if timestamp is None else timestamp)
+        return appending.append_batches(self, data, leader_epoch, True,
+                                        AppendOrigin.COORDINATOR).first_offset
+
+    def begin_verification(self, producer_id, sequence, epoch):
+        """KIP-890 part 1 (Kafka's maybeStartTransactionVerification): the guard to append
+        ``producer_id``'s first transactional batch here with, once the transaction
+        coordinator confirmed the partition is in the transaction; None when that
+        producer's transaction of ``epoch`` is open here already (nothing to verify).
+        ``sequence`` is the batch's base sequence (-1 for a coordinator's batch)."""
+        with self._locked_write():
+            self._check_usable()
+            return appending.producer_state(self).begin_verification(producer_id, sequence,
+                                                                     epoch, now_ms())
 
     @_fails_on_io_error
     def roll(self):
@@ -508,12 +591,22 @@ class Log:
         return reads.max_timestamp(self)
 
     def active_producers(self):
-        """``[(producer id, epoch, last sequence, last timestamp)]`` of the idempotent
-        producers whose state the log keeps (Kafka's DescribeProducers). Read under the
-        write lock, as an append reads it, so another process's appends are included."""
+        """The producers whose state the log keeps (Kafka's DescribeProducers), each a
+        :class:`ProducerSummary`: epoch, last sequence, last timestamp, the coordinator
+        epoch of its last marker (-1 before any) and the first offset of its open
+        transaction (-1 for none). Read under the write lock, as an append reads it, so
+        another process's appends are included."""
         with self._locked_write():
-            return [(e.producer_id, e.epoch, e.last_seq, e.last_timestamp)
+            return [ProducerSummary(e.producer_id, e.epoch, e.last_seq, e.last_timestamp,
+                                    e.coordinator_epoch, e.current_txn_first_offset)
                     for e in appending.producer_state(self).producers.values()]
+
+    def ongoing_transactions(self):
+        """``[(producer id, first offset)]`` of the transactions open on this partition,
+        oldest first (what ``kqlite transactions find-hanging`` compares with the
+        coordinators' state). Read as :meth:`active_producers` is."""
+        with self._locked_write():
+            return appending.producer_state(self).ongoing_transactions()
 
     def batch_headers(self, start_offset=None, *, isolation=Isolation.LOG_END):
         """Iterate :class:`~kqlite.storage.BatchHeader` of the batches whose last offset is
@@ -624,9 +717,18 @@ class Log:
                               f"writes until reopened")
 
     def _last_stable_offset(self):
-        """The last stable offset (caller holds self._lock, refreshed): no offset is
-        unstable while kqlite has no transactions."""
-        return last_stable_offset(self._high_watermark)
+        """The last stable offset (caller holds self._lock, refreshed): isolation.py's rule
+        over this process's first unstable offset (appending.first_unstable_offset)."""
+        ps = self._producer_state
+        if self._first_unstable < 0 and (ps is None or not (ps.ongoing or ps.unreplicated)):
+            return self._high_watermark         # no transaction anywhere: the common case
+        first = appending.first_unstable_offset(self)
+        return last_stable_offset(self._high_watermark, first if first >= 0 else None)
+
+    def _producer_batches(self, offset):
+        """The producer state's view of the batches from ``offset`` (reads.producer_batches;
+        caller holds the write lock)."""
+        return reads.producer_batches(self._segments, offset)
 
     def _check_open(self):
         """LogClosedError on a closed log (caller holds self._lock: see the class

@@ -32,6 +32,8 @@ step's LogClosedError (no step reads a closed Log's files: log.py):
   then reads exactly those bytes (reusing what the walk read when it read them
   all), fetch_region hands out a duplicated descriptor for sendfile.
 * :func:`batch_headers` walks headers a few thousand batches per step.
+  :func:`producer_batches` walks them for the producer state's replay (under the
+  write lock), reading a marker's record with its control batch's header.
 """
 
 import os
@@ -40,6 +42,7 @@ from itertools import chain
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import MAGIC_V2
+from ..format.control_records import read_marker
 from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 from .isolation import read_limit
@@ -47,7 +50,7 @@ from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_heade
 from .segment import LOOKUP_READ
 
 __all__ = ["read", "RecordIterator", "fetch_records", "read_batches", "fetch_region",
-           "offset_for_time", "max_timestamp", "batch_headers"]
+           "offset_for_time", "max_timestamp", "batch_headers", "producer_batches"]
 
 _READ_CHUNK = 1 << 18        # bytes of batches decoded per step of read()
 _chain = chain.from_iterable
@@ -441,3 +444,43 @@ def _iter_headers(lg, offset, limit):
                 return
             yield header
         offset = headers[-1].last_offset + 1
+
+
+def producer_batches(segments, offset):
+    """``(BatchHeader, marker)`` of every batch of ``segments`` (a LogSegments) whose last
+    offset is >= ``offset``, for the producer state's replay (producer_state.py): the
+    marker is the EndTransactionMarker of a producer's control batch with a record, None
+    otherwise. The caller holds the write lock (or is opening the log): the segments do
+    not change meanwhile. CRCs are not checked, as for every header walk."""
+    while True:
+        seg = segments.for_offset(offset)
+        if seg is None:
+            return
+        walk = SegmentWalk(seg.log, seg.index.lookup(offset)[1], seg.size, headers_only=True,
+                           chunk=LOOKUP_READ, from_offset=offset, trust_end=True)
+        for chunk in walk.chunks():
+            for b in chunk.batches:
+                header = batch_header(chunk, b)
+                marker = None
+                if b.magic == MAGIC_V2 and header.is_control and header.producer_id >= 0 \
+                        and header.records_count:
+                    marker = _marker_of(seg, chunk, b, header)
+                yield header, marker
+        if walk.status != SCAN_OK:
+            raise CorruptRecordError(STATUS_TEXT[walk.status], path=seg.path(),
+                                     position=walk.stop)
+        if seg is segments[-1]:
+            return
+        offset = max(offset, seg.next_offset)
+
+
+def _marker_of(seg, chunk, b, header):
+    """The marker of the control batch ``b`` of ``chunk``: from the chunk's bytes when a
+    header walk read it whole, else read from the segment."""
+    at = b.position - chunk.position
+    try:
+        if at + b.size <= len(chunk.data):
+            return read_marker(chunk.data, at, header)
+        return read_marker(seg.read(b.position, b.size), 0, header)
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, path=seg.path(), position=b.position) from None

@@ -24,6 +24,12 @@ processes to forget what they knew of the segments. The leader-epoch cache is cu
 even when no record goes (Kafka's truncateTo): a replica that opened an epoch as
 leader and lost leadership before appending keeps an entry past its log end.
 
+Segments go with their ``.txnindex`` (segment.py). Retention never waits for the
+last stable offset (Kafka's deletableSegments looks at the high watermark only): an
+open transaction whose first batches are deleted holds the last stable offset at the
+new log start (appending.first_unstable_offset clamps it there). A truncation cuts
+the entries of the markers it removes and the producer state's transactions with them.
+
 *Everything* (:func:`truncate_fully_and_start_at`, Kafka's truncateFullyAndStartAt):
 a follower whose whole log lies below its leader's log start starts over there:
 every segment goes, one empty segment starts at the new offset, which becomes the
@@ -37,9 +43,11 @@ import os
 
 from ..errors import OffsetOutOfRangeError
 from ..format import batch as batch_format
+from . import appending
 from .producer_state import SNAPSHOT_SUFFIX
 from .segment import Segment, parse_segment_name
-from .sharing import next_truncation_generation
+from .sharing import next_truncation_generation, truncations
+from .state import NO_UNSTABLE
 
 __all__ = ["delete_records", "enforce_retention", "truncate_to", "truncate_fully_and_start_at"]
 
@@ -189,8 +197,10 @@ def truncate_fully_and_start_at(lg, offset):
         lg.epochs.clear()
         if lg._producer_state is not None:
             lg._producer_state.truncate_fully(offset)
+            lg._producer_state_cuts = truncations(lg._generation)
         else:
             _remove_snapshots(lg, lambda _snapshot_offset: True)
+        lg._first_unstable = NO_UNSTABLE
         lg._write_state(sync=True)
         log.info("%s: truncated fully; the log now starts and ends at %d", lg.path, offset)
         return offset
@@ -206,8 +216,17 @@ def _remove_snapshots(lg, doomed):
 def _truncate_producer_state(lg, end):
     """Producer state and snapshots past a truncation describe batches that are gone: a
     loaded state reloads, and snapshots above the new end are removed either way (a
-    later load must not start from one)."""
-    if lg._producer_state is not None:
-        lg._producer_state.truncate(lg.log_start_offset, end, lg.batch_headers)
-        return
-    _remove_snapshots(lg, lambda snapshot_offset: snapshot_offset > end)
+    later load must not start from one). Transactions may be cut with them: when one
+    was open (the first unstable offset says so) an unloaded state is loaded to tell
+    which remain, and the first unstable offset is taken again."""
+    ps = lg._producer_state
+    if ps is not None:
+        ps.truncate(lg.log_start_offset, end, lg._producer_batches)
+        lg._producer_state_cuts = truncations(lg._generation)
+    else:
+        _remove_snapshots(lg, lambda snapshot_offset: snapshot_offset > end)
+        if lg._first_unstable == NO_UNSTABLE:
+            return
+        ps = appending.producer_state(lg)
+    found = ps.first_unstable_offset(lg._high_watermark)
+    lg._first_unstable = NO_UNSTABLE if found is None else found

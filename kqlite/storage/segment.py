@@ -1,8 +1,9 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 A segment with base offset B is stored as ``%020d.log`` % B (ON-DISK: Kafka's
 naming) and holds whole batches whose offsets are all >= B. The ``.log`` file is
-the only truth; the indexes are rebuildable caches (see index.py).
+the only truth; the indexes are rebuildable caches (see index.py; the transaction
+index, created at its first entry, is rebuilt by recovery only: txn_index.py).
 
 Not thread-safe: the owning Log serialises access (its thread lock), with one
 exception: a group-commit round fsyncs segments outside that lock
@@ -20,16 +21,17 @@ from ..errors import CorruptRecordError
 from . import lost_pages
 from .index import OffsetIndex, TimeIndex
 from .scan import SCAN_OK, STATUS_TEXT, BatchPosition, SegmentWalk
+from .txn_index import TXNINDEX_SUFFIX, TransactionIndex
 
 __all__ = ["Segment", "RecoveryReport", "segment_name", "parse_segment_name",
-           "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "SEGMENT_SUFFIXES", "LOOKUP_READ",
-           "MAX_RELATIVE_OFFSET"]
+           "LOG_SUFFIX", "INDEX_SUFFIX", "TIMEINDEX_SUFFIX", "TXNINDEX_SUFFIX",
+           "SEGMENT_SUFFIXES", "LOOKUP_READ", "MAX_RELATIVE_OFFSET"]
 
 # ON-DISK: Kafka's names for a segment's files.
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 
 _new = tuple.__new__
 LOOKUP_READ = 1 << 14    # a lookup's first read: index entries are about 4 KiB apart
@@ -77,9 +79,11 @@ class Segment:
         # recovery rebuilds them from the segment holding the recovery point, which is
         # never older than the active one. They are synced once it stops being active.
         self.defer_index_sync = False
+        self.index_was_missing = False   # open() rebuilt a missing .index (recovery redoes it)
         index_bytes = config["segment.index.bytes"]
         self.index = OffsetIndex(fs, self.path(INDEX_SUFFIX), base_offset, index_bytes)
         self.timeindex = TimeIndex(fs, self.path(TIMEINDEX_SUFFIX), base_offset, index_bytes)
+        self.txnindex = TransactionIndex(fs, self.path(TXNINDEX_SUFFIX), base_offset)
 
     def path(self, suffix=LOG_SUFFIX):
         return os.path.join(self.dir, segment_name(self.base_offset, suffix))
@@ -109,6 +113,7 @@ class Segment:
         index = OffsetIndex.load(fs, seg.index.path, base_offset, index_bytes)
         timeindex = TimeIndex.load(fs, seg.timeindex.path, base_offset, index_bytes)
         if index is None or timeindex is None or not index.sane(seg.size):
+            seg.index_was_missing = index is None
             seg.rebuild_indexes()
             return seg
         seg.index, seg.timeindex = index, timeindex
@@ -225,23 +230,30 @@ class Segment:
         self.index.write_all()
         self.timeindex.write_all()
 
-    def recover(self, max_size=None, write_back_from=None):
+    def recover(self, max_size=None, write_back_from=None, replay=None):
         """Validate every batch (CRC included), rebuild indexes, cut the file at the first
         invalid byte. Returns a RecoveryReport.
 
         With ``write_back_from`` (an offset), the valid batches whose last offset is at
         or past it are written again in place as the walk reads them, so that the next
         fsync stores them even if an earlier failed fsync left their pages clean but
-        unwritten (lost_pages.py): one read of the file serves both."""
+        unwritten (lost_pages.py): one read of the file serves both. With ``replay``
+        (Kafka's LogSegment.recover with its producer state), the transaction index is
+        rebuilt too: ``replay(segment, chunk)`` learns each chunk's valid batches."""
         self._forget_batches()
+        if replay is not None:
+            self.txnindex.reset()
         walk = SegmentWalk(self.log, 0, self.size, verify_crc=True, max_size=max_size)
-        if write_back_from is None:
+        if write_back_from is None and replay is None:
             self.index_batches(walk, write=False)
         else:
             for chunk in walk.chunks():
                 batches = chunk.batches
                 self.index_batches(batches, write=False)
-                self._write_back(chunk, write_back_from)
+                if write_back_from is not None:
+                    self._write_back(chunk, write_back_from)
+                if replay is not None:
+                    replay(self, chunk)
         self._indexes_rebuilt(walk)
         stop = walk.stop
         truncated = self.size - stop
@@ -309,6 +321,7 @@ class Segment:
         self.changes += 1
         self.index.truncate_to_position(position)
         self.timeindex.truncate_to(found.base_offset)
+        self.txnindex.truncate_to(found.base_offset)
         # Recompute end offset and max timestamp from what remains after the last index entry.
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
@@ -325,7 +338,7 @@ class Segment:
 
     @property
     def unsynced(self):
-        return self.changes != self.synced_changes or (
+        return self.changes != self.synced_changes or self.txnindex.dirty or (
             not self.defer_index_sync and (self.index._dirty or self.timeindex._dirty))
 
     def sync(self, changes=None, whole=False):
@@ -342,6 +355,9 @@ class Segment:
                 lost_pages.note(self.fs, self.dir, self.base_offset)
                 raise
             self.synced_changes = max(self.synced_changes, changes)
+        # Recovery rebuilds the transaction index of the segments at or above the recovery
+        # point only: it becomes durable with its data, the active segment's included.
+        self.txnindex.sync()
         if not self.defer_index_sync:
             self.index.sync()
             self.timeindex.sync()
@@ -362,6 +378,7 @@ class Segment:
             return
         self.index.close()
         self.timeindex.close()
+        self.txnindex.close()
         self.log.close()
 
     def begin_sync(self):

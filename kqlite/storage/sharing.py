@@ -24,6 +24,14 @@ Catching up (:func:`refresh`):
 * another truncation epoch (the generation's high bits): forget every segment,
   its sizes, indexes and timestamps may describe replaced bytes.
 
+The State also carries the first unstable offset the last writer's producer state
+had (state.py): a process whose own producer state is not loaded, or is behind,
+limits its read_committed reads with it (Log.last_stable_offset); a process that
+appends catches its producer state up under the write lock (appending.producer_state),
+so every process judges and learns transactions from the same batches. The
+``.txnindex`` entries of another process's appends are read again once a catch-up
+saw the segment grow (txn_index.py).
+
 A writer that dies mid-append leaves bytes past the end the State names, or a
 segment it rolled but never named. They were never acknowledged; the next writer
 cuts them (:func:`cut_dead_writer_tail`) so they cannot resurface.
@@ -44,7 +52,7 @@ from .locking import FileLock
 from .header_summary import note_headers
 from .segment import SEGMENT_SUFFIXES, Segment, segment_name
 from .segments import list_segment_bases
-from .state import map_state, publish, read_raw, read_state
+from .state import UNKNOWN_UNSTABLE, map_state, publish, read_raw, read_state
 
 __all__ = ["SharedFiles", "Locked", "refresh", "write_shared_state", "catch_up",
            "reload_segments", "next_truncation_generation", "truncations", "STATE_FILE",
@@ -163,7 +171,8 @@ def write_shared_state(lg, flags=0, sync=False):
     active = lg._segments[-1]
     shared = lg._shared
     publish(shared.state_file, shared.mapped, flags, lg._generation, active.next_offset,
-            active.base_offset, active.size, lg.log_start_offset, lg.recovery_point, sync)
+            active.base_offset, active.size, lg.log_start_offset, lg.recovery_point,
+            lg._first_unstable, sync)
 
 
 def refresh(lg):
@@ -195,6 +204,8 @@ def _catch_up_shared(lg):
         catch_up(active, state.active_size)
     lg.log_start_offset = state.log_start_offset  # every change writes it; it can go down
     lg.recovery_point = max(lg.recovery_point, state.recovery_point)
+    if state.first_unstable_offset != UNKNOWN_UNSTABLE:
+        lg._first_unstable = state.first_unstable_offset
     end = lg._segments[-1].next_offset
     if lg.hw_follows_leo:
         lg._high_watermark = end
@@ -210,6 +221,7 @@ def catch_up(seg, size):
     headers, folded without an object per batch (header_summary.py)."""
     seg.index.reload_tail()
     seg.timeindex.reload_tail()
+    seg.txnindex.invalidate()       # markers among those batches may have entries
     start = seg.size
     seg.size = size
     note_headers(seg, start, size)
@@ -225,6 +237,9 @@ def cut_dead_writer_tail(lg):
     if active.log.size() > active.size:
         active.log.truncate(active.size)
         active.changes += 1
+        # The entry of a marker among the cut bytes may have been written already.
+        active.txnindex.invalidate()
+        active.txnindex.truncate_to(active.next_offset)
     # A writer that died right after rolling left a segment the state never named;
     # a roll always starts the new segment at the active segment's end offset.
     if active.next_offset > active.base_offset and \
@@ -283,6 +298,7 @@ def reload_segments(lg, state):
         elif size < seg.size:
             seg.size = size
             seg.rebuild_indexes()
+            seg.txnindex.invalidate()
         else:
             # The roller may have appended a final time index entry when it rolled.
             seg.index.reload_tail()
@@ -298,6 +314,7 @@ def reload_segments(lg, state):
         else:
             active.size = state.active_size
             active.rebuild_indexes()
+            active.txnindex.invalidate()
     lg.epochs.reload()
     lg._generation = state.generation
     if repaired:

@@ -5,12 +5,20 @@ holding the exclusive lock; any process reads it to learn the log end offset,
 the active segment's size and whether segments were added or removed
 (``generation``). It also remembers the recovery point after each fsync and the
 clean-shutdown flag, so a process that dies mid-append is detected by the next
-opener. The record carries its own CRC-32C: a torn or foreign file reads as
-"unknown", which only means more recovery work, never lost data.
+opener, and the *first unstable offset* (the first offset of the oldest transaction
+that is undecided, or decided with its marker not yet below the writer's high
+watermark; -1 for none), so that a process whose own producer state is not loaded
+or not current still knows where read_committed reads stop (Log.last_stable_offset).
+The record carries its own CRC-32C: a torn or foreign file reads as "unknown",
+which only means more recovery work, never lost data.
 
-Layout (big-endian): magic "KQST", u16 version, u16 flags (bit 0: clean
+Layout, version 2 (big-endian): magic "KQST", u16 version, u16 flags (bit 0: clean
 shutdown), i64 generation, i64 next_offset, i64 active_base, i64 active_size,
-i64 log_start_offset, i64 recovery_point, u32 crc32c of the preceding 56 bytes.
+i64 log_start_offset, i64 recovery_point, i64 first_unstable_offset, u32 crc32c
+of the preceding 64 bytes. Version 1 (written before kqlite had transactions) is
+the same without first_unstable_offset (a CRC over 56 bytes); it reads with the
+first unstable offset UNKNOWN_UNSTABLE, and the opener then loads the producer
+state to learn it.
 
 Mapped in memory
 ----------------
@@ -21,8 +29,8 @@ coherent, so a process reading it with pread sees the same bytes). A reader can
 catch a writer's store half done: the CRC tells, and the read is retried. The
 same page holds two words of the write-lock handoff (lock_handoff.py), outside
 the CRC: u32 *want* at WANT_AT and u64 *turn* at TURN_AT (native byte order, as
-shared memory, never read by another machine). The file is grown to one page
-for this; readers of the record ignore what follows it.
+shared memory, never read by another machine), past the record. The file is grown
+to one page for this; readers of the record ignore what follows it.
 """
 
 import struct
@@ -33,20 +41,23 @@ from .fs import OsFile
 from .shared_page import PAGE_SIZE, map_page
 
 __all__ = ["State", "read_state", "write_state", "publish", "map_state", "STATE_SIZE", "FLAG_CLEAN",
-           "WANT_AT", "TURN_AT"]
+           "WANT_AT", "TURN_AT", "NO_UNSTABLE", "UNKNOWN_UNSTABLE"]
 
-_LAYOUT = struct.Struct(">4sHHqqqqqq")
+_LAYOUT = struct.Struct(">4sHHqqqqqqq")
+_LAYOUT_V1 = struct.Struct(">4sHHqqqqqq")
 _CRC = struct.Struct(">I")
 STATE_SIZE = _LAYOUT.size + _CRC.size
 _MAGIC = b"KQST"
-_VERSION = 1
+_VERSION = 2
 FLAG_CLEAN = 1
-WANT_AT = 64
-TURN_AT = 72
-_TORN_RETRIES = 100     # a writer's 60-byte store takes nanoseconds
+NO_UNSTABLE = -1          # no transaction holds the last stable offset back
+UNKNOWN_UNSTABLE = -2     # a version-1 record: nobody said
+WANT_AT = 128
+TURN_AT = 136
+_TORN_RETRIES = 100     # a writer's 68-byte store takes nanoseconds
 
 State = namedtuple("State", "flags generation next_offset active_base active_size "
-                            "log_start_offset recovery_point")
+                            "log_start_offset recovery_point first_unstable_offset")
 
 
 def map_state(file):
@@ -85,13 +96,16 @@ def read_state(file, mapped=None):
 
 
 def _parse(raw):
-    if len(raw) != STATE_SIZE:
+    version = raw[4:6]
+    layout = _LAYOUT if version == b"\x00\x02" else _LAYOUT_V1 if version == b"\x00\x01" \
+        else None
+    if layout is None or raw[:4] != _MAGIC or len(raw) < layout.size + _CRC.size:
         return None
-    fields = _LAYOUT.unpack_from(raw)
-    if fields[0] != _MAGIC or fields[1] != _VERSION:
+    if _CRC.unpack_from(raw, layout.size)[0] != _native.crc32c(raw[:layout.size]):
         return None
-    if _CRC.unpack_from(raw, _LAYOUT.size)[0] != _native.crc32c(raw[:_LAYOUT.size]):
-        return None
+    fields = layout.unpack_from(raw)
+    if layout is _LAYOUT_V1:
+        return State(*fields[2:], UNKNOWN_UNSTABLE)
     return State(*fields[2:])
 
 
@@ -100,10 +114,10 @@ def write_state(file, state, sync=False, mapped=None):
 
 
 def publish(file, mapped, flags, generation, next_offset, active_base, active_size,
-            log_start_offset, recovery_point, sync=False):
+            log_start_offset, recovery_point, first_unstable_offset, sync=False):
     """:func:`write_state` from the fields (the one-record append's path: no State)."""
     raw = _LAYOUT.pack(_MAGIC, _VERSION, flags, generation, next_offset, active_base,
-                       active_size, log_start_offset, recovery_point)
+                       active_size, log_start_offset, recovery_point, first_unstable_offset)
     raw += _CRC.pack(_native.crc32c(raw))
     if mapped is None:
         file.pwrite(raw, 0)

@@ -197,11 +197,12 @@ async def _producers_of(broker, topic, index):
         producers = await partition.active_producers()
     except PartitionError as exc:
         return _partition_error(exc.error_code, exc.message)
-    # kqlite has no transactions: no coordinator epoch, no open transaction.
     return {"error_code": ErrorCode.NONE, "error_message": None, "active_producers": [
-        {"producer_id": pid, "producer_epoch": epoch, "last_sequence": last_seq,
-         "last_timestamp": last_ts, "coordinator_epoch": -1, "current_txn_start_offset": -1}
-        for pid, epoch, last_seq, last_ts in producers]}
+        {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch,
+         "last_sequence": p.last_sequence, "last_timestamp": p.last_timestamp,
+         "coordinator_epoch": p.coordinator_epoch,
+         "current_txn_start_offset": p.current_txn_start_offset}
+        for p in producers]}
 
 
 def _partition_error(code, message):
