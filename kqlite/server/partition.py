@@ -27,13 +27,15 @@ import os
 from dataclasses import dataclass, field
 
 from ..protocol import ErrorCode, FileRegion
-from ..storage import Isolation
+from ..storage import NO_VERIFICATION, Isolation
 from ..storage.isolation import READ_UNCOMMITTED, OffsetSnapshot, isolation_of, read_limit
 
 # ``isolation_of`` and ``READ_UNCOMMITTED`` are the isolation seam's, offered here to the
-# handlers, which never import storage: a request's isolation is decided there.
+# handlers, which never import storage: a request's isolation is decided there. So is
+# ``NO_VERIFICATION``, the verification guard of a broker that does not verify
+# transactional batches (transaction.partition.verification.enable=false).
 __all__ = ["Partition", "PartitionError", "AppendResult", "ReadResult", "RegionBudget",
-           "CONSUMER_REPLICA_ID", "isolation_of", "READ_UNCOMMITTED"]
+           "CONSUMER_REPLICA_ID", "isolation_of", "READ_UNCOMMITTED", "NO_VERIFICATION"]
 
 CONSUMER_REPLICA_ID = -1   # WIRE: Kafka's ReplicaId of an ordinary consumer
 DEFAULT_REGION_LIMIT = 64
@@ -226,6 +228,24 @@ class Partition(abc.ABC):
         only once they are committed (or ``timeout_ms`` passed). Returns AppendResult.
         ``verification_guard``: what :meth:`begin_verification` gave for a transactional
         batch, which storage checks is still current (KIP-890)."""
+
+    @abc.abstractmethod
+    async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
+        """:meth:`append` of the broker's own batches (a transactional offset commit of the
+        group coordinator): validated as Kafka's COORDINATOR origin, no sequence checked."""
+
+    @abc.abstractmethod
+    async def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, *,
+                            timeout_ms):
+        """Append a transaction's COMMIT (``commit`` true) or ABORT marker as
+        WriteTxnMarkers does (acks=-1); AppendResult, with INVALID_PRODUCER_EPOCH or
+        TRANSACTION_COORDINATOR_FENCED when storage refuses it."""
+
+    @abc.abstractmethod
+    async def begin_verification(self, producer_id, sequence, epoch):
+        """KIP-890 part 1: the guard to append a producer's first transactional batch here
+        with, once its transaction coordinator confirmed the partition; None when the
+        producer's transaction is open here already. Raises PartitionError."""
 
     @abc.abstractmethod
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,

@@ -50,7 +50,7 @@ from ...format.constants import ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CODEC_M
 from ...format.up_convert import is_legacy, up_convert
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import AclOperation, Resource, ResourceType
-from ..partition import AppendResult, PartitionError
+from ..partition import NO_VERIFICATION, AppendResult, PartitionError
 
 _FIRST_V2_VERSION = 3        # WIRE: Produce v3 brought record batches v2 (KIP-98)
 _FIRST_ZSTD_VERSION = 7      # WIRE: KIP-110
@@ -78,7 +78,9 @@ async def _append(broker, topic, index, records, acks, timeout_ms, version,
     except PartitionError as exc:
         return AppendResult(exc.error_code)
     guard = None
-    if transaction is not None:
+    if transaction is NO_VERIFICATION:
+        guard = NO_VERIFICATION
+    elif transaction is not None:
         refusal, guard = await _verify(broker, partition, records, version, transaction)
         if refusal is not None:
             return refusal
@@ -155,9 +157,10 @@ async def produce(broker, context, request):
         # Kafka: "Transactional records contained more than one producer ID".
         return _produce_error(body, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     transaction = None
-    if producers and broker.transactions.config.partition_verification:
+    if producers:
         ((producer_id, epoch),) = producers
-        transaction = (transactional_id, producer_id, epoch)
+        transaction = (transactional_id, producer_id, epoch) \
+            if broker.transactions.config.partition_verification else NO_VERIFICATION
     entries = [(t["name"], p["index"], p["records"])
                for t in body["topic_data"] for p in t["partition_data"]]
     # Partitions are appended to (and, with acks=-1, waited for) concurrently; a

@@ -36,6 +36,7 @@ import itertools
 import logging
 
 from ....protocol import ErrorCode
+from ....storage import NO_VERIFICATION
 from .append_errors import OFFSET_COMMIT_ERRORS
 from .records import commit_records, offset_tombstones
 
@@ -200,7 +201,7 @@ class GroupOffsets:
         ``(error code, the guard to append with)``; ``verify`` is None to skip it. Errors are
         Kafka's offset-commit conversions of the coordinator's answer."""
         if verify is None:
-            return ErrorCode.NONE, None
+            return ErrorCode.NONE, NO_VERIFICATION
         code, guard = await self.runtime.verify_transactional(group_id, producer, verify)
         return OFFSET_COMMIT_ERRORS.get(code, code), guard
 
