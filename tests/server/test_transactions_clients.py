@@ -1,7 +1,8 @@
 """Transactions through `kqlite serve` with real clients: confluent-kafka (librdkafka),
 kafka-python and aiokafka (kafkajs: test_kafkajs.py). For each client:
 
-- a transactional producer that commits and one that aborts, on two partitions:
+- a transactional producer that commits and one that aborts, on two partitions (each
+  flushes before it ends its transaction: an abort drops what is not sent yet):
   read_committed consumers of that client see exactly the committed records,
   read_uncommitted ones see both;
 - a consume-transform-produce loop with send_offsets_to_transaction: the output holds
@@ -67,6 +68,7 @@ class Confluent:
         p.begin_transaction()
         for i, v in enumerate(values):
             p.produce(topic, v.encode(), partition=i % 2)
+        p.flush(30)      # an abort drops what is not sent yet: these are written first
         if commit:
             p.commit_transaction(30)
         else:
@@ -150,6 +152,7 @@ class KafkaPython:
         p.begin_transaction()
         for i, v in enumerate(values):
             p.send(topic, v.encode(), partition=i % 2)
+        p.flush(30)
         if commit:
             p.commit_transaction()
         else:
@@ -250,7 +253,7 @@ class AioKafka:
             try:
                 await p.begin_transaction()
                 for i, v in enumerate(values):
-                    await p.send(topic, v.encode(), partition=i % 2)
+                    await p.send_and_wait(topic, v.encode(), partition=i % 2)
                 if commit:
                     await p.commit_transaction()
                 else:

@@ -399,12 +399,17 @@ const commands = {
       eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
         if (!batch.messages.length) return
         const transaction = await producer.transaction()
-        await transaction.send({ topic: sink, messages: batch.messages.map(m => ({
-          value: m.value.toString().toUpperCase(), partition: batch.partition })) })
-        const next = String(Number(batch.lastOffset()) + 1)
-        await transaction.sendOffsets({ consumer, topics: [
-          { topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }] })
-        await transaction.commit()
+        try {
+          await transaction.send({ topic: sink, messages: batch.messages.map(m => ({
+            value: m.value.toString().toUpperCase(), partition: batch.partition })) })
+          const next = String(Number(batch.lastOffset()) + 1)
+          await transaction.sendOffsets({ consumerGroupId: groupId, topics: [
+            { topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }] })
+          await transaction.commit()
+        } catch (err) {
+          await transaction.abort()
+          throw err
+        }
         batch.messages.forEach(m => resolveOffset(m.offset))
         await heartbeat()
         done += batch.messages.length
@@ -423,8 +428,10 @@ const commands = {
     await first.connect()
     const transaction = await first.transaction()
     await transaction.send({ topic, messages: [{ value: 'zombie', partition: 0 }] })
+    // kafkajs sends InitProducerId when a producer begins its first transaction
     const second = transactionalProducer(transactionalId)
     await second.connect()
+    await (await second.transaction()).abort()
     try {
       await transaction.commit()
       emit({ committed: true })
