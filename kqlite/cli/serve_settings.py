@@ -227,8 +227,8 @@ SETTINGS = [
     _setting("--offsets-topic-num-partitions", "offsets.topic.num.partitions", 50,
              positive_int, "N", group=CLUSTER,
              doc="partitions of `__consumer_offsets`; a group is coordinated by the leader "
-                 "of partition `hash(group) % N`, which stores its commits and membership "
-                 "with `acks=all`"),
+                 "of partition `abs(hashCode(group)) % N` (Kafka's rule), which stores its "
+                 "commits and membership with `acks=all`"),
     _setting("--auto-leader-rebalance-enable", "auto.leader.rebalance.enable", True, _boolean,
              "true|false", group=CLUSTER,
              doc="the controller moves leadership back to preferred replicas (the first of "

@@ -12,6 +12,13 @@ at-least-once: records are committed with ``commit()`` or, with
 ``auto_commit_interval_ms``, when partitions are revoked and on close. A
 consumer that dies before committing leaves its records to be read again.
 
+``isolation_level`` is Kafka's consumer setting: "read_uncommitted" (the default, as
+Java's) reads up to the high watermark; "read_committed" reads up to the last stable
+offset and leaves out the records of aborted transactions. Neither returns the
+transaction markers, and the position moves past them (and past aborted records), as
+Kafka's consumer's does; "latest", seek_to_end and lag use the same limit as the
+reads (ListOffsets' latest under that isolation).
+
 A poll reads a partition's records by whole batches (Log.fetch_records) and
 keeps what it does not return in a per-partition buffer for the next polls, as
 Kafka's fetcher keeps completed fetches: a 1 MiB batch is decoded once, not once
@@ -29,6 +36,8 @@ from operator import add
 from ..errors import (ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError,
                       UnknownTopicError)
 from ..format.offset_records import OffsetAndMetadata
+from ..storage.isolation import isolation_level as level_of
+from ..storage.isolation import isolation_of
 from .groups import GroupMembership, assign_range, assign_roundrobin
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
@@ -45,7 +54,8 @@ class Consumer:
                  enable_auto_commit=True, auto_commit_interval_ms=5000, max_poll_records=500,
                  consumer_timeout_ms=None, client_id="kqlite", key_deserializer=None,
                  value_deserializer=None, partition_assignment_strategy="range",
-                 rebalance_check_interval_ms=100, on_assign=None, on_revoke=None):
+                 rebalance_check_interval_ms=100, on_assign=None, on_revoke=None,
+                 isolation_level="read_uncommitted"):
         if isinstance(topics, str):
             topics = [topics]
         if (topics is None) == (assign is None):
@@ -56,6 +66,11 @@ class Consumer:
             raise ConfigError("auto_offset_reset must be earliest, latest or none")
         if partition_assignment_strategy not in _ASSIGNORS:
             raise ConfigError(f"partition_assignment_strategy must be one of {sorted(_ASSIGNORS)}")
+        try:
+            # A consumer's reads (replica id -1) under Kafka's isolation.level.
+            self.isolation = isolation_of(-1, level_of(isolation_level))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.db = db
         self.group = group
         self.topics = sorted(set(topics)) if topics is not None else None
@@ -110,7 +125,7 @@ class Consumer:
             self._positions[tp] = None
         elif self.reset == "latest":
             with self.db.leased_log(*tp) as log:
-                self._positions[tp] = log.end_offset
+                self._positions[tp] = self._end_of(log)
         else:
             raise KqliteError(f"no committed offset for {tp} and auto_offset_reset=none")
 
@@ -195,7 +210,7 @@ class Consumer:
                     with self.db.leased_log(*tp) as log:
                         if pos is None:
                             pos = self._positions[tp] = log.start_offset
-                        records = log.fetch_records(pos, want)
+                        records = log.fetch_records(pos, want, isolation=self.isolation)
                 except OffsetOutOfRangeError as exc:
                     if self.reset == "none":
                         raise
@@ -205,11 +220,16 @@ class Consumer:
                 i = 0
             taken = records[i:i + want] if i or len(records) > want else records
             if not taken:
+                # Only markers or aborted records: the position moves past them.
+                if records.next_offset > pos:
+                    self._positions[tp] = records.next_offset
                 continue
             if i + len(taken) < len(records):
                 nxt = taken[-1][0] + 1
                 self._buffers[tp] = (records, i + len(taken), nxt)
-            self._positions[tp] = taken[-1][0] + 1
+                self._positions[tp] = nxt
+            else:
+                self._positions[tp] = max(taken[-1][0] + 1, records.next_offset)
             out.extend(self._consumer_records(tp, taken))
         return out
 
@@ -298,25 +318,32 @@ class Consumer:
     def seek_to_end(self, *tps):
         for tp in tps or list(self._positions):
             with self.db.leased_log(*tp) as log:
-                self.seek(tp, log.end_offset)
+                self.seek(tp, self._end_of(log))
+
+    def _end_of(self, log):
+        """Where this consumer's reads of ``log`` end: the log end offset as the
+        consumer's isolation limits it (the high watermark, or the last stable offset)."""
+        return log.offset_snapshot().read_limit(self.isolation)
 
     def offsets_for_times(self, timestamps):
-        """``{tp: OffsetAndTimestamp or None}``: the earliest offset at or after each time."""
+        """``{tp: OffsetAndTimestamp or None}``: the earliest offset at or after each time
+        (below this consumer's read limit, as Kafka's ListOffsets answers it)."""
         result = {}
         for tp, ts in timestamps.items():
             with self.db.leased_log(*tp) as log:
-                offset = log.offset_for_time(ts)
-                rec = None if offset is None else next(iter(log.read(offset, 1)))
-            result[tuple(tp)] = None if rec is None else OffsetAndTimestamp(offset, rec.timestamp)
+                found = log.find_by_time(ts, isolation=self.isolation)
+            result[tuple(tp)] = None if found is None else OffsetAndTimestamp(*found)
         return result
 
     def lag(self):
-        """``{tp: log end offset - position}`` for the assigned partitions."""
+        """``{tp: end - position}`` for the assigned partitions, the end being where this
+        consumer's reads end (log end offset under read_uncommitted, the LSO under
+        read_committed)."""
         lags = {}
         for tp in list(self._positions):
             pos = self.position(tp)
             with self.db.leased_log(*tp) as log:
-                lags[tp] = log.end_offset - pos
+                lags[tp] = self._end_of(log) - pos
         return lags
 
     def close(self, commit=True):

@@ -1,10 +1,12 @@
 """Committed consumer offsets in the compacted ``__consumer_offsets`` topic of a data dir.
 
-The records are Kafka's (``kqlite.format.offset_records``), in the partition every kqlite
-broker and process puts a group's records (``kqlite.format.internal_topics``), so the
-topic reads the same as a broker's. Keys of other versions (GroupMetadata records, key
-version 2, and the KIP-848 records) belong to the group coordinator and are skipped
-here, tombstones included.
+The records are Kafka's (``kqlite.format.offset_records``), in the partition Kafka's rule
+puts a group's records in (``kqlite.format.internal_topics``), so the topic reads the same
+as a broker's. Keys of other versions (GroupMetadata records, key version 2, and the
+KIP-848 records) belong to the group coordinator and are skipped here, tombstones
+included; so are the records of groups placed in another partition (what kqlite's legacy
+placement left behind, tombstoned once moved: offsets_placement.py, which runs before the
+store's first read or write).
 
 Several processes may commit to one data dir (the embedded API, a single broker):
 every read first catches up with what the others appended, so nothing here is a copy
@@ -20,6 +22,7 @@ partitions (OffsetFetch's ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for 
 :class:`CommitLog` is that replay, pure, one batch at a time.
 """
 
+import functools
 import logging
 import threading
 
@@ -27,19 +30,21 @@ from ..errors import CorruptRecordError, InvalidRecordError
 from ..format.batch import decode_records, now_ms, parse_header
 from ..format.control_records import COMMIT, control_type
 from ..format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
-                                      partition_for_key)
+                                      kafka_partition_for_key)
 from ..format.offset_records import (OffsetAndMetadata, decode_offset_key,
                                      decode_offset_value, encode_offset_key,
                                      encode_offset_value)
 from ..format.record import Record
+from .offsets_placement import move_to_kafka_placement
 
 __all__ = ["OffsetStore", "OffsetAndMetadata", "CommitLog"]
 
 log = logging.getLogger("kqlite")
 
 
+@functools.lru_cache(maxsize=4096)
 def _partition(group):
-    return partition_for_key(group, OFFSETS_PARTITIONS)
+    return kafka_partition_for_key(group, OFFSETS_PARTITIONS)
 
 
 _READ_CHUNK = 1 << 20
@@ -48,9 +53,12 @@ _READ_CHUNK = 1 << 20
 class CommitLog:
     """Committed offsets as one ``__consumer_offsets`` partition's batches leave them,
     pending transactional commits included; fed one batch at a time (:meth:`add_batch`),
-    oldest first. Pure. See the module docstring."""
+    oldest first. Pure. See the module docstring. ``belongs(group)`` says whether a
+    group's records are the partition's (others are left there by the legacy placement,
+    and skipped)."""
 
-    def __init__(self):
+    def __init__(self, belongs=lambda group: True):
+        self.belongs = belongs
         self.commits = {}       # (group, topic, partition) -> (batch offset, OffsetAndMetadata)
         self.pending = {}       # producer id -> {(group, topic, partition): (batch offset,
         #                         OffsetAndMetadata or None for a tombstone)}
@@ -75,7 +83,7 @@ class CommitLog:
         for rec in records:
             try:
                 key = decode_offset_key(rec.key)
-                if key is None:
+                if key is None or not self.belongs(key[0]):
                     continue
                 value = None if rec.value is None else decode_offset_value(rec.value)
             except CorruptRecordError as exc:
@@ -128,6 +136,19 @@ class OffsetStore:
         self._lock = threading.Lock()
         self._read_upto = {}   # offsets partition -> next offset to read
         self._logs = {}        # offsets partition -> CommitLog of what was read
+        self._placing = threading.Lock()
+        self._kafka_placed = False
+
+    def ensure_kafka_placement(self):
+        """Move what kqlite's legacy placement left in the data dir to Kafka's partitions,
+        once per data dir (offsets_placement.py); every read and write of the store comes
+        after it."""
+        if self._kafka_placed:
+            return
+        with self._placing:
+            if not self._kafka_placed:
+                move_to_kafka_placement(self.db)
+                self._kafka_placed = True
 
     def _ensure_topic(self):
         if self.db.topics.get(OFFSETS_TOPIC) is None:
@@ -139,7 +160,9 @@ class OffsetStore:
 
     def _catch_up_partition(self, p, log_):
         start = max(self._read_upto.get(p, 0), log_.start_offset)
-        commits = self._logs.setdefault(p, CommitLog())
+        commits = self._logs.get(p)
+        if commits is None:
+            commits = self._logs[p] = CommitLog(lambda group: _partition(group) == p)
         skipped = commits.skipped
         while True:
             data = log_.read_batches(start, _READ_CHUNK)
@@ -165,6 +188,7 @@ class OffsetStore:
         timestamp (-1)."""
         self.db.check_writable_topic(OFFSETS_TOPIC, "commit offsets of group "
                                      f"{group!r} into")
+        self.ensure_kafka_placement()
         ts = now_ms() if timestamp is None else timestamp
         values = {}
         for tp, o in offsets.items():
@@ -185,6 +209,7 @@ class OffsetStore:
     def delete(self, group, partitions):
         """Tombstones for ``group``'s commits of ``partitions`` ([(topic, partition)])."""
         self.db.check_writable_topic(OFFSETS_TOPIC, f"delete offsets of group {group!r} from")
+        self.ensure_kafka_placement()
         records = [Record(key=encode_offset_key(group, t, p), value=None) for t, p in partitions]
         if records:
             with self._leased(group) as log_:
@@ -204,6 +229,7 @@ class OffsetStore:
     def committed_details(self, group):
         """``{(topic, partition): OffsetAndMetadata}`` currently committed for ``group``
         (transactional commits whose transaction is not decided left out)."""
+        self.ensure_kafka_placement()
         with self._lock:
             p = _partition(group)
             with self._leased(group) as log_:
@@ -213,6 +239,7 @@ class OffsetStore:
     def pending_transactional(self, group):
         """The (topic, partition)s of ``group`` whose transactional commit waits for its
         transaction's marker."""
+        self.ensure_kafka_placement()
         with self._lock:
             p = _partition(group)
             with self._leased(group) as log_:
@@ -221,6 +248,7 @@ class OffsetStore:
 
     def groups(self):
         """Every group with committed offsets (reads every offsets partition in use)."""
+        self.ensure_kafka_placement()
         with self._lock:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
                 with self.db.leased_log(OFFSETS_TOPIC, p) as log_:
@@ -229,7 +257,8 @@ class OffsetStore:
 
     def known_commits(self):
         """``{(group, topic, partition): offset}`` of every commit read so far, after
-        catching up the offsets partitions that are open; opens no log (for metrics)."""
+        catching up the offsets partitions that are open; opens no log and moves nothing
+        (for metrics)."""
         with self._lock:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
                 with self.db.logs.lease_if_open((OFFSETS_TOPIC, p)) as log_:

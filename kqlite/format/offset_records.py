@@ -14,7 +14,7 @@ so the topic reads the same as a broker's:
   fields).
 - a null value (tombstone) deletes the commit.
 
-Which partition holds a group's records: ``internal_topics.partition_for_key``.
+Which partition holds a group's records: ``internal_topics.kafka_partition_for_key``.
 """
 
 import struct

@@ -352,12 +352,13 @@ class LocalPartition(Partition):
         if timestamp == MAX_TIMESTAMP:
             offset, found_ts = log.max_timestamp()
             return offset, found_ts, _epoch_for_offset(log, offset) if offset >= 0 else -1
-        # A match only below the isolation's limit (Kafka's fetchOffsetForTimestamp).
-        offset = log.offset_for_time(timestamp, isolation=isolation)
-        if offset is None:
+        # A match only below the isolation's limit (Kafka's fetchOffsetForTimestamp); a
+        # marker may be the match, as in Kafka.
+        found = log.find_by_time(timestamp, isolation=isolation)
+        if found is None:
             return -1, -1, -1
-        record = next(iter(log.read(offset, 1, isolation=isolation)))
-        return offset, record.timestamp, _epoch_for_offset(log, offset)
+        offset, found_ts = found
+        return offset, found_ts, _epoch_for_offset(log, offset)
 
     async def legacy_offsets(self, timestamp, max_num_offsets, *, from_consumer):
         # Answered without a leadership check, by a cluster's followers too, so what it

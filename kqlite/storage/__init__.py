@@ -34,6 +34,15 @@ written):
   leader_epoch=, timestamp=)`` -> the marker's offset (WriteTxnMarkers' append;
   InvalidProducerEpochError, TransactionCoordinatorFencedError);
 - ``Log.last_stable_offset``, and ``Log.offset_snapshot().last_stable_offset``;
+- COMMITTED reads: ``Log.read``/``fetch_records``/``read_one(..., isolation=COMMITTED)``
+  leave out the records of aborted transactions (and, under every isolation, markers);
+  ``Log.read_batches``/``fetch_region(..., isolation=COMMITTED,
+  aborted_transactions=True)`` -> ``Fetched(records, aborted_transactions)`` with the
+  ``[AbortedTransaction(producer_id, first_offset)]`` a read_committed Fetch answers
+  (None under another isolation, [] when nothing is returned);
+  ``Log.aborted_transactions(offset, upper_bound)`` -> the ``.txnindex`` entries;
+  ``Log.find_by_time(timestamp, isolation=)`` -> ``(offset, timestamp)`` for ListOffsets
+  (a marker may match, as in Kafka);
 - ``Log.active_producers()`` -> ``[ProducerSummary(producer_id, producer_epoch,
   last_sequence, last_timestamp, coordinator_epoch, current_txn_start_offset)]``
   (DescribeProducers); ``Log.ongoing_transactions()`` -> ``[(producer_id,

@@ -134,6 +134,21 @@ class OffsetIndex(_Index):
         rel, pos = OFFSET_ENTRY.unpack_from(self.buf, slot * OFFSET_INDEX_ENTRY_SIZE)
         return self.base_offset + rel, pos
 
+    def fetch_upper_bound_offset(self, position):
+        """The offset of the first entry pointing at or past ``position``, None when none
+        does (Kafka's OffsetIndex.fetchUpperBoundOffset: the bound of a fetch's aborted
+        transactions)."""
+        lo, hi = 0, self.count
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry_at(mid)[1] >= position:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo == self.count:
+            return None
+        return self.base_offset + self.entry_at(lo)[0]
+
     def last_position(self):
         """The file position of the last entry: 0 (the segment's start) if there is none."""
         return self.entry_at(self.count - 1)[1] if self.count else 0

@@ -534,7 +534,9 @@ class Log:
     def read(self, offset=None, max_records=None, *, max_offset=None,
              isolation=Isolation.HIGH_WATERMARK):
         """Iterate Records from ``offset`` (default: the log start) up to the isolation's
-        limit (by default the high watermark), and below ``max_offset`` if given.
+        limit (by default the high watermark), and below ``max_offset`` if given. Markers
+        are never returned; COMMITTED also leaves out the records of aborted transactions
+        (Kafka's read_committed consumer).
 
         Raises OffsetOutOfRangeError if ``offset`` is below the log start or above the
         log end; reading at or past the limit yields nothing.
@@ -543,8 +545,9 @@ class Log:
 
     def read_one(self, offset, *, isolation=Isolation.HIGH_WATERMARK):
         """The Record at ``offset``, or None when there is none: ``offset`` is at or past
-        the isolation's limit (by default the high watermark), or compaction removed that
-        record. Raises OffsetOutOfRangeError if ``offset`` is below the log start or
+        the isolation's limit (by default the high watermark), compaction removed that
+        record, it is a marker's, or (COMMITTED) its transaction was aborted. Raises
+        OffsetOutOfRangeError if ``offset`` is below the log start or
         above the log end, as :meth:`read` does.
 
         Reads a few KiB around the record, not its whole batch (record_lookup.py): the
@@ -558,31 +561,61 @@ class Log:
         """A list of the Records from ``offset`` to the end of the batch in which
         ``min_records`` is reached (or to the isolation's limit): whole batches, as a
         consumer's fetch buffers them, so that no batch is decoded twice by consecutive
-        fetches. Raises OffsetOutOfRangeError as :meth:`read` does."""
+        fetches; markers and (COMMITTED) aborted records left out, as by :meth:`read`.
+        The list's ``next_offset`` is the offset after the last batch read (a consumer's
+        next position, past markers and aborted records too). Raises
+        OffsetOutOfRangeError as :meth:`read` does."""
         return reads.fetch_records(self, offset, min_records, isolation)
 
-    def read_batches(self, offset, max_bytes=1 << 20, *, isolation=Isolation.HIGH_WATERMARK):
+    def read_batches(self, offset, max_bytes=1 << 20, *, isolation=Isolation.HIGH_WATERMARK,
+                     aborted_transactions=False):
         """Raw bytes of whole batches starting at the one that holds ``offset`` (no
         decoding), each ending below the isolation's limit (by default the high watermark).
 
         At least one batch is returned even if it exceeds ``max_bytes`` (as Kafka's fetch).
+        Markers and aborted batches are returned too, as a broker's Fetch returns them;
+        with ``aborted_transactions`` the answer is a ``Fetched(records,
+        aborted_transactions)``: under COMMITTED the aborted transactions overlapping the
+        bytes (``[AbortedTransaction(producer_id, first_offset)]``, Kafka's bound), else
+        None.
         """
-        return reads.read_batches(self, offset, max_bytes, isolation)
+        return reads.read_batches(self, offset, max_bytes, isolation, aborted_transactions)
 
     def fetch_region(self, offset, max_bytes, max_offset=None, *,
-                     isolation=Isolation.HIGH_WATERMARK):
+                     isolation=Isolation.HIGH_WATERMARK, aborted_transactions=False):
         """Where the whole batches from the one holding ``offset`` lie on disk, for
         sendfile: ``(fd, position, length)`` within one segment, at most ``max_bytes``
         (but at least one batch), every batch ending below the isolation's limit (by
         default the high watermark) and below ``max_offset`` if given. ``None`` when there
         is nothing to read at ``offset``. The descriptor is a duplicate the caller must
-        close: retention may close the segment meanwhile."""
-        return reads.fetch_region(self, offset, max_bytes, max_offset, isolation)
+        close: retention may close the segment meanwhile. With ``aborted_transactions``
+        the answer is a ``Fetched(region or None, aborted_transactions)``, as for
+        :meth:`read_batches` (a read_committed Fetch's AbortedTransactions)."""
+        return reads.fetch_region(self, offset, max_bytes, max_offset, isolation,
+                                  aborted_transactions)
 
     def offset_for_time(self, timestamp, *, isolation=Isolation.HIGH_WATERMARK):
         """The earliest offset below the isolation's limit whose timestamp is >=
-        ``timestamp`` (ms), or None."""
+        ``timestamp`` (ms), or None. As Kafka's ListOffsets, every record counts, markers
+        and aborted records included (only the limit depends on the isolation)."""
         return reads.offset_for_time(self, timestamp, isolation)
+
+    def find_by_time(self, timestamp, *, isolation=Isolation.HIGH_WATERMARK):
+        """``(offset, timestamp)`` of the record :meth:`offset_for_time` finds, or None: a
+        ListOffsets answer (the record found may be a marker, which no read returns)."""
+        return reads.find_by_time(self, timestamp, isolation)
+
+    def aborted_transactions(self, offset=None, upper_bound=None):
+        """The ``.txnindex`` entries (AbortedTxn: producer_id, first_offset, last_offset,
+        last_stable_offset) of the transactions aborted in [``offset``, ``upper_bound``)
+        (Kafka's collectAbortedTransactions; by default the whole log), oldest marker
+        first."""
+        with self._lock:
+            self._check_open()
+            self._refresh()
+            start = self.log_start_offset if offset is None else offset
+            end = self._segments[-1].next_offset + 1 if upper_bound is None else upper_bound
+            return reads.collect_aborted(self, start, end)
 
     def max_timestamp(self):
         """``(offset, timestamp)`` of the record with the largest timestamp, ``(-1, -1)``

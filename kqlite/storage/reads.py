@@ -32,25 +32,47 @@ step's LogClosedError (no step reads a closed Log's files: log.py):
   then reads exactly those bytes (reusing what the walk read when it read them
   all), fetch_region hands out a duplicated descriptor for sendfile.
 * :func:`batch_headers` walks headers a few thousand batches per step.
+
+Control batches (transaction markers) are never returned as Records, whatever the
+isolation, as Kafka's consumers never return them: their offsets are passed over. A
+COMMITTED read of records also leaves out the batches of aborted transactions, by
+Kafka's consumer algorithm (CompletedFetch; :class:`AbortedFilter`): the aborted
+transactions overlapping the read are collected from the ``.txnindex`` of the
+segments once, when the read starts (:func:`collect_aborted`, Kafka's
+collectAbortedTransactions, bounded by the read's limit), sorted by first offset; a
+producer enters the aborted set when a batch reaches the first offset of one of its
+aborted transactions, its transactional batches are skipped while it is there, and
+its ABORT marker takes it out again. Raw batches are returned whole, markers and
+aborted batches included, as a broker's Fetch returns them: with
+``aborted_transactions=True`` a COMMITTED read_batches or fetch_region also returns
+the aborted transactions overlapping what it returns, bounded as Kafka's
+(LocalLog.addAbortedTransactions: the first offset-index entry past the returned
+bytes, else the next segment's base offset, else the log end), for the client to
+filter by the same algorithm.
   :func:`producer_batches` walks them for the producer state's replay (under the
   write lock), reading a marker's record with its control batch's header.
 """
 
 import os
+from bisect import bisect_right
 from itertools import chain
+from typing import NamedTuple
 
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
-from ..format.constants import MAGIC_V2
+from ..format.constants import CONTROL_MASK, MAGIC_V2, TRANSACTIONAL_MASK
 from ..format.control_records import read_marker
 from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 from .isolation import read_limit
 from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
+from .segments import NO_LIMIT
+from .txn_index import AbortedTransaction
 
 __all__ = ["read", "RecordIterator", "fetch_records", "read_batches", "fetch_region",
-           "offset_for_time", "max_timestamp", "batch_headers", "producer_batches"]
+           "offset_for_time", "find_by_time", "max_timestamp", "batch_headers",
+           "producer_batches", "collect_aborted", "AbortedFilter", "Fetched", "RecordList"]
 
 _READ_CHUNK = 1 << 18        # bytes of batches decoded per step of read()
 _chain = chain.from_iterable
@@ -73,6 +95,68 @@ def _limit(lg, isolation, max_offset=None):
 
 # -- Records ---------------------------------------------------------------------------------
 
+class Fetched(NamedTuple):
+    """What read_batches and fetch_region answer with ``aborted_transactions=True``: their
+    usual result (bytes; a region or None) and the aborted transactions a read_committed
+    fetch reports with it (AbortedTransaction, by first offset), or None under another
+    isolation (Fetch's null AbortedTransactions)."""
+
+    records: object
+    aborted_transactions: object
+
+
+def collect_aborted(lg, offset, upper_bound):
+    """Kafka's collectAbortedTransactions (caller holds lg._lock): the AbortedTxns of the
+    segments from the one holding ``offset`` on whose marker is at or past ``offset`` and
+    whose first offset is below ``upper_bound``, up to the first entry whose last stable
+    offset reaches ``upper_bound`` (txn_index.TransactionIndex.collect)."""
+    segments = lg._segments
+    i = max(bisect_right(segments, offset, key=_base_offset) - 1, 0)
+    found = []
+    for seg in segments[i:]:
+        entries, complete = seg.txnindex.collect(offset, upper_bound)
+        found += entries
+        if complete:
+            break
+    return found
+
+
+def _base_offset(seg):
+    return seg.base_offset
+
+
+class AbortedFilter:
+    """Kafka's read_committed consumer (CompletedFetch), batch by batch: whether a batch
+    is left out of a COMMITTED read. ``aborted`` are the AbortedTxns the read overlaps."""
+
+    __slots__ = ("pending", "producers")
+
+    def __init__(self, aborted):
+        self.pending = sorted(aborted, key=lambda e: e.first_offset, reverse=True)
+        self.producers = set()
+
+    def skips(self, data, pos, header):
+        """Whether the batch at ``data[pos:]`` (its BatchHeader ``header``) is skipped:
+        a control batch always, a transactional batch of a producer in the aborted set.
+        A batch reaching an aborted transaction's first offset puts its producer in the
+        set; that producer's ABORT marker takes it out."""
+        pid = header[9]
+        attributes = header[5]
+        if pid >= 0:
+            pending = self.pending
+            last = header.last_offset
+            while pending and pending[-1].first_offset <= last:
+                self.producers.add(pending.pop().producer_id)
+            if attributes & CONTROL_MASK:
+                if header.records_count and pid in self.producers:
+                    marker = read_marker(data, pos, header)
+                    if marker.is_abort:
+                        self.producers.discard(pid)
+                return True
+            return bool(attributes & TRANSACTIONAL_MASK) and pid in self.producers
+        return bool(attributes & CONTROL_MASK)
+
+
 def read(lg, offset, max_records, max_offset, isolation):
     """Log.read."""
     with lg._lock:
@@ -82,7 +166,8 @@ def read(lg, offset, max_records, max_offset, isolation):
             offset = lg.log_start_offset
         _check_range(lg, offset)
         stop = _limit(lg, isolation, max_offset)
-    lists = _record_lists(lg, offset, stop, max_records)
+        skip = _filter(lg, isolation, offset, stop)
+    lists = _record_lists(lg, offset, stop, max_records, skip)
     records = RecordIterator.from_iterable(lists)
     records._lists = lists
     return records
@@ -100,6 +185,14 @@ class RecordIterator(chain):
         self._lists.close()
 
 
+def _filter(lg, isolation, offset, stop):
+    """The AbortedFilter of a COMMITTED read of [offset, stop), else None (caller holds
+    lg._lock, refreshed)."""
+    if not isolation.skips_aborted:
+        return None
+    return AbortedFilter(collect_aborted(lg, offset, stop))
+
+
 def fetch_records(lg, offset, min_records, isolation):
     """Log.fetch_records."""
     with lg._lock:
@@ -107,20 +200,34 @@ def fetch_records(lg, offset, min_records, isolation):
         lg._refresh()
         _check_range(lg, offset)
         stop = _limit(lg, isolation)
-    out = []
-    lists = _record_lists(lg, offset, stop, None)
+        skip = _filter(lg, isolation, offset, stop)
+    out = RecordList()
+    progress = [offset]
+    lists = _record_lists(lg, offset, stop, None, skip, progress=progress)
     for records in lists:
         out += records
         if len(out) >= min_records:
             lists.close()
             break
+    out.next_offset = progress[0]
     return out
 
 
-def _record_lists(lg, offset, stop, max_records):
+class RecordList(list):
+    """What fetch_records returns: the Records, and ``next_offset``, the offset after the
+    last batch it read. Markers and aborted batches return no records, yet a consumer's
+    position moves past them (Kafka's consumer does): ``next_offset`` may lie past the
+    last record's offset + 1."""
+
+    __slots__ = ("next_offset",)
+
+
+def _record_lists(lg, offset, stop, max_records, skip=None, controls=False, progress=None):
     """The records from ``offset`` below ``stop`` (at most ``max_records``), one list or
     iterator per batch decoded: read() chains them, so that this generator resumes once
-    a batch, not once a record."""
+    a batch, not once a record. Control batches are left out unless ``controls``, and
+    the batches ``skip`` (an AbortedFilter) skips. ``progress[0]`` follows the offset
+    after the last batch looked at."""
     left = -1 if max_records is None else max_records
     resume = None
     # A few records may all be in the batch holding ``offset``: read no further at first.
@@ -134,8 +241,11 @@ def _record_lists(lg, offset, stop, max_records):
         data, position = chunk.data, chunk.position
         for b in batches:
             first, last_rec, count, records = _iter_decode(data, b.position - position,
-                                                           b.magic, path, position)
+                                                           b.magic, path, position, skip,
+                                                           controls)
             last = b.last_offset
+            if progress is not None:
+                progress[0] = min(last + 1, stop)
             if count and offset <= b.base_offset and last < stop \
                     and offset <= first and last_rec < stop and (left < 0 or count <= left):
                 # The whole batch is wanted (offsets increase inside a batch): no
@@ -163,13 +273,22 @@ def _record_lists(lg, offset, stop, max_records):
         resume = (path, b.position + b.size)
 
 
-def _iter_decode(data, pos, magic, path, position):
+_NOTHING = (None, None, 0, ())
+
+
+def _iter_decode(data, pos, magic, path, position, skip=None, controls=False):
     """(first offset, last offset, record count, iterator of Records) of the entry at
-    data[pos:] (see format.batch.iter_records)."""
+    data[pos:] (see format.batch.iter_records); no records for a control batch (unless
+    ``controls``) and a batch ``skip`` skips."""
     try:
         if magic == MAGIC_V2:
             # _read_chunk's walk already checked the CRC of every batch it returned.
             header = parse_header(data, pos)
+            if skip is not None:
+                if skip.skips(data, pos, header):
+                    return _NOTHING
+            elif header[5] & CONTROL_MASK and not controls:
+                return _NOTHING
             first, last, records = batch_format.iter_records(data, pos, header, verify=False)
             return first, last, header.records_count, records
         records = read_legacy_entry(data, pos)
@@ -266,7 +385,7 @@ def _rising(batches, offset, entry, bounds, path):
 
 # -- Raw batches ------------------------------------------------------------------------------
 
-def read_batches(lg, offset, max_bytes, isolation):
+def read_batches(lg, offset, max_bytes, isolation, aborted_transactions=False):
     """Log.read_batches."""
     with lg._lock:
         lg._check_open()
@@ -274,33 +393,57 @@ def read_batches(lg, offset, max_bytes, isolation):
         _check_range(lg, offset)
         extent = _extent(lg, offset, max_bytes, _limit(lg, isolation), keep_chunks=True)
         if extent is None:
-            return b""
-        seg, position, length, chunks = extent
-        data = _bytes_from(chunks, position, length)
-        if data is None:
-            data = seg.read(position, length)
-            if len(data) < length:
-                # Another process truncated the log meanwhile: the whole batches left.
-                walk = SegmentWalk(seg.log, position, position + len(data), chunk=len(data))
-                chunk = walk.read()
-                data = data[:walk.stop - position] if chunk is not None else b""
-        return data
+            data = b""
+        else:
+            seg, position, length, chunks = extent
+            data = _bytes_from(chunks, position, length)
+            if data is None:
+                data = seg.read(position, length)
+                if len(data) < length:
+                    # Another process truncated the log meanwhile: the whole batches left.
+                    walk = SegmentWalk(seg.log, position, position + len(data),
+                                       chunk=len(data))
+                    chunk = walk.read()
+                    data = data[:walk.stop - position] if chunk is not None else b""
+        if not aborted_transactions:
+            return data
+        return Fetched(data, _fetch_aborted(lg, isolation, offset, extent, len(data)))
 
 
-def fetch_region(lg, offset, max_bytes, max_offset, isolation):
+def fetch_region(lg, offset, max_bytes, max_offset, isolation, aborted_transactions=False):
     """Log.fetch_region."""
     with lg._lock:
         lg._check_open()
         lg._refresh()
         _check_range(lg, offset)
         limit = _limit(lg, isolation, max_offset)
-        if offset >= limit:
-            return None
-        extent = _extent(lg, offset, max_bytes, limit)
-        if extent is None:
-            return None
-        seg, position, length, _ = extent
-        return os.dup(seg.log.fileno()), position, length
+        extent = _extent(lg, offset, max_bytes, limit) if offset < limit else None
+        region = None
+        if extent is not None:
+            seg, position, length, _ = extent
+            region = os.dup(seg.log.fileno()), position, length
+        if not aborted_transactions:
+            return region
+        return Fetched(region, _fetch_aborted(lg, isolation, offset, extent,
+                                              0 if extent is None else extent[2]))
+
+
+def _fetch_aborted(lg, isolation, offset, extent, length):
+    """The aborted transactions a fetch at ``offset`` that returns ``length`` bytes of
+    ``extent`` reports (Kafka's LocalLog.addAbortedTransactions); None unless the
+    isolation is COMMITTED, an empty list when nothing is returned. Caller holds
+    lg._lock."""
+    if not isolation.skips_aborted:
+        return None
+    if extent is None or not length:
+        return []
+    seg, position = extent[0], extent[1]
+    upper = seg.index.fetch_upper_bound_offset(position + length)
+    if upper is None:
+        limit = lg._segments.limit_of(seg)
+        upper = limit if limit != NO_LIMIT else lg._segments[-1].next_offset
+    return [AbortedTransaction(e.producer_id, e.first_offset)
+            for e in collect_aborted(lg, offset, upper)]
 
 
 def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
@@ -360,6 +503,13 @@ def _bytes_from(chunks, position, length):
 
 def offset_for_time(lg, timestamp, isolation):
     """Log.offset_for_time."""
+    found = find_by_time(lg, timestamp, isolation)
+    return None if found is None else found[0]
+
+
+def find_by_time(lg, timestamp, isolation):
+    """Log.find_by_time: as Kafka's fetchOffsetByTimestamp, every record counts, markers
+    and aborted records included; only the isolation's limit bounds the answer."""
     with lg._lock:
         lg._check_open()
         lg._refresh()
@@ -372,9 +522,9 @@ def offset_for_time(lg, timestamp, isolation):
         _, from_offset = seg.timeindex.lookup(timestamp - 1)
         start = max(from_offset, lg.log_start_offset, seg.base_offset)
         stop = _limit(lg, isolation)
-    for rec in _chain(_record_lists(lg, start, stop, None)):
+    for rec in _chain(_record_lists(lg, start, stop, None, controls=True)):
         if rec[1] >= timestamp:
-            return rec[0]
+            return rec[0], rec[1]
     return None
 
 

@@ -26,6 +26,13 @@ general read path would have decoded without error. A compressed batch is
 decompressed whole at each read and walked the same way (its records were checked
 once, when it was marked); a legacy message set is decoded.
 
+A control batch (a transaction marker) holds no record a reader sees: it is never
+marked, and reading its offset answers None, as reading a record compaction removed
+does. Under COMMITTED, a record of an aborted transaction answers None too: the
+batch's producer (when it is transactional) is kept with its marks, and an entry of
+the ``.txnindex`` for that producer spanning the offset (reads.collect_aborted) says
+it was aborted.
+
 Marks stay true while the log's *generation* stays: within one, a segment only
 grows (another process's appends are learnt by the refresh; the bytes below a
 segment's known size never change), and every roll, retention deletion,
@@ -46,7 +53,7 @@ from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_C
 from ..format.header import parse_header
 from ..format.record import Record
 from .isolation import read_limit
-from .reads import _decode, _read_chunk
+from .reads import _decode, _read_chunk, collect_aborted
 from .sharing import SharedFiles
 from .state import STATE_SIZE
 
@@ -71,9 +78,9 @@ class RecordMarks:
     ``lasts`` (sorted) holds the last offset of each marked batch and ``batches``,
     in the same order, a tuple per batch: (base offset, segment, records start,
     records end, base timestamp, LogAppendTime timestamp or None, codec, mark
-    deltas, mark positions, batch position, batch size). A compressed batch, or one
-    whose offsets do not rise record by record, has no marks (None) and is walked
-    from its first record."""
+    deltas, mark positions, batch position, batch size, the producer id of a
+    transactional batch or -1). A compressed batch, or one whose offsets do not rise
+    record by record, has no marks (None) and is walked from its first record."""
 
     __slots__ = ("generation", "state_raw", "lasts", "batches", "marks")
 
@@ -143,7 +150,10 @@ def read_one(lg, offset, isolation):
             entry = marks.batches[i]
             if entry[0] <= offset:
                 base, seg, start, end, base_ts, append_ts, codec, deltas, positions, \
-                    batch_pos, batch_size = entry
+                    batch_pos, batch_size, txn_pid = entry
+                if txn_pid >= 0 and isolation.skips_aborted and \
+                        _aborted_at(lg, offset, txn_pid):
+                    return None
                 if codec != CODEC_NONE:
                     return _from_batch(seg.log.pread(batch_size, batch_pos), 0, offset, seg,
                                        batch_pos)
@@ -161,7 +171,14 @@ def read_one(lg, offset, isolation):
                 ke, ve = f[6], f[8]
                 return _new(Record, (offset, f[4], None if ke < 0 else data[f[5]:ke],
                                      None if ve < 0 else data[f[7]:ve], ()))
-    return _first_read(lg, marks, offset)
+    return _first_read(lg, marks, offset, isolation)
+
+
+def _aborted_at(lg, offset, producer_id):
+    """Whether ``offset``, in a transactional batch of ``producer_id``, belongs to one of
+    its aborted transactions (caller holds lg._lock, refreshed)."""
+    return any(e.producer_id == producer_id and e.first_offset <= offset
+               for e in collect_aborted(lg, offset, offset + 1))
 
 
 def _record(data, offset, base, base_ts, append_ts, where, position):
@@ -207,7 +224,7 @@ def _from_batch(data, pos, offset, where, file_pos):
     return _record(body, offset, h.base_offset, h.base_timestamp, append_ts, where, file_pos)
 
 
-def _first_read(lg, marks, offset):
+def _first_read(lg, marks, offset, isolation):
     """Read the batch holding ``offset`` the general way, mark the batches read, and
     answer from the bytes read."""
     step = _read_chunk(lg, offset, None, 0)
@@ -230,6 +247,14 @@ def _first_read(lg, marks, offset):
             _mark(marks, seg, data, b, position, path, strict=b is found)
     if found.base_offset > offset:
         return None
+    header = parse_header(data, at)
+    if header.is_control:
+        return None
+    if header.is_transactional and isolation.skips_aborted:
+        with lg._lock:
+            lg._check_open()
+            if _aborted_at(lg, offset, header.producer_id):
+                return None
     return _from_batch(data, at, offset, path, found.position)
 
 
@@ -241,6 +266,8 @@ def _mark(marks, seg, data, b, position, path, strict):
         return
     at = b.position - position
     h = parse_header(data, at)
+    if h.is_control:
+        return
     codec = h.compression
     start, end = at + BATCH_OVERHEAD, at + b.size
     body = data
@@ -271,5 +298,6 @@ def _mark(marks, seg, data, b, position, path, strict):
         positions = array("q", [p + position for p in found[1]])
         count = len(deltas)
     entry = (h.base_offset, seg, position + start, position + end, h.base_timestamp,
-             append_ts, codec, deltas, positions, b.position, b.size)
+             append_ts, codec, deltas, positions, b.position, b.size,
+             h.producer_id if h.is_transactional else -1)
     marks.add(b.last_offset, entry, count)

@@ -45,8 +45,8 @@ from typing import NamedTuple
 
 from ..errors import CorruptRecordError
 
-__all__ = ["AbortedTxn", "TransactionIndex", "TXNINDEX_SUFFIX", "ENTRY", "encode_entries",
-           "decode_entries"]
+__all__ = ["AbortedTxn", "AbortedTransaction", "TransactionIndex", "TXNINDEX_SUFFIX", "ENTRY",
+           "encode_entries", "decode_entries"]
 
 TXNINDEX_SUFFIX = ".txnindex"      # ON-DISK: Kafka's LogFileUtils.TXN_INDEX_FILE_SUFFIX
 ENTRY = struct.Struct(">hqqqq")    # ON-DISK: AbortedTxn, 34 bytes
@@ -61,6 +61,14 @@ class AbortedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     last_stable_offset: int
+
+
+class AbortedTransaction(NamedTuple):
+    """What a read_committed Fetch answers per aborted transaction (Fetch v4+'s
+    AbortedTransactions: ProducerId, FirstOffset)."""
+
+    producer_id: int
+    first_offset: int
 
 
 def encode_entries(entries):

@@ -2,8 +2,9 @@
 of a group is the leader of its ``__consumer_offsets`` partition (replication factor 3),
 so commits survive the coordinator's SIGKILL, and the other brokers answer
 NOT_COORDINATOR. Driven by confluent-kafka, kafka-python and aiokafka, each group's
-records produced with acks=all by the same client that consumes them; one cluster for
-the whole module."""
+records produced with acks=all by the same client that consumes them; commits that
+kqlite's legacy placement left in another partition reach the group's coordinator; one
+cluster for the whole module."""
 
 import asyncio
 import threading
@@ -11,6 +12,12 @@ import time
 
 import pytest
 
+from kqlite.format.batch import build_batch, decode_batch
+from kqlite.format.internal_topics import (OFFSETS_TOPIC, kafka_partition_for_key,
+                                           legacy_partition_for_key)
+from kqlite.format.offset_records import (decode_offset_key, encode_offset_key,
+                                          encode_offset_value)
+from kqlite.format.record import Record
 from kqlite.protocol import ApiKey, ErrorCode
 
 from acks_all_producers import AiokafkaProducer, ConfluentProducer, KafkaPythonProducer
@@ -318,4 +325,59 @@ def test_killing_the_coordinator_keeps_the_commits_and_the_group_goes_on(cluster
         member.close()
     # Nothing committed is read again: only the records produced after the kill.
     assert sorted(seen) == sorted(second)
+    cluster[coordinator].start().wait_listening()
+
+
+# -- Commits left by the legacy placement -------------------------------------------------------
+
+def _leader(cluster, topic, index):
+    """The broker that leads ``topic``-``index`` (Metadata from a live broker)."""
+    def known():
+        broker = next(b for b in cluster.brokers.values() if b.alive)
+        answer = _request(broker, ApiKey.METADATA, 1, {"topics": [{"name": topic}]})
+        leaders = {p["partition_index"]: p["leader_id"] for t in answer["topics"]
+                   for p in t["partitions"]}
+        leader = leaders.get(index, -1)
+        return cluster[leader] if leader > 0 and cluster[leader].alive else None
+    return until(known, f"a live leader of {topic}-{index}")
+
+
+def test_commits_left_by_the_legacy_placement_reach_the_groups_new_coordinator(cluster):
+    topic, group = "legacy-orders", "my-group"
+    kafka = kafka_partition_for_key(group, OFFSETS_PARTITIONS)
+    legacy = legacy_partition_for_key(group, OFFSETS_PARTITIONS)
+    assert (kafka, legacy) == (2, 6)         # its hash is negative: the two rules differ
+    _create(cluster, topic, partitions=2)
+    coordinator = _coordinator(cluster, group)
+    # What an older kqlite wrote: commits in the partition its rule named, acks=all.
+    written = _request(_leader(cluster, OFFSETS_TOPIC, legacy), ApiKey.PRODUCE, 3, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [{
+            "name": OFFSETS_TOPIC, "partition_data": [{"index": legacy, "records": build_batch(
+                [Record(key=encode_offset_key(group, topic, p), value=encode_offset_value(o))
+                 for p, o in ((0, 5), (1, 7))])}]}]})
+    assert written["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.NONE
+    # A commit made since, under Kafka's rule, wins over the legacy one of partition 0.
+    until(lambda: _request(cluster[coordinator], ApiKey.OFFSET_COMMIT, 8, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": 9, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]})["topics"][0]["partitions"][0]["error_code"] ==
+          ErrorCode.NONE, "a commit once the coordinator has loaded the group's partition")
+    cluster[coordinator].kill()
+    survivor = _coordinator(cluster, group)
+    until(lambda: _committed(cluster[survivor], group, topic, range(2)) ==
+          (ErrorCode.NONE, {0: 9, 1: 7}), "the legacy commit of partition 1 on the new "
+          "coordinator, beside the newer one of partition 0")
+    # And tombstoned where the legacy rule had put them.
+    fetched = _request(_leader(cluster, OFFSETS_TOPIC, legacy), ApiKey.FETCH, 4, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "isolation_level": 0, "topics": [{"topic": OFFSETS_TOPIC, "partitions": [
+            {"partition": legacy, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    data, latest, pos = bytes(fetched["responses"][0]["partitions"][0]["records"]), {}, 0
+    while pos < len(data):
+        header, records = decode_batch(data, pos)
+        latest.update((decode_offset_key(r.key), r.value) for r in records)
+        pos += header.size
+    assert {key: value for key, value in latest.items() if key and key[0] == group} == {
+        (group, topic, 0): None, (group, topic, 1): None}
     cluster[coordinator].start().wait_listening()

@@ -4,7 +4,8 @@ import pytest
 
 import kqlite
 from kqlite.errors import ConfigError, KqliteError
-from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
+from kqlite.format.internal_topics import (OFFSETS_PARTITIONS, OFFSETS_TOPIC,
+                                           kafka_partition_for_key)
 from kqlite.format.offset_records import decode_offset_key, decode_offset_value
 
 
@@ -124,7 +125,7 @@ def test_offsets_are_kafka_records_in_consumer_offsets(db):
     c = db.consumer("t", group="billing", auto_offset_reset="earliest")
     drain(c, 3)
     c.commit()
-    log = db.log(OFFSETS_TOPIC, partition_for_key("billing", OFFSETS_PARTITIONS))
+    log = db.log(OFFSETS_TOPIC, kafka_partition_for_key("billing", OFFSETS_PARTITIONS))
     commits = {}
     for rec in log.read():
         commits[decode_offset_key(rec.key)] = decode_offset_value(rec.value)[0]

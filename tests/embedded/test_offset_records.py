@@ -8,7 +8,8 @@ import pytest
 
 import kqlite
 from kqlite.db.offsets import OffsetAndMetadata
-from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
+from kqlite.format.internal_topics import (OFFSETS_PARTITIONS, OFFSETS_TOPIC,
+                                           kafka_partition_for_key)
 from kqlite.format.offset_records import (decode_offset_key, decode_offset_value,
                                           encode_offset_key)
 from kqlite.format.record import Record
@@ -52,7 +53,7 @@ def _group_key(group):
 
 def _append(db, group, records):
     db.offsets.committed(group)          # creates the topic, as a first read does
-    with db.leased_log(OFFSETS_TOPIC, partition_for_key(group, OFFSETS_PARTITIONS)) as log:
+    with db.leased_log(OFFSETS_TOPIC, kafka_partition_for_key(group, OFFSETS_PARTITIONS)) as log:
         log.append(records)
 
 
@@ -101,7 +102,7 @@ def test_commit_metadata_and_leader_epoch_are_stored_as_value_v3(db):
     assert got[("t", 1)][:3] == (9, -1, "")
     assert c.committed(("t", 0)) == 5
     c.close()
-    with db.leased_log(OFFSETS_TOPIC, partition_for_key("meta", OFFSETS_PARTITIONS)) as log:
+    with db.leased_log(OFFSETS_TOPIC, kafka_partition_for_key("meta", OFFSETS_PARTITIONS)) as log:
         values = {decode_offset_key(r.key): r.value for r in log.read(0)}
     assert values[("meta", "t", 0)][:2] == struct.pack(">h", 3)
     assert decode_offset_value(values[("meta", "t", 0)])[:3] == (5, 2, "hello")
@@ -119,7 +120,7 @@ def test_delete_group_writes_tombstones_for_its_offsets(db, tmp_path):
     db.offsets.commit("kept", {("t", 0): 3})
     assert db.offsets.delete_group("gone") == [("t", 0), ("t", 1)]
     assert db.offsets.committed("gone") == {}
-    with db.leased_log(OFFSETS_TOPIC, partition_for_key("gone", OFFSETS_PARTITIONS)) as log:
+    with db.leased_log(OFFSETS_TOPIC, kafka_partition_for_key("gone", OFFSETS_PARTITIONS)) as log:
         tail = [(r.key, r.value) for r in log.read(0)][-2:]
     assert tail == [(encode_offset_key("gone", "t", 0), None),
                     (encode_offset_key("gone", "t", 1), None)]

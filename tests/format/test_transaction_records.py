@@ -10,7 +10,7 @@ import pytest
 
 from kqlite.errors import CorruptRecordError
 from kqlite.format.internal_topics import (TRANSACTIONS_PARTITIONS, java_hash, kafka_abs,
-                                           kafka_partition_for_key, partition_for_key,
+                                           kafka_partition_for_key, legacy_partition_for_key,
                                            transaction_partition_for)
 from kqlite.format.transaction_records import (TransactionLogValue, TransactionStatus,
                                                decode_transaction_key,
@@ -127,11 +127,11 @@ def test_partitions_are_grouped_by_topic():
 
 def test_an_id_is_placed_by_kafkas_rule():
     assert kafka_abs(-5) == 5 and kafka_abs(-2 ** 31) == 0
-    # A negative hash: Kafka takes its absolute value (the offsets topic's older rule
-    # would not).
+    # A negative hash: Kafka takes its absolute value (kqlite's legacy offsets rule did
+    # not).
     assert java_hash("my-group") == -1906497762
     assert transaction_partition_for("my-group") == 1906497762 % 50 == 12
-    assert partition_for_key("my-group", 50) == 36        # the offsets topic's, unchanged
+    assert legacy_partition_for_key("my-group", 50) == 36
     assert java_hash("polygenelubricants") == -2 ** 31
     assert kafka_partition_for_key("polygenelubricants", TRANSACTIONS_PARTITIONS) == 0
     assert transaction_partition_for("txn-1") == kafka_abs(java_hash("txn-1")) % 50

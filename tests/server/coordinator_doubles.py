@@ -70,16 +70,17 @@ class FixedPlacement(Placement):
         return ErrorCode.NONE, 1, "h", 1
 
 
-def runtime(state_log=None, ownership=None, topic=TOPIC):
+def runtime(state_log=None, ownership=None, topic=TOPIC, relocation=None):
     """A runtime over doubles: by default the single broker's ownership and an empty log."""
     return CoordinatorRuntime(topic, placement=FixedPlacement(topic.partitions),
                               ownership=ownership if ownership is not None else SoleOwnership(),
-                              state_log=state_log if state_log is not None else MemoryStateLog())
+                              state_log=state_log if state_log is not None else MemoryStateLog(),
+                              relocation=relocation)
 
 
-def leader_runtime(state_log=None):
+def leader_runtime(state_log=None, relocation=None):
     """A runtime whose partitions come with elections, as a cluster broker's."""
-    return runtime(state_log, Ownership())
+    return runtime(state_log, Ownership(), relocation=relocation)
 
 
 async def settle():

@@ -1,18 +1,21 @@
 """The coordinator runtime (kqlite/server/coordinator/runtime.py) without sockets: loads on
 election and unloads on resignation with the epoch rules, appends through a state log
 with acks, timeouts and an error mapping, the answers NOT_COORDINATOR and
-COORDINATOR_LOAD_IN_PROGRESS; the two state logs over a fake partition seam and a real
-data dir; the group coordinator's committed offsets over both."""
+COORDINATOR_LOAD_IN_PROGRESS; a relocation run before each load; the two state logs over
+a fake partition seam and a real data dir; the group coordinator's committed offsets over
+both, and its load leaving out the groups another partition holds."""
 
 import asyncio
 import logging
+import types
 
 import pytest
 
 import kqlite
 from kqlite.errors import KqliteError
 from kqlite.format.batch import decode_batch
-from kqlite.format.internal_topics import OFFSETS_TOPIC
+from kqlite.format.group_records import GroupMetadataValue
+from kqlite.format.internal_topics import OFFSETS_TOPIC, legacy_partition_for_key
 from kqlite.format.offset_records import OffsetAndMetadata, decode_offset_key
 from kqlite.format.record import Record
 from kqlite.protocol import ErrorCode
@@ -20,9 +23,11 @@ from kqlite.server.coordinator.group.append_errors import OFFSET_COMMIT_ERRORS
 from kqlite.server.coordinator.group.coordinator import GroupCoordinator
 from kqlite.server.coordinator.group.events import Join, Sync
 from kqlite.server.coordinator.group.offsets import GroupOffsets
-from kqlite.server.coordinator.runtime import CoordinatorState
+from kqlite.server.coordinator.group.records import commit_records, group_record
+from kqlite.server.coordinator.relocation import DataDirRelocation, Relocation
+from kqlite.server.coordinator.runtime import CoordinatorState, sole_broker_runtime
 from kqlite.server.coordinator.state_log import DataDirStateLog, PartitionStateLog
-from kqlite.server.coordinator.state_topic import OFFSETS_STATE
+from kqlite.server.coordinator.state_topic import OFFSETS_STATE, StateTopic
 from kqlite.server.partition import AppendResult, PartitionError
 from kqlite.storage import Isolation
 
@@ -188,6 +193,130 @@ def test_the_single_broker_loads_every_partition_at_start_or_none_of_them():
         state = _attached(rt)
         await rt.load_at_start()
         assert state.loads == []
+    asyncio.run(main())
+
+
+# -- Relocation before a load ------------------------------------------------------------
+
+class GatedRelocation(Relocation):
+    """Records each call's partitions in ``events`` (shared with the state log's reads),
+    and holds it until ``gate`` is set; ``error`` is raised instead."""
+
+    def __init__(self, events, gate=None, error=None):
+        self.events = events
+        self.gate = gate
+        self.error = error
+        self.cancelled = False
+
+    async def relocate(self, indexes):
+        self.events.append(("relocate", list(indexes)))
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        if self.error is not None:
+            raise self.error
+
+
+class OrderedLog(MemoryStateLog):
+    def __init__(self, events, records=None):
+        super().__init__(records)
+        self.events = events
+
+    async def read(self, indexes, replay):
+        self.events.append(("read", list(indexes)))
+        return await super().read(indexes, replay)
+
+
+def test_a_load_relocates_first_and_a_resignation_cancels_the_relocation():
+    async def main():
+        events, gate = [], asyncio.Event()
+        relocation = GatedRelocation(events, gate)
+        rt = leader_runtime(OrderedLog(events, {3: [Record(key=b"k", value=b"v")]}),
+                            relocation)
+        state = _attached(rt)
+        rt.elect(3, 1)
+        await settle()
+        assert events == [("relocate", [3])]
+        assert rt.owner_error(_key_of(rt, 3)) == E.COORDINATOR_LOAD_IN_PROGRESS
+        gate.set()
+        await settle()
+        assert events == [("relocate", [3]), ("read", [3])]
+        assert state.loads == [(3, [b"v"])] and rt.owner_error(_key_of(rt, 3)) == E.NONE
+        gate.clear()
+        rt.elect(4, 1)
+        await settle()
+        rt.resign(4, 2)
+        await settle()
+        assert relocation.cancelled and events[-1] == ("relocate", [4])
+        assert [i for i, _ in state.loads] == [3]
+        assert rt.owner_error(_key_of(rt, 4)) == E.NOT_COORDINATOR
+    asyncio.run(main())
+
+
+def test_a_failed_relocation_is_logged_and_the_partition_loads_its_own_records(caplog):
+    async def main():
+        events = []
+        rt = leader_runtime(OrderedLog(events, {5: [Record(key=b"k", value=b"v")]}),
+                            GatedRelocation(events, error=KqliteError("no leader")))
+        state = _attached(rt)
+        with caplog.at_level(logging.ERROR, logger="kqlite.server"):
+            rt.elect(5, 1)
+            await settle()
+        assert events == [("relocate", [5]), ("read", [5])]
+        assert state.loads == [(5, [b"v"])] and rt.owner_error(_key_of(rt, 5)) == E.NONE
+        assert f"moving the records of {OFFSETS_TOPIC}-5's keys" in caplog.text
+    asyncio.run(main())
+
+
+def test_the_single_broker_relocates_every_partition_before_it_loads_them(tmp_path):
+    async def main():
+        events = []
+        rt = runtime(OrderedLog(events), relocation=GatedRelocation(events))
+        _attached(rt)
+        await rt.load_at_start()
+        assert events == [("relocate", list(range(50))), ("read", list(range(50)))]
+        rt = runtime(OrderedLog(events), relocation=GatedRelocation(events, error=KqliteError(
+            "disk")))
+        state = _attached(rt)
+        with pytest.raises(KqliteError):
+            await rt.load_at_start()
+        assert state.loads == []
+    asyncio.run(main())
+
+
+def test_the_single_brokers_offsets_runtime_moves_the_data_dir_and_no_other_does(tmp_path):
+    with kqlite.open(tmp_path / "data") as db:
+        broker = types.SimpleNamespace(db=db, io=types.SimpleNamespace(run=_in_thread))
+        relocation = sole_broker_runtime(broker, OFFSETS_STATE).relocation
+        assert isinstance(relocation, DataDirRelocation)
+        assert relocation.move == db.offsets.ensure_kafka_placement
+        other = StateTopic("__transaction_state", 50, {}, append_timeout_ms=1)
+        assert sole_broker_runtime(broker, other).relocation is None
+
+
+def test_the_group_coordinator_leaves_out_the_groups_another_partition_holds():
+    """A stray of the legacy placement, tombstoned there once moved or not moved yet,
+    belongs to its own partition's coordinator."""
+    async def main():
+        stray = "my-group"                                    # Kafka's 12, legacy 36
+        legacy = legacy_partition_for_key(stray, 50)
+        rt = leader_runtime(MemoryStateLog())
+        native = _key_of(rt, legacy)
+        value = GroupMetadataValue("consumer", 3, "range", "m", 5, ())
+        rt.state_log.records[legacy] = [
+            group_record(stray, value), group_record(native, value),
+            *commit_records(stray, {("t", 0): OffsetAndMetadata(7)}, 1),
+            *commit_records(native, {("t", 0): OffsetAndMetadata(8)}, 1)]
+        c = GroupCoordinator(rt, 0.0, clock=lambda: 1.0)
+        rt.elect(legacy, 1)
+        await settle()
+        assert rt.partition_for(stray) == 12 != legacy
+        assert c.group(stray) is None and await c.offsets.fetch(stray) == ({}, set())
+        assert c.group(native).generation == 3
+        assert await c.offsets.fetch(native) == ({("t", 0): OffsetAndMetadata(8)}, set())
     asyncio.run(main())
 
 

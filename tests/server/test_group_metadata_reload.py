@@ -18,16 +18,20 @@ import pytest
 import kqlite
 from kqlite.format.group_records import (GroupMetadataValue, MemberMetadata, decode_group_key,
                                          decode_group_value, encode_group_key)
-from kqlite.format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, partition_for_key
+from kqlite.format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
+                                           kafka_partition_for_key, legacy_partition_for_key)
+from kqlite.format.offset_records import OffsetAndMetadata
 from kqlite.format.record import Record
 from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.server.coordinator.group.coordinator import GroupCoordinator
 from kqlite.server.coordinator.group.events import Heartbeat, Join, Sync
-from kqlite.server.coordinator.group.records import group_record, read_partition
+from kqlite.server.coordinator.group.records import (commit_records, group_record,
+                                                     read_partition)
 from kqlite.server.coordinator.state_log import DataDirStateLog
 from kqlite.server.coordinator.state_topic import OFFSETS_STATE
 
 from broker_process import BrokerProcess, RawClient, free_port, unique
+from broker_thread import BrokerThread
 from coordinator_doubles import MemoryStateLog, runtime
 
 
@@ -74,7 +78,7 @@ def test_the_data_dir_reads_back_the_latest_record_of_each_group(tmp_path):
             return loaded
 
         async def store(group, value):
-            index = partition_for_key(group, OFFSETS_PARTITIONS)
+            index = kafka_partition_for_key(group, OFFSETS_PARTITIONS)
             assert await log.append(index, [group_record(group, value)], acks=-1,
                                     timeout_ms=0) == ErrorCode.NONE
 
@@ -89,13 +93,41 @@ def test_the_data_dir_reads_back_the_latest_record_of_each_group(tmp_path):
         await store("gone", None)
         # Records this reader must not trip over: a commit, and a damaged group record.
         db.offsets.commit("g1", {("t", 0): 5})
-        with db.leased_log(OFFSETS_TOPIC, partition_for_key("g2", OFFSETS_PARTITIONS)) as lg:
+        with db.leased_log(OFFSETS_TOPIC, kafka_partition_for_key("g2", OFFSETS_PARTITIONS)) as lg:
             lg.append([Record(key=encode_group_key("bad"), value=b"\x00\x03\x00\x05abc")])
         assert await load() == {"g1": GroupMetadataValue("consumer", 2, None, None, 6, ()),
                                 "g2": first}
         assert db.offsets.committed("g1") == {("t", 0): 5}
         db.close()
     asyncio.run(main())
+
+
+def test_a_broker_finds_the_groups_and_commits_written_under_the_legacy_placement(tmp_path):
+    """A data dir of an older kqlite: "my-group" under the legacy rule (partition 36, Kafka
+    places it in 12). The broker moves it before it loads its groups, and the embedded API
+    reads the same."""
+    data, group = tmp_path / "data", "my-group"
+    with kqlite.open(data) as db:
+        db.create_topic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_CONFIG)
+        with db.leased_log(OFFSETS_TOPIC, legacy_partition_for_key(group, OFFSETS_PARTITIONS)) \
+                as log:
+            log.append([group_record(group, GroupMetadataValue("consumer", 4, None, None, 5,
+                                                               ())),
+                        *commit_records(group, {("t", 0): OffsetAndMetadata(42, -1, "m", 5)},
+                                        5)])
+    with BrokerThread(data) as broker:
+        c = RawClient(broker)
+        try:
+            fetched = c.call(ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": None,
+                                                      "require_stable": False})
+            described = c.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group]})["groups"][0]
+        finally:
+            c.close()
+    assert [(t["name"], p["partition_index"], p["committed_offset"], p["metadata"])
+            for t in fetched["topics"] for p in t["partitions"]] == [("t", 0, 42, "m")]
+    assert (described["error_code"], described["group_state"]) == (ErrorCode.NONE, "Empty")
+    with kqlite.open(data) as db:
+        assert db.offsets.committed(group) == {("t", 0): 42}
 
 
 # -- The coordinator: replies wait for the record --------------------------------------------
@@ -147,7 +179,7 @@ def test_loaded_groups_accept_their_members_at_once_and_wait_for_nothing_else():
         stored = group_record("g", GroupMetadataValue("consumer", 4, "range", "a-9", 1, (
             MemberMetadata("a-9", None, "a", "/h", 30000, 10000, b"R", b"A"),)))
         gate = asyncio.Event()
-        c = coordinator(MemoryStateLog({partition_for_key("g", 50): [stored]}, gate))
+        c = coordinator(MemoryStateLog({kafka_partition_for_key("g", 50): [stored]}, gate))
         c.start()
         # While loading: heartbeats are accepted blindly (Kafka), joins wait.
         assert c.loading and c.heartbeat("g", Heartbeat("a-9", 4)) == ErrorCode.NONE
@@ -268,7 +300,8 @@ def group_records(data_dir, group):
     """(value bytes, current state timestamp) of the group's metadata records, in order."""
     db = kqlite.open(str(data_dir))
     try:
-        with db.leased_log(OFFSETS_TOPIC, partition_for_key(group, OFFSETS_PARTITIONS)) as log:
+        with db.leased_log(OFFSETS_TOPIC,
+                           kafka_partition_for_key(group, OFFSETS_PARTITIONS)) as log:
             found = [r.value for r in log.read(log.start_offset)
                      if decode_group_key(r.key) == group and r.value is not None]
     finally:

@@ -17,7 +17,8 @@ Theory of operation.
   count the cache states, or the configured one before the topic is known.
 - Everything else -- which partitions this broker owns and loads, the records and their
   appends through the partition seam with acks=-1 -- is the coordinator runtime's
-  (kqlite/server/coordinator/), fed the leadership changes by roles.py.
+  (kqlite/server/coordinator/), fed the leadership changes by roles.py; before a load,
+  the records kqlite's legacy placement left elsewhere are brought in (relocation.py).
 """
 
 import asyncio
@@ -33,6 +34,7 @@ from ...server.coordinator.runtime import CoordinatorRuntime
 from ...server.coordinator.state_log import PartitionStateLog
 from ..rules.assignment import InvalidReplicationFactorError, assign_replicas
 from ..zookeeper import znodes as zn
+from .relocation import PartnerRelocation
 
 __all__ = ["ClusterPlacement", "cluster_runtime", "DEFAULT_OFFSETS_REPLICATION_FACTOR"]
 
@@ -101,8 +103,12 @@ class ClusterPlacement(Placement):
 
 def cluster_runtime(node, broker, topic, *, replication_factor):
     """The runtime of a coordinator's state topic on a cluster broker: placed by the
-    cluster's metadata, owned as leadership moves, written through the partition seam."""
-    return CoordinatorRuntime(topic, placement=ClusterPlacement(
-                                  node, topic, replication_factor=replication_factor),
-                              ownership=Ownership(),
-                              state_log=PartitionStateLog(topic, broker))
+    cluster's metadata, owned as leadership moves, written through the partition seam;
+    for ``__consumer_offsets``, a partition's records that kqlite's legacy placement left
+    in its partner are brought in before each load (relocation.py)."""
+    placement = ClusterPlacement(node, topic, replication_factor=replication_factor)
+    state_log = PartitionStateLog(topic, broker)
+    relocation = PartnerRelocation(node, topic, state_log=state_log, placement=placement) \
+        if topic.name == OFFSETS_TOPIC else None
+    return CoordinatorRuntime(topic, placement=placement, ownership=Ownership(),
+                              state_log=state_log, relocation=relocation)

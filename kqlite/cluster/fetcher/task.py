@@ -1,6 +1,6 @@
 """One replica fetcher: the task that copies every partition this broker follows from one
 leader, over one connection (Kafka's ReplicaFetcherThread on ``AbstractFetcherThread``
-and ``RemoteLeaderEndPoint``). Made and driven by ``fetcher.ReplicaFetcherManager``,
+and ``RemoteLeaderEndPoint``). Made and driven by ``ReplicaFetcherManager`` (manager.py),
 whose settings it reads (sizes, backoff, clock, sleep, broker id and epoch).
 
 Theory of operation:

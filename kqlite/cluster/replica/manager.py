@@ -4,25 +4,31 @@ which partitions this broker hosts, as leader or follower, as the controller say
 Theory of operation. Partitions are not found on disk: a partition exists here once the
 controller's LeaderAndIsr names this broker among its replicas. Handling one:
 
-1. a request from an older controller (controller epoch below the highest seen) is
-   refused whole with STALE_CONTROLLER_EPOCH, one addressed to an older incarnation of
-   this broker (broker epoch below ours, -1 meaning "no check") with STALE_BROKER_EPOCH,
-   and any, once the broker is stopping, with BROKER_NOT_AVAILABLE;
+1. any request, once the broker is stopping, is refused whole with
+   BROKER_NOT_AVAILABLE, one from an older controller (controller epoch below the
+   highest seen) with STALE_CONTROLLER_EPOCH, one addressed to an older incarnation of
+   this broker (broker epoch below ours, -1 meaning "no check") with STALE_BROKER_EPOCH;
 2. per partition, a leader epoch not above the one held is refused with
    STALE_CONTROLLER_EPOCH (as Kafka 3.9 in ZooKeeper mode), and a partition whose
    replicas do not include this broker with UNKNOWN_TOPIC_OR_PARTITION;
 3. the topic is created in the local data dir when missing, with the topic id and
    partition count of its ZooKeeper assignment and the configs of ``/config/topics``
    (ZooKeeper is read in a thread, the data dir in a storage thread); a local topic
-   with another id refuses its partitions with INCONSISTENT_TOPIC_ID, as Kafka does;
+   with another id refuses its partitions with INCONSISTENT_TOPIC_ID, as Kafka does,
+   and a topic that cannot be made (its assignment gone, a storage failure) with
+   KAFKA_STORAGE_ERROR;
 4. each partition becomes leader or follower (partition.py), then the
    fetchers follow: leaders' partitions leave them, followers are added to their
    leader's fetcher (fetcher/manager.py).
 
-StopReplica stops a partition (and with ``delete`` drops it, and the local topic once no
-partition of it is left); UpdateMetadata fills the metadata cache, from which Metadata is
-answered (``topics``, a :class:`~kqlite.cluster.replica.topics.ClusterTopics`, which also
-makes the topic changes through ZooKeeper). A partition the cache knows but this broker
+StopReplica is refused whole as LeaderAndIsr is (step 1), and per partition when its
+leader epoch is below the one held (FENCED_LEADER_EPOCH; -1 and the deletion marker skip
+the check); otherwise it stops the partition (and with ``delete`` drops it, and the local
+topic once no partition of it is left). UpdateMetadata, refused with STALE_BROKER_EPOCH or
+STALE_CONTROLLER_EPOCH as above (and applied while stopping), fills the metadata cache,
+from which Metadata is answered (``topics``, a
+:class:`~kqlite.cluster.replica.topics.ClusterTopics`, which also makes the topic changes
+through ZooKeeper). A partition the cache knows but this broker
 does not host answers NOT_LEADER_OR_FOLLOWER, one it does not know
 UNKNOWN_TOPIC_OR_PARTITION. A topic config change (the config watcher) reaches this
 broker's replicas of the topic here.

@@ -4,14 +4,19 @@
 serves and the API's flexible versions). ``API_NAMES`` names every API key Kafka defines,
 served or not, so that an unsupported request can still be logged by name.
 
-Adding an API: declare it in the module of its family (data, fetch, metadata, groups, admin,
-transactions),
-add it to that module's ``APIS`` list, and run tests/protocol/test_schema_crosscheck.py.
+Adding an API: declare it in the module of its family (data, fetch, metadata, groups,
+group_admin, admin, admin_ops, transactions; interbroker for the cluster's, refused for
+those decoded only to refuse), add it to that module's ``APIS`` list, and run
+tests/protocol/test_schema_crosscheck.py. An API in ``APIS`` and not in ``REFUSED`` is
+advertised (``connection.SUPPORTED``, or ``CLUSTER_SUPPORTED`` by a cluster broker only),
+so its handler comes with it (kqlite/server/handlers, kqlite/cluster/handlers;
+tests/server/test_handler_table.py fails without one).
 
 ``CLUSTER_ONLY`` names the inter-broker APIs (``interbroker``): decoded and encoded like the
 others, advertised only by a cluster broker. ``TRANSACTIONS`` names the transaction
-coordinator's APIs (``transactions``), advertised only by a broker that has one. ``REQUEST_HEADER_V0`` is the (key, version)
-pairs whose request header has no client id.
+coordinator's APIs (``transactions``), advertised only by a broker that has one (not by a
+cluster broker yet). ``REQUEST_HEADER_V0`` is the (key, version) pairs whose request header
+has no client id.
 """
 
 from ..api_keys import ApiKey

@@ -1,9 +1,11 @@
 """APIs kqlite decodes only to refuse: SASL and ACLs.
 
-kqlite serves plaintext without authentication or ACLs, so ApiVersions does not list
-these APIs and well-behaved clients never send them. A client configured for SASL or an
-admin tool managing ACLs that sends one anyway gets Kafka's error for a broker without
-that feature, and the connection stays usable. Written by hand from Kafka's message definitions
+kqlite serves plaintext without authentication or ACLs (its broker's authorizer allows
+everything, as Kafka's without ``authorizer.class.name``: there are no ACLs to manage),
+so ApiVersions does not list these APIs and well-behaved clients never send them. A
+client configured for SASL or an admin tool managing ACLs that sends one anyway gets
+Kafka's error for a broker without that feature, and the connection stays usable.
+Written by hand from Kafka's message definitions
 (clients/src/main/resources/common/message/*.json).
 """
 

@@ -6,9 +6,10 @@ Theory of operation
 A coordinator (the group coordinator, ``group/``; the transaction coordinator, ``txn/``)
 keeps one kind of state, keyed by a string (a group id, a transactional id),
 in a state topic (:class:`~kqlite.server.coordinator.state_topic.StateTopic`): the
-partition of a key is the topic's placement rule (``StateTopic.partition_for``) over the
-topic's partition count, and the coordinator of a key is whichever broker leads that
-partition. The runtime composes three pieces, each replaceable on its own:
+partition of a key is Kafka's,
+:func:`~kqlite.format.internal_topics.kafka_partition_for_key` over the topic's partition
+count, and the coordinator of a key is whichever broker leads that partition. The runtime
+composes three pieces, each replaceable on its own, and a fourth for one topic:
 
 - the placement (placement.py): which broker leads each partition, for FindCoordinator,
   and the partition count keys are placed by;
@@ -18,18 +19,23 @@ partition. The runtime composes three pieces, each replaceable on its own:
   COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR;
 - the state log (state_log.py): how the records are written and read. Ownership (who
   answers for a key) and storage (where its records go) are separate: a cluster broker
-  and the single broker differ in both, independently.
+  and the single broker differ in both, independently;
+- the relocation (relocation.py), for ``__consumer_offsets`` only: the records kqlite's
+  legacy placement left in another partition, brought where Kafka's rule puts them before
+  a load reads the partition.
 
 Loading and unloading. Leading a partition in a new leader epoch (:meth:`elect`, which a
-cluster feeds from LeaderAndIsr) starts a load: the partition's records, from its log
-start to its log end, are replayed by the coordinator (``CoordinatorState.replay``, pure,
-in a storage thread) and, if the ownership still wants this load (no resignation, no
-newer election meanwhile), handed to it (``CoordinatorState.load``) and the partition is
-owned. Leading it no more (:meth:`resign`: followership, StopReplica) cancels a load
-under way and drops the partition's state (``CoordinatorState.unload``). A load that
-fails is logged and the partition is owned with what was read (as Kafka does). The
-single broker (``SoleOwnership``) owns every partition from its start: its coordinators
-load all of them once, at start (:meth:`load_at_start`).
+cluster feeds from LeaderAndIsr) starts a load: the relocation, if any, runs first (a
+relocation that fails is logged and the load goes on), then the partition's records,
+from its log start to its log end, are replayed by the coordinator
+(``CoordinatorState.replay``, pure, in a storage thread) and, if the ownership still
+wants this load (no resignation, no newer election meanwhile), handed to it
+(``CoordinatorState.load``) and the partition is owned. Leading it no more
+(:meth:`resign`: followership, StopReplica) cancels a load under way and drops the
+partition's state (``CoordinatorState.unload``). A load that fails is logged and the
+partition is owned with what was read (as Kafka does). The single broker
+(``SoleOwnership``) owns every partition from its start: its coordinators load all of
+them once, at start (:meth:`load_at_start`), after the relocation.
 
 Writes. :meth:`append` sends a coordinator's records to its key's partition through the
 state log, with ``acks`` (-1 by default, as Kafka's coordinators write) and a timeout
@@ -52,9 +58,11 @@ import abc
 import asyncio
 import logging
 
+from ...format.internal_topics import OFFSETS_TOPIC, kafka_partition_for_key
 from ...protocol import ErrorCode
 from .ownership import SoleOwnership
 from .placement import SolePlacement
+from .relocation import DataDirRelocation
 from .state_log import DataDirStateLog
 
 __all__ = ["CoordinatorRuntime", "CoordinatorState", "sole_broker_runtime"]
@@ -82,11 +90,12 @@ class CoordinatorState(abc.ABC):
 class CoordinatorRuntime:
     """One coordinator's runtime over its state topic; see the module docstring."""
 
-    def __init__(self, topic, *, placement, ownership, state_log):
+    def __init__(self, topic, *, placement, ownership, state_log, relocation=None):
         self.topic = topic
         self.placement = placement
         self.ownership = ownership
         self.state_log = state_log
+        self.relocation = relocation
         self.state = None
         self._loads = {}          # partition -> the task loading it
 
@@ -97,7 +106,7 @@ class CoordinatorRuntime:
     # -- Ownership ------------------------------------------------------------------------
 
     def partition_for(self, key):
-        return self.topic.partition_for(key, self.placement.partition_count())
+        return kafka_partition_for_key(key, self.placement.partition_count())
 
     def coordinator_epoch(self, index):
         """The coordinator epoch this broker owns partition ``index`` in (the partition's
@@ -122,14 +131,16 @@ class CoordinatorRuntime:
     # -- Loading and unloading --------------------------------------------------------------
 
     async def load_at_start(self):
-        """With an ownership that holds every partition from the start: replay every
-        partition (in one storage call), then hand each to the coordinator; nothing is
-        handed over if the read fails (the exception is raised). Otherwise nothing: loads
-        come with elections."""
+        """With an ownership that holds every partition from the start: relocate, replay
+        every partition (in one storage call), then hand each to the coordinator; nothing
+        is handed over if the relocation or the read fails (the exception is raised).
+        Otherwise nothing: loads come with elections."""
         if not self.ownership.loads_at_start or self.state is None:
             return
         indexes = range(self.placement.partition_count())
         self.ownership.epochs.update(await self.state_log.leader_epochs(indexes))
+        if self.relocation is not None:
+            await self.relocation.relocate(indexes)
         replayed = await self.state_log.read(indexes, self.state.replay)
         for index, state in replayed.items():
             self.state.load(index, state)
@@ -146,6 +157,7 @@ class CoordinatorRuntime:
 
     async def _load(self, index, epoch):
         try:
+            await self._relocate(index)
             (replayed,) = (await self.state_log.read([index], self.state.replay)).values()
         except asyncio.CancelledError:
             raise
@@ -159,6 +171,17 @@ class CoordinatorRuntime:
             return
         self.state.load(index, replayed)
         log.info("loaded %s-%d (coordinator epoch %d)", self.topic.name, index, epoch)
+
+    async def _relocate(self, index):
+        if self.relocation is None:
+            return
+        try:
+            await self.relocation.relocate([index])
+        except asyncio.CancelledError:
+            raise
+        except Exception:       # noqa: BLE001 -- the partition's own records still load
+            log.exception("moving the records of %s-%d's keys from their legacy partition "
+                          "failed", self.topic.name, index)
 
     def resign(self, index, epoch):
         """This broker no longer leads partition ``index`` (a follower, or stopped), as of
@@ -216,7 +239,11 @@ class CoordinatorRuntime:
 
 def sole_broker_runtime(broker, topic):
     """The single broker's runtime for ``topic``: every partition its own from the start,
-    its records in the data dir it shares with embedded processes."""
+    its records in the data dir it shares with embedded processes (for
+    ``__consumer_offsets``, moved once to Kafka's placement before the first load)."""
+    relocation = DataDirRelocation(broker.db.offsets.ensure_kafka_placement, broker.io.run) \
+        if topic.name == OFFSETS_TOPIC else None
     return CoordinatorRuntime(topic, placement=SolePlacement(broker, topic),
                               ownership=SoleOwnership(),
-                              state_log=DataDirStateLog(topic, broker.db, broker.io.run))
+                              state_log=DataDirStateLog(topic, broker.db, broker.io.run),
+                              relocation=relocation)

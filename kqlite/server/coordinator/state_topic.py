@@ -2,20 +2,16 @@
 
 ``partitions`` is the count the topic is created with, and the count keys are placed by
 until the topic's own count is known (a cluster reads it from its metadata);
-``partition_for(key, count)`` is the rule that places a key (internal_topics.py: the
-offsets topic keeps kqlite's older rule, ``__transaction_state`` has Kafka's);
 ``append_timeout_ms`` is how long an ``acks=-1`` append of the state waits for the
 in-sync replicas by default (Kafka's ``offsets.commit.timeout.ms`` for the groups; the
 transaction coordinator names each append's timeout: the transaction's).
 """
 
 import dataclasses
-from typing import Callable
 
 from ...format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
                                        TRANSACTIONS_CONFIG, TRANSACTIONS_PARTITIONS,
-                                       TRANSACTIONS_TOPIC, kafka_partition_for_key,
-                                       partition_for_key)
+                                       TRANSACTIONS_TOPIC)
 
 __all__ = ["StateTopic", "OFFSETS_STATE", "TRANSACTIONS_STATE"]
 
@@ -26,7 +22,6 @@ class StateTopic:
     partitions: int
     config: dict
     append_timeout_ms: int
-    partition_for: Callable = partition_for_key
 
 
 OFFSETS_STATE = StateTopic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_CONFIG,
@@ -34,5 +29,5 @@ OFFSETS_STATE = StateTopic(OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_CONFIG,
 """The group coordinator's: committed offsets and group metadata in ``__consumer_offsets``."""
 
 TRANSACTIONS_STATE = StateTopic(TRANSACTIONS_TOPIC, TRANSACTIONS_PARTITIONS, TRANSACTIONS_CONFIG,
-                                append_timeout_ms=60000, partition_for=kafka_partition_for_key)
+                                append_timeout_ms=60000)
 """The transaction coordinator's: transactional ids' state in ``__transaction_state``."""

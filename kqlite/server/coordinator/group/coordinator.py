@@ -28,9 +28,10 @@ NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS answer the request at once, as K
 validateGroupStatus does (a heartbeat during a load is accepted blindly). The coordinator
 is the runtime's ``CoordinatorState``: when this broker starts to lead an offsets
 partition the runtime hands it the partition's records (:meth:`load`: its groups are
-restored, :meth:`restore_groups`, and its committed offsets kept if the runtime says
-so), and takes them back when it stops leading it (:meth:`unload`: waiting JoinGroup and
-SyncGroup requests get NOT_COORDINATOR).
+restored, :meth:`restore_groups`, and its committed offsets kept if the runtime says so;
+the records of groups another partition holds are left out), and takes them back when it
+stops leading it (:meth:`unload`: waiting JoinGroup and SyncGroup requests get
+NOT_COORDINATOR).
 
 Group metadata (Kafka's GroupMetadata records in ``__consumer_offsets``) is written when
 a machine queues it, in order, by one writer task through the runtime; the replies
@@ -145,8 +146,14 @@ class GroupCoordinator(CoordinatorState):
 
     def load(self, index, replayed):
         offsets, groups = replayed
+
+        # A group placed in another partition is a stray of kqlite's legacy placement
+        # (relocation.py): its own partition answers for it, with its records moved there.
+        def own(group_id):
+            return self.runtime.partition_for(group_id) == index
+        offsets = {g: o for g, o in offsets.items() if own(g)}
         self.offsets.load(offsets)
-        restored = self.restore_groups(groups)
+        restored = self.restore_groups({g: v for g, v in groups.items() if own(g)})
         log.debug("group coordinator: %s-%d: %d group(s) with offsets, %d group(s) "
                   "restored", self.runtime.topic.name, index, len(offsets), restored)
 
