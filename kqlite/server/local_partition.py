@@ -298,10 +298,11 @@ class LocalPartition(Partition):
             with self._lease() as log:
                 seen = self._positions(log)
                 result.set_offsets(seen)
-                # Nothing past the positions reported with the records.
-                region = log.fetch_region(offset, max_bytes,
-                                          max_offset=seen.read_limit(isolation),
-                                          isolation=isolation)
+                # Nothing past the positions reported with the records; a read_committed
+                # read gets the aborted transactions of what it returns (None otherwise).
+                region, result.aborted_transactions = log.fetch_region(
+                    offset, max_bytes, max_offset=seen.read_limit(isolation),
+                    isolation=isolation, aborted_transactions=True)
         except UnknownTopicError:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         except OffsetOutOfRangeError:
