@@ -111,8 +111,9 @@ def _drive(broker):
             elif name != "create":
                 assert answer == ErrorCode.NONE, (name, answer)
             answered.append(name)
-    except (ConnectionError, OSError, EOFError):
-        pass
+    except (ConnectionError, OSError, EOFError, AssertionError) as exc:
+        if broker.proc.wait(10) != -9:       # not the kill the step makes: a real failure
+            raise AssertionError(f"{answered}: {exc}") from exc
     c.close()
     return answered
 
