@@ -225,7 +225,8 @@ CASES = {
     "AddOffsetsToTxn": (ApiKey.ADD_OFFSETS_TO_TXN, 3, {
         "transactional_id": TXN, "producer_id": 0, "producer_epoch": 0, "group_id": GROUP},
         (), _checks((Op.WRITE, R.TRANSACTIONAL_ID), (Op.READ, R.GROUP))),
-    "EndTxn": (ApiKey.END_TXN, 3, {"transactional_id": TXN, "producer_id": 0,
+    # Another id: ending TXN's transaction would leave DescribeTransactions no topic.
+    "EndTxn": (ApiKey.END_TXN, 3, {"transactional_id": "checked-end", "producer_id": 0,
                                    "producer_epoch": 0, "committed": False}, (),
                _checks((Op.WRITE, R.TRANSACTIONAL_ID))),
     "TxnOffsetCommit": (ApiKey.TXN_OFFSET_COMMIT, 3, {
