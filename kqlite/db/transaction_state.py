@@ -55,7 +55,8 @@ def transaction_record(transactional_id, value, timestamp=None):
 
 def read_transaction_records(records, into=None, *, where=TRANSACTIONS_TOPIC):
     """``{transactional id: StoredTransaction}`` of ``records`` (a partition's, oldest
-    first, each read once), added over ``into`` (a previous result, updated in place)."""
+    first, each read once), added over ``into`` (a previous result, updated in place). The
+    ids are in the order of their latest records."""
     latest = {} if into is None else into
     skipped, last = 0, None
     for rec in records:
@@ -63,8 +64,9 @@ def read_transaction_records(records, into=None, *, where=TRANSACTIONS_TOPIC):
             transactional_id = decode_transaction_key(rec.key)
             if transactional_id is None:
                 continue
-            latest[transactional_id] = StoredTransaction(rec.offset,
-                                                         decode_transaction_value(rec.value))
+            stored = StoredTransaction(rec.offset, decode_transaction_value(rec.value))
+            latest.pop(transactional_id, None)
+            latest[transactional_id] = stored
         except CorruptRecordError as exc:
             skipped, last = skipped + 1, exc
     if skipped:
@@ -94,6 +96,8 @@ class TransactionStateStore:
     def _catch_up(self, partition, log_):
         start = max(self._read_upto.get(partition, 0), log_.start_offset)
         latest = self._latest.setdefault(partition, {})
+        if start >= log_.end_offset:
+            return
         end = [start]
 
         def counted(records):
@@ -105,15 +109,21 @@ class TransactionStateStore:
         # Only what was read: a record another process appends meanwhile is read next time.
         self._read_upto[partition] = end[0]
 
-    def partition_states(self, partition):
+    def partition_states(self, partition, newer_than=-1):
         """``{transactional id: StoredTransaction}`` of one partition, caught up with every
-        process's writes (tombstoned ids included, with value None)."""
+        process's writes (tombstoned ids included, with value None); with ``newer_than``
+        only the ids whose latest record lies past that offset."""
         with self._lock:
             if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
                 return {}
             with self.db.leased_log(TRANSACTIONS_TOPIC, partition) as log_:
                 self._catch_up(partition, log_)
-            return dict(self._latest.get(partition, {}))
+            newer = {}
+            for transactional_id, stored in reversed(self._latest.get(partition, {}).items()):
+                if stored.offset <= newer_than:
+                    break                     # the ids are in the order of their records
+                newer[transactional_id] = stored
+            return newer
 
     def state(self, transactional_id):
         """The id's latest TransactionLogValue, or None (never written, or expired)."""

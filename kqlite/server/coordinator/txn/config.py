@@ -29,9 +29,14 @@ class TransactionConfig:
     retry_backoff_ms: int = 100
     # request.timeout.ms: how long a marker's acks=-1 append may wait.
     request_timeout_ms: int = 30000
+    # kqlite's: how long EndTxn's answer waits for the markers and the completion (0:
+    # answered at once, as Kafka answers). The decision is logged before either way.
+    end_txn_wait_ms: int = 100
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.type is int and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{field.name} must be a positive integer, not {value!r}")
+            least = 0 if field.name == "end_txn_wait_ms" else 1
+            if field.type is int and (not isinstance(value, int) or value < least):
+                raise ValueError(f"{field.name} must be an integer of at least {least}, not "
+                                 f"{value!r}")

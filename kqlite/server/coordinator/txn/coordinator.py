@@ -16,9 +16,12 @@ timestamps are logged). This shell
   then is the change completed and the request answered. After the append it checks, as
   Kafka does, that the partition is still loaded in the same coordinator epoch; if not,
   the answer is NOT_COORDINATOR and nothing is completed (the next owner reads the log);
-- once a PrepareCommit or PrepareAbort is logged, prepares the Complete* and answers the
-  EndTxn (before any marker is written, as Kafka), then hands the markers to a task
-  (:meth:`_complete`) that delivers them through the marker channel (markers.py: which
+- once a PrepareCommit or PrepareAbort is logged, prepares the Complete* and hands the
+  markers to a task (:meth:`_complete`), and answers the EndTxn NONE once that task is done
+  or ``end_txn_wait_ms`` passed, whichever comes first (Kafka answers before any marker is
+  written; on a single broker the markers are local appends, and a producer whose next
+  transaction starts while this one completes would meet CONCURRENT_TRANSACTIONS and back
+  off). The task delivers them through the marker channel (markers.py: which
   outcome retries, drops or abandons), removes each partition once its marker is written
   (so DescribeTransactions lists only those still waiting), and logs the Complete* when
   none is left, retrying that write while the log is unavailable;
@@ -86,6 +89,7 @@ class TransactionCoordinator(CoordinatorState):
         self._ids = {}          # transactional id -> TxnMetadata
         self._epochs = {}       # partition -> the coordinator epoch it was loaded in
         self._seen = {}         # transactional id -> offset of the stored record reconciled
+        self._reconciled = {}   # partition -> every record up to this offset reconciled
         self._completions = {}  # transactional id -> the task writing its markers
         database = runtime.state_log.shared_database
         self._store = None if database is None else database.transaction_state
@@ -163,6 +167,7 @@ class TransactionCoordinator(CoordinatorState):
 
     def unload(self, index):
         self._epochs.pop(index, None)
+        self._reconciled.pop(index, None)
         for tid in [t for t in self._ids if self.runtime.partition_for(t) == index]:
             del self._ids[tid]
             self._seen.pop(tid, None)
@@ -190,16 +195,19 @@ class TransactionCoordinator(CoordinatorState):
     async def _catch_up(self, indexes):
         """Take over what other processes wrote to the partitions ``indexes``; see the module
         docstring."""
-        stored = await self.runtime.state_log.run(self._read_stored, indexes)
+        since = {index: self._reconciled.get(index, -1) for index in indexes}
+        stored = await self.runtime.state_log.run(self._read_stored, since)
         for index, states in stored.items():
-            if index not in self._epochs:
+            if index not in self._epochs or not states:
                 continue
-            for tid, record in states.items():
+            deferred = []
+            for tid, record in reversed(states.items()):      # oldest first
                 if record.offset <= self._seen.get(tid, -1):
                     continue
                 held = self._ids.get(tid)
                 if held is not None and held.pending is not None:
-                    continue            # our change in flight: looked at once it is done
+                    deferred.append(record.offset)  # our change in flight: looked at again
+                    continue
                 self._seen[tid] = record.offset
                 if record.value is None:
                     if held is not None:
@@ -207,9 +215,14 @@ class TransactionCoordinator(CoordinatorState):
                         self._ids.pop(tid, None)
                 elif held is None or held.to_value() != record.value:
                     self._ids[tid] = TxnMetadata.from_value(tid, record.value)
+            newest = max(r.offset for r in states.values())
+            self._reconciled[index] = min(deferred) - 1 if deferred else newest
 
-    def _read_stored(self, indexes):
-        return {index: self._store.partition_states(index) for index in indexes}
+    def _read_stored(self, since):
+        """``{index: the ids of partition index whose latest record lies past since[index]}``
+        from the data dir's store (in a storage thread)."""
+        return {index: self._store.partition_states(index, newer_than=offset)
+                for index, offset in since.items()}
 
     # -- Logging a change -----------------------------------------------------------------------
 
@@ -340,8 +353,15 @@ class TransactionCoordinator(CoordinatorState):
         code = await self._apply(transactional_id, decision)
         if code or decision.transit is None:
             return code
-        return self._after_prepare(transactional_id, producer_id, decision.transit.producer_epoch,
-                                   commit)
+        code = self._after_prepare(transactional_id, producer_id,
+                                   decision.transit.producer_epoch, commit)
+        completion = self._completions.get(transactional_id)
+        if not code and completion is not None and self.config.end_txn_wait_ms:
+            # kqlite's: the answer waits (a little) for the markers, so that the producer's
+            # next transaction does not meet this one still completing (Kafka answers at
+            # once, and the next AddPartitionsToTxn waits out CONCURRENT_TRANSACTIONS).
+            await asyncio.wait({completion}, timeout=self.config.end_txn_wait_ms / 1000.0)
+        return code
 
     async def describe(self, transactional_id):
         """DescribeTransactions of one id: ``(error, TxnMetadata or None)``."""
