@@ -1,5 +1,7 @@
 """``kqlite dump FILE``: print segments, batches, records and index entries
-(the shape of Kafka's kafka-dump-log)."""
+(the shape of Kafka's kafka-dump-log): a control batch's line ends with its marker
+(``endTxnMarker: COMMIT coordinatorEpoch: 5``), as its record's line does with
+``--deep``; a ``.txnindex`` prints its AbortedTxn entries as kafka-dump-log does."""
 
 import os
 import struct
@@ -7,17 +9,21 @@ import sys
 
 from ..errors import CorruptRecordError
 from ..format import batch as batch_format
+from ..errors import KqliteError
 from ..format.constants import CODEC_NAMES, MAGIC_V2
+from ..format.control_records import read_marker
 from ..format.legacy import read_legacy_entry
 from ..storage.fs import DEFAULT_FS
 from ..storage.scan import SCAN_OK, STATUS_TEXT, SegmentWalk
 from ..storage.segment import parse_segment_name
+from ..storage.txn_index import ENTRY as TXN_ENTRY
 
 
 def add_parser(sub):
     p = sub.add_parser("dump", help="print the batches, records or index entries of files",
                        description="Print segment batches (and records with --deep), or the "
-                                   "entries of .index/.timeindex files, like kafka-dump-log.")
+                                   "entries of .index/.timeindex/.txnindex files, like "
+                                   "kafka-dump-log.")
     p.add_argument("files", nargs="+")
     p.add_argument("--deep", action="store_true", help="print every record of every batch")
     p.add_argument("--print-data", action="store_true", help="with --deep: keys and values")
@@ -28,6 +34,18 @@ def _show(data):
     if data is None:
         return "null"
     return data.decode("utf-8", "backslashreplace")
+
+
+def _marker_text(data, local, h):
+    """`` endTxnMarker: COMMIT coordinatorEpoch: 5`` for a control batch holding a
+    transaction marker, else an empty string."""
+    if not h.is_control or not h.records_count:
+        return ""
+    try:
+        marker = read_marker(data, local, h)
+    except KqliteError as exc:
+        return f" controlRecord: unreadable ({exc})"
+    return f" endTxnMarker: {marker.name} coordinatorEpoch: {marker.coordinator_epoch}"
 
 
 def _dump_log(path, args, out):
@@ -54,21 +72,26 @@ def _dump_log(path, args, out):
                       f"isControl: {str(h.is_control).lower()} position: {pos} "
                       f"{'LogAppendTime' if h.timestamp_type else 'CreateTime'}: {max_ts} "
                       f"size: {size} magic: {magic} compresscodec: {CODEC_NAMES[h.compression]} "
-                      f"crc: {h.crc} isvalid: {str(valid).lower()}", file=out)
+                      f"crc: {h.crc} isvalid: {str(valid).lower()}"
+                      f"{_marker_text(data, local, h) if valid else ''}", file=out)
                 if not valid:
                     bad.append(pos)
                     continue
                 records = batch_format.decode_records(data, local, h) if args.deep else []
+                marker = _marker_text(data, local, h)
             else:
                 print(f"offset: {base} position: {pos} CreateTime: {max_ts} size: {size} "
                       f"magic: {magic}", file=out)
                 records = read_legacy_entry(data, local) if args.deep else []
+                marker = ""
             for r in records:
                 line = (f"| offset: {r.offset} CreateTime: {r.timestamp} "
                         f"keySize: {-1 if r.key is None else len(r.key)} "
                         f"valueSize: {-1 if r.value is None else len(r.value)} "
                         f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
-                if args.print_data:
+                if marker:
+                    line += marker
+                elif args.print_data:
                     line += f" key: {_show(r.key)} payload: {_show(r.value)}"
                 print(line, file=out)
 
@@ -99,6 +122,22 @@ def _dump_index(path, out, entry, names):
     return 0 if len(data) % entry.size == 0 else 1
 
 
+def _dump_txn_index(path, out):
+    """A ``.txnindex``'s entries, in kafka-dump-log's words."""
+    data = open(path, "rb").read()
+    print(f"Dumping {path}", file=out)
+    for at in range(0, len(data) - len(data) % TXN_ENTRY.size, TXN_ENTRY.size):
+        version = data[at]
+        _v, producer_id, first, last, lso = TXN_ENTRY.unpack_from(data, at)
+        print(f"version: {version} producerId: {producer_id} firstOffset: {first} "
+              f"lastOffset: {last} lastStableOffset: {lso}", file=out)
+    if len(data) % TXN_ENTRY.size:
+        print(f"Found {len(data) % TXN_ENTRY.size} bytes of a partial entry at position "
+              f"{len(data) - len(data) % TXN_ENTRY.size}", file=out)
+        return 1
+    return 0
+
+
 def run(args, out=sys.stdout):
     status = 0
     for path in args.files:
@@ -113,7 +152,10 @@ def run(args, out=sys.stdout):
         elif path.endswith(".index"):
             status = max(status, _dump_index(path, out, struct.Struct(">ii"),
                                              ("offset", "position")))
+        elif path.endswith(".txnindex"):
+            status = max(status, _dump_txn_index(path, out))
         else:
-            print(f"kqlite dump: {path}: not a .log, .index or .timeindex file", file=sys.stderr)
+            print(f"kqlite dump: {path}: not a .log, .index, .timeindex or .txnindex file",
+                  file=sys.stderr)
             status = 2
     return status

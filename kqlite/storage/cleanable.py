@@ -6,7 +6,10 @@ install its result. This class is the whole of its contact with the Log:
 
 * :meth:`~CleanableLog.segments_to_clean`: the closed segments as of now (after
   finishing a swap a dead compactor left half done), the active segment's base
-  offset and the log start offset;
+  offset, the log start offset and the last stable offset;
+* :meth:`~CleanableLog.aborted_transactions`: the ``.txnindex`` entries of a range;
+* :meth:`~CleanableLog.last_records_of_active_producers`: where each producer's last
+  batch is, which compaction keeps (Kafka's lastRecordsOfActiveProducers);
 * :meth:`~CleanableLog.first_dirty_offset` / :meth:`~CleanableLog.set_first_dirty_offset`:
   where the last compaction stopped (Kafka's cleaner-offset-checkpoint);
 * :meth:`~CleanableLog.closed_segments`: the closed segments now, to tell a changed
@@ -22,7 +25,7 @@ from collections import namedtuple
 from contextlib import contextmanager
 
 from ..errors import LogFailedError
-from . import swap
+from . import appending, swap
 from .segment import Segment
 from .sharing import reload_segments
 
@@ -57,7 +60,8 @@ class CleanableLog:
 
     def segments_to_clean(self):
         """``([SegmentSnapshot of each closed segment], active base offset, log start
-        offset)`` as of now. Raises as a write would on a closed, failed or corrupt log."""
+        offset, last stable offset)`` as of now. Raises as a write would on a closed,
+        failed or corrupt log."""
         lg = self._log
         with lg._lock:
             lg._check_writable()
@@ -71,7 +75,23 @@ class CleanableLog:
             snaps = [SegmentSnapshot(s, s.base_offset, s.next_offset, s.size, s.max_timestamp,
                                      s.index.count * 8, s.timeindex.count * 12)
                      for s in lg._segments[:-1]]
-            return snaps, lg._segments.active.base_offset, lg.log_start_offset
+            return (snaps, lg._segments.active.base_offset, lg.log_start_offset,
+                    lg._last_stable_offset())
+
+    def aborted_transactions(self, offset, upper_bound):
+        """The AbortedTxns of [``offset``, ``upper_bound``) (Log.aborted_transactions)."""
+        return self._log.aborted_transactions(offset, upper_bound)
+
+    def last_records_of_active_producers(self):
+        """``{producer id: (offset of its last data batch's last record or None, its
+        epoch)}`` of the producers the log's producer state keeps (Kafka's
+        UnifiedLog.lastRecordsOfActiveProducers): their last batch stays, emptied if
+        need be, and a producer without data keeps its last marker."""
+        lg = self._log
+        with lg._locked_write():
+            producers = appending.producer_state(lg).producers
+            return {pid: (e.last_data_offset if e.last_data_offset >= 0 else None, e.epoch)
+                    for pid, e in producers.items()}
 
     def closed_segments(self):
         """The closed segments now (caught up with other processes)."""

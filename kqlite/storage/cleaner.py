@@ -16,8 +16,11 @@ Theory of operation
 1. *Plan.* The log is split at the *first dirty offset* (Kafka's
    ``cleaner-offset-checkpoint``; in memory for a log outside a data dir) into a
    clean head and a dirty tail, and at the *first uncleanable offset*: the active
-   segment's base, or the base of the first dirty segment holding a record newer
-   than ``min.compaction.lag.ms``. Nothing is done unless
+   segment's base, the base of the first dirty segment holding a record newer
+   than ``min.compaction.lag.ms``, or the base of the segment holding the last stable
+   offset (Kafka never cleans past the LSO; kqlite stops at that segment, whose
+   records past the LSO an undecided transaction may still abort). Nothing is done
+   unless
    dirty bytes / (clean + dirty bytes) >= ``min.cleanable.dirty.ratio`` (``force``
    skips this test). The cleanable segments are grouped, as Kafka does, so that a
    group's files stay within ``segment.bytes`` / ``segment.index.bytes`` and its
@@ -25,7 +28,9 @@ Theory of operation
 2. *Offset map.* key -> highest offset, over the whole cleanable range. (Kafka maps
    only the dirty part and relies on the clean part holding each key once; mapping
    everything costs one more read of the clean part but keeps tombstone removal
-   correct even when the checkpoint is stale, lost or ahead of a truncation.)
+   correct even when the checkpoint is stale, lost or ahead of a truncation.) The
+   records of aborted transactions and markers do not enter it (Kafka's
+   buildOffsetMapForSegment): an aborted record never supersedes a committed one.
 3. *Filter.* Each group is rewritten batch by batch into ``<base>.log.cleaned``
    (+ ``.index.cleaned``, ``.timeindex.cleaned``), ``base`` being the group's first
    base offset. A record is kept when its offset is the one in the map, and, for a
@@ -41,6 +46,16 @@ Theory of operation
    refused (:func:`require_keys`). Legacy (magic 0/1) entries are copied whole,
    or dropped when every record in them is superseded. A one-segment group in
    which nothing changes is not rewritten at all.
+
+   Transactions (Kafka's LogCleaner with CleanedTransactionMetadata,
+   cleaned_transactions.py): the batches of an aborted transaction are dropped whole,
+   whatever their keys; a marker is kept, or is *discardable* (its transaction's
+   batches are all gone), and a discardable one gets a delete horizon the first time
+   and goes at a later cleaning past it (KIP-534, as tombstones). The kept ABORT
+   markers' ``.txnindex`` entries are copied into the cleaned segment's. The last
+   batch of each producer the producer state keeps stays, emptied if need be (Kafka's
+   RETAIN_EMPTY: its sequence and epoch fence a zombie), and so does the last marker
+   of a producer that has no data batch left.
 4. *Swap*, under the log's write lock, after checking that nothing the plan used
    was changed meanwhile (only retention deleting whole old groups is tolerated;
    anything else abandons the round, which is always safe).
@@ -77,10 +92,12 @@ from collections import namedtuple
 from ..errors import CorruptRecordError, InvalidRecordError, StorageError
 from ..format import batch as batch_format
 from ..format.constants import MAGIC_V2
+from ..format.control_records import read_marker
 from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
 from ..format.rewrite import batch_records, empty_batch, rebuild_batch
+from .cleaned_transactions import CleanedTransactions
 from .locking import FileLock
 from .scan import CHUNK, SCAN_OK, STATUS_TEXT, BatchPosition, SegmentWalk
 from .segment import LOG_SUFFIX, MAX_RELATIVE_OFFSET, Segment, segment_name
@@ -139,8 +156,8 @@ def compact(lg, now_ms=None, force=False):
 
 
 def _compact_locked(lg, now_ms, force):
-    snaps, active_base, log_start = lg.segments_to_clean()
-    plan = _plan(lg, snaps, active_base, log_start, now_ms, force)
+    snaps, active_base, log_start, lso = lg.segments_to_clean()
+    plan = _plan(lg, snaps, active_base, log_start, lso, now_ms, force)
     if plan is None:
         return _NOTHING
     groups, end = plan
@@ -148,11 +165,17 @@ def _compact_locked(lg, now_ms, force):
     try:
         files = {}
         try:
-            for s in (s for g in groups for s in g):
+            cleanable = [s for g in groups for s in g]
+            for s in cleanable:
                 files[s.base] = lg.fs.open(s.seg.path())
-            offset_map = _build_map(files, [s for g in groups for s in g])
+            mapped = CleanedTransactions()
+            mapped.add_aborted(lg.aborted_transactions(cleanable[0].base, end))
+            offset_map = _build_map(files, cleanable, mapped)
+            producers = lg.last_records_of_active_producers()
+            txns = CleanedTransactions()
             for group in groups:
-                outputs.append(_clean_group(lg, group, files, offset_map, now_ms))
+                outputs.append(_clean_group(lg, group, files, offset_map, now_ms, txns,
+                                            producers))
         finally:
             for f in files.values():
                 f.close()
@@ -183,13 +206,16 @@ def _first_dirty(lg, log_start, log_end):
     return offset
 
 
-def _plan(lg, snaps, active_base, log_start, now_ms, force):
+def _plan(lg, snaps, active_base, log_start, lso, now_ms, force):
     """([group, ...], first uncleanable offset) or None when there is nothing to do."""
     cfg = lg.config
     first_dirty = _first_dirty(lg, log_start, active_base)
     lag = cfg["min.compaction.lag.ms"]
     end = active_base
     for s in snaps:
+        if s.next_offset > lso:
+            end = s.base            # never past the last stable offset
+            break
         if s.next_offset > first_dirty and lag > 0 and s.max_timestamp > now_ms - lag:
             end = s.base
             break
@@ -243,13 +269,19 @@ def _records(data, at, b):
     return batch_records(data, at)
 
 
-def _build_map(files, snaps):
-    """key -> highest offset over the given segments (control batches and keyless skipped)."""
+def _build_map(files, snaps, txns):
+    """key -> highest offset over the given segments (control batches, the batches of
+    aborted transactions, which ``txns`` tells, and keyless records skipped)."""
     offsets = {}
     for s in snaps:
         for data, at, b in _entries(files[s.base], s.size):
-            if b.magic == MAGIC_V2 and parse_header(data, at).is_control:
-                continue
+            if b.magic == MAGIC_V2:
+                header = parse_header(data, at)
+                if header.is_control:
+                    txns.on_control_batch(header, _marker(data, at, header))
+                    continue
+                if txns.on_batch(header):
+                    continue
             for rec in _records(data, at, b)[2]:
                 if rec[2] is not None:
                     offsets[rec[2]] = rec[0]
@@ -268,8 +300,9 @@ class _Output:
         self.removed = self.tombstones = self.keyless = 0
         # Index entries are computed in memory by a Segment bound to the .cleaned names.
         self.seg = Segment(lg.fs, lg.path, self.base, lg.config, None, 0)
-        for index in (self.seg.index, self.seg.timeindex):
+        for index in (self.seg.index, self.seg.timeindex, self.seg.txnindex):
             index.path += CLEANED_SUFFIX
+        self.aborted = []       # the .txnindex entries of the ABORT markers kept
         self.file = None
         self.buf = bytearray()
         self.size = 0           # bytes of output so far (written, buffered or deferred)
@@ -326,13 +359,17 @@ class _Output:
             index.write_all()
             index.sync()
             index.close()
+        if self.aborted:
+            self.seg.txnindex.write_all(self.aborted)
+            self.seg.txnindex.sync()
+            self.seg.txnindex.close()
         return True
 
     def discard(self):
         if self.file is not None:
             self.file.close()
             self.file = None
-        for index in (self.seg.index, self.seg.timeindex):
+        for index in (self.seg.index, self.seg.timeindex, self.seg.txnindex):
             index.close()
         for suffix in FILE_SUFFIXES:
             path = self.path(suffix) + CLEANED_SUFFIX
@@ -346,16 +383,24 @@ def _discard(outputs):
             out.discard()
 
 
-def _clean_group(lg, group, files, offset_map, now_ms):
-    """Filter one group into its .cleaned files; the _Output, or None if nothing changed."""
+def _clean_group(lg, group, files, offset_map, now_ms, txns, producers):
+    """Filter one group into its .cleaned files; the _Output, or None if nothing changed.
+    ``txns`` (CleanedTransactions) follows the transactions across the groups of a pass;
+    ``producers`` is CleanableLog.last_records_of_active_producers."""
     out = _Output(lg, group, files[group[0].base])
+    txns.cleaned_index = out.aborted
     try:
         ends = [s.next_offset for s in group if s.size]
         group_end = max(ends) if ends else None
-        for s in group:
+        for i, s in enumerate(group):
+            # Kafka collects each segment's range: to the next segment of the group,
+            # the last one to its end.
+            upper = group[i + 1].base if i + 1 < len(group) else s.next_offset
+            txns.add_aborted(lg.aborted_transactions(s.base, upper))
             for data, at, b in _entries(files[s.base], s.size):
                 last = b.last_offset + 1 == group_end
-                out.add(data, at, b, _filter_entry(out, data, at, b, offset_map, now_ms, last))
+                out.add(data, at, b, _filter_entry(out, data, at, b, offset_map, now_ms, last,
+                                                   txns, producers))
         changed = out.finish()
     except Exception:
         out.discard()
@@ -363,48 +408,97 @@ def _clean_group(lg, group, files, offset_map, now_ms):
     return out if changed else None
 
 
-def _filter_entry(out, data, at, b, offset_map, now_ms, last_of_group):
+def _filter_entry(out, data, at, b, offset_map, now_ms, last_of_group, txns, producers):
     """None to keep the entry as it is, else its new bytes (b"" drops it)."""
     header, body, rows = _records(data, at, b)
-    if header is not None and header.is_control:
-        return None
-    horizon = header.delete_horizon_ms if header is not None else None
+    if header is None:
+        return _filter_legacy(out, rows, offset_map, last_of_group)
+    horizon = header.delete_horizon_ms
+    control = header.is_control
+    if control:
+        # LogCleaner.checkBatchRetention: a discardable marker's record goes once its
+        # batch's delete horizon has passed.
+        can_discard = txns.on_control_batch(header, _marker(data, at, header))
+        discard_records = can_discard and horizon is not None and horizon <= now_ms
+    else:
+        can_discard = discard_records = txns.on_batch(header)
+    retain_empty = last_of_group or _last_of_producer(header, producers)
     keep, tombstones_kept, tombstones_dropped, keyless = [], False, 0, 0
-    for i, rec in enumerate(rows):
-        if rec[2] is None:
-            keyless += 1          # Kafka's cleaner drops these too (an "invalid message")
-        elif rec[0] >= offset_map.get(rec[2], -1):
-            if rec[3] is not None:
-                keep.append(i)
-                continue
-            # The latest record of its key is a tombstone: it stays until the horizon.
-            # (Legacy entries carry no horizon; their tombstones stay.)
-            if header is None or horizon is None or now_ms < horizon:
-                keep.append(i)
-                tombstones_kept = True
-                continue
-        tombstones_dropped += rec[3] is None
+    if discard_records:
+        pass
+    elif control:
+        keep = list(range(len(rows)))
+    else:
+        for i, rec in enumerate(rows):
+            if rec[2] is None:
+                keyless += 1          # Kafka's cleaner drops these too (an "invalid message")
+            elif rec[0] >= offset_map.get(rec[2], -1):
+                if rec[3] is not None:
+                    keep.append(i)
+                    continue
+                # The latest record of its key is a tombstone: it stays until the horizon.
+                if horizon is None or now_ms < horizon:
+                    keep.append(i)
+                    tombstones_kept = True
+                    continue
+            tombstones_dropped += rec[3] is None
     dropped = len(rows) - len(keep)
-    if header is None:                             # legacy: whole entries only
-        if keep or last_of_group:
-            return None
-        out.removed += dropped
-        out.tombstones += tombstones_dropped
-        out.keyless += keyless
-        return b""
-    set_horizon = tombstones_kept and horizon is None
+    set_horizon = (tombstones_kept or (can_discard and control)) and horizon is None
     if not rows:                                   # an empty batch an earlier round kept
-        return None if last_of_group else b""
+        return None if retain_empty else b""
     if not dropped and not set_horizon:
         return None
     out.removed += dropped
     out.tombstones += tombstones_dropped
     out.keyless += keyless
     if not keep:
-        return empty_batch(header) if last_of_group else b""
+        return empty_batch(header) if retain_empty else b""
     horizon = now_ms + out.lg.config["delete.retention.ms"] if set_horizon else None
     return rebuild_batch(header, body, rows, keep, horizon)
 
+
+def _filter_legacy(out, rows, offset_map, last_of_group):
+    """A legacy (magic 0/1) entry, whole or dropped: None to keep it, b"" to drop it.
+    Legacy entries carry no horizon: their tombstones stay."""
+    keep = dropped = tombstones = keyless = 0
+    for rec in rows:
+        if rec[2] is None:
+            keyless += 1
+        elif rec[0] >= offset_map.get(rec[2], -1):
+            keep += 1
+            continue
+        dropped += 1
+        tombstones += rec[3] is None
+    if keep or last_of_group:
+        return None
+    out.removed += dropped
+    out.tombstones += tombstones
+    out.keyless += keyless
+    return b""
+
+
+def _last_of_producer(header, producers):
+    """Whether the batch is its producer's last, which compaction keeps (Kafka's
+    isBatchLastRecordOfProducer): the batch holding its last data offset or, for a
+    producer without data left, its last marker (of its current epoch)."""
+    last = producers.get(header.producer_id) if header.producer_id >= 0 else None
+    if last is None:
+        return False
+    data_offset, epoch = last
+    if data_offset is not None:
+        return header.last_offset == data_offset
+    return header.is_control and header.producer_epoch == epoch
+
+
+def _marker(data, at, header):
+    """The marker a control batch holds, None when it holds none (emptied, or another
+    control type than COMMIT and ABORT)."""
+    if not header.records_count or header.producer_id < 0:
+        return None
+    try:
+        return read_marker(data, at, header)
+    except InvalidRecordError:
+        return None
 
 
 # -- The swap --------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Replacing segments crash-safely: Kafka's ``.cleaned`` / ``.swap`` / ``.deleted`` suffixes.
 
 Compaction (cleaner.py) writes each replacement segment as ``<base>.log.cleaned``
-(+ ``.index.cleaned``, ``.timeindex.cleaned``), then :func:`swap_in` and
-:func:`remove_deleted` put it in place of the segments it replaces:
+(+ ``.index.cleaned``, ``.timeindex.cleaned``, and ``.txnindex.cleaned`` when it
+keeps ABORT markers), then :func:`swap_in` and :func:`remove_deleted` put it in
+place of the segments it replaces (a segment without a ``.txnindex`` simply has no
+such file at any step):
 
   1. write ``.cleaned`` files (log, index, timeindex) and fsync them
   2. rename every ``.cleaned`` to ``.swap``, the ``.log`` last  <- commit point
@@ -18,7 +20,9 @@ when any process reloads its segment list and before a compaction (the swap hold
 the write lock too, so recovery never meets a swap in progress). A
 ``<base>.log.swap`` is completed: every segment file whose base lies in
 [base, end of the swap segment) is deleted, the directory fsynced, and the
-``.swap`` files renamed into place (a missing index is rebuilt later); index
+``.swap`` files renamed into place (a missing offset or time index is rebuilt
+later; a ``.txnindex`` already at its final name is the new one's, renamed before
+the ``.log``, and stays: only recovery rebuilds a transaction index); index
 ``.swap`` files without their ``.log.swap`` are deleted. When a log is opened,
 :func:`remove_stale_cleaned` deletes ``.cleaned`` files unless a compaction holds
 the cleaner lock (the old segments are intact), and the Log removes ``.deleted``
@@ -32,7 +36,8 @@ import os
 
 from .locking import FileLock
 from .scan import SCAN_OK, SegmentWalk
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_name, segment_name
+from .segment import (INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX,
+                      parse_segment_name, segment_name)
 
 __all__ = ["swap_in", "remove_deleted", "recover_swaps", "remove_stale_cleaned",
            "CLEANED_SUFFIX", "SWAP_SUFFIX", "DELETED_SUFFIX", "CLEANER_LOCK_FILE",
@@ -45,7 +50,9 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 CLEANER_LOCK_FILE = ".kqlite-cleaner"   # kqlite's own: held by a running compaction
-FILE_SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX)   # the .log is renamed last
+# The .log is renamed last; a segment's .txnindex may not exist.
+FILE_SUFFIXES = (TXNINDEX_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX)
+_OPTIONAL = TXNINDEX_SUFFIX
 
 
 def _path(directory, base, suffix):
@@ -57,8 +64,9 @@ def swap_in(fs, directory, replacements):
     are written and fsynced. Open descriptors of the old files stay valid."""
     for base, _ in replacements:                              # 2. .cleaned -> .swap
         for suffix in FILE_SUFFIXES:
-            fs.rename(_path(directory, base, suffix + CLEANED_SUFFIX),
-                      _path(directory, base, suffix + SWAP_SUFFIX))
+            cleaned = _path(directory, base, suffix + CLEANED_SUFFIX)
+            if suffix != _OPTIONAL or fs.exists(cleaned):
+                fs.rename(cleaned, _path(directory, base, suffix + SWAP_SUFFIX))
     fs.fsync_dir(directory)                                   # 3.
     for _, olds in replacements:                              # 4. old -> .deleted
         for old in olds:
@@ -69,8 +77,9 @@ def swap_in(fs, directory, replacements):
     fs.fsync_dir(directory)                                   # 5.
     for base, _ in replacements:                              # 6. .swap -> final names
         for suffix in FILE_SUFFIXES:
-            fs.rename(_path(directory, base, suffix + SWAP_SUFFIX),
-                      _path(directory, base, suffix))
+            swapped = _path(directory, base, suffix + SWAP_SUFFIX)
+            if suffix != _OPTIONAL or fs.exists(swapped):
+                fs.rename(swapped, _path(directory, base, suffix))
     fs.fsync_dir(directory)                                   # 7.
 
 
@@ -151,7 +160,7 @@ def recover_swaps(fs, directory, dry_run=False):
         for suffix in FILE_SUFFIXES:
             if fs.exists(path(base, suffix + SWAP_SUFFIX)):
                 fs.rename(path(base, suffix + SWAP_SUFFIX), path(base, suffix))
-            elif fs.exists(path(base, suffix)):
+            elif suffix != _OPTIONAL and fs.exists(path(base, suffix)):
                 fs.remove(path(base, suffix))     # an index is rebuilt from the log
         log.warning("%s: completed the interrupted compaction swap of segment %d",
                     directory, base)
