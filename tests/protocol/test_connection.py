@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kqlite.protocol import (API_NAMES, CLUSTER_SUPPORTED, SUPPORTED, ApiKey, EncodeError,
-                             ErrorCode, FileRegion, ProtocolError, ServerConnection, decode_request, decode_response,
-                             encode_request, encode_response)
+                             ErrorCode, FileRegion, ProtocolError, ServerConnection,
+                             decode_request, decode_response, encode_request, encode_response)
 
 from protocol_helpers import CASES, bodies
 

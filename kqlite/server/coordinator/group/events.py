@@ -10,8 +10,8 @@ from typing import Hashable, Optional
 
 from ....protocol import ErrorCode
 
-__all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "TxnCommit", "Delete", "Reply", "JoinResult",
-           "SyncResult", "JoinedMember", "MemberSummary"]
+__all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "TxnCommit", "Delete", "Reply",
+           "JoinResult", "SyncResult", "JoinedMember", "MemberSummary"]
 
 
 # -- Inputs ---------------------------------------------------------------------------------
