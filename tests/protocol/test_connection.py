@@ -94,15 +94,25 @@ def test_unknown_api_key_is_returned_unsupported():
 
 
 def test_refused_api_is_decoded_but_not_advertised():
-    """SASL and ACL requests are decoded so the broker can answer them with an error, but
+    """ACL requests are decoded so the broker can answer them with an error, but
     ApiVersions never lists them; the transaction coordinator's are listed by a single
     broker, which has one, and not by a cluster broker."""
+    (req,) = ServerConnection().receive_data(_frame(29, 1, 42, "acl-client", bytes(
+        [1, 0xFF, 0xFF, 3, 0xFF, 0xFF, 0xFF, 0xFF, 1, 1])))
+    assert not req.unsupported and req.body["resource_type_filter"] == 1
+    assert req.name == "DescribeAcls" == API_NAMES[29]
+    assert not {29, 30, 31} & set(SUPPORTED)
+    assert {24, 25, 26, 27, 28, 65, 66} <= set(SUPPORTED)
+    assert not {24, 25, 26, 27, 28, 65, 66} & set(CLUSTER_SUPPORTED)
+
+
+def test_sasl_apis_are_decoded_and_advertised():
+    """Every listener advertises the SASL APIs and the SCRAM credentials' APIs, as Kafka's
+    ApiVersions does (a non-SASL listener answers the SASL ones ILLEGAL_SASL_STATE)."""
     (req,) = ServerConnection().receive_data(_frame(17, 1, 42, "sasl-client", b"\x00\x05PLAIN"))
     assert not req.unsupported and req.body == {"mechanism": "PLAIN"}
     assert req.name == "SaslHandshake" == API_NAMES[17]
-    assert not {17, 29, 30, 31, 36} & set(SUPPORTED)
-    assert {24, 25, 26, 27, 28, 65, 66} <= set(SUPPORTED)
-    assert not {24, 25, 26, 27, 28, 65, 66} & set(CLUSTER_SUPPORTED)
+    assert {17, 36, 50, 51} <= set(SUPPORTED)
 
 
 def test_unsupported_version_of_known_api():

@@ -6,8 +6,9 @@ fallbacks included (asked when the first check is refused), and whether a refusa
 be audited: ``quiet`` marks the checks Kafka makes with ``logIfDenied = false`` (a filter,
 or a check a fallback follows).
 
-Every API kqlite advertises has a row; the SASL and ACL APIs, which kqlite answers as
-Kafka without SASL or an authorizer does, ask nothing.
+Every API kqlite advertises has a row; the SASL APIs (on an authenticated or non-SASL
+connection, where they are refused) and the ACL APIs, which kqlite answers as Kafka without an
+authorizer does, ask nothing.
 """
 
 import pytest
@@ -252,6 +253,12 @@ CASES = {
         "state_filters": [], "producer_id_filters": [], "duration_filter": -1}, (),
         _checks((Op.DESCRIBE, R.TRANSACTIONAL_ID))),
     "SaslHandshake": (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, (), set()),
+    "SaslAuthenticate": (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0u\0p"}, (), set()),
+    "DescribeUserScramCredentials": (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                                     {"users": None}, (), _checks((Op.DESCRIBE, R.CLUSTER))),
+    "AlterUserScramCredentials": (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": "checked-user", "mechanism": 1}], "upsertions": []},
+        _checks((Op.ALTER, R.CLUSTER)), _checks((Op.ALTER, R.CLUSTER))),
     "DescribeAcls": (ApiKey.DESCRIBE_ACLS, 1, {"resource_type_filter": 1,
                                                "pattern_type_filter": 1, "operation": 1,
                                                "permission_type": 1}, (), set()),

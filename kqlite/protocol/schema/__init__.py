@@ -5,8 +5,8 @@ serves and the API's flexible versions). ``API_NAMES`` names every API key Kafka
 served or not, so that an unsupported request can still be logged by name.
 
 Adding an API: declare it in the module of its family (data, fetch, metadata, groups,
-group_admin, admin, admin_ops, transactions; interbroker for the cluster's, refused for
-those decoded only to refuse), add it to that module's ``APIS`` list, and run
+group_admin, admin, admin_ops, security, transactions; interbroker for the cluster's,
+refused for those decoded only to refuse), add it to that module's ``APIS`` list, and run
 tests/protocol/test_schema_crosscheck.py. An API in ``APIS`` and not in ``REFUSED`` is
 advertised (``connection.SUPPORTED``, or ``CLUSTER_SUPPORTED`` by a cluster broker only),
 so its handler comes with it (kqlite/server/handlers, kqlite/cluster/handlers;
@@ -21,14 +21,15 @@ has no client id.
 
 from ..api_keys import ApiKey
 from . import (admin, admin_ops, data, fetch, group_admin, groups, interbroker, metadata,
-               refused, transactions)
+               refused, security, transactions)
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
 __all__ = ["APIS", "API_NAMES", "REFUSED", "CLUSTER_ONLY", "TRANSACTIONS", "REQUEST_HEADER_V0",
            "Api", "F", "Field", "MISSING", "in_range", "parse_versions"]
 
 APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admin, admin_ops,
-                                refused, interbroker, transactions) for a in module.APIS}
+                                security, refused, interbroker, transactions)
+                for a in module.APIS}
 
 # Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
 REFUSED = frozenset(a.key for a in refused.APIS)

@@ -1,34 +1,15 @@
-"""APIs kqlite decodes only to refuse: SASL and ACLs.
+"""APIs kqlite decodes only to refuse: ACLs.
 
-kqlite serves plaintext without authentication or ACLs (its broker's authorizer allows
-everything, as Kafka's without ``authorizer.class.name``: there are no ACLs to manage),
-so ApiVersions does not list these APIs and well-behaved clients never send them. A
-client configured for SASL or an admin tool managing ACLs that sends one anyway gets
-Kafka's error for a broker without that feature, and the connection stays usable.
+kqlite's broker has no ACLs to manage (its authorizer allows everything, as Kafka's
+without ``authorizer.class.name``), so ApiVersions does not list these APIs and
+well-behaved clients never send them. An admin tool managing ACLs that sends one anyway
+gets Kafka's error for a broker without that feature, and the connection stays usable.
 Written by hand from Kafka's message definitions
 (clients/src/main/resources/common/message/*.json).
 """
 
 from ..api_keys import ApiKey
 from ._dsl import F, api
-
-# WIRE: Kafka-defined (SaslHandshakeRequest.json / SaslHandshakeResponse.json).
-SASL_HANDSHAKE = api(ApiKey.SASL_HANDSHAKE, "0-1", flexible="none", request=[
-    F("mechanism", "string"),
-], response=[
-    F("error_code", "int16"),
-    F("mechanisms", "[]string"),
-])
-
-# WIRE: Kafka-defined (SaslAuthenticateRequest.json / SaslAuthenticateResponse.json).
-SASL_AUTHENTICATE = api(ApiKey.SASL_AUTHENTICATE, "0-2", flexible="2+", request=[
-    F("auth_bytes", "bytes"),
-], response=[
-    F("error_code", "int16"),
-    F("error_message", "string", nullable="0+"),
-    F("auth_bytes", "bytes"),
-    F("session_lifetime_ms", "int64", "1+"),
-])
 
 _ACL_FILTER = [
     F("resource_type_filter", "int8"),
@@ -99,4 +80,4 @@ DELETE_ACLS = api(ApiKey.DELETE_ACLS, "1-3", flexible="2+", request=[
     ]),
 ])
 
-APIS = [SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS]
+APIS = [DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS]

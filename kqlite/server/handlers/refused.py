@@ -1,23 +1,13 @@
 """Answers to the APIs kqlite decodes only to refuse (kqlite/protocol/schema/refused.py).
 
-kqlite has no SASL and no ACL store. Each request gets the error Apache Kafka gives when
-that feature is off, in every per-item error field, so the client reports a clear reason
-and the connection stays usable.
+kqlite has no ACL authorizer. Each request gets the error Apache Kafka gives when that
+feature is off, in every per-item error field, so the client reports a clear reason and
+the connection stays usable.
 """
 
 from ...protocol import ApiKey, ErrorCode
 
-_NO_SASL = "kqlite serves PLAINTEXT only: no SASL mechanism is enabled"
 _NO_ACLS = "kqlite has no authorizer: ACLs are not supported"
-
-
-async def sasl_handshake(broker, context, request):
-    return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": []}
-
-
-async def sasl_authenticate(broker, context, request):
-    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": _NO_SASL,
-            "auth_bytes": b"", "session_lifetime_ms": 0}
 
 
 async def describe_acls(broker, context, request):
@@ -37,6 +27,5 @@ async def delete_acls(broker, context, request):
          "matching_acls": []} for _ in request.body["filters"]]}
 
 
-HANDLERS = {ApiKey.SASL_HANDSHAKE: sasl_handshake, ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
-            ApiKey.DESCRIBE_ACLS: describe_acls, ApiKey.CREATE_ACLS: create_acls,
+HANDLERS = {ApiKey.DESCRIBE_ACLS: describe_acls, ApiKey.CREATE_ACLS: create_acls,
             ApiKey.DELETE_ACLS: delete_acls}
