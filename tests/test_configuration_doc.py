@@ -115,6 +115,21 @@ def test_serve_defaults_are_the_brokers_and_the_cluster_nodes():
             continue
         assert params[name].default == setting.default, setting.flag
         checked.add(setting.flag)
+    # The transaction coordinator's settings are the fields of its TransactionConfig.
+    from kqlite.server.coordinator.txn.config import TransactionConfig
+    transaction_fields = {
+        "--transaction-max-timeout-ms": "max_timeout_ms",
+        "--transactional-id-expiration-ms": "id_expiration_ms",
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms":
+            "abort_timed_out_interval_ms",
+        "--transaction-remove-expired-transaction-cleanup-interval-ms":
+            "remove_expired_interval_ms",
+        "--transaction-partition-verification-enable": "partition_verification"}
+    for setting in SETTINGS:
+        if setting.flag in transaction_fields:
+            assert getattr(TransactionConfig(), transaction_fields[setting.flag]) == \
+                setting.default, setting.flag
+            checked.add(setting.flag)
     # The others are computed (None: see their rows) or are not constructor parameters
     # (--listen is split into host and port, --no-auto-create-topics is negated).
     assert {s.flag for s in SETTINGS if s.flag} - checked == {

@@ -38,6 +38,18 @@ def _split(address):
     return host or "127.0.0.1", int(port)
 
 
+def _transaction_config(args):
+    from ..server.coordinator.txn.config import TransactionConfig
+    return TransactionConfig(
+        max_timeout_ms=args.transaction_max_timeout_ms,
+        id_expiration_ms=args.transactional_id_expiration_ms,
+        abort_timed_out_interval_ms=(
+            args.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+        remove_expired_interval_ms=(
+            args.transaction_remove_expired_transaction_cleanup_interval_ms),
+        partition_verification=args.transaction_partition_verification_enable)
+
+
 async def _main(args):
     from ..server import Broker
     try:
@@ -91,7 +103,8 @@ async def _main(args):
         await node.start()
     else:
         node = None
-        broker = Broker(args.data_dir, host, port, broker_id=args.broker_id, **options)
+        broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
+                        transaction_config=_transaction_config(args), **options)
         await broker.start()
     print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
           f"data dir {broker.db.path}", file=sys.stderr, flush=True)

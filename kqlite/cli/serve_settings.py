@@ -192,6 +192,31 @@ SETTINGS = [
                  "`--max-request-bytes`, so every acceptable request fits. "
                  "`kqlite_queued_request_bytes` and `kqlite_queued_request_bytes_max` show "
                  "it"),
+    _setting("--transaction-max-timeout-ms", "transaction.max.timeout.ms", 900000,
+             positive_int, "MS", shown="900000 (15 minutes)",
+             doc="the longest `transaction.timeout.ms` a transactional producer may ask for: "
+                 "`InitProducerId` answers a longer one `INVALID_TRANSACTION_TIMEOUT`"),
+    _setting("--transactional-id-expiration-ms", "transactional.id.expiration.ms", 604800000,
+             positive_int, "MS", shown="604800000 (7 days)",
+             doc="a transactional id with no transaction open or being decided for this "
+                 "long is expired: its tombstone is written to `__transaction_state` and a "
+                 "producer still using it gets `INVALID_PRODUCER_ID_MAPPING`"),
+    _setting("--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+             "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000,
+             positive_int, "MS", shown="10000 (10 seconds)",
+             doc="how often the transaction coordinator aborts the transactions open past "
+                 "their `transaction.timeout.ms` (with a bumped producer epoch, which fences "
+                 "the producer that left it open)"),
+    _setting("--transaction-remove-expired-transaction-cleanup-interval-ms",
+             "transaction.remove.expired.transaction.cleanup.interval.ms", 3600000,
+             positive_int, "MS", shown="3600000 (1 hour)",
+             doc="how often expired transactional ids are looked for"),
+    _setting("--transaction-partition-verification-enable",
+             "transaction.partition.verification.enable", True, _boolean, "true|false",
+             doc="before appending a producer's first transactional batch to a partition, "
+                 "the broker asks the transaction coordinator whether the partition is in the "
+                 "producer's transaction (KIP-890 part 1); a batch that is not is refused "
+                 "(`INVALID_TXN_STATE`, or `TRANSACTION_ABORTABLE` for Produce v11+)"),
     _setting("--zookeeper", "zookeeper.connect", None, str, "HOST:PORT[/CHROOT]",
              shown="none (a single broker)", group=CLUSTER,
              doc="the ZooKeeper ensemble and chroot of the cluster to join; the chroot is "

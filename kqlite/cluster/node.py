@@ -104,7 +104,7 @@ class ClusterNode:
                              advertised_host=advertised_host, make_replicas=self._replicas,
                              make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
-                             **broker_options)
+                             transactions=False, **broker_options)
         # Clients are told other brokers' addresses from the metadata cache. A cluster
         # broker has one PLAINTEXT listener (inter-broker security is not served yet), so
         # every listener name resolves to a broker's one endpoint.

@@ -1,14 +1,18 @@
 """Database: a Kafka ``log.dirs`` data directory of topics and partitions.
 
 ``kqlite.open(path)`` gives a Database. Partition directories are laid out as
-Kafka's (``<topic>-<partition>``). A Database is four pieces, each in its module:
+Kafka's (``<topic>-<partition>``). A Database is five pieces, each in its module:
 
-``topic_store.py``     the topic definitions (partition count, config overrides, topic
-                       id), by default in ``.kqlite/topics/<topic>.json`` because Kafka
-                       keeps them in ZooKeeper, not in the data dir
-``log_manager.py``     the open logs: leases, and an LRU bounding their descriptors
-``retention.py``       retention and compaction, and the thread running them
-``offsets.py``         committed consumer offsets in ``__consumer_offsets``
+``topic_store.py``          the topic definitions (partition count, config overrides,
+                            topic id), by default in ``.kqlite/topics/<topic>.json``
+                            because Kafka keeps them in ZooKeeper, not in the data dir
+``log_manager.py``          the open logs: leases, and an LRU bounding their descriptors
+``retention.py``            retention and compaction, and the thread running them
+``offsets.py``              committed consumer offsets in ``__consumer_offsets``
+``transaction_state.py``    transactional ids' state in ``__transaction_state``
+
+and, made on first use, ``producer_ids`` (producer_ids.py: the data dir's producer ids,
+shared by every process and broker on it).
 
 Many processes may open the same data dir: every Log handles its own locking, the
 topic store serializes its changes between processes, and a process re-reads a
@@ -17,6 +21,7 @@ definition when it meets a topic it does not know.
 
 import logging
 import os
+import threading
 from collections import namedtuple
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, ReplicatedPartitionError,
@@ -31,6 +36,8 @@ from .files import make_dirs_durable
 from .layout import partition_dir
 from .log_manager import LogManager
 from .offsets import OffsetStore
+from .producer_ids import ProducerIdAllocator
+from .transaction_state import TransactionStateStore
 from .partition_dirs import (delete_partition_dirs, drop_deletion_record, ensure_partition_dirs,
                              finish_pending_deletions, record_deletion,
                              remove_new_partition_dirs)
@@ -82,6 +89,9 @@ class Database:
             self.topics.close()
             raise
         self.offsets = OffsetStore(self)
+        self.transaction_state = TransactionStateStore(self)
+        self._producer_ids = None
+        self._producer_ids_lock = threading.Lock()
         self._retention = None
         if retention_check_interval_ms and retention_check_interval_ms > 0 and \
                 not self.replicated_read_only:
@@ -297,6 +307,16 @@ class Database:
             return {}
         return compact(self, now_ms)
 
+    @property
+    def producer_ids(self):
+        """The data dir's :class:`~kqlite.db.producer_ids.ProducerIdAllocator`, made on
+        first use (opening a data dir creates no file for it)."""
+        with self._producer_ids_lock:
+            if self._producer_ids is None:
+                self._check_open()
+                self._producer_ids = ProducerIdAllocator(self.path, self.fs)
+            return self._producer_ids
+
     def close(self):
         if self._retention is not None:
             self._retention.stop()
@@ -305,6 +325,9 @@ class Database:
         self._closed = True
         self.logs.close()
         self.topics.close()
+        with self._producer_ids_lock:
+            if self._producer_ids is not None:
+                self._producer_ids.close()
 
     def __enter__(self):
         return self

@@ -11,14 +11,24 @@ store's first read or write).
 Several processes may commit to one data dir (the embedded API, a single broker):
 every read first catches up with what the others appended, so nothing here is a copy
 that another process's commit makes stale.
+
+Transactional commits (TxnOffsetCommit, KIP-98/447) are written as a transactional batch
+of the producer; they are *pending* until the transaction's marker reaches the partition,
+as Kafka's GroupMetadataManager loads them: a COMMIT marker of that producer applies them,
+unless the partition already holds a commit from a later batch (Kafka's ``olderThan``:
+batch offsets compared); an ABORT marker drops them. Pending commits are not returned by
+:meth:`OffsetStore.committed`, and :meth:`OffsetStore.pending_transactional` names their
+partitions (OffsetFetch's ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them).
+:class:`CommitLog` is that replay, pure, one batch at a time.
 """
 
 import functools
 import logging
 import threading
 
-from ..errors import CorruptRecordError
-from ..format.batch import now_ms
+from ..errors import CorruptRecordError, InvalidRecordError
+from ..format.batch import decode_records, now_ms, parse_header
+from ..format.control_records import COMMIT, control_type
 from ..format.internal_topics import (OFFSETS_CONFIG, OFFSETS_PARTITIONS, OFFSETS_TOPIC,
                                       kafka_partition_for_key)
 from ..format.offset_records import (OffsetAndMetadata, decode_offset_key,
@@ -27,7 +37,7 @@ from ..format.offset_records import (OffsetAndMetadata, decode_offset_key,
 from ..format.record import Record
 from .offsets_placement import move_to_kafka_placement
 
-__all__ = ["OffsetStore", "OffsetAndMetadata"]
+__all__ = ["OffsetStore", "OffsetAndMetadata", "CommitLog"]
 
 log = logging.getLogger("kqlite")
 
@@ -35,6 +45,83 @@ log = logging.getLogger("kqlite")
 @functools.lru_cache(maxsize=4096)
 def _partition(group):
     return kafka_partition_for_key(group, OFFSETS_PARTITIONS)
+
+
+_READ_CHUNK = 1 << 20
+
+
+class CommitLog:
+    """Committed offsets as one ``__consumer_offsets`` partition's batches leave them,
+    pending transactional commits included; fed one batch at a time (:meth:`add_batch`),
+    oldest first. Pure. See the module docstring. ``belongs(group)`` says whether a
+    group's records are the partition's (others are left there by the legacy placement,
+    and skipped)."""
+
+    def __init__(self, belongs=lambda group: True):
+        self.belongs = belongs
+        self.commits = {}       # (group, topic, partition) -> (batch offset, OffsetAndMetadata)
+        self.pending = {}       # producer id -> {(group, topic, partition): (batch offset,
+        #                         OffsetAndMetadata or None for a tombstone)}
+        self.skipped = 0
+        self.last_error = None
+
+    def add_batch(self, header, records):
+        """One batch: its BatchHeader and its Records."""
+        if header.is_control:
+            # As Kafka's GroupMetadataManager loads a partition: a COMMIT marker applies
+            # the producer's pending commits, any other control record drops them.
+            for rec in records[:1]:
+                try:
+                    kind = control_type(rec.key)
+                except InvalidRecordError as exc:
+                    self.skipped, self.last_error = self.skipped + 1, exc
+                    continue
+                self._decided(header.producer_id, kind == COMMIT)
+            return
+        pending = self.pending.setdefault(header.producer_id, {}) \
+            if header.is_transactional else None
+        for rec in records:
+            try:
+                key = decode_offset_key(rec.key)
+                if key is None or not self.belongs(key[0]):
+                    continue
+                value = None if rec.value is None else decode_offset_value(rec.value)
+            except CorruptRecordError as exc:
+                # One bad record (written by a newer Kafka, or a damaged copy) must not
+                # hide every other group's commits in this partition.
+                self.skipped, self.last_error = self.skipped + 1, exc
+                continue
+            if pending is not None:
+                pending[key] = (header.base_offset, value)
+            elif value is None:
+                self.commits.pop(key, None)
+            else:
+                self.commits[key] = (header.base_offset, value)
+
+    def _decided(self, producer_id, committed):
+        decided = self.pending.pop(producer_id, {})
+        if not committed:
+            return
+        for key, (batch_offset, value) in decided.items():
+            current = self.commits.get(key)
+            if current is not None and current[0] >= batch_offset:
+                continue                         # a later commit already holds it
+            if value is None:
+                self.commits.pop(key, None)
+            else:
+                self.commits[key] = (batch_offset, value)
+
+    def committed(self, group):
+        """``{(topic, partition): OffsetAndMetadata}`` of ``group``."""
+        return {(t, p): v for (g, t, p), (_o, v) in self.commits.items() if g == group}
+
+    def pending_partitions(self, group):
+        """The (topic, partition)s of ``group`` with a transactional commit pending."""
+        return {(t, p) for pending in self.pending.values() for (g, t, p) in pending
+                if g == group}
+
+    def groups(self):
+        return {g for g, _t, _p in self.commits}
 
 
 class OffsetStore:
@@ -48,7 +135,7 @@ class OffsetStore:
         self.db = database
         self._lock = threading.Lock()
         self._read_upto = {}   # offsets partition -> next offset to read
-        self._commits = {}     # (group, topic, partition) -> OffsetAndMetadata
+        self._logs = {}        # offsets partition -> CommitLog of what was read
         self._placing = threading.Lock()
         self._kafka_placed = False
 
@@ -73,27 +160,25 @@ class OffsetStore:
 
     def _catch_up_partition(self, p, log_):
         start = max(self._read_upto.get(p, 0), log_.start_offset)
-        skipped = 0
-        for rec in log_.read(start):
-            start = rec.offset + 1
-            try:
-                key = decode_offset_key(rec.key)
-                if key is None or _partition(key[0]) != p:
-                    continue
-                if rec.value is None:
-                    self._commits.pop(key, None)
-                else:
-                    self._commits[key] = decode_offset_value(rec.value)
-            except CorruptRecordError as exc:
-                # One bad record (written by a newer Kafka, or a damaged copy) must not
-                # hide every other group's commits in this partition.
-                skipped += 1
-                last = exc
-        if skipped:
+        commits = self._logs.get(p)
+        if commits is None:
+            commits = self._logs[p] = CommitLog(lambda group: _partition(group) == p)
+        skipped = commits.skipped
+        while True:
+            data = log_.read_batches(start, _READ_CHUNK)
+            if not data:
+                break
+            pos = 0
+            while pos < len(data):
+                header = parse_header(data, pos)
+                commits.add_batch(header, decode_records(data, pos, header))
+                pos += header.size
+                # Only what was read: a commit another process appends after the loop is
+                # read next time (taking the end offset here could skip it for good).
+                start = header.last_offset + 1
+        if commits.skipped > skipped:
             log.warning("%s-%d: skipped %d unreadable offset commit record(s), last: %s",
-                        OFFSETS_TOPIC, p, skipped, last)
-        # Only what was read: a commit another process appends after the loop is read
-        # next time (taking the end offset here could skip it for good).
+                        OFFSETS_TOPIC, p, commits.skipped - skipped, commits.last_error)
         self._read_upto[p] = start
 
     def commit(self, group, offsets, metadata="", timestamp=None):
@@ -142,12 +227,24 @@ class OffsetStore:
         return {tp: v.offset for tp, v in self.committed_details(group).items()}
 
     def committed_details(self, group):
-        """``{(topic, partition): OffsetAndMetadata}`` currently committed for ``group``."""
+        """``{(topic, partition): OffsetAndMetadata}`` currently committed for ``group``
+        (transactional commits whose transaction is not decided left out)."""
         self.ensure_kafka_placement()
         with self._lock:
+            p = _partition(group)
             with self._leased(group) as log_:
-                self._catch_up_partition(_partition(group), log_)
-            return {(t, p): v for (g, t, p), v in self._commits.items() if g == group}
+                self._catch_up_partition(p, log_)
+            return self._logs[p].committed(group)
+
+    def pending_transactional(self, group):
+        """The (topic, partition)s of ``group`` whose transactional commit waits for its
+        transaction's marker."""
+        self.ensure_kafka_placement()
+        with self._lock:
+            p = _partition(group)
+            with self._leased(group) as log_:
+                self._catch_up_partition(p, log_)
+            return self._logs[p].pending_partitions(group)
 
     def groups(self):
         """Every group with committed offsets (reads every offsets partition in use)."""
@@ -156,7 +253,7 @@ class OffsetStore:
             for p in self.db._existing_partitions(OFFSETS_TOPIC):
                 with self.db.leased_log(OFFSETS_TOPIC, p) as log_:
                     self._catch_up_partition(p, log_)
-            return sorted({g for g, _t, _p in self._commits})
+            return sorted({g for commits in self._logs.values() for g in commits.groups()})
 
     def known_commits(self):
         """``{(group, topic, partition): offset}`` of every commit read so far, after
@@ -167,4 +264,5 @@ class OffsetStore:
                 with self.db.logs.lease_if_open((OFFSETS_TOPIC, p)) as log_:
                     if log_ is not None:
                         self._catch_up_partition(p, log_)
-            return {key: v.offset for key, v in self._commits.items()}
+            return {key: v.offset for commits in self._logs.values()
+                    for key, (_o, v) in commits.commits.items()}

@@ -2,7 +2,7 @@
 default partition count and configs, and which of its partitions holds a key.
 
 Theory of operation. A coordinator's state lives in a compacted topic, one record per
-key (a group, later a transactional id), the latest record of a key winning. The
+key (a group, a transactional id), the latest record of a key winning. The
 coordinator of a key is whoever leads the partition that holds the key, so every broker
 and every process on a data dir must compute the same partition, and it must be Kafka's,
 so that a Kafka broker and Kafka's tools reading the topic find a key where kqlite put
@@ -15,14 +15,34 @@ Only the move of those records to Kafka's partition reads it (``offsets_relocati
 
 ``__consumer_offsets``: ``offsets.topic.num.partitions`` (50), compacted, 100 MiB
 segments; its records are ``offset_records`` and ``group_records``.
+
+``__transaction_state``: ``transaction.state.log.num.partitions`` (50), compacted,
+uncompressed, 100 MiB segments (``transaction.state.log.segment.bytes``), no unclean
+leader election (Kafka's TransactionStateManager.transactionTopicConfigs; its
+``min.insync.replicas`` is the broker's ``transaction.state.log.min.isr``, a cluster's
+business: :data:`TRANSACTIONS_MIN_ISR`); its records are ``transaction_records``, an id's
+partition :func:`transaction_partition_for`.
 """
 
-__all__ = ["OFFSETS_TOPIC", "OFFSETS_PARTITIONS", "OFFSETS_CONFIG", "java_hash", "kafka_abs",
-           "kafka_partition_for_key", "legacy_partition_for_key", "legacy_partner_partition"]
+__all__ = ["OFFSETS_TOPIC", "OFFSETS_PARTITIONS", "OFFSETS_CONFIG", "TRANSACTIONS_TOPIC",
+           "TRANSACTIONS_PARTITIONS", "TRANSACTIONS_CONFIG", "TRANSACTIONS_MIN_ISR",
+           "TRANSACTIONS_REPLICATION_FACTOR", "java_hash", "kafka_abs",
+           "kafka_partition_for_key", "legacy_partition_for_key", "legacy_partner_partition",
+           "transaction_partition_for"]
 
 OFFSETS_TOPIC = "__consumer_offsets"   # ON-DISK: Kafka's name
 OFFSETS_PARTITIONS = 50                # Kafka's offsets.topic.num.partitions default
 OFFSETS_CONFIG = {"cleanup.policy": "compact", "segment.bytes": 100 * 1024 * 1024}
+
+TRANSACTIONS_TOPIC = "__transaction_state"  # ON-DISK: Kafka's name
+TRANSACTIONS_PARTITIONS = 50           # Kafka's transaction.state.log.num.partitions default
+TRANSACTIONS_REPLICATION_FACTOR = 3    # transaction.state.log.replication.factor default
+TRANSACTIONS_MIN_ISR = 2               # transaction.state.log.min.isr default
+# TransactionStateManager.transactionTopicConfigs, with transaction.state.log.segment.bytes'
+# default.
+TRANSACTIONS_CONFIG = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                       "segment.bytes": 100 * 1024 * 1024,
+                       "unclean.leader.election.enable": "false"}
 
 _INT_SPAN = 2 ** 31
 
@@ -51,6 +71,12 @@ def kafka_partition_for_key(key, partitions):
     ``Utils.abs(key.hashCode) % partitions`` (TransactionStateManager ``partitionFor``,
     GroupMetadataManager ``partitionFor``)."""
     return kafka_abs(java_hash(key)) % partitions
+
+
+def transaction_partition_for(transactional_id, partitions=TRANSACTIONS_PARTITIONS):
+    """The partition of ``__transaction_state`` that holds ``transactional_id``'s records
+    (Kafka's rule, as for every internal topic)."""
+    return kafka_partition_for_key(transactional_id, partitions)
 
 
 def legacy_partition_for_key(key, partitions):

@@ -61,11 +61,13 @@ from .authorization import AllowAll
 from .connection_limits import ConnectionLimits
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.runtime import sole_broker_runtime
-from .coordinator.state_topic import OFFSETS_STATE
+from .coordinator.state_topic import OFFSETS_STATE, TRANSACTIONS_STATE
+from .coordinator.txn.config import TransactionConfig
+from .coordinator.txn.coordinator import TransactionCoordinator
+from .coordinator.txn.markers import LocalMarkerChannel
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
-from .producer_ids import ProducerIdAllocator
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
@@ -109,7 +111,8 @@ class Broker:
                  extra_handlers=None, api_versions=None, authorizer=None, listeners=None,
                  make_credentials=None,
                  failed_authentication_delay_ms=DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
-                 authentication_timeout_ms=AUTHENTICATION_TIMEOUT_MS):
+                 authentication_timeout_ms=AUTHENTICATION_TIMEOUT_MS, transactions=True,
+                 transaction_config=None):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
@@ -134,7 +137,14 @@ class Broker:
         the SCRAM credential store (authentication/credentials.py) instead of the data
         dir's. ``failed_authentication_delay_ms``: Kafka's
         ``connection.failed.authentication.delay.ms``; ``authentication_timeout_ms``: how
-        long a TLS handshake and SASL exchange may take."""
+        long a TLS handshake and SASL exchange may take.
+
+        ``transactions``: whether the broker has a transaction coordinator
+        (coordinator/txn/, over ``__transaction_state`` through the same runtime seam,
+        its markers written to this broker's own partitions); a broker without one
+        answers the transactional APIs as a broker without transactions (a cluster
+        broker, for now). ``transaction_config``: its TransactionConfig (Kafka's
+        defaults when None)."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -168,7 +178,13 @@ class Broker:
         make_runtime = make_coordinator_runtime or sole_broker_runtime
         self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
                                             group_initial_rebalance_delay_ms / 1000.0)
-        self.producer_ids = ProducerIdAllocator(self.db.path)
+        self.producer_ids = self.db.producer_ids   # a cluster puts ZooKeeper's in its place
+        self.transactions = None
+        if transactions:
+            config = transaction_config or TransactionConfig()
+            self.transactions = TransactionCoordinator(
+                make_runtime(self, TRANSACTIONS_STATE), self.allocate_producer_id,
+                LocalMarkerChannel(self, config.request_timeout_ms), config)
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
         self.authorizer = authorizer if authorizer is not None else AllowAll()
         self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)
@@ -181,6 +197,11 @@ class Broker:
         self._metrics_server = None
         self._connections = set()
         self._stopping = False
+
+    async def allocate_producer_id(self):
+        """A new producer id from ``producer_ids`` (a block may be reserved on disk, or in a
+        cluster in ZooKeeper: in a storage thread)."""
+        return await self.io.run(self.producer_ids.allocate)
 
     def _cluster_id(self):
         try:
@@ -239,6 +260,8 @@ class Broker:
         if self.metrics_port is not None:
             self._metrics_server = await self.metrics.start(self.host, self.metrics_port)
         self.coordinator.start()
+        if self.transactions is not None:
+            self.transactions.start()
         log.info("kqlite broker %d serving %s on %s", self.broker_id, self.db.path,
                  ", ".join(str(listener.endpoint) for listener in self.listeners))
 
@@ -249,6 +272,8 @@ class Broker:
             await self._acceptor.close()
         if self._metrics_server is not None:
             self._metrics_server.close()
+        if self.transactions is not None:
+            await self.transactions.stop()   # markers stop before the partitions do
         await self.replicas.stop()   # waiting fetches answer now
         await self.coordinator.stop()  # so do JoinGroups waiting out a rebalance
         deadline = time.monotonic() + grace

@@ -27,12 +27,16 @@ role.
 
 import logging
 import os
+from typing import NamedTuple
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError, InvalidRecordError,
                       InvalidTimestampError, InvalidTxnStateError, KqliteError, LogFailedError,
                       OffsetOutOfRangeError, OutOfOrderSequenceError, RecordTooLargeError,
-                      UnknownTopicError, UnsupportedCodecError)
+                      TransactionCoordinatorFencedError, UnknownTopicError,
+                      UnsupportedCodecError)
 from ..format.batch import now_ms
+from ..format.control_records import CONTROL_BATCH_SIZE
+from ..format.validate import AppendOrigin
 from ..protocol import ErrorCode, FileRegion
 from ..storage import Isolation
 from ..storage.isolation import OffsetSnapshot
@@ -59,9 +63,19 @@ _REFUSALS = {
     InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
     OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+    TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
 }
 
 logger = logging.getLogger("kqlite.server")
+
+
+class _MarkerAppended(NamedTuple):
+    """What appending one marker did, as Log.append_as_leader's AppendInfo says it."""
+    first_offset: int
+    last_offset: int
+    record_count: int = 1
+    duplicate: bool = False
+    log_append_time: int = -1
 
 
 class LocalPartition(Partition):
@@ -159,10 +173,31 @@ class LocalPartition(Partition):
 
     # -- Produce ----------------------------------------------------------------------------
 
-    async def append(self, records, *, acks, timeout_ms):
-        result, positions = await self._io.run(self._append_as_leader, records)
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
+        result, positions = await self._io.run(self._append_as_leader, records,
+                                               verification_guard)
         self.observe(positions)
         return await self.await_acks(result, acks, timeout_ms)
+
+    async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
+        result, positions = await self._io.run(self._append_as_leader, records,
+                                               verification_guard, AppendOrigin.COORDINATOR)
+        self.observe(positions)
+        return await self.await_acks(result, acks, timeout_ms)
+
+    async def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, *,
+                            timeout_ms):
+        result, positions = await self._io.run(self._append_marker, producer_id,
+                                               producer_epoch, coordinator_epoch, commit)
+        self.observe(positions)
+        return await self.await_acks(result, -1, timeout_ms)
+
+    async def begin_verification(self, producer_id, sequence, epoch):
+        guard, positions = await self._io.run(
+            self._storage_call, "begin a verification",
+            lambda log: log.begin_verification(producer_id, sequence, epoch))
+        self.observe(positions)
+        return guard
 
     async def await_acks(self, result, acks, timeout_ms):
         """With ``acks=-1``, park a successful append in the delayed-produce purgatory
@@ -176,14 +211,30 @@ class LocalPartition(Partition):
                                     record_count=result.record_count, size=result.size)
         return result
 
-    def _append_as_leader(self, records):
+    def _append_as_leader(self, records, verification_guard=None, origin=AppendOrigin.CLIENT):
         """The append, in a storage thread; returns ``(AppendResult, positions or None)``.
         Storage validates the bytes once (Kafka's LogValidator rules) and judges them
-        against the idempotent-producer state under the log's write lock
-        (Log.append_as_leader); this maps its refusals to Kafka's error codes."""
+        against the producer state under the log's write lock (Log.append_as_leader:
+        sequences, epochs, transactions and their verification guard); this maps its
+        refusals to Kafka's error codes."""
+        def append(log):
+            return log.append_as_leader(records, leader_epoch=self.leader_epoch,
+                                        origin=origin, verification_guard=verification_guard)
+        return self._append_with(append, len(records), "append to")
+
+    def _append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit):
+        """A transaction marker, in a storage thread (Log.append_marker); as
+        :meth:`_append_as_leader` returns."""
+        def append(log):
+            offset = log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
+                                       leader_epoch=self.leader_epoch)
+            return _MarkerAppended(offset, offset)
+        return self._append_with(append, CONTROL_BATCH_SIZE, "write a marker to")
+
+    def _append_with(self, append, size, what):
         try:
             with self._lease() as log:
-                info = log.append_as_leader(records, leader_epoch=self.leader_epoch)
+                info = append(log)
                 positions = self._positions(log)
         except UnknownTopicError:
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
@@ -191,16 +242,16 @@ class LocalPartition(Partition):
             for kind, code in _REFUSALS.items():
                 if isinstance(exc, kind):
                     return AppendResult(code, error_message=str(exc)), None
-            self._storage_failed(exc, f"append to {self.topic}-{self.index}")
+            self._storage_failed(exc, f"{what} {self.topic}-{self.index}")
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
         except OSError as exc:       # opening the log: its directory, metadata, files
-            self._storage_failed(exc, f"append to {self.topic}-{self.index}")
+            self._storage_failed(exc, f"{what} {self.topic}-{self.index}")
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
         self._io.alarms.recovered(self.key)
         return AppendResult(base_offset=info.first_offset, last_offset=info.last_offset,
                             log_start_offset=positions.log_start_offset,
                             record_count=info.record_count,
-                            size=0 if info.duplicate else len(records),
+                            size=0 if info.duplicate else size,
                             log_append_time=info.log_append_time), positions
 
     # -- Fetch ------------------------------------------------------------------------------
@@ -247,10 +298,11 @@ class LocalPartition(Partition):
             with self._lease() as log:
                 seen = self._positions(log)
                 result.set_offsets(seen)
-                # Nothing past the positions reported with the records.
-                region = log.fetch_region(offset, max_bytes,
-                                          max_offset=seen.read_limit(isolation),
-                                          isolation=isolation)
+                # Nothing past the positions reported with the records; a read_committed
+                # read gets the aborted transactions of what it returns (None otherwise).
+                region, result.aborted_transactions = log.fetch_region(
+                    offset, max_bytes, max_offset=seen.read_limit(isolation),
+                    isolation=isolation, aborted_transactions=True)
         except UnknownTopicError:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         except OffsetOutOfRangeError:

@@ -27,13 +27,15 @@ import os
 from dataclasses import dataclass, field
 
 from ..protocol import ErrorCode, FileRegion
-from ..storage import Isolation
+from ..storage import NO_VERIFICATION, Isolation
 from ..storage.isolation import READ_UNCOMMITTED, OffsetSnapshot, isolation_of, read_limit
 
 # ``isolation_of`` and ``READ_UNCOMMITTED`` are the isolation seam's, offered here to the
-# handlers, which never import storage: a request's isolation is decided there.
+# handlers, which never import storage: a request's isolation is decided there. So is
+# ``NO_VERIFICATION``, the verification guard of a broker that does not verify
+# transactional batches (transaction.partition.verification.enable=false).
 __all__ = ["Partition", "PartitionError", "AppendResult", "ReadResult", "RegionBudget",
-           "CONSUMER_REPLICA_ID", "isolation_of", "READ_UNCOMMITTED"]
+           "CONSUMER_REPLICA_ID", "isolation_of", "READ_UNCOMMITTED", "NO_VERIFICATION"]
 
 CONSUMER_REPLICA_ID = -1   # WIRE: Kafka's ReplicaId of an ordinary consumer
 DEFAULT_REGION_LIMIT = 64
@@ -79,6 +81,10 @@ class ReadResult:
     # (epoch, end offset) when a follower's log diverged from the leader's after that
     # epoch (Fetch v12+'s DivergingEpoch): no records, truncate first.
     diverging_epoch: tuple = None
+    # [(producer id, first offset)] of the aborted transactions overlapping the records,
+    # for a read under an isolation that skips aborted batches (read_committed); None for
+    # any other read, and after an error (Fetch's AbortedTransactions is null then).
+    aborted_transactions: list = None
 
     def release(self):
         """Close the descriptor of an unsent region and forget the records."""
@@ -217,9 +223,29 @@ class Partition(abc.ABC):
     # -- Storage operations (run off the event loop) -----------------------------------------
 
     @abc.abstractmethod
-    async def append(self, records, *, acks, timeout_ms):
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
         """Validate and append a Produce's record batches as leader; with ``acks=-1`` return
-        only once they are committed (or ``timeout_ms`` passed). Returns AppendResult."""
+        only once they are committed (or ``timeout_ms`` passed). Returns AppendResult.
+        ``verification_guard``: what :meth:`begin_verification` gave for a transactional
+        batch, which storage checks is still current (KIP-890)."""
+
+    @abc.abstractmethod
+    async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
+        """:meth:`append` of the broker's own batches (a transactional offset commit of the
+        group coordinator): validated as Kafka's COORDINATOR origin, no sequence checked."""
+
+    @abc.abstractmethod
+    async def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, *,
+                            timeout_ms):
+        """Append a transaction's COMMIT (``commit`` true) or ABORT marker as
+        WriteTxnMarkers does (acks=-1); AppendResult, with INVALID_PRODUCER_EPOCH or
+        TRANSACTION_COORDINATOR_FENCED when storage refuses it."""
+
+    @abc.abstractmethod
+    async def begin_verification(self, producer_id, sequence, epoch):
+        """KIP-890 part 1: the guard to append a producer's first transactional batch here
+        with, once its transaction coordinator confirmed the partition; None when the
+        producer's transaction is open here already. Raises PartitionError."""
 
     @abc.abstractmethod
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,

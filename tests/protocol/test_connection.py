@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kqlite.protocol import (API_NAMES, SUPPORTED, ApiKey, EncodeError, ErrorCode, FileRegion,
-                             ProtocolError, ServerConnection, decode_request, decode_response,
-                             encode_request, encode_response)
+from kqlite.protocol import (API_NAMES, CLUSTER_SUPPORTED, SUPPORTED, ApiKey, EncodeError,
+                             ErrorCode, FileRegion, ProtocolError, ServerConnection,
+                             decode_request, decode_response, encode_request, encode_response)
 
 from protocol_helpers import CASES, bodies
 
@@ -94,13 +94,16 @@ def test_unknown_api_key_is_returned_unsupported():
 
 
 def test_refused_api_is_decoded_but_not_advertised():
-    """ACL and transaction-coordinator requests are decoded so the broker can answer them
-    with an error, but ApiVersions never lists them."""
+    """ACL requests are decoded so the broker can answer them with an error, but
+    ApiVersions never lists them; the transaction coordinator's are listed by a single
+    broker, which has one, and not by a cluster broker."""
     (req,) = ServerConnection().receive_data(_frame(29, 1, 42, "acl-client", bytes(
         [1, 0xFF, 0xFF, 3, 0xFF, 0xFF, 0xFF, 0xFF, 1, 1])))
     assert not req.unsupported and req.body["resource_type_filter"] == 1
     assert req.name == "DescribeAcls" == API_NAMES[29]
-    assert not {25, 26, 29, 30, 31} & set(SUPPORTED)
+    assert not {29, 30, 31} & set(SUPPORTED)
+    assert {24, 25, 26, 27, 28, 65, 66} <= set(SUPPORTED)
+    assert not {24, 25, 26, 27, 28, 65, 66} & set(CLUSTER_SUPPORTED)
 
 
 def test_sasl_apis_are_decoded_and_advertised():

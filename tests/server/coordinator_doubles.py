@@ -18,7 +18,8 @@ class MemoryStateLog(StateLog):
     """Each partition a list of records. ``gate`` (an asyncio.Event), when given, holds every
     read and append until it is set; ``append_error`` is answered instead of appending;
     ``appends`` records every call's (index, records, acks, timeout_ms), ``reads`` every
-    call's partitions."""
+    call's partitions, ``transactional`` the producer and guard of transactional appends;
+    a verification gives a guard unless ``open_producers`` holds (index, producer id)."""
 
     def __init__(self, records=None, gate=None):
         self.records = {i: list(rs) for i, rs in (records or {}).items()}
@@ -26,13 +27,22 @@ class MemoryStateLog(StateLog):
         self.append_error = ErrorCode.NONE
         self.appends = []
         self.reads = []
+        self.transactional = []   # (index, producer, guard) of each transactional append
+        self.open_producers = set()   # (index, producer id): a transaction open there
+
+    async def begin_verification(self, index, producer):
+        if (index, producer[0]) in self.open_producers:
+            return ErrorCode.NONE, None
+        return ErrorCode.NONE, ("guard", index, producer)
 
     async def _wait(self):
         if self.gate is not None:
             await self.gate.wait()
 
-    async def append(self, index, records, *, acks, timeout_ms):
+    async def append(self, index, records, *, acks, timeout_ms, producer=None, guard=None):
         self.appends.append((index, list(records), acks, timeout_ms))
+        if producer is not None:
+            self.transactional.append((index, producer, guard))
         await self._wait()
         if self.append_error:
             return self.append_error

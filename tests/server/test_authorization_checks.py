@@ -8,8 +8,7 @@ or a check a fallback follows).
 
 Every API kqlite advertises has a row; the SASL APIs (on an authenticated or non-SASL
 connection, where they are refused) and the ACL APIs, which kqlite answers as Kafka without an
-authorizer does, ask nothing. AddOffsetsToTxn and EndTxn are
-refused until transactions exist and are not listed.
+authorizer does, ask nothing.
 """
 
 import pytest
@@ -23,7 +22,7 @@ from kqlite.protocol import SUPPORTED, ApiKey, ErrorCode
 from kqlite.protocol.acl import AclOperation as Op, ResourceType as R
 from kqlite.server.authorization import SUPPORTED_OPERATIONS
 
-TOPIC, GROUP = "checked", "checked-group"
+TOPIC, GROUP, TXN = "checked", "checked-group", "checked-txn"
 _serial = iter(range(1_000_000))
 
 
@@ -167,7 +166,7 @@ CASES = {
         "producer_epoch": -1}, [(Op.IDEMPOTENT_WRITE, R.CLUSTER)],
         _checks(quiet(Op.IDEMPOTENT_WRITE, R.CLUSTER), (Op.WRITE, R.TOPIC))),
     "InitProducerId with a transactional id": (ApiKey.INIT_PRODUCER_ID, 4, {
-        "transactional_id": "checked-txn", "transaction_timeout_ms": 60000,
+        "transactional_id": "checked-init", "transaction_timeout_ms": 60000,
         "producer_id": -1, "producer_epoch": -1}, (),
         _checks((Op.WRITE, R.TRANSACTIONAL_ID))),
     "OffsetForLeaderEpoch": (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
@@ -209,6 +208,50 @@ CASES = {
         "include_cluster_authorized_operations": False}, (), set()),
     "DescribeProducers": (ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
         {"name": TOPIC, "partition_indexes": [0]}]}, (), _checks((Op.READ, R.TOPIC))),
+    "AddPartitionsToTxn from a producer": (ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": 0,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}, (),
+        _checks((Op.WRITE, R.TRANSACTIONAL_ID), (Op.WRITE, R.TOPIC))),
+    # An internal topic is never asked about: it is refused.
+    "AddPartitionsToTxn of an internal topic": (ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": TXN, "v3_and_below_producer_id": 0,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "__consumer_offsets", "partitions": [0]}]}, (),
+        _checks((Op.WRITE, R.TRANSACTIONAL_ID))),
+    "AddPartitionsToTxn from a broker": (ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+        {"transactional_id": TXN, "producer_id": 0, "producer_epoch": 0, "verify_only": True,
+         "topics": [{"name": TOPIC, "partitions": [0]}]}]}, (),
+        _checks((Op.CLUSTER_ACTION, R.CLUSTER))),
+    "AddOffsetsToTxn": (ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": TXN, "producer_id": 0, "producer_epoch": 0, "group_id": GROUP},
+        (), _checks((Op.WRITE, R.TRANSACTIONAL_ID), (Op.READ, R.GROUP))),
+    # Another id: ending TXN's transaction would leave DescribeTransactions no topic.
+    "EndTxn": (ApiKey.END_TXN, 3, {"transactional_id": "checked-end", "producer_id": 0,
+                                   "producer_epoch": 0, "committed": False}, (),
+               _checks((Op.WRITE, R.TRANSACTIONAL_ID))),
+    "TxnOffsetCommit": (ApiKey.TXN_OFFSET_COMMIT, 3, {
+        "transactional_id": TXN, "group_id": GROUP, "producer_id": 0, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]}, (),
+        _checks((Op.WRITE, R.TRANSACTIONAL_ID), (Op.READ, R.GROUP), (Op.READ, R.TOPIC))),
+    "WriteTxnMarkers": (ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [
+        {"producer_id": 0, "producer_epoch": 0, "transaction_result": False,
+         "topics": [{"name": TOPIC, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+        (), _checks(quiet(Op.ALTER, R.CLUSTER))),
+    "WriteTxnMarkers without ALTER on the cluster": (ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [
+        {"producer_id": 0, "producer_epoch": 0, "transaction_result": False,
+         "topics": [{"name": TOPIC, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+        [(Op.ALTER, R.CLUSTER)], _checks(quiet(Op.ALTER, R.CLUSTER),
+                                         (Op.CLUSTER_ACTION, R.CLUSTER))),
+    "DescribeTransactions": (ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+        "transactional_ids": [TXN, "checked-absent"]}, (),
+        _checks((Op.DESCRIBE, R.TRANSACTIONAL_ID), (Op.DESCRIBE, R.TOPIC))),
+    "ListTransactions": (ApiKey.LIST_TRANSACTIONS, 1, {
+        "state_filters": [], "producer_id_filters": [], "duration_filter": -1}, (),
+        _checks((Op.DESCRIBE, R.TRANSACTIONAL_ID))),
     "SaslHandshake": (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, (), set()),
     "SaslAuthenticate": (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0u\0p"}, (), set()),
     "DescribeUserScramCredentials": (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
@@ -232,6 +275,15 @@ def served(tmp_path_factory):
     broker.topic_id = meta["topics"][0]["topic_id"]
     committed = client.call(ApiKey.OFFSET_COMMIT, 8, CASES["OffsetCommit"][2])
     assert committed["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    # A transaction open on the topic: DescribeTransactions lists it, ListTransactions
+    # finds its id.
+    init = client.call(ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": TXN, "transaction_timeout_ms": 600000, "producer_id": -1,
+        "producer_epoch": -1})
+    assert (init["error_code"], init["producer_id"], init["producer_epoch"]) == (0, 0, 0)
+    added = client.call(*CASES["AddPartitionsToTxn from a producer"][:3])
+    assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+        "partition_error_code"] == ErrorCode.NONE
     yield broker, authorizer, client
     client.close()
     broker.stop()

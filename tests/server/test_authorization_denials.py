@@ -554,3 +554,133 @@ def test_init_producer_id_refused(client, refuse):
     answer = client.call(ApiKey.INIT_PRODUCER_ID, 4, dict(body, transactional_id="t"))
     assert (answer["error_code"], answer["producer_id"]) == \
         (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
+
+
+# -- Transactions ------------------------------------------------------------------------------
+
+def _begin(client, txn_id, topics=()):
+    """InitProducerId for ``txn_id`` and AddPartitionsToTxn of ``topics`` (partition 0)."""
+    init = client.call(ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": txn_id, "transaction_timeout_ms": 600000, "producer_id": -1,
+        "producer_epoch": -1})
+    producer = (init["producer_id"], init["producer_epoch"])
+    if topics:
+        assert _add(client, txn_id, producer, topics) == {(t, 0): 0 for t in topics}
+    return producer
+
+
+def _add(client, txn_id, producer, topics):
+    answer = client.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": producer[0],
+        "v3_and_below_producer_epoch": producer[1],
+        "v3_and_below_topics": [{"name": t, "partitions": [0]} for t in topics]})
+    return {(t["name"], p["partition_index"]): p["partition_error_code"]
+            for t in answer["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+
+
+def _txn_state(client, txn_id):
+    (entry,) = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})[
+        "transaction_states"]
+    return entry["transaction_state"], [t["topic"] for t in entry["topics"]]
+
+
+def test_add_partitions_refused_adds_nothing(served, refuse):
+    _broker, _authorizer, client = served
+    txn = fresh("guarded-txn")
+    producer = _begin(client, txn)
+    refuse((Op.WRITE, R.TRANSACTIONAL_ID))
+    assert _add(client, txn, producer, [TOPIC, OTHER]) == {
+        (TOPIC, 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        (OTHER, 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    refuse((Op.WRITE, R.TOPIC, TOPIC))
+    assert _add(client, txn, producer, [TOPIC, "guarded-absent", OTHER]) == {
+        (TOPIC, 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ("guarded-absent", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        (OTHER, 0): ErrorCode.OPERATION_NOT_ATTEMPTED}
+    refuse((Op.CLUSTER_ACTION, R.CLUSTER))
+    answer = client.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+        {"transactional_id": txn, "producer_id": producer[0], "producer_epoch": producer[1],
+         "verify_only": False, "topics": [{"name": OTHER, "partitions": [0]}]}]})
+    assert (answer["error_code"], answer["results_by_transaction"]) == \
+        (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    refuse()
+    assert _txn_state(client, txn) == ("Empty", [])
+
+
+def test_add_offsets_and_end_txn_refused_change_nothing(served, refuse):
+    _broker, _authorizer, client = served
+    txn = fresh("guarded-txn")
+    producer = _begin(client, txn, [OTHER])
+    body = {"transactional_id": txn, "producer_id": producer[0],
+            "producer_epoch": producer[1], "group_id": GROUP, "committed": True}
+    refuse((Op.WRITE, R.TRANSACTIONAL_ID))
+    assert client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, body)["error_code"] == \
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert client.call(ApiKey.END_TXN, 3, body)["error_code"] == \
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    refuse((Op.READ, R.GROUP))
+    assert client.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, body)["error_code"] == \
+        ErrorCode.GROUP_AUTHORIZATION_FAILED
+    refuse()
+    assert _txn_state(client, txn) == ("Ongoing", [OTHER])
+
+
+def test_txn_offset_commit_refused_commits_nothing(served, refuse):
+    _broker, _authorizer, client = served
+    txn = fresh("guarded-txn")
+    producer = _begin(client, txn)
+    before = {t: committed(client, GROUP, t) for t in (TOPIC, OTHER)}
+    body = {"transactional_id": txn, "group_id": GROUP, "producer_id": producer[0],
+            "producer_epoch": producer[1], "generation_id": -1, "member_id": "",
+            "group_instance_id": None, "topics": [
+                {"name": t, "partitions": [{"partition_index": 0, "committed_offset": 9,
+                                            "committed_leader_epoch": -1,
+                                            "committed_metadata": ""}]}
+                for t in (TOPIC, OTHER)]}
+
+    def answer():
+        return {t["name"]: t["partitions"][0]["error_code"]
+                for t in client.call(ApiKey.TXN_OFFSET_COMMIT, 3, body)["topics"]}
+    refuse((Op.WRITE, R.TRANSACTIONAL_ID))
+    assert answer() == {TOPIC: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        OTHER: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    refuse((Op.READ, R.GROUP))
+    assert answer() == {TOPIC: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                        OTHER: ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    # The topic the principal may read gets the coordinator's answer: the offsets
+    # partition is not in the transaction.
+    refuse((Op.READ, R.TOPIC, TOPIC))
+    assert answer() == {TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        OTHER: ErrorCode.INVALID_TXN_STATE}
+    refuse()
+    assert {t: committed(client, GROUP, t) for t in (TOPIC, OTHER)} == before
+
+
+def test_write_txn_markers_refused_writes_nothing(client, refuse):
+    before = log_end(client, OTHER)
+    refuse((Op.ALTER, R.CLUSTER), (Op.CLUSTER_ACTION, R.CLUSTER))
+    answer = client.call(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [
+        {"producer_id": 5, "producer_epoch": 0, "transaction_result": False,
+         "topics": [{"name": OTHER, "partition_indexes": [0]}], "coordinator_epoch": 0}]})
+    (marker,) = answer["markers"]
+    assert marker["topics"][0]["partitions"] == [
+        {"partition_index": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}]
+    refuse()
+    assert log_end(client, OTHER) == before
+
+
+def test_describe_and_list_transactions_show_only_what_may_be_described(served, refuse):
+    _broker, _authorizer, client = served
+    txn = fresh("guarded-txn")
+    _begin(client, txn, [TOPIC, OTHER])
+    refuse((Op.DESCRIBE, R.TRANSACTIONAL_ID))
+    (entry,) = client.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn]})[
+        "transaction_states"]
+    assert (entry["error_code"], entry["transaction_state"], entry["producer_id"]) == \
+        (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "", 0)
+    listed = client.call(ApiKey.LIST_TRANSACTIONS, 1, {"state_filters": [],
+                                                       "producer_id_filters": [],
+                                                       "duration_filter": -1})
+    assert (listed["error_code"], listed["transaction_states"]) == (ErrorCode.NONE, [])
+    refuse((Op.DESCRIBE, R.TOPIC, TOPIC))
+    assert _txn_state(client, txn) == ("Ongoing", [OTHER])

@@ -380,7 +380,7 @@ class FakePartition:
         self.code = code
         self.appended = []
 
-    async def append(self, records, *, acks, timeout_ms):
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
         self.appended.append((records, acks, timeout_ms))
         return AppendResult(self.code)
 

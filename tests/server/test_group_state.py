@@ -15,7 +15,8 @@ import pytest
 
 from kqlite.protocol import ErrorCode
 from kqlite.server.coordinator.group.events import (Commit, Delete, Heartbeat, Join,
-                                                    JoinResult, Leave, Sync, SyncResult)
+                                                    JoinResult, Leave, Sync, SyncResult,
+                                                    TxnCommit)
 from kqlite.server.coordinator.group.state_machine import (TRANSITIONS, Event, GroupState,
                                                            GroupStateError, GroupStateMachine)
 
@@ -682,3 +683,46 @@ def test_expire_leaves_no_deadline_in_the_past_even_with_zero_timeouts():
     h.advance(0)
     assert h.state is EMPTY
     assert h.machine.next_deadline() is None
+
+
+# -- TxnOffsetCommit (KIP-447): Kafka's validateOffsetCommit with isTransactional -------------
+
+@cells((EMPTY, E.TXN_COMMIT), (EMPTY, E.TXN_SIMPLE_COMMIT))
+def test_txn_commit_to_an_empty_group():
+    h = Harness()
+    assert h.ask(TxnCommit()) == ErrorCode.NONE
+    assert h.ask(TxnCommit("nobody", -1)) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.ask(TxnCommit("", 0)) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.ask(TxnCommit("", -1, "instance")) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.state is EMPTY
+
+
+@cells((PREPARING, E.TXN_COMMIT), (PREPARING, E.TXN_SIMPLE_COMMIT),
+       (COMPLETING, E.TXN_COMMIT), (COMPLETING, E.TXN_SIMPLE_COMMIT),
+       (STABLE, E.TXN_COMMIT), (STABLE, E.TXN_SIMPLE_COMMIT))
+def test_txn_commit_checks_member_and_generation_in_any_state_and_touches_nothing():
+    # Unlike OffsetCommit: a commit naming nobody passes a group with members, a member's
+    # commit is not refused while the group rebalances, and it is no heartbeat.
+    h, _ = rebalancing()
+    assert h.ask(TxnCommit()) == ErrorCode.NONE
+    assert h.ask(TxnCommit("b-1", 1)) == ErrorCode.NONE
+    assert h.ask(TxnCommit("b-1", 2)) == ErrorCode.ILLEGAL_GENERATION
+    assert h.ask(TxnCommit("zz", 1)) == ErrorCode.UNKNOWN_MEMBER_ID
+    h.advance(REBALANCE)                 # b-1 never rejoined: the commit kept nobody alive
+    assert "b-1" not in [m.member_id for m in h.machine.members()]
+    h = completing()
+    assert h.ask(TxnCommit("b-1", 1)) == ErrorCode.NONE
+    assert h.ask(TxnCommit()) == ErrorCode.NONE
+    h = stable()
+    assert h.ask(TxnCommit("a-0", 1)) == ErrorCode.NONE
+    assert h.ask(TxnCommit("a-0", -1)) == ErrorCode.ILLEGAL_GENERATION
+    assert h.ask(TxnCommit()) == ErrorCode.NONE
+    assert h.state is STABLE
+
+
+@cells((DEAD, E.TXN_COMMIT), (DEAD, E.TXN_SIMPLE_COMMIT))
+def test_txn_commit_to_a_dead_group_is_coordinator_not_available():
+    h = Harness()
+    h.unload()
+    assert h.ask(TxnCommit("m", 1)) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert h.ask(TxnCommit()) == ErrorCode.COORDINATOR_NOT_AVAILABLE

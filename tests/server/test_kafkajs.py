@@ -268,3 +268,69 @@ def test_commits_resume_after_broker_restart(tmp_path, sig):
             assert offsets == list(range(ends[p], ends[p] + len(offsets)))
     finally:
         b.stop()
+
+
+# -- Transactions -------------------------------------------------------------------------------
+
+ABORT_CHECK_MS = 200     # the broker looks for timed-out transactions this often
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("kjs-txn") / "data", extra=(
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms", str(ABORT_CHECK_MS)))
+    yield b
+    b.stop()
+
+
+def _read(bootstrap, topic, isolation, expected):
+    (line,) = kafkajs("txn-read", bootstrap, topic, isolation, expected)
+    return sorted(line["values"])
+
+
+def test_transactions_commit_and_abort(txn_broker):
+    """A committed and an aborted transaction over two partitions: kafkajs's read_committed
+    consumer (its default) sees exactly the committed records, read_uncommitted both."""
+    topic = unique("kjs-txn")
+    bootstrap = txn_broker.bootstrap
+    kafkajs("create", bootstrap, topic, 2)
+    kafkajs("txn-produce", bootstrap, topic, unique("kjs-c"), "commit", "c", 6)
+    kafkajs("txn-produce", bootstrap, topic, unique("kjs-a"), "abort", "a", 6)
+    committed = sorted(f"c-{i}" for i in range(6))
+    assert _read(bootstrap, topic, "read_committed", 6) == committed
+    assert _read(bootstrap, topic, "read_uncommitted", 12) == \
+        sorted(committed + [f"a-{i}" for i in range(6)])
+
+
+def test_transactions_consume_transform_produce(txn_broker):
+    source, sink, group = unique("kjs-in"), unique("kjs-out"), unique("kjs-ctp")
+    bootstrap = txn_broker.bootstrap
+    kafkajs("create", bootstrap, source, 2)
+    kafkajs("create", bootstrap, sink, 2)
+    kafkajs("produce", bootstrap, source, "v", 20)
+    (done,) = kafkajs("txn-transform", bootstrap, source, sink, group, unique("kjs-t"), 20)
+    assert done["transformed"] == 20
+    assert _read(bootstrap, sink, "read_committed", 20) == sorted(f"V-{i}" for i in range(20))
+    (offsets,) = kafkajs("group-offsets", bootstrap, source, group)
+    assert sum(o["offset"] for o in offsets["offsets"]) == 20
+
+
+def test_transactions_a_second_producer_fences_the_first(txn_broker):
+    topic = unique("kjs-fence")
+    bootstrap = txn_broker.bootstrap
+    kafkajs("create", bootstrap, topic, 2)
+    (result,) = kafkajs("txn-fence", bootstrap, topic, unique("kjs-f"))
+    assert result["committed"] is False, result
+    assert result["type"] in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"), result
+    assert _read(bootstrap, topic, "read_committed", 0) == []
+
+
+def test_transactions_left_open_past_the_timeout_are_aborted(txn_broker):
+    topic = unique("kjs-abandon")
+    bootstrap = txn_broker.bootstrap
+    kafkajs("create", bootstrap, topic, 2)
+    kafkajs("txn-abandon", bootstrap, topic, unique("kjs-ab"), 1000)
+    time.sleep(1.0 + 3 * ABORT_CHECK_MS / 1000)
+    kafkajs("txn-produce", bootstrap, topic, unique("kjs-after"), "commit", "after", 2)
+    assert _read(bootstrap, topic, "read_committed", 2) == ["after-0", "after-1"]
+    assert _read(bootstrap, topic, "read_uncommitted", 3) == ["abandoned", "after-0", "after-1"]

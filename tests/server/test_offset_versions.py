@@ -165,14 +165,18 @@ class HeldCommit(StateLog):
         self.armed = True
         runtime.state_log = self
 
-    async def append(self, index, records, *, acks, timeout_ms):
+    async def append(self, index, records, *, acks, timeout_ms, producer=None, guard=None):
         if self.armed:
             self.armed = False
             self.entered.set()
             released = await asyncio.get_running_loop().run_in_executor(
                 None, self.released.wait, GATE_LIMIT)
             assert released
-        return await self.real.append(index, records, acks=acks, timeout_ms=timeout_ms)
+        return await self.real.append(index, records, acks=acks, timeout_ms=timeout_ms,
+                                      producer=producer, guard=guard)
+
+    async def begin_verification(self, index, producer):
+        return await self.real.begin_verification(index, producer)
 
     async def read(self, indexes, replay):
         return await self.real.read(indexes, replay)

@@ -83,12 +83,13 @@ CASES = {
                       ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
     "does-not-decompress": (batch(b"not gzip at all", count=1, delta=0, attributes=1),
                             ErrorCode.CORRUPT_MESSAGE),
-    # bits a non-transactional client may not set
+    # bits a client may not set: a control batch; the transactional bit without a
+    # transactional id (Kafka's KafkaApis refuses the request before any partition)
     "control-batch": (batch(record(b"a"), count=1, delta=0, attributes=0x20),
                       ErrorCode.INVALID_RECORD),
     "transactional-bit": (batch(record(b"a"), count=1, delta=0, attributes=0x10,
                                 producer_id=1, producer_epoch=0, base_sequence=0),
-                          ErrorCode.INVALID_TXN_STATE),
+                          ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
     "producer-id-negative-sequence": (batch(record(b"a"), count=1, delta=0, producer_id=1,
                                             producer_epoch=0, base_sequence=-3),
                                       ErrorCode.INVALID_RECORD),

@@ -1,7 +1,6 @@
-"""Requests for features kqlite does not have (ACLs, transactions, unknown APIs), and SASL
-requests on a PLAINTEXT listener: an error answer and a connection that stays usable, or -
-where no answer layout is known - a closed connection, exactly as docs/compatibility.md
-says."""
+"""Requests for features kqlite does not have (ACLs, unknown APIs), and SASL requests on
+a PLAINTEXT listener: an error answer and a connection that stays usable, or - where no
+answer layout is known - a closed connection, exactly as docs/compatibility.md says."""
 
 import socket
 import struct
@@ -51,24 +50,13 @@ def test_acl_requests_get_security_disabled(broker):
     c.close()
 
 
-@pytest.mark.parametrize("api_key,version", [(ApiKey.ADD_OFFSETS_TO_TXN, 0),
-                                              (ApiKey.END_TXN, 3), (ApiKey.END_TXN, 4)])
-def test_transaction_coordinator_requests_are_refused(broker, api_key, version):
-    c = RawClient(broker)
-    body = {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
-            "group_id": "g", "committed": True}
-    reply = c.call(api_key, version, body)
-    assert reply["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert c.metadata_ok()
-    c.close()
-
-
 def test_refused_apis_are_not_advertised(broker):
     c = RawClient(broker)
     keys = {k["api_key"] for k in c.call(ApiKey.API_VERSIONS, 3,
                                          {"client_software_name": "raw",
                                           "client_software_version": "1"})["api_keys"]}
-    assert {0, 1, 3, 18, 17, 36} <= keys and not {25, 26, 29, 30, 31} & keys
+    assert {0, 1, 3, 18, 17, 36} <= keys and not {29, 30, 31} & keys
+    assert {24, 25, 26, 27, 28, 65, 66} <= keys      # the transaction coordinator's
     c.close()
 
 

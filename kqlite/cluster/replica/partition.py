@@ -50,6 +50,7 @@ import contextlib
 import logging
 
 from ...errors import KqliteError, UnknownTopicError
+from ...format.validate import AppendOrigin
 from ...protocol import ErrorCode
 from ...server.local_partition import LATEST_TIMESTAMP, LocalPartition
 from ...server.partition import (CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError,
@@ -250,7 +251,26 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ls.check_enough_replicas_reach_offset(offset)
 
-    async def append(self, records, *, acks, timeout_ms):
+    async def append(self, records, *, acks, timeout_ms, verification_guard=None):
+        return await self._leader_append(acks, timeout_ms, self._append_as_leader, records,
+                                         verification_guard)
+
+    async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
+        return await self._leader_append(acks, timeout_ms, self._append_as_leader, records,
+                                         verification_guard, AppendOrigin.COORDINATOR)
+
+    async def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, *,
+                            timeout_ms):
+        return await self._leader_append(-1, timeout_ms, self._append_marker, producer_id,
+                                         producer_epoch, coordinator_epoch, commit)
+
+    async def begin_verification(self, producer_id, sequence, epoch):
+        self._check_leader(-1)
+        return await super().begin_verification(producer_id, sequence, epoch)
+
+    async def _leader_append(self, acks, timeout_ms, append, *args):
+        """``append(*args)`` (one of LocalPartition's storage calls) as this partition's
+        leader: refused when it does not lead, or when the ISR is too small for ``acks``."""
         await self._ready.wait()
         ls = self.leader_role.leading()
         if ls is None:
@@ -265,7 +285,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         self._appends_done.clear()
         # The count drops when the storage call ends, even if this coroutine is cancelled
         # first: a role change must wait for the write itself.
-        task = asyncio.ensure_future(self._io.run(self._append_as_leader, records))
+        task = asyncio.ensure_future(self._io.run(append, *args))
         task.add_done_callback(self._append_landed)
         result, positions = await asyncio.shield(task)
         self.observe(positions)

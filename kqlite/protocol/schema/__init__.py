@@ -5,28 +5,31 @@ serves and the API's flexible versions). ``API_NAMES`` names every API key Kafka
 served or not, so that an unsupported request can still be logged by name.
 
 Adding an API: declare it in the module of its family (data, fetch, metadata, groups,
-group_admin, admin, admin_ops, security; interbroker for the cluster's, refused for those decoded
-only to refuse), add it to that module's ``APIS`` list, and run
+group_admin, admin, admin_ops, security, transactions; interbroker for the cluster's,
+refused for those decoded only to refuse), add it to that module's ``APIS`` list, and run
 tests/protocol/test_schema_crosscheck.py. An API in ``APIS`` and not in ``REFUSED`` is
 advertised (``connection.SUPPORTED``, or ``CLUSTER_SUPPORTED`` by a cluster broker only),
 so its handler comes with it (kqlite/server/handlers, kqlite/cluster/handlers;
 tests/server/test_handler_table.py fails without one).
 
 ``CLUSTER_ONLY`` names the inter-broker APIs (``interbroker``): decoded and encoded like the
-others, advertised only by a cluster broker. ``REQUEST_HEADER_V0`` is the (key, version)
-pairs whose request header has no client id.
+others, advertised only by a cluster broker. ``TRANSACTIONS`` names the transaction
+coordinator's APIs (``transactions``), advertised only by a broker that has one (not by a
+cluster broker yet). ``REQUEST_HEADER_V0`` is the (key, version) pairs whose request header
+has no client id.
 """
 
 from ..api_keys import ApiKey
 from . import (admin, admin_ops, data, fetch, group_admin, groups, interbroker, metadata,
-               refused, security)
+               refused, security, transactions)
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
-__all__ = ["APIS", "API_NAMES", "REFUSED", "CLUSTER_ONLY", "REQUEST_HEADER_V0", "Api", "F",
-           "Field", "MISSING", "in_range", "parse_versions"]
+__all__ = ["APIS", "API_NAMES", "REFUSED", "CLUSTER_ONLY", "TRANSACTIONS", "REQUEST_HEADER_V0",
+           "Api", "F", "Field", "MISSING", "in_range", "parse_versions"]
 
 APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admin, admin_ops,
-                                security, refused, interbroker) for a in module.APIS}
+                                security, refused, interbroker, transactions)
+                for a in module.APIS}
 
 # Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
 REFUSED = frozenset(a.key for a in refused.APIS)
@@ -35,6 +38,11 @@ REFUSED = frozenset(a.key for a in refused.APIS)
 # broker does (connection.CLUSTER_SUPPORTED).
 CLUSTER_ONLY = frozenset(a.key for a in interbroker.APIS)
 REQUEST_HEADER_V0 = interbroker.REQUEST_HEADER_V0
+
+# The transaction coordinator's APIs (``transactions``): served by a broker that has a
+# transaction coordinator (the single broker), not advertised by one that has none yet
+# (a cluster broker: connection.CLUSTER_SUPPORTED).
+TRANSACTIONS = frozenset(a.key for a in transactions.APIS)
 
 # Every API key Kafka defines, by name (api_keys.ApiKey): kept as a dict for the callers
 # that name a key that may be unknown (``API_NAMES.get(key, fallback)``).

@@ -1,10 +1,10 @@
-"""APIs kqlite decodes only to refuse: ACLs and the transaction coordinator.
+"""APIs kqlite decodes only to refuse: ACLs.
 
 kqlite's broker has no ACLs to manage (its authorizer allows everything, as Kafka's
-without ``authorizer.class.name``) and no transactions, so ApiVersions does not list these
-APIs and well-behaved clients never send them. An admin tool managing ACLs or a
-transactional producer that sends one anyway gets Kafka's error for a broker without that
-feature, and the connection stays usable. Written by hand from Kafka's message definitions
+without ``authorizer.class.name``), so ApiVersions does not list these APIs and
+well-behaved clients never send them. An admin tool managing ACLs that sends one anyway
+gets Kafka's error for a broker without that feature, and the connection stays usable.
+Written by hand from Kafka's message definitions
 (clients/src/main/resources/common/message/*.json).
 """
 
@@ -80,27 +80,4 @@ DELETE_ACLS = api(ApiKey.DELETE_ACLS, "1-3", flexible="2+", request=[
     ]),
 ])
 
-# WIRE: Kafka-defined (AddOffsetsToTxnRequest.json / AddOffsetsToTxnResponse.json).
-ADD_OFFSETS_TO_TXN = api(ApiKey.ADD_OFFSETS_TO_TXN, "0-4", flexible="3+", request=[
-    F("transactional_id", "string"),
-    F("producer_id", "int64"),
-    F("producer_epoch", "int16"),
-    F("group_id", "string"),
-], response=[
-    F("throttle_time_ms", "int32"),
-    F("error_code", "int16"),
-])
-
-# WIRE: Kafka-defined (EndTxnRequest.json / EndTxnResponse.json).
-END_TXN = api(ApiKey.END_TXN, "0-4", flexible="3+", request=[
-    F("transactional_id", "string"),
-    F("producer_id", "int64"),
-    F("producer_epoch", "int16"),
-    F("committed", "bool"),
-], response=[
-    F("throttle_time_ms", "int32"),
-    F("error_code", "int16"),
-])
-
-APIS = [DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS,
-        ADD_OFFSETS_TO_TXN, END_TXN]
+APIS = [DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS]

@@ -7,10 +7,9 @@ in a compacted internal topic of Kafka's, through the runtime they share.
   ``ownership.py`` (pure: the state partitions this broker owns), ``placement.py`` (who
   leads each one, for FindCoordinator), ``state_log.py`` (how their records are written
   and read) and ``state_topic.py`` (each state topic's settings);
-- ``group/``: the group coordinator, over ``__consumer_offsets``.
-
-A transaction coordinator is a sibling of ``group/`` over the same runtime: its state
-machine, its state topic (``__transaction_state``) in ``state_topic.py``, its records in
-kqlite/format, and, for the single broker, the data dir's store of its state in
-kqlite/db, which embedded processes share.
+- ``group/``: the group coordinator, over ``__consumer_offsets``;
+- ``txn/``: the transaction coordinator, over ``__transaction_state``: its state machine,
+  its state topic in ``state_topic.py``, its records in kqlite/format
+  (``transaction_records``) and, for the single broker, the data dir's store of its state
+  in kqlite/db (``transaction_state``), which embedded processes share.
 """

@@ -80,12 +80,25 @@ class Ownership:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
+    def epoch_for(self, partition):
+        """The coordinator epoch of an owned partition (its latest leader epoch), else None."""
+        return self.epochs.get(partition) if partition in self.owned else None
+
 
 class SoleOwnership:
-    """The single broker's ownership; see the module docstring."""
+    """The single broker's ownership; see the module docstring. Its coordinator epochs are
+    the latest leader epochs its state partitions recorded (0 for a partition that never
+    had a leader epoch: the single broker stamps none on its state topics), read when they
+    are loaded at start."""
 
     loads_at_start = True
     loading = frozenset()
 
+    def __init__(self):
+        self.epochs = {}
+
     def error_for(self, partition):
         return ErrorCode.NONE
+
+    def epoch_for(self, partition):
+        return self.epochs.get(partition, 0)

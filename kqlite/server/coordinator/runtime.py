@@ -3,8 +3,8 @@ Kafka's group and transaction coordinators share, written once for both.
 
 Theory of operation
 -------------------
-A coordinator (the group coordinator, ``group/``; a transaction coordinator would be a
-sibling) keeps one kind of state, keyed by a string (a group id, a transactional id),
+A coordinator (the group coordinator, ``group/``; the transaction coordinator, ``txn/``)
+keeps one kind of state, keyed by a string (a group id, a transactional id),
 in a state topic (:class:`~kqlite.server.coordinator.state_topic.StateTopic`): the
 partition of a key is Kafka's,
 :func:`~kqlite.format.internal_topics.kafka_partition_for_key` over the topic's partition
@@ -108,6 +108,11 @@ class CoordinatorRuntime:
     def partition_for(self, key):
         return kafka_partition_for_key(key, self.placement.partition_count())
 
+    def coordinator_epoch(self, index):
+        """The coordinator epoch this broker owns partition ``index`` in (the partition's
+        leader epoch), None when it does not own it."""
+        return self.ownership.epoch_for(index)
+
     def owner_error(self, key):
         """NONE when this broker owns the partition of ``key``, else the answer to a
         request for it: COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
@@ -133,6 +138,7 @@ class CoordinatorRuntime:
         if not self.ownership.loads_at_start or self.state is None:
             return
         indexes = range(self.placement.partition_count())
+        self.ownership.epochs.update(await self.state_log.leader_epochs(indexes))
         if self.relocation is not None:
             await self.relocation.relocate(indexes)
         replayed = await self.state_log.read(indexes, self.state.replay)
@@ -199,18 +205,36 @@ class CoordinatorRuntime:
 
     # -- Writes ------------------------------------------------------------------------------
 
-    async def append(self, key, records, *, acks=-1, timeout_ms=None, errors=None):
+    async def append(self, key, records, *, acks=-1, timeout_ms=None, errors=None,
+                     producer=None, guard=None):
         """Append ``records`` to the partition of ``key``; the append's error code, mapped
         through ``errors`` (``{append error: coordinator error}``). See the module
-        docstring."""
+        docstring. With ``producer`` ((producer id, epoch)) the records are one
+        transactional batch of that producer (a transactional offset commit), appended with
+        ``guard`` from :meth:`verify_transactional`."""
         index = self.partition_for(key)
         if self.ownership.error_for(index):
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         else:
             code = await self.state_log.append(
                 index, records, acks=acks,
-                timeout_ms=self.topic.append_timeout_ms if timeout_ms is None else timeout_ms)
+                timeout_ms=self.topic.append_timeout_ms if timeout_ms is None else timeout_ms,
+                producer=producer, guard=guard)
         return errors.get(code, code) if errors else code
+
+    async def verify_transactional(self, key, producer, verify):
+        """Before a transactional batch of ``producer`` goes to the partition of ``key``
+        (KIP-890 part 1): ``(error code, guard)``. The partition's log gives a guard unless
+        the producer already has a transaction open there (then there is nothing to
+        verify); ``verify(index)`` (the transaction coordinator's answer) must then be NONE
+        for the append to go ahead with that guard."""
+        index = self.partition_for(key)
+        if self.ownership.error_for(index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        code, guard = await self.state_log.begin_verification(index, producer)
+        if code or guard is None:
+            return code, guard
+        return await verify(index), guard
 
 
 def sole_broker_runtime(broker, topic):

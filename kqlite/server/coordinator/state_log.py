@@ -28,15 +28,27 @@ all its partitions at start waits for one call. Two implementations:
 import abc
 import logging
 
-from ...errors import RecordTooLargeError, UnknownTopicError
+from ...errors import (InvalidProducerEpochError, InvalidTxnStateError, RecordTooLargeError,
+                       UnknownTopicError)
 from ...format.batch import build_batch
+from ...format.validate import AppendOrigin
 from ...protocol import ErrorCode
 from ...storage import Isolation
+from ..local_partition import LocalPartition
 from ..partition import PartitionError
 
 __all__ = ["StateLog", "PartitionStateLog", "DataDirStateLog"]
 
 log = logging.getLogger("kqlite.server")
+
+
+def transactional_batch(records, producer):
+    """``records`` as one transactional batch of ``producer`` ((producer id, epoch)), base
+    sequence 0, as Kafka's group coordinator writes a transactional offset commit (its
+    appends are the coordinator's: no sequence is checked)."""
+    producer_id, epoch = producer
+    return build_batch(records, producer_id=producer_id, producer_epoch=epoch,
+                       base_sequence=0, transactional=True)
 
 
 class StateLog(abc.ABC):
@@ -47,15 +59,30 @@ class StateLog(abc.ABC):
     shared_database = None
 
     @abc.abstractmethod
-    async def append(self, index, records, *, acks, timeout_ms):
+    async def append(self, index, records, *, acks, timeout_ms, producer=None, guard=None):
         """Append ``records`` (kqlite Records) to partition ``index``; the error code of the
-        append (NONE once written as ``acks`` asks)."""
+        append (NONE once written as ``acks`` asks). With ``producer`` ((producer id,
+        epoch)) they are one transactional batch of that producer, appended as a
+        coordinator appends it (no sequence check) with the verification ``guard`` of
+        :meth:`begin_verification`."""
+
+    @abc.abstractmethod
+    async def begin_verification(self, index, producer):
+        """``(error code, guard)`` for a transactional batch of ``producer`` about to go to
+        partition ``index``: the log's verification guard, or None when the producer has a
+        transaction open there already (nothing to verify)."""
 
     @abc.abstractmethod
     async def read(self, indexes, replay):
         """``{index: replay(records)}`` for each partition of ``indexes``, ``records`` an
         iterator over its records from its log start to its log end, oldest first, to be
         read once (they are decoded as they are read); run in one storage-thread call."""
+
+    async def leader_epochs(self, indexes):
+        """``{index: the latest leader epoch partition ``index`` recorded}``, for the
+        partitions that recorded one (a broker owning them from its start takes these as
+        its coordinator epochs)."""
+        return {}
 
 
 class PartitionStateLog(StateLog):
@@ -66,13 +93,27 @@ class PartitionStateLog(StateLog):
         self.topic = topic
         self.broker = broker
 
-    async def append(self, index, records, *, acks, timeout_ms):
+    async def append(self, index, records, *, acks, timeout_ms, producer=None, guard=None):
         try:
             partition = await self.broker.replicas.get(self.topic.name, index)
         except PartitionError as exc:
             return exc.error_code
-        result = await partition.append(build_batch(records), acks=acks, timeout_ms=timeout_ms)
+        if producer is None:
+            result = await partition.append(build_batch(records), acks=acks,
+                                            timeout_ms=timeout_ms)
+        else:
+            result = await partition.append_as_coordinator(
+                transactional_batch(records, producer), acks=acks, timeout_ms=timeout_ms,
+                verification_guard=guard)
         return result.error_code
+
+    async def begin_verification(self, index, producer):
+        try:
+            partition = await self.broker.replicas.get(self.topic.name, index)
+            return ErrorCode.NONE, await partition.begin_verification(producer[0], -1,
+                                                                      producer[1])
+        except PartitionError as exc:
+            return exc.error_code, None
 
     async def read(self, indexes, replay):
         return await self.broker.io.run(self._read, list(indexes), replay)
@@ -95,24 +136,53 @@ class DataDirStateLog(StateLog):
         self.shared_database = database
         self.run = run
 
-    async def append(self, index, records, *, acks, timeout_ms):
-        return await self.run(self._append, index, records)
+    async def append(self, index, records, *, acks, timeout_ms, producer=None, guard=None):
+        return await self.run(self._append, index, records, producer, guard)
 
-    def _append(self, index, records):
+    def _append(self, index, records, producer, guard):
         db, topic = self.shared_database, self.topic
         if db.topics.get(topic.name) is None:
             db.create_topic(topic.name, topic.partitions, topic.config, exist_ok=True)
         try:
             with db.leased_log(topic.name, index) as log_:
-                log_.append(records)
+                if producer is None:
+                    log_.append(records)
+                else:
+                    log_.append_batches(transactional_batch(records, producer),
+                                        origin=AppendOrigin.COORDINATOR,
+                                        verification_guard=guard)
         except RecordTooLargeError as exc:
             log.warning("%s-%d: %d record(s) not written: %s", topic.name, index, len(records),
                         exc)
             return ErrorCode.MESSAGE_TOO_LARGE
+        except (InvalidTxnStateError, InvalidProducerEpochError) as exc:
+            log.info("%s-%d: a transactional batch was refused: %s", topic.name, index, exc)
+            return ErrorCode.INVALID_TXN_STATE if isinstance(exc, InvalidTxnStateError) \
+                else ErrorCode.INVALID_PRODUCER_EPOCH
         return ErrorCode.NONE
+
+    async def begin_verification(self, index, producer):
+        return await self.run(self._begin_verification, index, producer)
+
+    def _begin_verification(self, index, producer):
+        db, topic = self.shared_database, self.topic
+        if db.topics.get(topic.name) is None:
+            db.create_topic(topic.name, topic.partitions, topic.config, exist_ok=True)
+        with db.leased_log(topic.name, index) as log_:
+            return ErrorCode.NONE, log_.begin_verification(producer[0], -1, producer[1])
 
     async def read(self, indexes, replay):
         return await self.run(self._read, list(indexes), replay)
+
+    async def leader_epochs(self, indexes):
+        return await self.run(self._leader_epochs, list(indexes))
+
+    def _leader_epochs(self, indexes):
+        db = self.shared_database
+        if db.topics.get(self.topic.name) is None:
+            return {}
+        return {index: LocalPartition.initial_leader_epoch(db, self.topic.name, index)
+                for index in indexes}
 
     def _read(self, indexes, replay):
         db = self.shared_database

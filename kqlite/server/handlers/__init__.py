@@ -9,11 +9,11 @@ anything is stored or looked up for the client, and answers a refusal with Kafka
 """
 
 from . import (admin, admin_ops, fetch, group_admin, group_offsets, membership, offsets,
-               produce, refused, security)
+               produce, refused, security, transactions)
 
 HANDLERS = {}
 for _module in (admin, admin_ops, produce, fetch, offsets, membership, group_offsets,
-                group_admin, security, refused):
+                group_admin, security, transactions, refused):
     HANDLERS.update(_module.HANDLERS)
 
 __all__ = ["HANDLERS"]

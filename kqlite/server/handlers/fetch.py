@@ -142,7 +142,10 @@ async def _response(broker, context, version, by_id, answer, topics, fetch_data,
             code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         entry = {"partition_index": key[1], "error_code": code,
                  "high_watermark": r.high_watermark, "last_stable_offset": r.last_stable_offset,
-                 "log_start_offset": r.log_start_offset, "aborted_transactions": None,
+                 "log_start_offset": r.log_start_offset,
+                 "aborted_transactions": None if r.aborted_transactions is None else [
+                     {"producer_id": pid, "first_offset": first}
+                     for pid, first in r.aborted_transactions],
                  "preferred_read_replica": -1,
                  "records": r.records if r.records is not None else b""}
         if r.diverging_epoch is not None and version >= _FIRST_DIVERGING_EPOCH_VERSION:

@@ -1,5 +1,9 @@
 """FindCoordinator and committed offsets: OffsetCommit and OffsetFetch.
 
+FindCoordinator answers for groups (the group coordinator's runtime) and for
+transactional ids (the transaction coordinator's, over ``__transaction_state``; a broker
+without one answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+
 Commits are checked against the group's generation by the coordinator, then stored in
 ``__consumer_offsets`` through its committed offsets (coordinator/group/offsets.py: on a
 single broker, the data dir's, shared with the embedded API): offset, leader epoch,
@@ -90,6 +94,12 @@ async def _coordinator_for(broker, context, version, key_type, key):
             log.warning("FindCoordinator for group %r: %s", key, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
     if key_type == KEY_TRANSACTION:
+        if broker.transactions is not None:
+            try:
+                return await broker.transactions.runtime.coordinator_for(key)
+            except KqliteError as exc:
+                log.warning("FindCoordinator for transactional id %r: %s", key, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         # No transaction coordinator: the error a transactional producer treats as fatal
         # (librdkafka, the Java client, kafka-python, aiokafka), the same that Produce and
         # InitProducerId give a transactional id. A retriable one would leave
@@ -137,7 +147,9 @@ async def find_coordinator(broker, context, request):
             "node_id": node, "host": host, "port": port}
 
 
-def _too_large(metadata):
+def metadata_too_large(metadata):
+    """Whether commit metadata is over Kafka's offset.metadata.max.bytes (OffsetCommit and
+    TxnOffsetCommit answer OFFSET_METADATA_TOO_LARGE for it)."""
     # Code points never outnumber UTF-16 units: a long string is refused without encoding it.
     return metadata is not None and (len(metadata) > OFFSET_METADATA_MAX or
                                      len(metadata.encode("utf-16-le")) // 2 > OFFSET_METADATA_MAX)
@@ -193,7 +205,7 @@ async def offset_commit(broker, context, request):
                 err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif code:
                 err = code
-            elif _too_large(metadata):
+            elif metadata_too_large(metadata):
                 err = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 err = ErrorCode.NONE

@@ -29,6 +29,7 @@ from collections import Counter
 from ...errors import KqliteError, UnknownTopicError
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
+from ..coordinator.txn.transitions import ExpectedProducer
 from ..partition import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, PartitionError, isolation_of
 from ..replica_manager import INTERNAL_TOPICS
 
@@ -39,6 +40,7 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 _TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8,
                           LATEST_TIERED: 9}
 _HIGH_WATERMARK = -1     # WIRE: DeleteRecords' offset meaning "up to the high watermark"
+_FIRST_FENCED_VERSION = 4  # WIRE: InitProducerId v4+ know PRODUCER_FENCED (KIP-588)
 
 
 async def list_offsets(broker, context, request):
@@ -166,14 +168,28 @@ async def _delete_records(broker, topic, index, offset):
 
 
 async def init_producer_id(broker, context, request):
-    transactional_id = request.body.get("transactional_id")
+    body = request.body
+    version = request.api_version
+    transactional_id = body.get("transactional_id")
     refusal = _init_producer_id_refusal(broker.authorizer, context, transactional_id)
     if refusal is not None:
         return _init_producer_id_error(refusal)
-    if transactional_id:
-        # No transaction coordinator yet: the error a transactional producer treats as
-        # fatal, as Produce and FindCoordinator answer it.
-        return _init_producer_id_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    producer_id, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+    if (producer_id == -1) != (epoch == -1):
+        # Kafka's KafkaApis: both or neither.
+        return _init_producer_id_error(ErrorCode.INVALID_REQUEST)
+    if transactional_id is not None:
+        if broker.transactions is None:
+            # No transaction coordinator: the error a transactional producer treats as
+            # fatal, as Produce and FindCoordinator answer it.
+            return _init_producer_id_error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        expected = None if producer_id == -1 else ExpectedProducer(producer_id, epoch)
+        code, pid, epoch = await broker.transactions.init_producer_id(
+            transactional_id, body["transaction_timeout_ms"], expected)
+        if code == ErrorCode.PRODUCER_FENCED and version < _FIRST_FENCED_VERSION:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid,
+                "producer_epoch": epoch}
     # Every thousandth id reserves a new block on disk (a file lock and an fsync), or in a
     # cluster in ZooKeeper, which may be unreachable: then Kafka's ZkProducerIdManager
     # fails the request with the exception's code, UNKNOWN_SERVER_ERROR.

@@ -14,29 +14,54 @@ take the same path; Kafka does not check the magic of v0-2 requests, so a v2 bat
 is appended as it is. zstd needs v7+ (KIP-110).
 
 Authorization, before anything is appended (Kafka's KafkaApis.handleProduceRequest): a
-request holding transactional batches needs WRITE on its transactional id, or the whole
-request is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition); then each
-topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED, whether the topic
-exists or not (authorization before existence). No IDEMPOTENT_WRITE is asked (KIP-679).
-kqlite has no transactions yet: a request with a transactional id that passes these
-checks is still refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the error every
-transactional producer treats as fatal; transactional batches without one are refused
-by storage (INVALID_TXN_STATE, format/validate.py), where Kafka answers
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+request holding transactional batches needs a transactional id with WRITE on it, or the
+whole request is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition); then
+each topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED, whether the
+topic exists or not (authorization before existence). No IDEMPOTENT_WRITE is asked
+(KIP-679).
+
+Transactional batches (Kafka's ReplicaManager.handleProduceAppend):
+
+- one request's transactional batches must all be one producer's, else the whole request
+  is answered INVALID_PRODUCER_ID_MAPPING;
+- KIP-890 part 1 (``transaction.partition.verification.enable``): a partition where the
+  producer has no transaction open gives a verification guard
+  (``Partition.begin_verification``), and the transaction coordinator is asked whether
+  the partition is in the producer's transaction (``verify_partitions``, what
+  AddPartitionsToTxn v4 VerifyOnly asks); the batch is appended with that guard, which
+  storage checks is still the current one. A refusal is answered as Kafka's leader
+  answers it: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE as
+  INVALID_TXN_STATE below v11, INVALID_TXN_STATE with "Partition was not added to the
+  transaction", and the coordinator's retriable answers (CONCURRENT_TRANSACTIONS,
+  COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) as
+  NOT_ENOUGH_REPLICAS, which every client retries without refreshing its metadata.
+- a broker without a transaction coordinator (a cluster broker, for now) refuses a
+  transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the error every
+  transactional producer treats as fatal.
 """
 
 import asyncio
+import struct
 
 from ...errors import CorruptRecordError, InvalidRecordError, UnsupportedCodecError
-from ...format.constants import ATTRIBUTES_OFFSET, CODEC_MASK, CODEC_ZSTD, LENGTH_OFFSET, \
-    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, TRANSACTIONAL_MASK
+from ...format.constants import ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CODEC_MASK, \
+    CODEC_ZSTD, LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V2, PRODUCER_ID_OFFSET, \
+    TRANSACTIONAL_MASK
 from ...format.up_convert import is_legacy, up_convert
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import AclOperation, Resource, ResourceType
-from ..partition import AppendResult, PartitionError
+from ..partition import NO_VERIFICATION, AppendResult, PartitionError
 
 _FIRST_V2_VERSION = 3        # WIRE: Produce v3 brought record batches v2 (KIP-98)
 _FIRST_ZSTD_VERSION = 7      # WIRE: KIP-110
+_FIRST_ABORTABLE_VERSION = 11  # WIRE: Produce v11 knows TRANSACTION_ABORTABLE (KIP-890)
+_PRODUCER = struct.Struct(">qhi")  # WIRE: a v2 batch's producer id, epoch, base sequence
+# The coordinator's retriable answers to a verification, which clients that do not know
+# them might not retry: Kafka answers NOT_ENOUGH_REPLICAS instead.
+_RETRIED_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR})
 # The up-converter's refusals, as Kafka answers them (nothing is appended).
 _CONVERSION_REFUSALS = (
     (InvalidRecordError, ErrorCode.INVALID_RECORD),
@@ -46,11 +71,19 @@ _CONVERSION_REFUSALS = (
 _CONVERSION_ERRORS = tuple(kind for kind, _code in _CONVERSION_REFUSALS)
 
 
-async def _append(broker, topic, index, records, acks, timeout_ms, version):
+async def _append(broker, topic, index, records, acks, timeout_ms, version,
+                  transaction=None):
     try:
         partition = await broker.replicas.get(topic, index)
     except PartitionError as exc:
         return AppendResult(exc.error_code)
+    guard = None
+    if transaction is NO_VERIFICATION:
+        guard = NO_VERIFICATION
+    elif transaction is not None:
+        refusal, guard = await _verify(broker, partition, records, version, transaction)
+        if refusal is not None:
+            return refusal
     if records is None:
         return AppendResult(ErrorCode.INVALID_RECORD,
                             error_message="the partition's records are null")
@@ -64,10 +97,44 @@ async def _append(broker, topic, index, records, acks, timeout_ms, version):
         return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                             error_message=f"Produce v{version} cannot carry zstd-compressed "
                                           f"records; zstd needs v{_FIRST_ZSTD_VERSION}+")
-    result = await partition.append(records, acks=acks, timeout_ms=timeout_ms)
+    result = await partition.append(records, acks=acks, timeout_ms=timeout_ms,
+                                    verification_guard=guard)
     broker.metrics.messages_in += result.record_count
     broker.metrics.bytes_in += result.size
     return result
+
+
+async def _verify(broker, partition, records, version, transaction):
+    """KIP-890's verification of the partition's first transactional batch: ``(refusal
+    AppendResult or None, guard)``; see the module docstring."""
+    transactional_id, producer_id, epoch = transaction
+    first = _transactional_batches(records)
+    if not first:
+        return None, None
+    sequence = first[0][2]
+    try:
+        guard = await partition.begin_verification(producer_id, sequence, epoch)
+    except PartitionError as exc:
+        return AppendResult(exc.error_code), None
+    if guard is None:        # a transaction of this producer is open there: nothing to verify
+        return None, None
+    answer = await broker.transactions.verify_partitions(transactional_id, producer_id, epoch,
+                                                         {partition.key})
+    code = answer[partition.key]
+    if code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif code == ErrorCode.TRANSACTION_ABORTABLE and version < _FIRST_ABORTABLE_VERSION:
+        code = ErrorCode.INVALID_TXN_STATE
+    if code in _RETRIED_AS_NOT_ENOUGH_REPLICAS:
+        return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS, error_message=(
+            f"Unable to verify the partition has been added to the transaction. "
+            f"Underlying error: {ErrorCode(code).name}")), None
+    if code == ErrorCode.INVALID_TXN_STATE:
+        return AppendResult(code, error_message="Partition was not added to the "
+                                                "transaction"), None
+    if code:
+        return AppendResult(code), None
+    return None, guard
 
 
 async def produce(broker, context, request):
@@ -75,16 +142,25 @@ async def produce(broker, context, request):
     acks = body["acks"]
     authorizer = broker.authorizer
     transactional_id = body.get("transactional_id")
-    if transactional_id is not None and _has_transactional_batches(body) and \
-            not authorizer.authorize(context, AclOperation.WRITE,
-                                     Resource.transactional_id(transactional_id)):
+    producers = {b[:2] for t in body["topic_data"] for p in t["partition_data"]
+                 for b in _transactional_batches(p["records"])}
+    if producers and (transactional_id is None or not authorizer.authorize(
+            context, AclOperation.WRITE, Resource.transactional_id(transactional_id))):
         return _produce_error(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     writable = authorizer.authorized_names(context, AclOperation.WRITE, ResourceType.TOPIC,
                                            (t["name"] for t in body["topic_data"]))
     if acks not in (0, 1, -1):
         return _produce_error(body, ErrorCode.INVALID_REQUIRED_ACKS, writable)
-    if transactional_id:
+    if transactional_id and broker.transactions is None:
         return _produce_error(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, writable)
+    if len(producers) > 1:
+        # Kafka: "Transactional records contained more than one producer ID".
+        return _produce_error(body, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    transaction = None
+    if producers:
+        ((producer_id, epoch),) = producers
+        transaction = (transactional_id, producer_id, epoch) \
+            if broker.transactions.config.partition_verification else NO_VERIFICATION
     entries = [(t["name"], p["index"], p["records"])
                for t in body["topic_data"] for p in t["partition_data"]]
     # Partitions are appended to (and, with acks=-1, waited for) concurrently; a
@@ -101,7 +177,7 @@ async def produce(broker, context, request):
                 results[i] = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
             results[i] = await _append(broker, name, index, records, acks, body["timeout_ms"],
-                                       request.api_version)
+                                       request.api_version, transaction)
 
     await asyncio.gather(*(append_in_order(ix) for ix in by_partition.values()))
     if acks == 0:
@@ -127,24 +203,23 @@ def _is_zstd_batch(records):
             and records[ATTRIBUTES_OFFSET + 1] & CODEC_MASK == CODEC_ZSTD)
 
 
-def _has_transactional_batches(body):
-    """Whether any partition's records hold a v2 batch with the transactional bit (Kafka's
-    RequestUtils.hasTransactionalRecords reads every batch; legacy message sets have no
-    such bit). Malformed framing stops the walk: storage refuses those bytes."""
-    for t in body["topic_data"]:
-        for p in t["partition_data"]:
-            records = p["records"] or b""
-            pos = 0
-            while pos + ATTRIBUTES_OFFSET + 2 <= len(records):
-                if records[pos + MAGIC_OFFSET] == MAGIC_V2 and \
-                        records[pos + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
-                    return True
-                length = int.from_bytes(records[pos + LENGTH_OFFSET:pos + LOG_OVERHEAD],
-                                        "big", signed=True)
-                if length <= 0:
-                    break
-                pos += LOG_OVERHEAD + length
-    return False
+def _transactional_batches(records):
+    """``[(producer id, epoch, base sequence)]`` of the v2 batches with the transactional bit
+    in ``records`` (Kafka reads every batch; legacy message sets have no such bit).
+    Malformed framing stops the walk: storage refuses those bytes."""
+    found = []
+    records = records or b""
+    pos = 0
+    while pos + BASE_SEQUENCE_OFFSET + 4 <= len(records):
+        if records[pos + MAGIC_OFFSET] == MAGIC_V2 and \
+                records[pos + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
+            found.append(_PRODUCER.unpack_from(records, pos + PRODUCER_ID_OFFSET))
+        length = int.from_bytes(records[pos + LENGTH_OFFSET:pos + LOG_OVERHEAD], "big",
+                                signed=True)
+        if length <= 0:
+            break
+        pos += LOG_OVERHEAD + length
+    return found
 
 
 def _produce_error(body, code, writable=None):

@@ -48,6 +48,10 @@ const groupConsumer = groupId =>
     maxWaitTimeInMs: 200,
   })
 
+const transactionalProducer = (transactionalId, transactionTimeout = 60000) =>
+  kafka.producer({ transactionalId, transactionTimeout, maxInFlightRequests: 1,
+    idempotent: true })
+
 const record = (topic, partition, message) => ({
   topic,
   partition,
@@ -378,6 +382,116 @@ const commands = {
     } finally {
       await admin.disconnect()
     }
+  },
+
+  // One transaction of COUNT records PREFIX-i over partitions 0 and 1, committed or aborted
+  async 'txn-produce'(topic, transactionalId, outcome, prefix, count) {
+    const producer = transactionalProducer(transactionalId)
+    await producer.connect()
+    try {
+      const transaction = await producer.transaction()
+      const messages = []
+      for (let i = 0; i < Number(count); i++) {
+        messages.push({ value: `${prefix}-${i}`, partition: i % 2 })
+      }
+      await transaction.send({ topic, messages })
+      if (outcome === 'commit') await transaction.commit()
+      else await transaction.abort()
+      emit({ [outcome]: Number(count) })
+    } finally {
+      await producer.disconnect()
+    }
+  },
+
+  // Every value of TOPIC once EXPECTED arrived and nothing more came for half a second;
+  // ISOLATION is read_committed or read_uncommitted
+  async 'txn-read'(topic, isolation, expected) {
+    const consumer = kafka.consumer({ groupId: `txn-read-${Date.now()}-${process.pid}`,
+      readUncommitted: isolation === 'read_uncommitted', maxWaitTimeInMs: 100 })
+    const values = []
+    let last = Date.now()
+    await consumer.connect()
+    await consumer.subscribe({ topic, fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => {
+      values.push(message.value.toString())
+      last = Date.now()
+    } })
+    const started = Date.now()
+    while (Date.now() - started < 30000 &&
+           !(values.length >= Number(expected) && Date.now() - last > 500)) {
+      await new Promise(resolve => setTimeout(resolve, 50))
+    }
+    await consumer.disconnect()
+    emit({ values })
+  },
+
+  // Consume-transform-produce: each polled batch's records upper-cased into SINK and the
+  // group's offsets sent to the same transaction, until COUNT records went through
+  async 'txn-transform'(source, sink, groupId, transactionalId, count) {
+    const producer = transactionalProducer(transactionalId)
+    await producer.connect()
+    const consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 100 })
+    await consumer.connect()
+    await consumer.subscribe({ topic: source, fromBeginning: true })
+    let done = 0
+    let finished
+    const all = new Promise(resolve => { finished = resolve })
+    await consumer.run({
+      autoCommit: false,
+      eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+        if (!batch.messages.length) return
+        const transaction = await producer.transaction()
+        try {
+          await transaction.send({ topic: sink, messages: batch.messages.map(m => ({
+            value: m.value.toString().toUpperCase(), partition: batch.partition })) })
+          const next = String(Number(batch.lastOffset()) + 1)
+          await transaction.sendOffsets({ consumerGroupId: groupId, topics: [
+            { topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }] })
+          await transaction.commit()
+        } catch (err) {
+          await transaction.abort()
+          throw err
+        }
+        batch.messages.forEach(m => resolveOffset(m.offset))
+        await heartbeat()
+        done += batch.messages.length
+        if (done >= Number(count)) finished()
+      },
+    })
+    await all
+    await consumer.disconnect()
+    await producer.disconnect()
+    emit({ transformed: done })
+  },
+
+  // A transaction fenced by a second producer with the same id: the first one's commit
+  async 'txn-fence'(topic, transactionalId) {
+    const first = transactionalProducer(transactionalId)
+    await first.connect()
+    const transaction = await first.transaction()
+    await transaction.send({ topic, messages: [{ value: 'zombie', partition: 0 }] })
+    // kafkajs sends InitProducerId when a producer begins its first transaction
+    const second = transactionalProducer(transactionalId)
+    await second.connect()
+    await (await second.transaction()).abort()
+    try {
+      await transaction.commit()
+      emit({ committed: true })
+    } catch (err) {
+      emit({ committed: false, error: err.name, type: err.type })
+    } finally {
+      await second.disconnect()
+      await first.disconnect().catch(() => {})
+    }
+  },
+
+  // A transaction left open: one record sent, then the process exits without ending it
+  async 'txn-abandon'(topic, transactionalId, timeoutMs) {
+    const producer = transactionalProducer(transactionalId, Number(timeoutMs))
+    await producer.connect()
+    const transaction = await producer.transaction()
+    await transaction.send({ topic, messages: [{ value: 'abandoned', partition: 0 }] })
+    emit({ abandoned: true })
   },
 }
 

@@ -280,6 +280,38 @@ class GroupCoordinator(CoordinatorState):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return self._answer(group_id, commit)
 
+    async def commit_transactional(self, group_id, commit, producer, offsets, timestamp, *,
+                                   verify=None, too_large=frozenset()):
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): ``offsets`` ({(topic,
+        partition): OffsetAndMetadata}) of ``producer`` ((producer id, epoch)), written as
+        one transactional batch once the group's status, the transaction (``verify``: an
+        async function of the offsets partition's index returning the coordinator's error
+        code, or None to skip KIP-890's verification) and ``commit`` (a
+        :class:`~kqlite.server.coordinator.group.events.TxnCommit`: KIP-447's member checks)
+        pass; the partitions of ``too_large`` (metadata over offset.metadata.max.bytes) are
+        answered OFFSET_METADATA_TOO_LARGE and not written. Returns ``{(topic, partition):
+        code}``; the offsets stay pending until the transaction's marker (offsets.py)."""
+        def every(code):
+            return {tp: code for tp in offsets}
+        if not group_id:
+            return every(ErrorCode.INVALID_GROUP_ID)
+        code = self.owner_error(group_id)
+        if not code and self.loading:
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if code:
+            return every(code)
+        code, guard = await self.offsets.verify_transactional(group_id, producer, verify)
+        if not code:
+            code = self._answer(group_id, commit)
+        if code:
+            return every(code)
+        answer = {tp: ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in offsets if tp in too_large}
+        stored = {tp: o for tp, o in offsets.items() if tp not in too_large}
+        if stored:
+            answer.update(await self.offsets.commit_transactional(group_id, producer, stored,
+                                                                  timestamp, guard))
+        return answer
+
     async def delete(self, group_id):
         """DeleteGroups of one group: NONE once its tombstone is written (an Empty group),
         NON_EMPTY_GROUP, or GROUP_ID_NOT_FOUND if the coordinator has no such group (it

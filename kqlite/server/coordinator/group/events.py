@@ -10,8 +10,8 @@ from typing import Hashable, Optional
 
 from ....protocol import ErrorCode
 
-__all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "Delete", "Reply", "JoinResult",
-           "SyncResult", "JoinedMember", "MemberSummary"]
+__all__ = ["Join", "Sync", "Heartbeat", "Leave", "Commit", "TxnCommit", "Delete", "Reply",
+           "JoinResult", "SyncResult", "JoinedMember", "MemberSummary"]
 
 
 # -- Inputs ---------------------------------------------------------------------------------
@@ -57,6 +57,21 @@ class Commit:
     member_id: str
     generation: int                  # -1: not using group management
     group_instance_id: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TxnCommit:
+    """Whether a TxnOffsetCommit may store its offsets (Kafka's validateOffsetCommit with
+    isTransactional: a commit that names no generation, member or instance passes in any
+    state, KIP-447)."""
+    member_id: str = ""
+    generation: int = -1
+    group_instance_id: Optional[str] = None
+
+    @property
+    def named(self):
+        """Whether it names a generation, a member or an instance (then checked)."""
+        return self.generation >= 0 or bool(self.member_id) or self.group_instance_id is not None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,12 +18,25 @@ follows from the state log, as the runtime's docstring states:
   single broker): every read goes to the data dir's offset store (``Database.offsets``),
   which catches up with every process's commits first, so a commit made by an embedded
   consumer is answered by the next OffsetFetch, and the broker's by the embedded API.
+
+Transactional commits (TxnOffsetCommit) are one transactional batch of the producer in
+the group's partition, written after KIP-890's verification of the transaction, and stay
+*pending* until the transaction's marker reaches that partition: a COMMIT marker makes
+them the committed offsets (unless a commit written after them holds the partition: Kafka's
+``olderThan``), an ABORT drops them. OffsetFetch does not return pending offsets, and
+with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for their partitions.
+:class:`LoadedOffsets` keeps them by producer and settles them when the marker's append
+tells it (:meth:`GroupOffsets.transaction_completed`, as Kafka's
+``scheduleHandleTxnCompletion``); :class:`DataDirOffsets` leaves them to the data dir's
+store, which reads the markers from the log.
 """
 
 import collections
+import itertools
 import logging
 
 from ....protocol import ErrorCode
+from ....storage import NO_VERIFICATION
 from .append_errors import OFFSET_COMMIT_ERRORS
 from .records import commit_records, offset_tombstones
 
@@ -39,6 +52,11 @@ class LoadedOffsets:
 
     def __init__(self):
         self._offsets = {}       # group -> {(topic, partition): OffsetAndMetadata}
+        self._order = {}         # (group, topic, partition) -> when it was committed
+        self._pending = {}       # producer id -> {(group, topic, partition): (when,
+        #                          OffsetAndMetadata)}
+        self._clock = itertools.count()   # the order commits were written in (Kafka
+        #                                   compares their batches' offsets)
 
     def load(self, offsets):
         self._offsets.update(offsets)
@@ -46,6 +64,9 @@ class LoadedOffsets:
     def unload(self, belongs):
         for group_id in [g for g in self._offsets if belongs(g)]:
             del self._offsets[group_id]
+        for pending in self._pending.values():
+            for key in [k for k in pending if belongs(k[0])]:
+                del pending[key]
 
     async def committed(self, group_id):
         return dict(self._offsets.get(group_id, {}))
@@ -55,6 +76,33 @@ class LoadedOffsets:
 
     def committed_now(self, group_id, offsets):
         self._offsets.setdefault(group_id, {}).update(offsets)
+        when = next(self._clock)
+        for t, p in offsets:
+            self._order[(group_id, t, p)] = when
+
+    def committed_transactional(self, group_id, producer_id, offsets):
+        when = next(self._clock)
+        pending = self._pending.setdefault(producer_id, {})
+        for (t, p), o in offsets.items():
+            pending[(group_id, t, p)] = (when, o)
+
+    async def pending_transactional(self, group_id):
+        return {(t, p) for pending in self._pending.values() for g, t, p in pending
+                if g == group_id}
+
+    def transaction_completed(self, producer_id, commit, belongs):
+        pending = self._pending.get(producer_id, {})
+        decided = {k: pending.pop(k) for k in [k for k in pending if belongs(k[0])]}
+        if not pending:
+            self._pending.pop(producer_id, None)
+        if not commit:
+            return
+        for key, (when, o) in decided.items():
+            if self._order.get(key, -1) > when:
+                continue                 # a commit written later holds the partition
+            group_id, t, p = key
+            self._offsets.setdefault(group_id, {})[(t, p)] = o
+            self._order[key] = when
 
     def removing(self, group_id, partitions):
         left = {tp: o for tp, o in self._offsets.get(group_id, {}).items()
@@ -89,6 +137,15 @@ class DataDirOffsets:
 
     def committed_now(self, group_id, offsets):
         pass                     # the next read finds the records in the log
+
+    def committed_transactional(self, group_id, producer_id, offsets):
+        pass                     # read as pending from the log, markers included
+
+    async def pending_transactional(self, group_id):
+        return await self._run(self._store.pending_transactional, group_id)
+
+    def transaction_completed(self, producer_id, commit, belongs):
+        pass
 
     def removing(self, group_id, partitions):
         pass
@@ -139,12 +196,51 @@ class GroupOffsets:
             self.held.committed_now(group_id, offsets)
         return {tp: code for tp in offsets}
 
+    async def verify_transactional(self, group_id, producer, verify):
+        """KIP-890's verification before a transactional commit to the group's partition:
+        ``(error code, the guard to append with)``; ``verify`` is None to skip it. Errors are
+        Kafka's offset-commit conversions of the coordinator's answer."""
+        if verify is None:
+            return ErrorCode.NONE, NO_VERIFICATION
+        code, guard = await self.runtime.verify_transactional(group_id, producer, verify)
+        return OFFSET_COMMIT_ERRORS.get(code, code), guard
+
+    async def commit_transactional(self, group_id, producer, offsets, timestamp, guard):
+        """Store ``{(topic, partition): OffsetAndMetadata}`` as one transactional batch of
+        ``producer`` ((producer id, epoch)); pending until the transaction's marker. The
+        error code of every one of them."""
+        keys = [(group_id, t, p) for t, p in offsets]
+        self._pending.update(keys)
+        try:
+            code = await self.runtime.append(group_id,
+                                             commit_records(group_id, offsets, timestamp),
+                                             errors=OFFSET_COMMIT_ERRORS, producer=producer,
+                                             guard=guard)
+        finally:
+            self._pending.subtract(keys)
+            for k in keys:
+                if self._pending[k] <= 0:
+                    del self._pending[k]
+        if not code and not self.runtime.owner_error(group_id):
+            self.held.committed_transactional(group_id, producer[0], offsets)
+        return {tp: code for tp in offsets}
+
+    async def transaction_completed(self, index, producer_id, commit):
+        """A marker of ``producer_id`` was appended to offsets partition ``index`` (Kafka's
+        onTransactionCompleted): its pending commits there are settled."""
+        if self.runtime.ownership.error_for(index) == ErrorCode.NONE:
+            self.held.transaction_completed(
+                producer_id, commit, lambda group_id: self.runtime.partition_for(group_id) == index)
+
     async def fetch(self, group_id, require_stable=False):
         """``({(topic, partition): OffsetAndMetadata}, {(topic, partition) being committed
-        right now})``; the second set is empty unless ``require_stable``."""
+        right now, or holding a transactional commit not yet decided})``; the second set is
+        empty unless ``require_stable``."""
         committed = await self.held.committed(group_id)
-        pending = {(t, p) for g, t, p in self._pending if g == group_id} \
-            if require_stable else set()
+        pending = set()
+        if require_stable:
+            pending = {(t, p) for g, t, p in self._pending if g == group_id}
+            pending |= await self.held.pending_transactional(group_id)
         return committed, pending
 
     async def delete(self, group_id, partitions=None):

@@ -9,7 +9,7 @@ Dead is where a group ends when it is deleted or unloaded (the broker is stoppin
 Rule 1: everything that decides what a group does lives in this file and in its
 transition table (transitions.py): no I/O, no asyncio, no clock, no protocol objects.
 Inputs are the small values of ``events`` (Join, Sync, Heartbeat, Leave, Commit,
-Delete) handed to
+TxnCommit, Delete) handed to
 :meth:`GroupStateMachine.handle` with the time ``now`` (milliseconds on any
 monotonic clock) and an opaque ``ticket`` naming the request. Outputs are
 ``Reply`` values: the answer for a ticket. A JoinGroup or SyncGroup is often
@@ -28,7 +28,9 @@ generation, inconsistent protocol), then the action, the code to answer with and
 state. The code looks every event up in the table, so the table is the behaviour.
 Requests are JOIN_NEW (no member id), JOIN_STATIC (no member id, a known
 group.instance.id), JOIN, SYNC, HEARTBEAT, LEAVE, COMMIT, SIMPLE_COMMIT (generation
--1: a consumer not using group management) and DELETE (DeleteGroups). The other
+-1: a consumer not using group management), TXN_COMMIT and TXN_SIMPLE_COMMIT (a
+TxnOffsetCommit naming a generation, member or instance, or none) and DELETE
+(DeleteGroups). The other
 events follow from these or from timers:
 
 - COMPLETE_JOIN: every member rejoined, after the initial delay (only the first
@@ -77,7 +79,7 @@ from typing import Callable
 
 from ....protocol import ErrorCode
 from .events import (Commit, Delete, Heartbeat, JoinedMember, Join, JoinResult, Leave,
-                           MemberSummary, Reply, Sync, SyncResult)
+                     MemberSummary, Reply, Sync, SyncResult, TxnCommit)
 from .members import Member, restored_members, stored_group
 from .transitions import TRANSITIONS, Check, Event, GroupState, Rule
 
@@ -178,6 +180,8 @@ class GroupStateMachine:
                 kind = E.JOIN_NEW
         elif isinstance(event, Commit):
             kind = E.COMMIT if event.generation >= 0 else E.SIMPLE_COMMIT
+        elif isinstance(event, TxnCommit):
+            kind = E.TXN_COMMIT if event.named else E.TXN_SIMPLE_COMMIT
         elif isinstance(event, Leave):
             kind = E.LEAVE
             if not event.member_id and event.group_instance_id is not None:

@@ -32,6 +32,8 @@ class Event(enum.Enum):
     LEAVE = "LeaveGroup"
     COMMIT = "OffsetCommit of a generation"
     SIMPLE_COMMIT = "OffsetCommit with generation -1"
+    TXN_COMMIT = "TxnOffsetCommit naming a generation, member or instance"
+    TXN_SIMPLE_COMMIT = "TxnOffsetCommit naming none"
     DELETE = "DeleteGroups"
     COMPLETE_JOIN = "every member rejoined"
     REBALANCE_TIMEOUT = "the rebalance timeout passed"
@@ -77,6 +79,13 @@ NONE, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, NON_EMPTY_GR
     ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
     ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.NON_EMPTY_GROUP)
 
+# Kafka's validateOffsetCommit(isTransactional = true): the same in every state but Dead,
+# with no heartbeat and no refusal for a group that is rebalancing or not Empty.
+_TXN_COMMITS = {
+    E.TXN_COMMIT: Rule(_CURRENT, answer=NONE),
+    E.TXN_SIMPLE_COMMIT: Rule(answer=NONE),
+}
+
 TRANSITIONS = {
     # Only pending members (if any): the member-scoped answers are Kafka's for Empty.
     EMPTY: {
@@ -87,6 +96,7 @@ TRANSITIONS = {
         E.LEAVE: Rule(_LEAVING, "remove", NONE),
         E.COMMIT: Rule(answer=UNKNOWN_MEMBER_ID),
         E.SIMPLE_COMMIT: Rule(answer=NONE),
+        **_TXN_COMMITS,
         E.DELETE: Rule(action="delete", answer=NONE, next=DEAD),
         E.UNLOAD: Rule(action="unload", next=DEAD),
     },
@@ -100,6 +110,7 @@ TRANSITIONS = {
         # Kafka accepts commits while preparing: the heartbeat tells the member to rejoin.
         E.COMMIT: Rule(_CURRENT, "touch", NONE),
         E.SIMPLE_COMMIT: Rule(_NAMED, answer=ILLEGAL_GENERATION),
+        **_TXN_COMMITS,
         E.DELETE: Rule(answer=NON_EMPTY_GROUP),
         E.COMPLETE_JOIN: Rule(action="complete_join", next=COMPLETING),
         E.REBALANCE_TIMEOUT: Rule(action="drop_silent_members"),
@@ -118,6 +129,7 @@ TRANSITIONS = {
         # The member has the new generation but not its assignment yet.
         E.COMMIT: Rule(_CURRENT, answer=REBALANCE_IN_PROGRESS),
         E.SIMPLE_COMMIT: Rule(_NAMED, answer=ILLEGAL_GENERATION),
+        **_TXN_COMMITS,
         E.DELETE: Rule(answer=NON_EMPTY_GROUP),
         E.LEADER_SYNC: Rule(action="distribute_assignment", next=STABLE),
         E.MEMBER_REMOVED: Rule(next=PREPARING),
@@ -133,6 +145,7 @@ TRANSITIONS = {
         E.LEAVE: Rule(_LEAVING, "remove", NONE),
         E.COMMIT: Rule(_CURRENT, "touch", NONE),
         E.SIMPLE_COMMIT: Rule(_NAMED, answer=ILLEGAL_GENERATION),
+        **_TXN_COMMITS,
         E.DELETE: Rule(answer=NON_EMPTY_GROUP),
         E.STATIC_PROTOCOL_CHANGE: Rule(next=PREPARING),
         E.MEMBER_REMOVED: Rule(next=PREPARING),
@@ -142,7 +155,7 @@ TRANSITIONS = {
     # Kafka refuses everything for a Dead group before it looks at the member.
     DEAD: {**{e: Rule(answer=ErrorCode.COORDINATOR_NOT_AVAILABLE)
               for e in (E.JOIN_NEW, E.JOIN, E.SYNC, E.HEARTBEAT, E.LEAVE, E.COMMIT,
-                        E.SIMPLE_COMMIT, E.DELETE)},
+                        E.SIMPLE_COMMIT, E.TXN_COMMIT, E.TXN_SIMPLE_COMMIT, E.DELETE)},
            E.UNLOAD: Rule()},
 }
 """What each event does in each state; an event missing from a state's row cannot happen
