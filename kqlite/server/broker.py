@@ -40,6 +40,7 @@ from ..protocol import (SUPPORTED, ApiKey, ErrorCode, FileRegion, ProtocolError,
                         ServerConnection)
 from .acceptor import Acceptor, open_listeners
 from .authorization import AllowAll
+from .authorization.acl_store import DataDirAclStore
 from .connection_limits import ConnectionLimits
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.runtime import sole_broker_runtime
@@ -80,7 +81,8 @@ class Broker:
                  queued_max_request_bytes=None,
                  fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
                  make_coordinator_runtime=None,
-                 extra_handlers=None, api_versions=None, authorizer=None):
+                 extra_handlers=None, api_versions=None, authorizer=None,
+                 make_acl_store=None):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
@@ -97,7 +99,9 @@ class Broker:
         (``{ApiKey: (min, max)}``) is what ApiVersions advertises.
 
         ``authorizer``: the :class:`~.authorization.Authorizer` every request's access
-        checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``."""
+        checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``.
+        ``make_acl_store(broker)``: where an ACL authorizer keeps its ACLs
+        (authorization/acl_store.py) instead of the data dir's file (a cluster: ZooKeeper)."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -121,6 +125,8 @@ class Broker:
         self.metrics_port = metrics_port
         self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
+        self.acl_store = make_acl_store(self) if make_acl_store is not None else \
+            DataDirAclStore(self.db.path, self.io.run)
         make_runtime = make_coordinator_runtime or sole_broker_runtime
         self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
                                             group_initial_rebalance_delay_ms / 1000.0)
@@ -150,6 +156,7 @@ class Broker:
 
     async def start(self):
         self.replicas.start()
+        await self.authorizer.start(self)
         sockets = await open_listeners(self.host, self.port)
         self.port = sockets[0].getsockname()[1]
         self._acceptor = Acceptor(sockets, self.limits, self.io.alarms, self.metrics,
@@ -170,6 +177,7 @@ class Broker:
             self._metrics_server.close()
         await self.replicas.stop()   # waiting fetches answer now
         await self.coordinator.stop()  # so do JoinGroups waiting out a rebalance
+        await self.authorizer.stop()
         deadline = time.monotonic() + grace
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -236,6 +244,10 @@ class _Connection:
                 self.busy = True
                 try:
                     await self._handle(request)
+                except ProtocolError as exc:     # a request Kafka could not parse
+                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    metrics.protocol_errors += 1
+                    return
                 finally:
                     self.busy = False
                     memory.release(self.reserved)
