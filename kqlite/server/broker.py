@@ -49,6 +49,8 @@ from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
 from .producer_ids import ProducerIdAllocator
+from .quotas import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, ClientQuotas
+from .quotas.store import DataDirQuotaStore
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
@@ -82,7 +84,9 @@ class Broker:
                  fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
                  make_coordinator_runtime=None,
                  extra_handlers=None, api_versions=None, authorizer=None,
-                 make_acl_store=None):
+                 make_acl_store=None, make_quota_store=None,
+                 quota_window_num=DEFAULT_WINDOW_NUM,
+                 quota_window_size_seconds=DEFAULT_WINDOW_SIZE_SECONDS):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
@@ -101,7 +105,10 @@ class Broker:
         ``authorizer``: the :class:`~.authorization.Authorizer` every request's access
         checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``.
         ``make_acl_store(broker)``: where an ACL authorizer keeps its ACLs
-        (authorization/acl_store.py) instead of the data dir's file (a cluster: ZooKeeper)."""
+        (authorization/acl_store.py) instead of the data dir's file (a cluster: ZooKeeper);
+        ``make_quota_store(broker)`` the same for client quotas (quotas/store.py).
+        ``quota_window_num``, ``quota_window_size_seconds``: Kafka's quota.window.num and
+        quota.window.size.seconds, the windows client quotas are measured over."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -127,6 +134,11 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.acl_store = make_acl_store(self) if make_acl_store is not None else \
             DataDirAclStore(self.db.path, self.io.run)
+        self.quotas = ClientQuotas(window_num=quota_window_num,
+                                   window_size_seconds=quota_window_size_seconds)
+        self.quota_store = make_quota_store(self) if make_quota_store is not None else \
+            DataDirQuotaStore(self.db.path, self.io.run)
+        self.metrics.add_source(self.quotas.metrics)
         make_runtime = make_coordinator_runtime or sole_broker_runtime
         self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
                                             group_initial_rebalance_delay_ms / 1000.0)
@@ -157,6 +169,7 @@ class Broker:
     async def start(self):
         self.replicas.start()
         await self.authorizer.start(self)
+        await self.quotas.start(self.quota_store)
         sockets = await open_listeners(self.host, self.port)
         self.port = sockets[0].getsockname()[1]
         self._acceptor = Acceptor(sockets, self.limits, self.io.alarms, self.metrics,
@@ -178,6 +191,7 @@ class Broker:
         await self.replicas.stop()   # waiting fetches answer now
         await self.coordinator.stop()  # so do JoinGroups waiting out a rebalance
         await self.authorizer.stop()
+        await self.quotas.stop()
         deadline = time.monotonic() + grace
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -243,7 +257,7 @@ class _Connection:
                     return
                 self.busy = True
                 try:
-                    await self._handle(request)
+                    muted_until = await self._handle(request)
                 except ProtocolError as exc:     # a request Kafka could not parse
                     log.warning("closing connection from %s: %s", self.peer, exc)
                     metrics.protocol_errors += 1
@@ -252,6 +266,10 @@ class _Connection:
                     self.busy = False
                     memory.release(self.reserved)
                     self.reserved = 0
+                if muted_until is not None:
+                    # A client quota's throttle (KIP-219): the answer went out at once,
+                    # and nothing more is read from the client until the time is up.
+                    await asyncio.sleep(muted_until - asyncio.get_running_loop().time())
         except _IdleConnection:
             metrics.idle_closed += 1
             log.debug("closing connection from %s: idle for connections.max.idle.ms",
@@ -307,6 +325,8 @@ class _Connection:
             raise _IdleConnection() from None
 
     async def _handle(self, request):
+        """Answer ``request``; the event-loop time until which a client quota mutes the
+        connection, or None."""
         started = time.perf_counter()
         name = request.name
         handler = self.broker.handlers.get(request.api_key)
@@ -322,7 +342,10 @@ class _Connection:
             return
         self.handling = name
         context = RequestContext.of(self.session, request)
-        response = await handler(self.broker, context, request)
+        response, throttle_ms = await self.broker.quotas.serve(
+            context, request, handler(self.broker, context, request))
+        muted_until = asyncio.get_running_loop().time() + throttle_ms / 1000.0 \
+            if throttle_ms else None
         self.broker.io.alarms.recovered(f"{name} requests")
         if response is not None:  # None: acks=0 produce, no response is sent
             try:
@@ -334,6 +357,7 @@ class _Connection:
                 raise
             await self._send(chunks)
         self.broker.metrics.observe(name, time.perf_counter() - started, request.size)
+        return muted_until
 
     async def _send(self, chunks):
         sent = 0

@@ -9,9 +9,12 @@ other's change. Readers take no lock. A process that keeps what it read in memor
 another's write by the file's :meth:`~SharedFile.stamp` (inode, modification time, size),
 which a replacement always changes: the broker polls it (once a second) and re-reads.
 
-Every call blocks (file I/O, the lock): a broker makes them in a storage thread.
+Every call of :class:`SharedFile` blocks (file I/O, the lock); :class:`FollowedFile` is
+how a broker keeps such a file's contents in memory, making the calls in storage threads.
 """
 
+import asyncio
+import logging
 import os
 
 from ..db.files import make_dirs_durable
@@ -19,7 +22,9 @@ from ..db.layout import meta_dir
 from ..storage.fs import DEFAULT_FS, atomic_write
 from ..storage.locking import FileLock
 
-__all__ = ["SharedFile", "LOCK_TIMEOUT"]
+__all__ = ["SharedFile", "FollowedFile", "LOCK_TIMEOUT"]
+
+log = logging.getLogger("kqlite.server")
 
 LOCK_TIMEOUT = 30.0   # seconds a writer waits for another's edit before giving up
 
@@ -76,3 +81,97 @@ class SharedFile:
                 lock.unlock()
         finally:
             lock_file.close()
+
+
+class FollowedFile:
+    """A :class:`SharedFile` holding a dict, kept in memory by a broker and followed: every
+    call runs in a storage thread (``run``: ``StorageExecutor.run``), and a poll every
+    ``poll_interval`` seconds notices another process's write and reports the keys whose
+    values changed. ``decode(bytes or None) -> dict`` raises ``errors`` for a file it
+    cannot read; ``encode(dict) -> bytes``.
+
+    The broker's own updates are made one at a time, each seeing the last one's result,
+    and a poll that overlapped one is discarded (it may have read an older file), so what
+    is held in memory only ever moves forward."""
+
+    def __init__(self, file, decode, encode, run, *, poll_interval, errors, what):
+        self.file = file
+        self._decode = decode
+        self._encode = encode
+        self._run = run
+        self._poll_interval = poll_interval
+        self._errors = errors
+        self._what = what
+        self._stamp = None
+        self._contents = {}
+        self._on_change = None
+        self._task = None
+        self._writing = None
+        self._updates_begun = 0
+        self._updates_ended = 0
+
+    def read(self):
+        """``(stamp, dict)``, blocking."""
+        stamp, data = self.file.read()
+        return stamp, self._decode(data)
+
+    def update(self, change):
+        """Under the file's lock, ``change(dict) -> dict`` and write the result if it
+        differs; ``(stamp, dict afterwards)``, blocking."""
+        result = {}
+
+        def edit(data):
+            before = self._decode(data)
+            after = result["after"] = change(before)
+            return self._encode(after) if after != before else None
+        stamp, _data = self.file.edit(edit)
+        return stamp, result["after"]
+
+    async def start(self, on_change):
+        """What the file holds; from now on ``on_change({key: value or None})`` on the
+        event loop for the keys another process changed."""
+        self._on_change = on_change
+        self._writing = asyncio.Lock()
+        self._stamp, self._contents = await self._run(self.read)
+        self._task = asyncio.get_running_loop().create_task(self._poll(),
+                                                            name=f"kqlite-{self._what}")
+        return dict(self._contents)
+
+    async def stop(self):
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def apply(self, change):
+        """:meth:`update` in a storage thread; the dict afterwards."""
+        async with self._writing:
+            self._updates_begun += 1
+            try:
+                stamp, contents = await self._run(self.update, change)
+            finally:
+                self._updates_ended += 1
+            self._take(stamp, contents)
+        return contents
+
+    def _take(self, stamp, contents):
+        changed = {k: contents.get(k) for k in set(self._contents) | set(contents)
+                   if self._contents.get(k) != contents.get(k)}
+        self._stamp, self._contents = stamp, contents
+        if changed and self._on_change is not None:
+            self._on_change(changed)
+
+    async def _poll(self):
+        while True:
+            await asyncio.sleep(self._poll_interval)
+            before = (self._updates_begun, self._updates_ended)
+            try:
+                if await self._run(self.file.stamp) == self._stamp:
+                    continue
+                stamp, contents = await self._run(self.read)
+            except (OSError, *self._errors) as exc:
+                log.error("%s; what was read before stays in force", exc)
+                continue
+            after = (self._updates_begun, self._updates_ended)
+            if before == after and after[0] == after[1]:
+                self._take(stamp, contents)

@@ -1,4 +1,4 @@
-"""Requests for features kqlite does not have (SASL, ACLs, transactions, unknown APIs):
+"""Requests for features kqlite does not have (SASL, transactions, unknown APIs):
 an error answer and a connection that stays usable, or - where no answer layout is
 known - a closed connection, exactly as docs/compatibility.md says."""
 
@@ -31,21 +31,6 @@ def test_sasl_authenticate_is_refused(broker):
     c.close()
 
 
-def test_acl_requests_get_security_disabled(broker):
-    c = RawClient(broker)
-    flt = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-           "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-    assert c.call(ApiKey.DESCRIBE_ACLS, 1, flt)["error_code"] == ErrorCode.SECURITY_DISABLED
-    creation = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
-                "principal": "User:a", "host": "*", "operation": 3, "permission_type": 3}
-    results = c.call(ApiKey.CREATE_ACLS, 2, {"creations": [creation, creation]})["results"]
-    assert [r["error_code"] for r in results] == [ErrorCode.SECURITY_DISABLED] * 2
-    results = c.call(ApiKey.DELETE_ACLS, 3, {"filters": [flt]})["filter_results"]
-    assert [r["error_code"] for r in results] == [ErrorCode.SECURITY_DISABLED]
-    assert c.metadata_ok()
-    c.close()
-
-
 @pytest.mark.parametrize("api_key,version", [(ApiKey.ADD_OFFSETS_TO_TXN, 0),
                                               (ApiKey.END_TXN, 3), (ApiKey.END_TXN, 4)])
 def test_transaction_coordinator_requests_are_refused(broker, api_key, version):
@@ -63,7 +48,7 @@ def test_refused_apis_are_not_advertised(broker):
     keys = {k["api_key"] for k in c.call(ApiKey.API_VERSIONS, 3,
                                          {"client_software_name": "raw",
                                           "client_software_version": "1"})["api_keys"]}
-    assert {0, 1, 3, 18} <= keys and not {17, 25, 26, 29, 30, 31, 36} & keys
+    assert {0, 1, 3, 18} <= keys and not {17, 25, 26, 36} & keys
     c.close()
 
 

@@ -12,27 +12,23 @@ that follows a store. A store does three things (:class:`AclStore`):
 - :meth:`~AclStore.stop` stops following.
 
 A cluster keeps its ACLs in ZooKeeper, as Kafka does (``kqlite.cluster.zookeeper.acls``).
-A single broker keeps them in ``.kqlite/acls.json`` of its data dir (:class:`AclFile`,
-through :class:`~kqlite.server.shared_file.SharedFile`: edited under a lock, replaced
-crash-safely); :class:`DataDirAclStore` makes every call in a storage thread and polls the
-file once a second, so a ``kqlite acls`` command run beside the broker takes effect within
-a second. A file that cannot be read stops the broker from starting (answering without
+A single broker keeps them in ``.kqlite/acls.json`` of its data dir
+(:class:`DataDirAclStore`, over a :class:`~kqlite.server.shared_file.FollowedFile`: edited
+under a lock, replaced crash-safely, every call in a storage thread, the file polled once
+a second), so a ``kqlite acls`` command run beside the broker takes effect within a
+second. A file that cannot be read stops the broker from starting (answering without
 the ACLs it holds could let everyone in, with ``allow.everyone.if.no.acl.found``); one that
 turns unreadable later is logged and the ACLs last read stay in force.
 """
 
 import abc
-import asyncio
-import logging
 
 from ...errors import KqliteError
-from ..shared_file import SharedFile
+from ..shared_file import FollowedFile, SharedFile
 from .acl_json import AclFormatError, decode_acl_file, encode_acl_file
 
-__all__ = ["AclStore", "AclFile", "DataDirAclStore", "ACL_FILE", "POLL_INTERVAL",
+__all__ = ["AclStore", "DataDirAclStore", "acl_file", "ACL_FILE", "POLL_INTERVAL",
            "AclStoreError"]
-
-log = logging.getLogger("kqlite.authorizer")
 
 ACL_FILE = "acls.json"
 POLL_INTERVAL = 1.0      # seconds between two looks at the data dir's ACL file
@@ -72,45 +68,23 @@ def _apply(acls, changes):
     return after
 
 
-class AclFile:
-    """The data dir's ACL file; blocking calls (a storage thread, or the ``kqlite acls``
-    command)."""
-
-    def __init__(self, data_dir, fs=None):
-        self.file = SharedFile(data_dir, ACL_FILE, **({"fs": fs} if fs is not None else {}))
-
-    @property
-    def path(self):
-        return self.file.path
-
-    def stamp(self):
-        return self.file.stamp()
-
-    def read(self):
-        """``(stamp, {pattern: entries})``."""
-        stamp, data = self.file.read()
-        return stamp, self._decode(data)
-
-    def _decode(self, data):
+def _decode(path):
+    def decode(data):
         if data is None:
             return {}
         try:
-            return decode_acl_file(data, self.path)
+            return decode_acl_file(data, path)
         except AclFormatError as exc:
             raise AclStoreError(f"cannot read the ACLs: {exc}") from None
+    return decode
 
-    def update(self, changes):
-        """Apply ``changes`` (as :meth:`AclStore.update`) under the file's lock; returns
-        ``(stamp, every ACL afterwards)``."""
-        result = {}
 
-        def edit(data):
-            acls = self._decode(data)
-            after = _apply(acls, changes)
-            result["acls"] = after
-            return encode_acl_file(after) if after != acls else None
-        stamp, _data = self.file.edit(edit)
-        return stamp, result["acls"]
+def acl_file(data_dir, fs=None):
+    """The data dir's ACL file; its blocking ``read`` and ``update`` are what the
+    ``kqlite acls`` command calls (``update(lambda acls: new acls)``)."""
+    file = SharedFile(data_dir, ACL_FILE, **({"fs": fs} if fs is not None else {}))
+    return FollowedFile(file, _decode(file.path), encode_acl_file, None,
+                        poll_interval=POLL_INTERVAL, errors=(AclStoreError,), what="acl-file")
 
 
 class DataDirAclStore(AclStore):
@@ -118,61 +92,19 @@ class DataDirAclStore(AclStore):
     blocking call in a storage thread (``StorageExecutor.run``)."""
 
     def __init__(self, data_dir, run, *, poll_interval=POLL_INTERVAL, fs=None):
-        self.file = AclFile(data_dir, fs)
-        self._run = run
-        self._poll_interval = poll_interval
-        self._stamp = None
-        self._acls = {}
-        self._task = None
-        self._on_change = None
-        # A poll that overlapped an update (begun, or ended) read what may be older than
-        # what the update left, and is discarded.
-        self._updates_begun = 0
-        self._updates_ended = 0
-        self._writing = asyncio.Lock()   # one update at a time: each sees the last's result
+        file = SharedFile(data_dir, ACL_FILE, **({"fs": fs} if fs is not None else {}))
+        self.file = FollowedFile(file, _decode(file.path), encode_acl_file, run,
+                                 poll_interval=poll_interval, errors=(AclStoreError,),
+                                 what="acl-file")
 
     async def start(self, on_change):
-        self._on_change = on_change
-        self._stamp, self._acls = await self._run(self.file.read)
-        self._task = asyncio.get_running_loop().create_task(self._poll(),
-                                                            name="kqlite-acl-file")
-        return dict(self._acls)
+        def changed(patterns):
+            on_change({p: entries or frozenset() for p, entries in patterns.items()})
+        return await self.file.start(changed)
 
     async def stop(self):
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self.file.stop()
 
     async def update(self, changes):
-        async with self._writing:
-            self._updates_begun += 1
-            try:
-                stamp, acls = await self._run(self.file.update, changes)
-            finally:
-                self._updates_ended += 1
-            self._take(stamp, acls)
+        acls = await self.file.apply(lambda current: _apply(current, changes))
         return {p: acls.get(p, frozenset()) for p in changes}
-
-    def _take(self, stamp, acls):
-        """Adopt what the file holds now; tell the callback what differs from before."""
-        changed = {p: acls.get(p, frozenset()) for p in set(self._acls) | set(acls)
-                   if self._acls.get(p) != acls.get(p)}
-        self._stamp, self._acls = stamp, acls
-        if changed and self._on_change is not None:
-            self._on_change(changed)
-
-    async def _poll(self):
-        while True:
-            await asyncio.sleep(self._poll_interval)
-            before = (self._updates_begun, self._updates_ended)
-            try:
-                if await self._run(self.file.stamp) == self._stamp:
-                    continue
-                stamp, acls = await self._run(self.file.read)
-            except (AclStoreError, OSError) as exc:
-                log.error("%s; the ACLs read before stay in force", exc)
-                continue
-            after = (self._updates_begun, self._updates_ended)
-            if before == after and after[0] == after[1]:
-                self._take(stamp, acls)
