@@ -56,7 +56,14 @@ async def _main(args):
                    max_connections=args.max_connections,
                    max_connections_per_ip=args.max_connections_per_ip,
                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
-                   queued_max_request_bytes=args.queued_max_request_bytes)
+                   queued_max_request_bytes=args.queued_max_request_bytes,
+                   quota_window_num=args.quota_window_num,
+                   quota_window_size_seconds=args.quota_window_size_seconds)
+    if args.authorizer_class_name:
+        from ..server.authorization import AclAuthorizer
+        options["authorizer"] = AclAuthorizer(
+            super_users=args.super_users,
+            allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
     if args.zookeeper:
         from ..cluster.node import ClusterNode
         node = ClusterNode(

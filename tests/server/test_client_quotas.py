@@ -243,3 +243,36 @@ def test_the_quota_file_keeps_entities_with_defaults_and_texts_as_kafka(tmp_path
     _stamp, read = quota_file(tmp_path).read()
     assert read == {QuotaEntity(DEFAULT, "app"): {PRODUCER_BYTE_RATE: 1048576.0,
                                                   REQUEST_PERCENTAGE: 200.0}}
+
+
+def _flat_out(samples, request_bytes, seconds):
+    """A client sending ``request_bytes`` whenever its throttle allows, 2 ms after the last
+    answer: ``[(time ms, bytes sent so far)]``."""
+    rate, bound, now, total, sent = Rate(samples, 1000), 1 << 20, 0, 0, []
+    while now < seconds * 1000:
+        rate.record(request_bytes, now)
+        total += request_bytes
+        sent.append((now, total))
+        now += throttle_ms(rate, bound, now) + 2
+    return sent
+
+
+def _rate(sent, start, end):
+    upto = [total for t, total in sent if t <= end][-1]
+    before = [total for t, total in sent if t <= start][-1]
+    return (upto - before) / ((end - start) / 1000) / (1 << 20)
+
+
+@pytest.mark.parametrize("samples, request_bytes, spread", [
+    (11, 1 << 20, (0.75, 1.2)), (2, 1 << 20, (0.88, 1.07)), (2, 1 << 18, (0.92, 1.05))])
+def test_a_flat_out_client_averages_the_bound_with_a_sawtooth_the_samples_set(
+        samples, request_bytes, spread):
+    """Over a long run the rate is the bound; over 20 s it swings, by up to a fifth with
+    Kafka's default 11 samples (whole seconds of bytes expire at once), by a few percent
+    with 2."""
+    sent = _flat_out(samples, request_bytes, 400)
+    assert _rate(sent, 20_000, 400_000) == pytest.approx(1.0, abs=0.02)
+    twenty = [_rate(sent, s, s + 20_000) for s in range(20_000, 350_000, 1300)]
+    assert spread[0] <= min(twenty) and max(twenty) <= spread[1]
+    if samples == 11:
+        assert min(twenty) <= 0.85 and max(twenty) >= 1.1

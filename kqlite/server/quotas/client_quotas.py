@@ -62,9 +62,9 @@ class ClientQuotas:
 
     def __init__(self, *, window_num=DEFAULT_WINDOW_NUM,
                  window_size_seconds=DEFAULT_WINDOW_SIZE_SECONDS, clock=_now_ms):
-        if window_num < 2 or window_size_seconds < 1:
-            raise ValueError("quota.window.num must be at least 2 and "
-                             "quota.window.size.seconds at least 1")
+        if window_num < 1 or window_size_seconds < 1:
+            raise ValueError("quota.window.num and quota.window.size.seconds must be at "
+                             "least 1")
         self.configs = QuotaConfigs()
         window_ms = window_size_seconds * 1000
         options = {"samples": window_num, "window_ms": window_ms}

@@ -43,8 +43,8 @@ class Rate:
     __slots__ = ("samples", "window_ms", "_ring", "_current")
 
     def __init__(self, samples, window_ms):
-        if samples < 2 or window_ms < 1:
-            raise ValueError("a rate needs at least 2 samples of at least 1 ms")
+        if samples < 1 or window_ms < 1:
+            raise ValueError("a rate needs at least one sample of at least 1 ms")
         self.samples = samples
         self.window_ms = window_ms
         self._ring = []
