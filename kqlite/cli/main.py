@@ -5,9 +5,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import check, cluster, consume, dump, groups, produce, serve, topics
+from . import acls, check, cluster, consume, dump, groups, produce, serve, topics
 
-COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, acls]
 
 
 def build_parser():

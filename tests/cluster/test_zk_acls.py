@@ -212,3 +212,27 @@ def test_the_config_watcher_hands_users_and_clients_to_their_handlers(zk_client)
             await watcher.stop()
     asyncio.run(scenario())
     assert seen == [("users", "u/clients/c"), ("clients", "<default>"), ("topics", "t")]
+
+
+def test_kqlite_acls_on_a_clusters_zookeeper(zk_hosts, zk_client, capsys):
+    from kqlite.cli.main import main
+
+    def acls(*argv):
+        code = main(["acls", *argv, "--zookeeper", zk_hosts])
+        return code, capsys.readouterr().out
+    assert acls("add", "--allow-principal", "User:alice", "--topic", "orders",
+                "--resource-pattern-type", "prefixed", "--operation", "Write")[0] == 0
+    assert acls("add", "--deny-principal", "User:bob", "--group", "*")[0] == 0
+    zk = zk_client()
+    assert json.loads(zk.get("/kafka-acl-extended/prefixed/Topic/orders")[0])["acls"] == [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Write",
+         "host": "*"}]
+    assert zk.get_children("/kafka-acl/Group") == ["*"]
+    assert len(zk.get_children("/kafka-acl-changes")) == 1
+    code, out = acls("list", "--json")
+    assert {(a["name"], a["permission"]) for a in json.loads(out)} == \
+        {("orders", "Allow"), ("*", "Deny")}
+    code, out = acls("remove", "--topic", "orders", "--resource-pattern-type", "prefixed")
+    assert code == 0 and "orders" in out
+    assert zk.exists("/kafka-acl-extended/prefixed/Topic/orders") is None
+    assert len(zk.get_children("/kafka-acl-extended-changes")) == 2
