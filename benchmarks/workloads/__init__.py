@@ -1,7 +1,7 @@
 """The workloads, in the order run.py runs them (machine limits first)."""
 
-from . import (append, broker, cluster, durable, machine, multiprocess, native, read,
-               recovery, retention, spark)
+from . import (append, authorization, broker, cluster, durable, machine, multiprocess, native,
+               read, recovery, retention, spark)
 
 WORKLOADS = [machine, native, append, read, durable, multiprocess, retention, recovery, broker,
-             cluster, spark]
+             authorization, cluster, spark]

@@ -227,3 +227,33 @@ def test_a_change_written_to_the_file_by_another_process_applies_within_seconds(
     while {a[1] for a in describe(admin)} != {"before", "outside"}:
         assert time.monotonic() < deadline, "the broker never read the file again"
         time.sleep(0.1)
+
+
+def test_authorized_operations_are_computed_from_the_acls(served):
+    """KIP-430's fields: one bit per supported operation the principal's ACLs allow,
+    implication included (READ gives DESCRIBE; ALTER_CONFIGS gives DESCRIBE_CONFIGS)."""
+    broker, principals, admin = served
+    broker.broker.db.create_topic("ops", 1)
+    create(admin, [creation("ops", operation=Op.READ),
+                   creation("ops", operation=Op.ALTER_CONFIGS),
+                   creation("ops-group", resource_type=R.GROUP, operation=Op.DELETE),
+                   creation("kafka-cluster", resource_type=R.CLUSTER, operation=Op.DESCRIBE),
+                   creation("kafka-cluster", resource_type=R.CLUSTER, operation=Op.CREATE)])
+    alice = principals.client(broker, ALICE)
+
+    def bits(*ops):
+        return sum(1 << op for op in ops)
+    meta = alice.call(ApiKey.METADATA, 10, {
+        "topics": [{"name": "ops"}], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": True,
+        "include_topic_authorized_operations": True})
+    assert meta["topics"][0]["topic_authorized_operations"] == bits(
+        Op.READ, Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS)
+    assert meta["cluster_authorized_operations"] == bits(Op.DESCRIBE, Op.CREATE)
+    groups = alice.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["ops-group"],
+                                                    "include_authorized_operations": True})
+    assert groups["groups"][0]["authorized_operations"] == bits(Op.DELETE, Op.DESCRIBE)
+    cluster = alice.call(ApiKey.DESCRIBE_CLUSTER, 1,
+                         {"include_cluster_authorized_operations": True})
+    assert cluster["cluster_authorized_operations"] == bits(Op.DESCRIBE, Op.CREATE)
+    alice.close()

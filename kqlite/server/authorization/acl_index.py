@@ -14,12 +14,14 @@ a dict of literal names and a dict of prefixes with the set of prefix lengths in
 :meth:`AclIndex.matching` costs two lookups plus one per distinct prefix length: it does
 not grow with the number of ACLs, only with the number that apply.
 
-Entries are kept as tuples ``(principal text, host, operation, permission)``, the fields
-a check compares, in that order.
+For the checks, each entry is kept as a tuple ``(principal, host, operation, permission)``
+whose principal is a ``KafkaPrincipal`` (what a request's context carries, so a check
+compares tuples, never text); the entries as stored (``AclEntry``) are kept beside them
+for listing.
 """
 
 from ...protocol.acl import PatternType, ResourcePattern
-from .bindings import WILDCARD_RESOURCE, AclBinding
+from .bindings import WILDCARD_RESOURCE, AclBinding, AclBindingError, parse_principal
 
 __all__ = ["AclIndex"]
 
@@ -36,7 +38,7 @@ class _TypeIndex:
     def set(self, pattern_type, name, entries):
         table = self.literal if pattern_type == PatternType.LITERAL else self.prefixed
         if entries:
-            table[name] = tuple(entries)
+            table[name] = tuple(c for c in map(_compiled, entries) if c is not None)
         else:
             table.pop(name, None)
         if pattern_type == PatternType.PREFIXED:
@@ -56,6 +58,16 @@ class _TypeIndex:
                 if more is not None:
                     found = found + more
         return found
+
+
+def _compiled(entry):
+    """An AclEntry as a check compares it; None for a principal that is no ``Type:name``
+    (never stored by the ACL APIs; it can match no request)."""
+    try:
+        principal = parse_principal(entry.principal)
+    except AclBindingError:
+        return None
+    return principal, entry.host, entry.operation, entry.permission
 
 
 class AclIndex:
@@ -99,13 +111,15 @@ class AclIndex:
         return dict(self._patterns)
 
     def matching(self, resource_type, name):
-        """The entries of every pattern that applies to the resource ``name`` of
-        ``resource_type`` (a tuple; the same entry twice if two patterns hold it)."""
+        """The entries, as checks compare them, of every pattern that applies to the
+        resource ``name`` of ``resource_type`` (a tuple; the same entry twice if two
+        patterns hold it)."""
         index = self._types.get(resource_type)
         return index.matching(name) if index is not None else ()
 
     def of_type(self, resource_type):
-        """``(pattern, entries)`` of every pattern of ``resource_type``."""
+        """``(pattern, entries as checks compare them)`` of every pattern of
+        ``resource_type``."""
         index = self._types.get(resource_type)
         if index is None:
             return []
@@ -113,6 +127,7 @@ class AclIndex:
                  for n, e in index.literal.items()]
                 + [(ResourcePattern(resource_type, n, PatternType.PREFIXED), e)
                    for n, e in index.prefixed.items()])
+
 
     def bindings(self, binding_filter):
         """Every AclBinding ``binding_filter`` matches, ordered by pattern then entry."""

@@ -80,6 +80,7 @@ class QuotaConfigs:
 
     def __init__(self, configs=None):
         self._configs = {}
+        self._holding = {key: 0 for key in QUOTA_KEYS}   # entities with each key
         for entity, values in (configs or {}).items():
             self.set(entity, values)
 
@@ -87,6 +88,10 @@ class QuotaConfigs:
         """Make ``values`` (``{key: float}``; only :data:`QUOTA_KEYS` are kept) the quotas of
         ``entity``; empty removes it."""
         values = {k: float(v) for k, v in values.items() if k in QUOTA_KEYS}
+        for key in self._configs.get(entity, ()):
+            self._holding[key] -= 1
+        for key in values:
+            self._holding[key] += 1
         if values:
             self._configs[entity] = values
         else:
@@ -99,8 +104,9 @@ class QuotaConfigs:
         return list(self._configs.items())
 
     def has(self, key):
-        """Whether any entity has a quota for ``key`` (none: nothing to measure)."""
-        return any(key in values for values in self._configs.values())
+        """Whether any entity has a quota for ``key`` (none: nothing to measure); asked
+        for every request, so kept as a count."""
+        return self._holding[key] > 0
 
     def resolve(self, key, user, client_id):
         """``(Tags, bound)`` of a request from ``user`` with ``client_id`` for ``key`` (the
