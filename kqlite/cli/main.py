@@ -5,9 +5,9 @@ import logging
 import sys
 
 from .. import __version__
-from . import acls, check, cluster, consume, dump, groups, produce, serve, topics
+from . import acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics
 
-COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, acls]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, acls, quotas]
 
 
 def build_parser():

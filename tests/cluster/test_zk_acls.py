@@ -236,3 +236,17 @@ def test_kqlite_acls_on_a_clusters_zookeeper(zk_hosts, zk_client, capsys):
     assert code == 0 and "orders" in out
     assert zk.exists("/kafka-acl-extended/prefixed/Topic/orders") is None
     assert len(zk.get_children("/kafka-acl-extended-changes")) == 2
+
+
+def test_kqlite_quotas_on_a_clusters_zookeeper(zk_hosts, zk_client, capsys):
+    from kqlite.cli.main import main
+    zk = zk_client()
+    ZkStore(zk).ensure_paths()
+    assert main(["quotas", "alter", "--zookeeper", zk_hosts, "--user", "alice", "--client-id",
+                 "app", "--add", "producer_byte_rate=1000"]) == 0
+    assert json.loads(zk.get("/config/users/alice/clients/app")[0]) == \
+        {"version": 1, "config": {"producer_byte_rate": "1000"}}
+    capsys.readouterr()
+    assert main(["quotas", "describe", "--zookeeper", zk_hosts, "--json"]) == 0
+    assert [e["quotas"] for e in json.loads(capsys.readouterr().out)] == \
+        [{"producer_byte_rate": 1000.0}]
