@@ -6,7 +6,6 @@ import os
 import re
 import shlex
 
-
 from kqlite.cli.main import main
 
 PAGE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "security.md")
