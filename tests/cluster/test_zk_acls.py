@@ -250,3 +250,56 @@ def test_kqlite_quotas_on_a_clusters_zookeeper(zk_hosts, zk_client, capsys):
     assert main(["quotas", "describe", "--zookeeper", zk_hosts, "--json"]) == 0
     assert [e["quotas"] for e in json.loads(capsys.readouterr().out)] == \
         [{"producer_byte_rate": 1000.0}]
+
+
+def test_a_listener_looks_again_when_the_session_comes_back():
+    """A session that expired took its watch with it: the listener is woken by the
+    connection's return, not by the (lost) watch."""
+    from kqlite.cluster.zookeeper.notifications import ChangeNotificationListener
+
+    class Store:      # ZooKeeper whose watches never fire
+        def __init__(self):
+            self.nodes = {}
+            self.zk = self
+            self.state_listeners = []
+
+        def add_listener(self, listener):
+            self.state_listeners.append(listener)
+
+        def remove_listener(self, listener):
+            self.state_listeners.remove(listener)
+
+        def sequential_nodes(self, root, watch=None):
+            return sorted(self.nodes)
+
+        def sequential_node(self, root, name):
+            return self.nodes[name], time.time() * 1000
+
+        def delete_sequential_node(self, root, name):
+            self.nodes.pop(name, None)
+
+    store = Store()
+    seen = []
+
+    async def scenario():
+        async def zk(fn, *args):
+            return fn(*args)
+
+        async def handle(name, data):
+            seen.append(data)
+        listener = ChangeNotificationListener(store, zk, "/x", "n_", handle, what="test")
+        await listener.start()
+        await asyncio.sleep(0.05)
+        store.nodes["n_0000000001"] = b"after the session was lost"
+        await asyncio.sleep(0.05)
+        assert seen == []
+        for callback in store.state_listeners:
+            callback("CONNECTED")
+        deadline = time.monotonic() + 5
+        while not seen:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await listener.stop()
+        assert store.state_listeners == []
+    asyncio.run(scenario())
+    assert seen == [b"after the session was lost"]

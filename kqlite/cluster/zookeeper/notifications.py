@@ -15,8 +15,9 @@ missed; handling is idempotent (it re-reads the current data).
 
 ZooKeeper is only read in ZooKeeper threads: the watch callback (kazoo's thread) just
 wakes the one task that does the work. A failure (ZooKeeper unreachable) is logged and
-retried a second later; so is a notification whose handler raised, without holding up
-the ones after it.
+retried a second later. A session that expired loses its watches: when the connection
+is back the listener looks again (Kafka's listener does so on a new session), which also
+re-arms the watch.
 """
 
 import asyncio
@@ -63,8 +64,15 @@ class ChangeNotificationListener:
         self._loop = asyncio.get_running_loop()
         self._wake.set()
         self._task = self._loop.create_task(self._run(), name=f"kqlite-{self._what}")
+        self._store.zk.add_listener(self._on_session_state)
+
+    def _on_session_state(self, state):
+        # kazoo's thread. CONNECTED after a loss: the watch may be gone with the session.
+        if state == "CONNECTED":
+            self.wake()
 
     async def stop(self):
+        self._store.zk.remove_listener(self._on_session_state)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
