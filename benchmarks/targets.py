@@ -151,6 +151,28 @@ TARGETS = [
                    "kqlite cluster (3 brokers, RF3, acks=all)"),
      "denominator": None, "scale": 0.99 * 20_000,
      "required": 1.0},
+    # Issue 27: TLS and SASL cost against plaintext, same broker, same run
+    # (benchmarks/workloads/security.py).
+    {"id": "produce_ssl_vs_plaintext",
+     "description": "produce over SSL >= 0.6x plaintext (same broker)",
+     "numerator": ("security", "produce_100B", "kqlite serve (SSL)"),
+     "denominator": ("security", "produce_100B", "kqlite serve (PLAINTEXT)"),
+     "required": 0.6},
+    {"id": "consume_ssl_vs_plaintext",
+     "description": "consume over SSL >= 0.6x plaintext (same broker; no sendfile)",
+     "numerator": ("security", "consume_100B", "kqlite serve (SSL)"),
+     "denominator": ("security", "consume_100B", "kqlite serve (PLAINTEXT)"),
+     "required": 0.6},
+    {"id": "produce_sasl_ssl_vs_plaintext",
+     "description": "produce over SASL_SSL (SCRAM-SHA-256) >= 0.6x plaintext (same broker)",
+     "numerator": ("security", "produce_100B", "kqlite serve (SASL_SSL, SCRAM-SHA-256)"),
+     "denominator": ("security", "produce_100B", "kqlite serve (PLAINTEXT)"),
+     "required": 0.6},
+    {"id": "consume_sasl_ssl_vs_plaintext",
+     "description": "consume over SASL_SSL (SCRAM-SHA-256) >= 0.6x plaintext (same broker)",
+     "numerator": ("security", "consume_100B", "kqlite serve (SASL_SSL, SCRAM-SHA-256)"),
+     "denominator": ("security", "consume_100B", "kqlite serve (PLAINTEXT)"),
+     "required": 0.6},
     # Issue 27: the ACL authorizer asked on every Produce, with 1,000 ACLs present; the
     # cost compared as the broker's event-loop CPU time per request
     # (benchmarks/workloads/authorization.py).

@@ -86,7 +86,15 @@ def test_every_serve_option_names_its_kafka_property_as_the_page_does():
             ("## Broker (`kqlite serve`)", "### Cluster mode (`--zookeeper`)")
             for row in _table(page, heading)}
     for setting in SETTINGS:
+        if setting.flag is None:       # a property only: the security table
+            continue
         assert rows[setting.flag][1] == (f"`{setting.kafka}`" if setting.kafka else "—")
+
+
+def test_every_property_only_setting_is_in_the_security_table():
+    rows = _table(PAGE.read_text(), "### Listeners and security (properties)")
+    listed = [row[0].strip("`") for row in rows]
+    assert listed == [s.kafka for s in SETTINGS if s.flag is None]
 
 
 def test_serve_defaults_are_the_brokers_and_the_cluster_nodes():
@@ -100,6 +108,8 @@ def test_serve_defaults_are_the_brokers_and_the_cluster_nodes():
               **inspect.signature(Broker.__init__).parameters}
     checked = set()
     for setting in SETTINGS:
+        if setting.flag is None:
+            continue
         name = renamed.get(setting.flag, setting.flag[2:].replace("-", "_"))
         if setting.default is None or name not in params:
             continue
@@ -116,7 +126,8 @@ def test_serve_defaults_are_the_brokers_and_the_cluster_nodes():
     # The others are computed (None: see their rows) or are not constructor parameters
     # (--listen is split into host and port, --no-auto-create-topics is negated,
     # --authorizer-class-name picks the authorizer).
-    assert {s.flag for s in SETTINGS} - checked == {
+    assert {s.flag for s in SETTINGS if s.flag} - checked == {
+        "--config", "--override",
         "--data-dir", "--listen", "--advertised-host", "--metrics-listen",
         "--no-auto-create-topics", "--io-threads", "--max-connections",
         "--max-connections-per-ip", "--max-connections-per-ip-overrides",
@@ -143,7 +154,7 @@ def test_the_database_options_are_the_ones_kqlite_open_takes():
 def test_every_rule_and_setting_says_what_it_does():
     from kqlite.storage.config_rules import RULES
     undocumented = [name for name, rule in RULES.items() if len(rule.doc.split()) < 4]
-    undocumented += [s.flag for s in SETTINGS if len(s.doc.split()) < 4]
+    undocumented += [s.flag or s.kafka for s in SETTINGS if len(s.doc.split()) < 4]
     assert undocumented == []
 
 
@@ -151,6 +162,8 @@ def test_serve_help_is_each_settings_documentation_in_plain_text():
     helps = {flag: action.help for action in _serve_parser()._actions
              for flag in action.option_strings}
     for setting in SETTINGS:
+        if setting.flag is None:
+            continue
         text = helps[setting.flag].replace("%%", "%")
         assert "`" not in text, setting.flag
         assert setting.doc.replace("`", "") in text, setting.flag

@@ -1,7 +1,7 @@
 """The workloads, in the order run.py runs them (machine limits first)."""
 
 from . import (append, authorization, broker, cluster, durable, machine, multiprocess, native,
-               read, recovery, retention, spark)
+               read, recovery, retention, security, spark)
 
 WORKLOADS = [machine, native, append, read, durable, multiprocess, retention, recovery, broker,
-             authorization, cluster, spark]
+             security, authorization, cluster, spark]

@@ -5,9 +5,10 @@ import logging
 import sys
 
 from .. import __version__
-from . import acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics
+from . import (acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics,
+               users)
 
-COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, acls, quotas]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users, acls, quotas]
 
 
 def build_parser():

@@ -1,13 +1,16 @@
 """``kqlite serve``: serve a data dir over the Kafka protocol until SIGTERM/SIGINT.
 
 Its settings (flags, Kafka's names, defaults, what they do) are serve_settings.py's table;
-this module turns the parsed flags into a Broker, or a ClusterNode with --zookeeper."""
+serve_config.py merges the flags with a ``server.properties`` (``--config``) and
+``--override`` s and builds the listeners; this module turns the result into a Broker, or a
+ClusterNode with --zookeeper."""
 
 import asyncio
 import logging
 import signal
 import sys
 
+from .serve_config import ServeConfigError, resolve
 from .serve_settings import add_arguments, positive_int
 
 __all__ = ["add_parser", "run", "positive_int"]
@@ -37,6 +40,12 @@ def _split(address):
 
 async def _main(args):
     from ..server import Broker
+    try:
+        properties, listeners = resolve(args)
+        authentication = _authentication_options(properties)
+    except ServeConfigError as exc:
+        print(f"kqlite serve: {exc}", file=sys.stderr)
+        return 2
     host, port = _split(args.listen)
     metrics_port = None
     if args.metrics_listen:
@@ -48,7 +57,7 @@ async def _main(args):
               f"must be at least --max-request-bytes ({args.max_request_bytes})",
               file=sys.stderr)
         return 2
-    options.update(advertised_host=args.advertised_host, metrics_port=metrics_port,
+    options.update(listeners=listeners, metrics_port=metrics_port,
                    max_request_size=args.max_request_bytes,
                    auto_create_topics=not args.no_auto_create_topics,
                    default_partitions=args.num_partitions,
@@ -58,7 +67,12 @@ async def _main(args):
                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
                    queued_max_request_bytes=args.queued_max_request_bytes,
                    quota_window_num=args.quota_window_num,
-                   quota_window_size_seconds=args.quota_window_size_seconds)
+                   quota_window_size_seconds=args.quota_window_size_seconds,
+                   **authentication)
+    if args.zookeeper and (len(listeners) > 1 or listeners[0].sasl or listeners[0].ssl_context):
+        print("kqlite serve: a cluster broker (--zookeeper) serves one PLAINTEXT listener: "
+              "TLS and SASL between brokers are not served yet", file=sys.stderr)
+        return 2
     if args.authorizer_class_name:
         from ..server.authorization import AclAuthorizer
         options["authorizer"] = AclAuthorizer(
@@ -88,6 +102,10 @@ async def _main(args):
         await broker.start()
     print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
           f"data dir {broker.db.path}", file=sys.stderr, flush=True)
+    if len(broker.listeners) > 1 or broker.listeners[0].name != "PLAINTEXT":
+        print("kqlite broker listeners: " + ", ".join(
+            f"{listener.name}://{listener.endpoint.host}:{listener.endpoint.port}"
+            for listener in broker.listeners), file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -99,6 +117,19 @@ async def _main(args):
     else:
         await broker.stop()
     return 0
+
+
+def _authentication_options(properties):
+    options = {}
+    for key, name in (("connection.failed.authentication.delay.ms",
+                       "failed_authentication_delay_ms"),):
+        if key in properties:
+            try:
+                options[name] = int(properties[key])
+            except ValueError:
+                raise ServeConfigError(f"{key}: expected an integer, not "
+                                       f"{properties[key]!r}") from None
+    return options
 
 
 def run(args, out=sys.stdout):

@@ -16,15 +16,16 @@ setting, with where their value lives; the page lists them after the settings.
 import argparse
 from typing import Callable, NamedTuple, Optional
 
-__all__ = ["Setting", "Fixed", "SETTINGS", "FIXED", "BROKER", "CLUSTER", "add_arguments",
-           "positive_int", "plain"]
+__all__ = ["Setting", "Fixed", "SETTINGS", "FIXED", "BROKER", "CLUSTER", "SECURITY",
+           "add_arguments", "positive_int", "plain"]
 
 BROKER = "broker"
 CLUSTER = "cluster"
+SECURITY = "security"      # properties only (server.properties, --override): no flag
 
 
 class Setting(NamedTuple):
-    flag: str                  # the option of kqlite serve
+    flag: Optional[str]        # the option of kqlite serve (None: a property only)
     kafka: Optional[str]       # Kafka's broker property (None: Kafka has none)
     default: object            # the parsed default (None: see ``shown``)
     shown: str                 # the default in words (page and --help)
@@ -34,6 +35,10 @@ class Setting(NamedTuple):
     group: str                 # BROKER, or CLUSTER (used with --zookeeper)
     doc: str                   # what it does (Markdown code spans)
     required: bool = False
+    # Where a property may also be given (server_properties.py): "listener" as
+    # listener.name.<l>.<key>, "mechanism" only as listener.name.<l>.<mechanism>.<key>,
+    # "listener or mechanism" either way; None: only as itself.
+    scope: Optional[str] = None
 
 
 class Fixed(NamedTuple):
@@ -112,14 +117,28 @@ def _principals(text):
 
 
 def _setting(flag, kafka, default, parse, metavar, doc, *, shown=None, kafka_default=None,
-             group=BROKER, required=False):
+             group=BROKER, required=False, scope=None):
     if shown is None:
         shown = str(default).lower() if isinstance(default, bool) else str(default)
     return Setting(flag, kafka, default, shown, kafka_default, parse, metavar, group, doc,
-                   required)
+                   required, scope)
+
+
+def _security(kafka, shown, doc, *, scope="listener", kafka_default=None):
+    """A property-only security setting; its value is checked where it is used
+    (kqlite/server/authentication/listener_security.py), at start."""
+    return _setting(None, kafka, None, str, None, doc, shown=shown, group=SECURITY,
+                    scope=scope, kafka_default=kafka_default)
 
 
 SETTINGS = [
+    _setting("--config", None, None, str, "FILE", shown="none",
+             doc="read Kafka's broker properties from FILE (a `server.properties`): every "
+                 "property on this page by its Kafka name; an unknown or invalid one stops the "
+                 "start with an error naming it. A flag given too wins over the file"),
+    _setting("--override", None, None, str, "KEY=VALUE", shown="none",
+             doc="set one property (repeatable), over the file's value, as "
+                 "`kafka-server-start.sh --override`"),
     _setting("--data-dir", "log.dirs", None, str, "DIR", shown="(required)",
              required=True,
              doc="the data dir to serve, Kafka's one log dir; `kqlite.open()` opens the same "
@@ -127,12 +146,17 @@ SETTINGS = [
     _setting("--listen", "listeners", "127.0.0.1:9092", str, "HOST:PORT",
              kafka_default="PLAINTEXT://:9092",
              doc="the address the broker accepts Kafka clients on (plaintext); port 0 picks "
-                 "a free one"),
+                 "a free one. The property takes Kafka's form, "
+                 "`NAME://HOST:PORT[,NAME://HOST:PORT...]`: several listeners, each PLAINTEXT, "
+                 "SSL, SASL_PLAINTEXT or SASL_SSL (through `listener.security.protocol.map` "
+                 "for other names); an empty host binds every interface"),
     _setting("--advertised-host", "advertised.listeners", None, str, "HOST",
              shown="the listen host",
              doc="the host name the broker gives clients for itself (Metadata, "
                  "FindCoordinator, DescribeCluster), when they must reach it by another name "
-                 "than the one it listens on"),
+                 "than the one it listens on. The property takes Kafka's form, one "
+                 "`NAME://HOST:PORT` per listener: each client is answered with the endpoints "
+                 "of the listener it connected to"),
     _setting("--metrics-listen", None, None, str, "HOST:PORT", shown="none (no metrics)",
              doc="serve Prometheus metrics at `http://HOST:PORT/metrics` (Kafka publishes "
                  "JMX MBeans instead; a cluster broker adds its replication and controller "
@@ -261,7 +285,86 @@ SETTINGS = [
                  "gets them back (those whose preferred replica is live and in the ISR)"),
 ]
 
+_MECHANISMS = "`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`, `OAUTHBEARER`"
+
+SETTINGS += [
+    _security("listener.security.protocol.map",
+              "`PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL`",
+              "each listener name's security protocol, `NAME:PROTOCOL,...`", scope=None),
+    _security("inter.broker.listener.name", "unset",
+              "the listener other brokers of a cluster connect to (replica fetchers, the "
+              "controller); it must be advertised", scope=None),
+    _security("security.inter.broker.protocol", "`PLAINTEXT`",
+              "without `inter.broker.listener.name`: the first advertised listener of this "
+              "protocol is the inter-broker one (setting both is an error)", scope=None),
+    _security("sasl.enabled.mechanisms", "`GSSAPI`",
+              f"the SASL mechanisms of the SASL listeners, of {_MECHANISMS}; Kafka's default, "
+              "GSSAPI (Kerberos), is not served, so a SASL listener needs this set"),
+    _security("sasl.mechanism.inter.broker.protocol", "`GSSAPI`",
+              "the mechanism a cluster broker authenticates with to other brokers' SASL "
+              "inter-broker listener, with the `username` and `password` of that "
+              "mechanism's JAAS entry", scope=None),
+    _security("sasl.jaas.config", "none",
+              "a mechanism's JAAS entry, only as "
+              "`listener.name.<listener>.<mechanism>.sasl.jaas.config` (lower case): PLAIN's "
+              "`PlainLoginModule` lists its users as `user_<name>=\"<password>\"`; "
+              "`username` and `password` are the broker's own, for its connections to other "
+              "brokers; OAUTHBEARER's `unsecuredValidator*` options configure Kafka's "
+              "unsecured token validator", scope="mechanism"),
+    _security("connections.max.reauth.ms", "0 (sessions do not expire)",
+              "a SASL session's lifetime (KIP-368), told to the client in SaslAuthenticate; "
+              "a request after it on a session not re-authenticated closes the connection; "
+              "also per mechanism", scope="listener or mechanism"),
+    _security("sasl.server.max.receive.size", "524288 (512 KiB)",
+              "the largest frame read before authentication ends (and during a "
+              "re-authentication): a larger length prefix closes the connection (Kafka's "
+              "bound since CVE-2022-34917)", scope=None),
+    _security("connection.failed.authentication.delay.ms", "100",
+              "a failed authentication's answer and close wait this long, which slows "
+              "password guessing", scope=None),
+    _security("ssl.keystore.type", "the file's contents (PEM or PKCS12)",
+              "`PEM` or `PKCS12` (read with the `cryptography` package); `JKS` is refused: "
+              "convert it with `keytool -importkeystore`", kafka_default="JKS"),
+    _security("ssl.keystore.location", "none",
+              "the listener's certificate chain and private key: a PEM file holding both, or "
+              "a PKCS#12 file; an SSL or SASL_SSL listener needs one"),
+    _security("ssl.keystore.password", "none", "the PKCS#12 key store's password"),
+    _security("ssl.key.password", "none", "the PEM private key's password, when encrypted"),
+    _security("ssl.keystore.certificate.chain", "none",
+              "the certificate chain as inline PEM (KIP-651), with `ssl.keystore.key`"),
+    _security("ssl.keystore.key", "none", "the private key as inline PEM (KIP-651)"),
+    _security("ssl.truststore.type", "the file's contents (PEM or PKCS12)",
+              "the trust store's format, as `ssl.keystore.type`", kafka_default="JKS"),
+    _security("ssl.truststore.location", "the system's certificates",
+              "the certificates client certificates (and, for a cluster broker, other "
+              "brokers' certificates) must chain to: PEM or PKCS#12"),
+    _security("ssl.truststore.password", "none", "the PKCS#12 trust store's password"),
+    _security("ssl.truststore.certificates", "none", "trusted certificates as inline PEM"),
+    _security("ssl.client.auth", "`none`",
+              "`none`, `requested` or `required`: whether clients present certificates; on "
+              "SSL a certificate's subject is the principal; on SASL_SSL only the "
+              "listener-prefixed value counts (KIP-684) and SASL names the principal"),
+    _security("ssl.principal.mapping.rules", "`DEFAULT`",
+              "how a client certificate's subject (RFC 2253) becomes a principal name: "
+              "`DEFAULT`, or `RULE:<regex>/<replacement>/[L|U]` rules, the first whose regex "
+              "matches the whole subject winning (KIP-371); none matching refuses the "
+              "connection"),
+    _security("ssl.enabled.protocols", "`TLSv1.2,TLSv1.3`", "the TLS versions allowed"),
+    _security("ssl.protocol", "`TLSv1.3`", "accepted for compatibility: "
+              "`ssl.enabled.protocols` decides"),
+    _security("ssl.cipher.suites", "OpenSSL's defaults",
+              "the TLS 1.2 cipher suites allowed, by OpenSSL's names (TLS 1.3's are "
+              "OpenSSL's)", kafka_default="the JVM's defaults"),
+    _security("ssl.endpoint.identification.algorithm", "`https`",
+              "`https`: a cluster broker checks that another broker's certificate names the "
+              "host it connects to; empty: it does not"),
+]
+
 FIXED = [
+    Fixed("kqlite.server.broker", "AUTHENTICATION_TIMEOUT_MS", "none: connections.max.idle.ms "
+          "between reads",
+          "milliseconds a TLS handshake and a SASL exchange may take together before the "
+          "connection is closed"),
     Fixed("kqlite.server.replica_manager", "AUTO_CREATE_LIMIT", "unlimited",
           "topics one Metadata request may auto-create, one after the other in a storage "
           "thread; the request's other new topics answer `UNKNOWN_TOPIC_OR_PARTITION`, as "
@@ -280,12 +383,19 @@ def _help(setting):
 
 
 def add_arguments(parser, cluster_group):
-    """Add every setting to ``parser``, the cluster ones to ``cluster_group``."""
+    """Add every setting with a flag to ``parser``, the cluster ones to ``cluster_group``.
+    Every default is None here: serve_config.py fills in what neither a flag, the
+    properties nor ``--override`` gave, so it can tell a flag that was given."""
     for setting in SETTINGS:
+        if setting.flag is None:
+            continue
         target = cluster_group if setting.group == CLUSTER else parser
-        if setting.parse is None:
-            target.add_argument(setting.flag, action="store_true", help=_help(setting))
-        else:
-            target.add_argument(setting.flag, type=setting.parse, default=setting.default,
-                                metavar=setting.metavar, required=setting.required,
+        if setting.flag == "--override":
+            target.add_argument(setting.flag, action="append", default=[],
+                                metavar=setting.metavar, help=_help(setting))
+        elif setting.parse is None:
+            target.add_argument(setting.flag, action="store_true", default=None,
                                 help=_help(setting))
+        else:
+            target.add_argument(setting.flag, type=setting.parse, default=None,
+                                metavar=setting.metavar, help=_help(setting))

@@ -115,6 +115,10 @@ class ClusterNode:
                              make_acl_store=lambda _broker: ZkAclStore(self),
                              make_quota_store=lambda _broker: ZkQuotaStore(self),
                              **broker_options)
+        # Clients are told other brokers' addresses from the metadata cache. A cluster
+        # broker has one PLAINTEXT listener (inter-broker security is not served yet), so
+        # every listener name resolves to a broker's one endpoint.
+        self.broker.peer_address = lambda node_id, listener_name: self.cache.endpoint(node_id)
         self.broker.metrics.add_source(ClusterMetricsSource(self))
         self.replicas.on_roles_changed = StateTopicRoles(
             [self.broker.coordinator.runtime]).roles_changed

@@ -14,7 +14,8 @@ asyncio's own accept loop is not used because the broker must decide when to acc
   waited out the same way; a connection reset before it was accepted is skipped.
 
 Each accepted connection is checked against its address's cap and then handed to
-``serve(sock, address)`` in a task of its own.
+``serve(sock, address, listener name)`` in a task of its own (a broker listens on
+several listeners; the caps count their connections together).
 """
 
 import asyncio
@@ -65,11 +66,12 @@ async def open_listeners(host, port, backlog=LISTEN_BACKLOG):
 
 
 class Acceptor:
-    """Accepts on ``sockets`` within ``limits``; ``serve(sock, address)`` runs each
-    connection (a coroutine function)."""
+    """Accepts on ``sockets`` (of the listeners ``names``) within ``limits``;
+    ``serve(sock, address, name)`` runs each connection (a coroutine function)."""
 
-    def __init__(self, sockets, limits, alarms, metrics, serve):
+    def __init__(self, sockets, limits, alarms, metrics, serve, names=None):
         self.sockets = sockets
+        self.names = names or ["PLAINTEXT"] * len(sockets)   # each socket's listener
         self.limits = limits
         self.alarms = alarms
         self.metrics = metrics
@@ -78,7 +80,8 @@ class Acceptor:
         self.connections = set()       # the tasks of the connections being served
 
     def start(self):
-        self._loops = [asyncio.ensure_future(self._accept_loop(s)) for s in self.sockets]
+        self._loops = [asyncio.ensure_future(self._accept_loop(s, name))
+                       for s, name in zip(self.sockets, self.names)]
 
     async def close(self):
         """Stop accepting and close the listening sockets (connections stay)."""
@@ -88,7 +91,7 @@ class Acceptor:
         for sock in self.sockets:
             sock.close()
 
-    async def _accept_loop(self, listener):
+    async def _accept_loop(self, listener, name):
         loop = asyncio.get_running_loop()
         while True:
             await self.limits.slot_available()
@@ -108,12 +111,12 @@ class Acceptor:
             if not self.limits.admit(address):
                 sock.close()
                 continue
-            task = asyncio.ensure_future(self._run(sock, address))
+            task = asyncio.ensure_future(self._run(sock, address, name))
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
 
-    async def _run(self, sock, address):
+    async def _run(self, sock, address, name):
         try:
-            await self._serve(sock, address)
+            await self._serve(sock, address, name)
         finally:
             self.limits.release(address)

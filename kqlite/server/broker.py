@@ -17,6 +17,18 @@ data through the replica manager (``replicas``: partitions, topics, delayed
 operations), whose storage calls run in ``io_threads`` storage threads, so a large
 Fetch or a slow fsync on one connection never holds up the others.
 
+The broker serves one or more listeners (listeners.py; by default one PLAINTEXT listener
+on ``host:port``), each PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. A connection to a TLS
+listener is served once its TLS handshake ends (within ``authentication_timeout_ms``); a
+client certificate names its principal (authentication/principal_mapping.py). On a SASL
+listener, every frame before authentication goes to the SASL exchange
+(authentication/sasl_server.py), bounded by ``sasl.server.max.receive.size`` and by the same
+timeout, and nothing else is served; a failure is answered and the connection closed after
+``connection.failed.authentication.delay.ms``. Success replaces the connection's session,
+and a session with a lifetime (KIP-368) is re-authenticated by the client or closed at its
+next request after it expired. Fetched records reach a TLS connection copied through the
+TLS layer (sendfile.py's ``copy_region``) instead of by sendfile.
+
 Every resource a client can make the broker hold is bounded (Kafka's settings):
 connections in total and per address (``max.connections``, ``max.connections.per.ip``:
 acceptor.py, connection_limits.py), the bytes of requests read and not yet answered
@@ -38,7 +50,13 @@ import time
 from ..db import Database
 from ..protocol import (SUPPORTED, ApiKey, ErrorCode, FileRegion, ProtocolError,
                         ServerConnection)
+from ..protocol.security import ANONYMOUS, USER_TYPE, KafkaPrincipal, SecurityProtocol
 from .acceptor import Acceptor, open_listeners
+from .authentication.credentials import DataDirCredentials
+from .authentication.listener_security import (DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
+                                               plaintext_listener)
+from .authentication.principal_mapping import NoMatchingRule, distinguished_name
+from .authentication.sasl_server import Next, SaslServerAuthenticator
 from .authorization import AllowAll
 from .authorization.acl_store import DataDirAclStore
 from .connection_limits import ConnectionLimits
@@ -54,7 +72,7 @@ from .quotas.store import DataDirQuotaStore
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
-from .sendfile import send_region
+from .sendfile import copy_region, send_region
 from .storage_io import DEFAULT_IO_THREADS, StorageExecutor
 
 __all__ = ["Broker"]
@@ -62,6 +80,10 @@ __all__ = ["Broker"]
 log = logging.getLogger("kqlite.server")
 
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000    # Kafka's connections.max.idle.ms: 10 minutes
+# The time a TLS handshake and a SASL exchange may take together; Kafka bounds them only by
+# connections.max.idle.ms between reads.
+AUTHENTICATION_TIMEOUT_MS = 30000
+REAUTHENTICATION_MIN_INTERVAL_MS = 1000     # Kafka's KafkaChannel: one re-auth per second
 _READ_CHUNK = 1 << 16
 _LENGTH = struct.Struct(">i")    # WIRE: a frame's length prefix
 _timeout = getattr(asyncio, "timeout", None)     # Python 3.11+
@@ -69,6 +91,10 @@ _timeout = getattr(asyncio, "timeout", None)     # Python 3.11+
 
 class _IdleConnection(Exception):
     """No bytes arrived for connections.max.idle.ms while no request was in progress."""
+
+
+class _AuthenticationEnded(Exception):
+    """The connection closes during or after authentication (the reason is logged)."""
 
 
 class Broker:
@@ -83,7 +109,10 @@ class Broker:
                  queued_max_request_bytes=None,
                  fetch_session_cache_slots=DEFAULT_CACHE_SLOTS, make_replicas=None,
                  make_coordinator_runtime=None,
-                 extra_handlers=None, api_versions=None, authorizer=None,
+                 extra_handlers=None, api_versions=None, authorizer=None, listeners=None,
+                 make_credentials=None,
+                 failed_authentication_delay_ms=DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
+                 authentication_timeout_ms=AUTHENTICATION_TIMEOUT_MS,
                  make_acl_store=None, make_quota_store=None,
                  quota_window_num=DEFAULT_WINDOW_NUM,
                  quota_window_size_seconds=DEFAULT_WINDOW_SIZE_SECONDS):
@@ -104,6 +133,15 @@ class Broker:
 
         ``authorizer``: the :class:`~.authorization.Authorizer` every request's access
         checks ask; None is ``AllowAll``, Kafka's broker without ``authorizer.class.name``.
+
+        ``listeners``: the listeners to serve (``BrokerListener`` s,
+        authentication/listener_security.py); None is one PLAINTEXT listener on
+        ``host:port`` advertising ``advertised_host``. ``make_credentials(broker)`` returns
+        the SCRAM credential store (authentication/credentials.py) instead of the data
+        dir's. ``failed_authentication_delay_ms``: Kafka's
+        ``connection.failed.authentication.delay.ms``; ``authentication_timeout_ms``: how
+        long a TLS handshake and SASL exchange may take.
+
         ``make_acl_store(broker)``: where an ACL authorizer keeps its ACLs
         (authorization/acl_store.py) instead of the data dir's file (a cluster: ZooKeeper);
         ``make_quota_store(broker)`` the same for client quotas (quotas/store.py).
@@ -120,10 +158,17 @@ class Broker:
             else connections_max_idle_ms / 1000.0
         self.db = Database(data_dir, topic_defaults, auto_create_topics=False,
                            retention_check_interval_ms=300000, fs=fs)
-        self.host = host
-        self.port = port
+        self.listeners = list(listeners) if listeners else \
+            [plaintext_listener(host, port, advertised_host)]
+        first = self.listeners[0]
+        self.host = first.endpoint.host
+        self.port = first.endpoint.port
         self.broker_id = broker_id
-        self.advertised_host = advertised_host or host
+        self.advertised_host = first.advertised.host
+        self.failed_authentication_delay = failed_authentication_delay_ms / 1000.0
+        self.authentication_timeout = authentication_timeout_ms / 1000.0
+        # Other brokers' addresses by (node id, listener name): a cluster broker sets it.
+        self.peer_address = lambda node_id, listener_name: None
         self.max_request_size = max_request_size
         self.auto_create_topics = auto_create_topics
         self.default_partitions = default_partitions
@@ -149,6 +194,8 @@ class Broker:
         self.replicas = make_replicas(self) if make_replicas is not None else \
             ReplicaManager(self.db, self.io, broker_id=broker_id,
                            default_partitions=default_partitions)
+        self.credentials = make_credentials(self) if make_credentials is not None else \
+            DataDirCredentials(self.db.path, self.io.run)
         self._acceptor = None
         self._metrics_server = None
         self._connections = set()
@@ -166,20 +213,55 @@ class Broker:
 
     # -- Lifecycle ----------------------------------------------------------------------------
 
+    def address_of(self, node_id, listener_name):
+        """``(host, port)`` clients on ``listener_name`` reach broker ``node_id`` at, or
+        None when that broker has no such listener (Kafka answers each client with the
+        endpoints of the listener it connected to)."""
+        if node_id != self.broker_id:
+            return self.peer_address(node_id, listener_name)
+        for listener in self.listeners:
+            if listener.name == listener_name:
+                return listener.advertised.host, listener.advertised.port
+        return None
+
+    def listener(self, name):
+        return next(listener for listener in self.listeners if listener.name == name)
+
+    @property
+    def uses_scram(self):
+        return any(m.startswith("SCRAM-") for listener in self.listeners
+                   if listener.sasl is not None for m in listener.sasl.mechanisms)
+
     async def start(self):
         self.replicas.start()
         await self.authorizer.start(self)
         await self.quotas.start(self.quota_store)
-        sockets = await open_listeners(self.host, self.port)
-        self.port = sockets[0].getsockname()[1]
-        self._acceptor = Acceptor(sockets, self.limits, self.io.alarms, self.metrics,
-                                  self._serve)
+        if self.uses_scram:
+            await self.credentials.start()
+        listening = []
+        try:
+            for i, listener in enumerate(self.listeners):
+                sockets = await open_listeners(listener.endpoint.host, listener.endpoint.port)
+                listening += [(sock, listener.name) for sock in sockets]
+                bound = sockets[0].getsockname()[1]
+                advertised = listener.advertised
+                self.listeners[i] = listener._replace(
+                    endpoint=listener.endpoint._replace(port=bound),
+                    advertised=advertised._replace(port=advertised.port or bound))
+        except BaseException:
+            for sock, _ in listening:
+                sock.close()
+            raise
+        self.port = self.listeners[0].endpoint.port
+        self._acceptor = Acceptor([sock for sock, _ in listening], self.limits,
+                                  self.io.alarms, self.metrics, self._serve,
+                                  names=[name for _, name in listening])
         self._acceptor.start()
         if self.metrics_port is not None:
             self._metrics_server = await self.metrics.start(self.host, self.metrics_port)
         self.coordinator.start()
-        log.info("kqlite broker %d serving %s on %s:%d", self.broker_id, self.db.path,
-                 self.host, self.port)
+        log.info("kqlite broker %d serving %s on %s", self.broker_id, self.db.path,
+                 ", ".join(str(listener.endpoint) for listener in self.listeners))
 
     async def stop(self, grace=10.0):
         """Stop accepting, let in-flight requests finish, then flush and close the data."""
@@ -209,14 +291,21 @@ class Broker:
 
     # -- Connections --------------------------------------------------------------------------
 
-    async def _serve(self, sock, address):
+    async def _serve(self, sock, address, listener_name="PLAINTEXT"):
+        listener = self.listener(listener_name)
         try:
-            reader, writer = await asyncio.open_connection(sock=sock)
-        except OSError as exc:
+            if listener.ssl_context is None:
+                reader, writer = await asyncio.open_connection(sock=sock)
+            else:
+                reader, writer = await _tls_stream(sock, listener.ssl_context,
+                                                   self.authentication_timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
             sock.close()
-            log.info("connection from %s ended before it was set up: %s", address, exc)
+            self.metrics.failed_authentications += listener.ssl_context is not None
+            log.info("connection from %s ended before it was set up: %s", address,
+                     exc or type(exc).__name__)
             return
-        conn = _Connection(self, reader, writer)
+        conn = _Connection(self, reader, writer, listener)
         self._connections.add(conn)
         try:
             await conn.run()
@@ -224,9 +313,21 @@ class Broker:
             self._connections.discard(conn)
 
 
+async def _tls_stream(sock, context, timeout):
+    """A stream pair over accepted ``sock`` once its server-side TLS handshake ended;
+    the handshake may take ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=_READ_CHUNK, loop=loop)
+    protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+    transport, _ = await loop.connect_accepted_socket(
+        lambda: protocol, sock, ssl=context, ssl_handshake_timeout=timeout)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
 class _Connection:
-    def __init__(self, broker, reader, writer):
+    def __init__(self, broker, reader, writer, listener=None):
         self.broker = broker
+        self.listener = listener or broker.listeners[0]
         self.reader = reader
         self.writer = writer
         self.codec = ServerConnection(max_request_size=broker.max_request_size)
@@ -237,15 +338,21 @@ class _Connection:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # The connection's identity: the one place it is set (authentication, once
-        # there is any, replaces it before the requests that follow).
+        # The connection's identity: the one place it is set. Authentication (TLS, SASL)
+        # replaces it before the requests that follow.
         self.session = Session.plaintext(self.peer)
+        self.tls = writer.get_extra_info("ssl_object") is not None
+        self.sasl_mechanism = None
+        self.session_expiry = None      # monotonic seconds, for a session with a lifetime
+        self.reauthenticated_at = None
 
     async def run(self):
         metrics = self.broker.metrics
         memory = self.broker.request_memory
         metrics.connections += 1
         try:
+            if not await self._authenticate_at_start():
+                return
             while not self.broker._stopping:
                 try:
                     request = await self._read_request()
@@ -255,6 +362,12 @@ class _Connection:
                     return
                 if request is None:
                     return
+                if self.session_expiry is not None:
+                    verdict = await self._before_request(request)
+                    if verdict is None:
+                        return
+                    if not verdict:      # it began a re-authentication, which succeeded
+                        continue
                 self.busy = True
                 try:
                     muted_until = await self._handle(request)
@@ -270,6 +383,9 @@ class _Connection:
                     # A client quota's throttle (KIP-219): the answer went out at once,
                     # and nothing more is read from the client until the time is up.
                     await asyncio.sleep(muted_until - asyncio.get_running_loop().time())
+        except _AuthenticationEnded as exc:
+            log.info("closing connection from %s on listener %s: %s", self.peer,
+                     self.listener.name, exc)
         except _IdleConnection:
             metrics.idle_closed += 1
             log.debug("closing connection from %s: idle for connections.max.idle.ms",
@@ -289,6 +405,129 @@ class _Connection:
             self.reserved = 0
             metrics.connections -= 1
             self.writer.close()
+
+    # -- Authentication ---------------------------------------------------------------------
+
+    async def _authenticate_at_start(self):
+        """Set the session the listener's security establishes: TLS's certificate
+        principal, then SASL's exchange on a SASL listener. False: the connection closes."""
+        listener = self.listener
+        principal = ANONYMOUS
+        if listener.protocol == SecurityProtocol.SSL:
+            cert = self.writer.get_extra_info("peercert")
+            if cert and cert.get("subject"):
+                try:
+                    principal = KafkaPrincipal(USER_TYPE, listener.principal_mapper.name(
+                        distinguished_name(cert["subject"])))
+                except NoMatchingRule as exc:
+                    self.broker.metrics.failed_authentications += 1
+                    log.info("closing TLS connection from %s: %s", self.peer, exc)
+                    return False
+        if listener.sasl is not None:
+            authenticator = SaslServerAuthenticator(
+                listener.mechanisms(self.broker.credentials), self.broker.api_versions,
+                reauth_ms=listener.sasl.reauth_ms)
+            try:
+                async with _deadline(self.broker.authentication_timeout):
+                    step = await self._exchange(authenticator)
+            except asyncio.TimeoutError:
+                raise _AuthenticationEnded("authentication did not finish within "
+                                           f"{self.broker.authentication_timeout:g} s") from None
+            if step is None:
+                return False
+            principal = KafkaPrincipal(USER_TYPE, step.principal_name)
+            self.sasl_mechanism = step.mechanism
+            self._start_session(step)
+        self.session = self.session.authenticated(principal, listener.name, listener.protocol)
+        return True
+
+    async def _exchange(self, authenticator, request=None):
+        """Run a SASL exchange to its end: the completing Step, or None (closed)."""
+        frame = None
+        while True:
+            if request is None:
+                frame = await self._read_frame(self.listener.sasl.max_receive_size)
+                if frame is None:
+                    return None
+            if self.sasl_mechanism is None and authenticator.state.value == "handshake":
+                await self.broker.credentials.refresh()
+            step = authenticator.receive(frame, int(time.time() * 1000), request)
+            request = None
+            if step.next is Next.FAIL:
+                self.broker.metrics.failed_authentications += 1
+                await asyncio.sleep(self.broker.failed_authentication_delay)
+            for chunk in step.send:
+                self.writer.write(chunk)
+            await self.writer.drain()
+            if step.next is Next.COMPLETE:
+                return step
+            if step.next in (Next.CLOSE, Next.FAIL):
+                log.info("closing connection from %s on listener %s: %s", self.peer,
+                         self.listener.name, step.reason)
+                if step.next is Next.CLOSE and step.reason and not step.send:
+                    self.broker.metrics.failed_authentications += 1
+                return None
+
+    def _start_session(self, step):
+        now = time.monotonic()
+        self.reauthenticated_at = now
+        self.session_expiry = now + step.session_lifetime_ms / 1000.0 \
+            if step.session_lifetime_ms > 0 else None
+
+    async def _before_request(self, request):
+        """For a session with a lifetime (KIP-368): True to serve ``request``; False when
+        it was a SaslHandshake that began a re-authentication, which succeeded; None to
+        close (the session expired, or the re-authentication failed). A SaslHandshake
+        begins one when the last began a second ago or more; otherwise it is served as
+        any request is (ILLEGAL_SASL_STATE), as in Kafka's ``KafkaChannel``."""
+        now = time.monotonic()
+        if request.api_key is ApiKey.SASL_HANDSHAKE and request.body is not None and \
+                now - self.reauthenticated_at >= REAUTHENTICATION_MIN_INTERVAL_MS / 1000.0:
+            return False if await self._reauthenticate(request) else None
+        if now < self.session_expiry:
+            return True
+        self.broker.metrics.expired_sessions_closed += 1
+        log.info("closing connection from %s: its session expired (%s)", self.peer,
+                 self.session.principal)
+        return None
+
+    async def _reauthenticate(self, request):
+        listener = self.listener
+        authenticator = SaslServerAuthenticator.reauthenticating(
+            listener.mechanisms(self.broker.credentials), self.broker.api_versions,
+            reauth_ms=listener.sasl.reauth_ms, mechanism=self.sasl_mechanism,
+            principal_name=self.session.principal.name)
+        self.reauthenticated_at = time.monotonic()
+        await self.broker.credentials.refresh()
+        try:
+            async with _deadline(self.broker.authentication_timeout):
+                step = await self._exchange(authenticator, request)
+        except asyncio.TimeoutError:
+            raise _AuthenticationEnded("re-authentication did not finish in time") from None
+        if step is None:
+            return False
+        self._start_session(step)
+        return True
+
+    async def _read_frame(self, max_size):
+        """One frame's bytes (without its length prefix) before authentication, None at
+        the end of the stream. A length outside ``[0, max_size]`` ends the connection
+        (Kafka's "invalid receive size", the CVE-2022-34917 bound)."""
+        head = await self._read(4, exactly=True)
+        if head is None:
+            return None
+        size = _LENGTH.unpack(head)[0]
+        if size < 0 or size > max_size:
+            self.broker.metrics.failed_authentications += 1
+            raise _AuthenticationEnded(f"invalid receive size {size} before authentication "
+                                       f"(sasl.server.max.receive.size {max_size})")
+        self.reserved = await self.broker.request_memory.acquire(size)
+        try:
+            frame = await self._read(size, exactly=True) if size else b""
+        finally:
+            self.broker.request_memory.release(self.reserved)
+            self.reserved = 0
+        return frame
 
     async def _read_request(self):
         """The next request, or None at the end of the stream. The frame's size is
@@ -363,7 +602,10 @@ class _Connection:
         sent = 0
         try:
             for chunk in chunks:
-                if isinstance(chunk, FileRegion):
+                if isinstance(chunk, FileRegion) and self.tls:
+                    sent += await copy_region(self.writer, chunk.fd, chunk.offset,
+                                              chunk.length, self.broker.io.run)
+                elif isinstance(chunk, FileRegion):
                     sent += await send_region(self.writer, chunk.fd, chunk.offset, chunk.length)
                 else:
                     self.writer.write(chunk)
@@ -374,6 +616,34 @@ class _Connection:
                 if isinstance(chunk, FileRegion):
                     self.broker.replicas.regions.close(chunk)
             self.broker.metrics.bytes_out += sent
+
+
+def _deadline(seconds):
+    if _timeout is not None:
+        return _timeout(seconds)
+    return _WaitFor(seconds)
+
+
+class _WaitFor:
+    """Python 3.10's stand-in for ``asyncio.timeout``: cancels the task at the deadline."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    async def __aenter__(self):
+        task = asyncio.current_task()
+        self._expired = False
+
+        def expire():
+            self._expired = True
+            task.cancel()
+        self._handle = asyncio.get_running_loop().call_later(self.seconds, expire)
+
+    async def __aexit__(self, kind, exc, tb):
+        self._handle.cancel()
+        if self._expired and kind is asyncio.CancelledError:
+            raise asyncio.TimeoutError()
+        return False
 
 
 def _regions_in(body):

@@ -70,6 +70,8 @@ class Metrics:
         self.protocol_errors = 0
         self.idle_closed = 0
         self.accept_errors = 0
+        self.failed_authentications = 0
+        self.expired_sessions_closed = 0
         self.requests = {}     # api name -> [count, total seconds, request bytes]
         self.sources = []      # callables adding samples the server does not know of
 
@@ -123,6 +125,12 @@ class Metrics:
         metric("kqlite_accept_errors_total", "counter",
                "Failed accepts (out of descriptors: each waits for a close or 1 s).",
                [({}, self.accept_errors)])
+        metric("kqlite_failed_authentications_total", "counter",
+               "Connections whose TLS handshake or SASL authentication failed.",
+               [({}, self.failed_authentications)])
+        metric("kqlite_expired_sessions_closed_total", "counter",
+               "Connections closed at a request after their session expired (KIP-368).",
+               [({}, self.expired_sessions_closed)])
         memory = broker.request_memory
         metric("kqlite_queued_request_bytes", "gauge",
                "Bytes of requests read and not yet answered.", [({}, memory.in_use)])

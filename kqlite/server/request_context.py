@@ -4,10 +4,11 @@ which listener, from where, and which API in which version (Kafka's ``RequestCon
 Theory of operation. Two values, one per lifetime:
 
 - a :class:`Session` per connection: the principal and the listener the client reached,
-  and its address. The connection holds it and is the one place it is set; today every
-  connection is PLAINTEXT and so ``User:ANONYMOUS`` (:meth:`Session.plaintext`). A
-  connection that authenticates (TLS, SASL) replaces its session once authentication
-  ends, and every request after that carries the new principal.
+  and its address. The connection holds it and is the one place it is set: it starts
+  ``User:ANONYMOUS`` (:meth:`Session.plaintext`) and is replaced once the listener's
+  authentication (a TLS client certificate, a SASL exchange) ends
+  (:meth:`Session.authenticated`), so every request after that carries the principal it
+  established.
 - a :class:`RequestContext` per request, made by the connection from its session and the
   request header before the handler runs, and passed to the handler as
   ``handler(broker, context, request)``. It is immutable: an authorization check, an
@@ -46,6 +47,12 @@ class Session:
         ``DefaultKafkaPrincipalBuilder`` makes every unauthenticated client."""
         host, port = (peer[0], peer[1]) if peer else ("unknown", -1)
         return cls(ANONYMOUS, PLAINTEXT_LISTENER, SecurityProtocol.PLAINTEXT, host, port)
+
+    def authenticated(self, principal, listener_name, security_protocol):
+        """This session on ``listener_name`` once its authentication established
+        ``principal`` (ANONYMOUS where the listener authenticates nobody)."""
+        return Session(principal, listener_name, security_protocol, self.client_host,
+                       self.client_port)
 
 
 @dataclass(frozen=True)

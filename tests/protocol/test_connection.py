@@ -94,14 +94,24 @@ def test_unknown_api_key_is_returned_unsupported():
 
 
 def test_refused_api_is_decoded_but_not_advertised():
-    """SASL and transaction-coordinator requests are decoded so the broker can answer them
-    with an error, but ApiVersions never lists them; the ACL and client quota APIs are
-    served (a broker without an ACL authorizer answers SECURITY_DISABLED, as Kafka's)."""
+    """Transaction-coordinator requests are decoded so the broker can answer them with an
+    error, but ApiVersions never lists them; the ACL and client quota APIs are served (a
+    broker without an ACL authorizer answers SECURITY_DISABLED, as Kafka's)."""
+    body = b"\x00\x02tx" + (7).to_bytes(8, "big") + (0).to_bytes(2, "big") + b"\x00\x01g"
+    (req,) = ServerConnection().receive_data(_frame(25, 0, 42, "txn-client", body))
+    assert not req.unsupported and req.body["transactional_id"] == "tx"
+    assert req.name == "AddOffsetsToTxn" == API_NAMES[25]
+    assert not {25, 26} & set(SUPPORTED)
+    assert {29, 30, 31, 48, 49} <= set(SUPPORTED)
+
+
+def test_sasl_apis_are_decoded_and_advertised():
+    """Every listener advertises the SASL APIs and the SCRAM credentials' APIs, as Kafka's
+    ApiVersions does (a non-SASL listener answers the SASL ones ILLEGAL_SASL_STATE)."""
     (req,) = ServerConnection().receive_data(_frame(17, 1, 42, "sasl-client", b"\x00\x05PLAIN"))
     assert not req.unsupported and req.body == {"mechanism": "PLAIN"}
     assert req.name == "SaslHandshake" == API_NAMES[17]
-    assert not {17, 25, 26, 36} & set(SUPPORTED)
-    assert {29, 30, 31, 48, 49} <= set(SUPPORTED)
+    assert {17, 36, 50, 51} <= set(SUPPORTED)
 
 
 def test_unsupported_version_of_known_api():

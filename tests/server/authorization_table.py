@@ -205,6 +205,12 @@ CASES = {
     "DescribeProducers": (ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
         {"name": TOPIC, "partition_indexes": [0]}]}, (), _checks((Op.READ, R.TOPIC))),
     "SaslHandshake": (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, (), set()),
+    "SaslAuthenticate": (ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0u\0p"}, (), set()),
+    "DescribeUserScramCredentials": (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                                     {"users": None}, (), _checks((Op.DESCRIBE, R.CLUSTER))),
+    "AlterUserScramCredentials": (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": "checked-user", "mechanism": 1}], "upsertions": []}, (),
+        _checks((Op.ALTER, R.CLUSTER))),
     "DescribeAcls": (ApiKey.DESCRIBE_ACLS, 1, {"resource_type_filter": 1,
                                                "pattern_type_filter": 1, "operation": 1,
                                                "permission_type": 1}, (),

@@ -3,10 +3,10 @@ records every question: the per-API table (authorization_table.py, Kafka 3.9's K
 as kafka-security.md section 4.4 tabulates it), fallbacks included (asked when the first
 check is refused), and whether a refusal would be audited.
 
-Every API kqlite advertises has a row; the SASL APIs, which kqlite answers as Kafka
-without SASL does, ask nothing; the ACL APIs ask for the cluster before answering
-SECURITY_DISABLED to an authorizer that keeps no ACLs, as Kafka's AclApis. AddOffsetsToTxn
-and EndTxn are refused until transactions exist and are not listed.
+Every API kqlite advertises has a row; the SASL APIs (on an authenticated or non-SASL
+connection, where they are refused) ask nothing; the ACL APIs ask for the cluster before
+answering SECURITY_DISABLED to an authorizer that keeps no ACLs, as Kafka's AclApis.
+AddOffsetsToTxn and EndTxn are refused until transactions exist and are not listed.
 """
 
 import pytest

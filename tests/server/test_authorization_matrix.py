@@ -59,7 +59,8 @@ DENIED = {
     "IncrementalAlterConfigs of a broker logger": C31,
     "DescribeLogDirs": C31, "CreatePartitions": T29, "DeleteGroups": G30,
     "OffsetDelete": G30, "DescribeCluster": None, "DescribeProducers": T29,
-    "SaslHandshake": None, "DescribeAcls": C31, "CreateAcls": C31, "DeleteAcls": C31,
+    "SaslHandshake": None, "SaslAuthenticate": None, "DescribeUserScramCredentials": C31,
+    "AlterUserScramCredentials": C31, "DescribeAcls": C31, "CreateAcls": C31, "DeleteAcls": C31,
     "DescribeClientQuotas": C31, "AlterClientQuotas": C31,
 }
 

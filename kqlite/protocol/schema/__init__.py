@@ -5,7 +5,7 @@ serves and the API's flexible versions). ``API_NAMES`` names every API key Kafka
 served or not, so that an unsupported request can still be logged by name.
 
 Adding an API: declare it in the module of its family (data, fetch, metadata, groups,
-group_admin, admin, admin_ops, security_admin; interbroker for the cluster's, refused for those decoded
+group_admin, admin, admin_ops, security, acls_quotas; interbroker for the cluster's, refused for those decoded
 only to refuse), add it to that module's ``APIS`` list, and run
 tests/protocol/test_schema_crosscheck.py. An API in ``APIS`` and not in ``REFUSED`` is
 advertised (``connection.SUPPORTED``, or ``CLUSTER_SUPPORTED`` by a cluster broker only),
@@ -19,14 +19,14 @@ pairs whose request header has no client id.
 
 from ..api_keys import ApiKey
 from . import (admin, admin_ops, data, fetch, group_admin, groups, interbroker, metadata,
-               refused, security_admin)
+               refused, security, acls_quotas)
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
 __all__ = ["APIS", "API_NAMES", "REFUSED", "CLUSTER_ONLY", "REQUEST_HEADER_V0", "Api", "F",
            "Field", "MISSING", "in_range", "parse_versions"]
 
 APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admin, admin_ops,
-                                security_admin, refused, interbroker) for a in module.APIS}
+                                security, acls_quotas, refused, interbroker) for a in module.APIS}
 
 # Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
 REFUSED = frozenset(a.key for a in refused.APIS)

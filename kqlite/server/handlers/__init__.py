@@ -9,11 +9,11 @@ anything is stored or looked up for the client, and answers a refusal with Kafka
 """
 
 from . import (acls, admin, admin_ops, client_quotas, fetch, group_admin, group_offsets,
-               membership, offsets, produce, refused)
+               membership, offsets, produce, refused, security)
 
 HANDLERS = {}
 for _module in (admin, admin_ops, produce, fetch, offsets, membership, group_offsets,
-                group_admin, acls, client_quotas, refused):
+                group_admin, security, acls, client_quotas, refused):
     HANDLERS.update(_module.HANDLERS)
 
 __all__ = ["HANDLERS"]

@@ -55,9 +55,10 @@ async def api_versions(broker, context, request):
                          for k, (lo, hi) in sorted(broker.api_versions.items())]}
 
 
-def _broker_entry(broker):
-    return {"node_id": broker.broker_id, "host": broker.advertised_host, "port": broker.port,
-            "rack": None}
+def _broker_entry(broker, context):
+    """This broker, as clients on the request's listener reach it."""
+    host, port = broker.address_of(broker.broker_id, context.listener_name)
+    return {"node_id": broker.broker_id, "host": host, "port": port, "rack": None}
 
 
 def _refused_entry(name, topic_id=_ZERO_UUID, internal=False):
@@ -93,7 +94,7 @@ def _topic_entry(name, info):
 async def metadata(broker, context, request):
     body, version = request.body, request.api_version
     topics = body.get("topics")
-    response = {"throttle_time_ms": 0, "brokers": [_broker_entry(broker)],
+    response = {"throttle_time_ms": 0, "brokers": [_broker_entry(broker, context)],
                 "cluster_id": broker.cluster_id, "controller_id": broker.broker_id,
                 "cluster_authorized_operations": OPERATIONS_NOT_ASKED}
     all_topics = topics is None or (version == 0 and not topics)

@@ -142,11 +142,12 @@ async def describe_cluster(broker, context, request):
     operations = (cluster_authorized_operations(broker, context)
                   if body.get("include_cluster_authorized_operations")
                   else _OPERATIONS_NOT_ASKED)
+    host, port = broker.address_of(broker.broker_id, context.listener_name)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "endpoint_type": _ENDPOINT_BROKERS, "cluster_id": broker.cluster_id,
             "controller_id": broker.broker_id,
-            "brokers": [{"broker_id": broker.broker_id, "host": broker.advertised_host,
-                         "port": broker.port, "rack": None}],
+            "brokers": [{"broker_id": broker.broker_id, "host": host, "port": port,
+                         "rack": None}],
             "cluster_authorized_operations": operations}
 
 

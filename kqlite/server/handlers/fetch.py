@@ -110,7 +110,8 @@ async def fetch(broker, context, request):
         for _key, r in answer.omitted:
             r.release()
         topics = {key: f.topic for key, f in reads}
-        return await _response(broker, version, by_id, answer, topics, fetch_data, wanted)
+        return await _response(broker, context, version, by_id, answer, topics, fetch_data,
+                               wanted)
     except BaseException:
         for r in results.values():
             r.release()
@@ -141,7 +142,7 @@ def _requested(body, by_id):
     return fetch_data, forgotten
 
 
-async def _response(broker, version, by_id, answer, topics, fetch_data, wanted):
+async def _response(broker, context, version, by_id, answer, topics, fetch_data, wanted):
     parts = answer.partitions
     if version < _FIRST_V2_RECORDS_VERSION:
         offsets = {key: p["fetch_offset"] for key, p in wanted}
@@ -166,8 +167,9 @@ async def _response(broker, version, by_id, answer, topics, fetch_data, wanted):
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
             entry["current_leader"] = await _current_leader(broker, topics.get(key), key[1])
             if entry["current_leader"]["leader_id"] >= 0 and not node_endpoints:
-                node_endpoints.append({"node_id": broker.broker_id,
-                                       "host": broker.advertised_host, "port": broker.port})
+                host, port = broker.address_of(broker.broker_id, context.listener_name)
+                node_endpoints.append({"node_id": broker.broker_id, "host": host,
+                                       "port": port})
         if responses and responses[-1]["_key"] == key[0]:
             responses[-1]["partitions"].append(entry)
         else:

@@ -102,6 +102,19 @@ async def _coordinator_for(broker, context, version, key_type, key):
     return error, -1, "", -1
 
 
+def _on_listener(broker, context, found):
+    """The coordinator's address on the listener the request arrived on (Kafka answers
+    each client with that listener's endpoints); COORDINATOR_NOT_AVAILABLE when the
+    coordinator has no such listener."""
+    error, node, host, port = found
+    if error:
+        return found
+    address = broker.address_of(node, context.listener_name)
+    if address is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+    return error, node, *address
+
+
 async def find_coordinator(broker, context, request):
     body = request.body
     version = request.api_version
@@ -109,14 +122,14 @@ async def find_coordinator(broker, context, request):
     if version >= 4:
         coordinators = []
         for key in body["coordinator_keys"]:
-            error, node, host, port = await _coordinator_for(broker, context, version,
-                                                             key_type, key)
+            error, node, host, port = _on_listener(broker, context, await _coordinator_for(
+                broker, context, version, key_type, key))
             coordinators.append({"key": key, "node_id": node, "host": host, "port": port,
                                  "error_code": error,
                                  "error_message": _MESSAGES[error] if error else None})
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, node, host, port = await _coordinator_for(broker, context, version, key_type,
-                                                     body["key"])
+    error, node, host, port = _on_listener(broker, context, await _coordinator_for(
+        broker, context, version, key_type, body["key"]))
     if error:
         log.debug("FindCoordinator v%d for %r (key type %d) from %s: error %s", version,
                   body["key"], key_type, request.client_id, error.name)

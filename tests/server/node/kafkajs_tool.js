@@ -4,8 +4,12 @@
 //
 // Every result is one JSON object per line on stdout; kafkajs's own log goes to stderr so
 // it can never be mistaken for a result. A failure prints {"error": ...} and exits 1.
+// KAFKAJS_SECURITY, when set, is JSON for kafkajs's ssl and sasl options: {"ssl": {"ca":
+// PATH, "cert": PATH, "key": PATH}, "sasl": {"mechanism": ..., "username": ...,
+// "password": ...}}, files read here.
 'use strict'
 
+const fs = require('fs')
 const readline = require('readline')
 const { Kafka, logLevel, ConfigResourceTypes, CompressionTypes } = require('kafkajs')
 
@@ -13,7 +17,18 @@ const [command, bootstrap, ...args] = process.argv.slice(2)
 
 const emit = obj => process.stdout.write(JSON.stringify(obj) + '\n')
 
+const security = JSON.parse(process.env.KAFKAJS_SECURITY || '{}')
+if (security.ssl) {
+  const files = security.ssl
+  security.ssl = { ca: [fs.readFileSync(files.ca, 'utf-8')] }
+  if (files.cert) {
+    security.ssl.cert = fs.readFileSync(files.cert, 'utf-8')
+    security.ssl.key = fs.readFileSync(files.key, 'utf-8')
+  }
+}
+
 const kafka = new Kafka({
+  ...security,
   clientId: 'kqlite-kafkajs-test',
   brokers: [bootstrap],
   logLevel: logLevel.WARN,
@@ -320,6 +335,33 @@ const commands = {
     } finally {
       await admin.disconnect()
     }
+  },
+
+  // Produce COUNT records to TOPIC, then read them back as a member of GROUP
+  async roundtrip(topic, groupId, count) {
+    const producer = kafka.producer()
+    await producer.connect()
+    const values = Array.from({ length: Number(count) }, (_, i) => `r${i}`)
+    await producer.send({ topic, messages: values.map(value => ({ value })) })
+    await producer.disconnect()
+    const consumer = groupConsumer(groupId)
+    await consumer.connect()
+    await consumer.subscribe({ topic, fromBeginning: true })
+    const seen = new Set()
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`read ${seen.size} of ${count}`)), 40000)
+      consumer.run({
+        eachMessage: async ({ message }) => {
+          seen.add(message.value.toString())
+          if (seen.size >= values.length) {
+            clearTimeout(timer)
+            resolve()
+          }
+        },
+      })
+    })
+    await consumer.disconnect()
+    emit({ read: seen.size })
   },
 
   // The group's committed offsets for TOPIC, as the coordinator returns them

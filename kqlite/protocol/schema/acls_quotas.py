@@ -1,4 +1,4 @@
-"""Security administration APIs: the ACLs (CreateAcls, DescribeAcls, DeleteAcls) and the
+"""The ACL and client quota APIs: the ACLs (CreateAcls, DescribeAcls, DeleteAcls) and the
 client quotas (DescribeClientQuotas, AlterClientQuotas).
 
 Written by hand from Kafka's message definitions (clients/src/main/resources/common/message/
