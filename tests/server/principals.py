@@ -1,10 +1,11 @@
 """A stand-in for authentication in tests of in-process brokers: each connection gets the
 principal the test chose for it.
 
-The broker makes a connection's Session in one place (``_Connection``, with
-``Session.plaintext(peer)``); :meth:`Principals.installed` puts a Session class there whose
-``plaintext`` gives the connection from a registered client port the principal registered
-for it, and every other connection ``User:ANONYMOUS`` as before. :meth:`Principals.client`
+The broker makes a connection's Session in one place (``_Connection``: ``Session.plaintext(peer)``,
+then ``authenticated(principal, ...)`` with what the listener established, ANONYMOUS on a
+PLAINTEXT listener); :meth:`Principals.installed` puts a Session class there whose sessions
+of a registered client port carry the principal registered for it instead of ANONYMOUS,
+and every other connection's are as before. (A real login: tests/server/test_acl_scram.py.) :meth:`Principals.client`
 binds a client socket first, registers its port, then connects, so the broker can never
 see the connection before the test has said who it is.
 """
@@ -15,7 +16,7 @@ import socket
 
 from broker_process import RawClient
 
-from kqlite.protocol.security import KafkaPrincipal
+from kqlite.protocol.security import ANONYMOUS, KafkaPrincipal
 from kqlite.server import broker as broker_module
 
 
@@ -56,7 +57,14 @@ class Principals:
                 session = original.plaintext(peer)
                 chosen = by_port.get(peer[1]) if peer else None
                 return session if chosen is None else \
-                    dataclasses.replace(session, principal=chosen)
+                    ChosenSession(**dict(vars(session), principal=chosen))
+
+            def authenticated(self, principal, listener_name, security_protocol):
+                session = original.authenticated(self, principal, listener_name,
+                                                 security_protocol)
+                if principal == ANONYMOUS and self.principal != ANONYMOUS:
+                    session = dataclasses.replace(session, principal=self.principal)
+                return session
 
         broker_module.Session = ChosenSession
         try:
