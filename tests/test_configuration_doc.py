@@ -130,14 +130,23 @@ def test_serve_defaults_are_the_brokers_and_the_cluster_nodes():
             assert getattr(TransactionConfig(), transaction_fields[setting.flag]) == \
                 setting.default, setting.flag
             checked.add(setting.flag)
+    # The ACL authorizer's settings are its own constructor's.
+    from kqlite.server.authorization import AclAuthorizer
+    acl_params = inspect.signature(AclAuthorizer.__init__).parameters
+    defaults = {s.flag: s.default for s in SETTINGS}
+    assert frozenset(acl_params["super_users"].default) == defaults["--super-users"]
+    assert acl_params["allow_everyone_if_no_acl_found"].default == \
+        defaults["--allow-everyone-if-no-acl-found"]
+    checked |= {"--super-users", "--allow-everyone-if-no-acl-found"}
     # The others are computed (None: see their rows) or are not constructor parameters
-    # (--listen is split into host and port, --no-auto-create-topics is negated).
+    # (--listen is split into host and port, --no-auto-create-topics is negated,
+    # --authorizer-class-name picks the authorizer).
     assert {s.flag for s in SETTINGS if s.flag} - checked == {
         "--config", "--override",
         "--data-dir", "--listen", "--advertised-host", "--metrics-listen",
         "--no-auto-create-topics", "--io-threads", "--max-connections",
         "--max-connections-per-ip", "--max-connections-per-ip-overrides",
-        "--queued-max-request-bytes", "--zookeeper"}
+        "--queued-max-request-bytes", "--zookeeper", "--authorizer-class-name"}
     shown = {s.flag: s.shown for s in SETTINGS}
     assert shown["--io-threads"] == str(DEFAULT_IO_THREADS) == \
         str(params["io_threads"].default)

@@ -5,9 +5,10 @@ import logging
 import sys
 
 from .. import __version__
-from . import check, cluster, consume, dump, groups, produce, serve, topics, users
+from . import (acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics,
+               users)
 
-COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users, acls, quotas]
 
 
 def build_parser():

@@ -78,11 +78,18 @@ async def _main(args):
                    max_connections_per_ip=args.max_connections_per_ip,
                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
                    queued_max_request_bytes=args.queued_max_request_bytes,
+                   quota_window_num=args.quota_window_num,
+                   quota_window_size_seconds=args.quota_window_size_seconds,
                    **authentication)
     if args.zookeeper and (len(listeners) > 1 or listeners[0].sasl or listeners[0].ssl_context):
         print("kqlite serve: a cluster broker (--zookeeper) serves one PLAINTEXT listener: "
               "TLS and SASL between brokers are not served yet", file=sys.stderr)
         return 2
+    if args.authorizer_class_name:
+        from ..server.authorization import AclAuthorizer
+        options["authorizer"] = AclAuthorizer(
+            super_users=args.super_users,
+            allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
     if args.zookeeper:
         from ..cluster.node import ClusterNode
         node = ClusterNode(

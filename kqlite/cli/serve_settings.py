@@ -98,6 +98,24 @@ def _overrides(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _authorizer_class(text):
+    from ..server.authorization import CLASS_NAMES
+    name = text.strip()
+    if name and name not in CLASS_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"unknown authorizer class {text!r}: kqlite has {' and '.join(CLASS_NAMES)}")
+    return name
+
+
+def _principals(text):
+    from ..server.authorization import parse_super_users
+    from ..server.authorization.bindings import AclBindingError
+    try:
+        return parse_super_users(text)
+    except AclBindingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _setting(flag, kafka, default, parse, metavar, doc, *, shown=None, kafka_default=None,
              group=BROKER, required=False, scope=None):
     if shown is None:
@@ -217,6 +235,31 @@ SETTINGS = [
                  "the broker asks the transaction coordinator whether the partition is in the "
                  "producer's transaction (KIP-890 part 1); a batch that is not is refused "
                  "(`INVALID_TXN_STATE`, or `TRANSACTION_ABORTABLE` for Produce v11+)"),
+    _setting("--authorizer-class-name", "authorizer.class.name", "", _authorizer_class,
+             "CLASS", shown="none (everything allowed)",
+             doc="`kafka.security.authorizer.AclAuthorizer` (Kafka's name) or "
+                 "`kqlite.AclAuthorizer` turns on Kafka's ACL authorizer: every request is "
+                 "checked against the ACLs (kept in the data dir, or in ZooKeeper with "
+                 "`--zookeeper`), managed with CreateAcls/DeleteAcls or `kqlite acls`; "
+                 "without it every client may do everything and the ACL APIs answer "
+                 "`SECURITY_DISABLED`"),
+    _setting("--super-users", "super.users", frozenset(), _principals, "PRINCIPALS",
+             shown="none",
+             doc="principals, `;`-separated (`User:admin;User:broker`), allowed everything "
+                 "whatever the ACLs say; a cluster's brokers' own principal belongs here"),
+    _setting("--allow-everyone-if-no-acl-found", "allow.everyone.if.no.acl.found", False,
+             _boolean, "true|false",
+             doc="a resource no ACL applies to (none on its name, on `*` or on a prefix of "
+                 "it) is open to every principal; once one ACL applies, only the ACLs "
+                 "decide"),
+    _setting("--quota-window-num", "quota.window.num", 11, positive_int, "N",
+             doc="client quotas measure each rate over this many samples of "
+                 "`--quota-window-size-seconds`; a new client may send (N - 1) windows' "
+                 "worth at once, and fewer samples give steadier rates over short spans"),
+    _setting("--quota-window-size-seconds", "quota.window.size.seconds", 1, positive_int,
+             "S",
+             doc="the length of one client-quota sample; the request quota throttles a "
+                 "client at most this long"),
     _setting("--zookeeper", "zookeeper.connect", None, str, "HOST:PORT[/CHROOT]",
              shown="none (a single broker)", group=CLUSTER,
              doc="the ZooKeeper ensemble and chroot of the cluster to join; the chroot is "

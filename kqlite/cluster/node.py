@@ -13,7 +13,13 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
    its creation zxid is the broker epoch) and runs for controller. From then on the
    active controller tells every broker what to lead and follow;
 4. the config watcher follows ``/config/changes`` (zookeeper/config_watcher.py), so topic config
-   changes made through any broker reach this one's replicas.
+   changes made through any broker reach this one's replicas, and client quota changes
+   its quota managers (zookeeper/client_quotas.py).
+
+The broker's ACLs (when it has the ACL authorizer) and client quotas are ZooKeeper's:
+``/kafka-acl`` with its change notifications (zookeeper/acls.py) and ``/config/users``,
+``/config/clients``, read when the broker starts, which is after the ZooKeeper session is
+up.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
 move its leaderships away (ControlledShutdown, retried ``controlled.shutdown.max.retries``
@@ -43,6 +49,8 @@ from .replica.manager import ClusterReplicaManager
 from .replica.metadata_cache import MetadataCache
 from .rules.leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .rules.leader_state import DEFAULT_LAG_TIME_MS
+from .zookeeper.acls import ZkAclStore
+from .zookeeper.client_quotas import ZkQuotaStore
 from .zookeeper.config_watcher import ConfigChangeWatcher
 from .zookeeper.producer_ids import ZkProducerIds
 from .zookeeper.store import ZkStore, check_connected, zk_guarded
@@ -104,7 +112,10 @@ class ClusterNode:
                              advertised_host=advertised_host, make_replicas=self._replicas,
                              make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
-                             transactions=False, **broker_options)
+                             transactions=False,
+                             make_acl_store=lambda _broker: ZkAclStore(self),
+                             make_quota_store=lambda _broker: ZkQuotaStore(self),
+                             **broker_options)
         # Clients are told other brokers' addresses from the metadata cache. A cluster
         # broker has one PLAINTEXT listener (inter-broker security is not served yet), so
         # every listener name resolves to a broker's one endpoint.
@@ -171,8 +182,10 @@ class ClusterNode:
         self.controller = Controller(self.store, info, self.channels, **self._rebalance)
         self.replicas.controller = self.controller
         await self.controller.start()
-        self.config_watcher = ConfigChangeWatcher(self.store, self.zk_call,
-                                                  self.replicas.topic_config_changed)
+        quotas = self.broker.quota_store
+        self.config_watcher = ConfigChangeWatcher(
+            self.store, self.zk_call, self.replicas.topic_config_changed,
+            on_entity={"users": quotas.users_changed, "clients": quotas.clients_changed})
         await self.config_watcher.start()
         log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
                  self.zookeeper, self.controller.broker_epoch)

@@ -58,6 +58,7 @@ from .authentication.listener_security import (DEFAULT_FAILED_AUTHENTICATION_DEL
 from .authentication.principal_mapping import NoMatchingRule, distinguished_name
 from .authentication.sasl_server import Next, SaslServerAuthenticator
 from .authorization import AllowAll
+from .authorization.acl_store import DataDirAclStore
 from .connection_limits import ConnectionLimits
 from .coordinator.group.coordinator import GroupCoordinator
 from .coordinator.runtime import sole_broker_runtime
@@ -68,6 +69,8 @@ from .coordinator.txn.markers import LocalMarkerChannel
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
+from .quotas import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, ClientQuotas
+from .quotas.store import DataDirQuotaStore
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
@@ -112,7 +115,9 @@ class Broker:
                  make_credentials=None,
                  failed_authentication_delay_ms=DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
                  authentication_timeout_ms=AUTHENTICATION_TIMEOUT_MS, transactions=True,
-                 transaction_config=None):
+                 transaction_config=None, make_acl_store=None, make_quota_store=None,
+                 quota_window_num=DEFAULT_WINDOW_NUM,
+                 quota_window_size_seconds=DEFAULT_WINDOW_SIZE_SECONDS):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
         ``connections_max_idle_ms``: -1 never closes idle connections. ``None`` for
         ``max_connections``, ``max_connections_per_ip`` and ``queued_max_request_bytes``
@@ -144,7 +149,13 @@ class Broker:
         its markers written to this broker's own partitions); a broker without one
         answers the transactional APIs as a broker without transactions (a cluster
         broker, for now). ``transaction_config``: its TransactionConfig (Kafka's
-        defaults when None)."""
+        defaults when None).
+
+        ``make_acl_store(broker)``: where an ACL authorizer keeps its ACLs
+        (authorization/acl_store.py) instead of the data dir's file (a cluster: ZooKeeper);
+        ``make_quota_store(broker)`` the same for client quotas (quotas/store.py).
+        ``quota_window_num``, ``quota_window_size_seconds``: Kafka's quota.window.num and
+        quota.window.size.seconds, the windows client quotas are measured over."""
         if connections_max_idle_ms != -1 and (not isinstance(connections_max_idle_ms, int)
                                               or connections_max_idle_ms < 1):
             raise ValueError(f"connections.max.idle.ms must be a positive integer or -1, "
@@ -175,6 +186,13 @@ class Broker:
         self.metrics_port = metrics_port
         self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
+        self.acl_store = make_acl_store(self) if make_acl_store is not None else \
+            DataDirAclStore(self.db.path, self.io.run)
+        self.quotas = ClientQuotas(window_num=quota_window_num,
+                                   window_size_seconds=quota_window_size_seconds)
+        self.quota_store = make_quota_store(self) if make_quota_store is not None else \
+            DataDirQuotaStore(self.db.path, self.io.run)
+        self.metrics.add_source(self.quotas.metrics)
         make_runtime = make_coordinator_runtime or sole_broker_runtime
         self.coordinator = GroupCoordinator(make_runtime(self, OFFSETS_STATE),
                                             group_initial_rebalance_delay_ms / 1000.0)
@@ -236,6 +254,8 @@ class Broker:
 
     async def start(self):
         self.replicas.start()
+        await self.authorizer.start(self)
+        await self.quotas.start(self.quota_store)
         if self.uses_scram:
             await self.credentials.start()
         listening = []
@@ -276,6 +296,8 @@ class Broker:
             await self.transactions.stop()   # markers stop before the partitions do
         await self.replicas.stop()   # waiting fetches answer now
         await self.coordinator.stop()  # so do JoinGroups waiting out a rebalance
+        await self.authorizer.stop()
+        await self.quotas.stop()
         deadline = time.monotonic() + grace
         while any(c.busy for c in self._connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -372,11 +394,19 @@ class _Connection:
                         continue
                 self.busy = True
                 try:
-                    await self._handle(request)
+                    muted_until = await self._handle(request)
+                except ProtocolError as exc:     # a request Kafka could not parse
+                    log.warning("closing connection from %s: %s", self.peer, exc)
+                    metrics.protocol_errors += 1
+                    return
                 finally:
                     self.busy = False
                     memory.release(self.reserved)
                     self.reserved = 0
+                if muted_until is not None:
+                    # A client quota's throttle (KIP-219): the answer went out at once,
+                    # and nothing more is read from the client until the time is up.
+                    await asyncio.sleep(muted_until - asyncio.get_running_loop().time())
         except _AuthenticationEnded as exc:
             log.info("closing connection from %s on listener %s: %s", self.peer,
                      self.listener.name, exc)
@@ -558,6 +588,8 @@ class _Connection:
             raise _IdleConnection() from None
 
     async def _handle(self, request):
+        """Answer ``request``; the event-loop time until which a client quota mutes the
+        connection, or None."""
         started = time.perf_counter()
         name = request.name
         handler = self.broker.handlers.get(request.api_key)
@@ -573,7 +605,10 @@ class _Connection:
             return
         self.handling = name
         context = RequestContext.of(self.session, request)
-        response = await handler(self.broker, context, request)
+        response, throttle_ms = await self.broker.quotas.serve(
+            context, request, handler(self.broker, context, request))
+        muted_until = asyncio.get_running_loop().time() + throttle_ms / 1000.0 \
+            if throttle_ms else None
         self.broker.io.alarms.recovered(f"{name} requests")
         if response is not None:  # None: acks=0 produce, no response is sent
             try:
@@ -585,6 +620,7 @@ class _Connection:
                 raise
             await self._send(chunks)
         self.broker.metrics.observe(name, time.perf_counter() - started, request.size)
+        return muted_until
 
     async def _send(self, chunks):
         sent = 0

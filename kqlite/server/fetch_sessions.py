@@ -134,6 +134,11 @@ class FetchContext:
         """``results``: ``[(key, result)]`` for :meth:`partitions`. Returns SessionResponse."""
         return SessionResponse(ErrorCode.NONE, INVALID_SESSION_ID, list(results))
 
+    def throttled(self):
+        """The answer to a fetch a client quota throttles: no partitions, and no session
+        made or changed (Kafka's ``getThrottledResponse``)."""
+        return SessionResponse(self.error_code, INVALID_SESSION_ID, [])
+
 
 class _SessionError(FetchContext):
     kind = "error"
@@ -195,6 +200,12 @@ class _Incremental(FetchContext):
         for key in moved:       # served: to the back of the queue
             session.partitions[key] = session.partitions.pop(key)
         return SessionResponse(ErrorCode.NONE, session.id, sent, omitted)
+
+    def throttled(self):
+        # The session keeps its partitions as they were; the epoch check still applies.
+        code = ErrorCode.NONE if self.session.epoch == next_epoch(self._request_epoch) \
+            else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        return SessionResponse(code, self.session.id, [])
 
 
 def _must_respond(cached, result):

@@ -16,15 +16,18 @@ resources (a fetch's duplicated file descriptor) is handed to ``on_abandon`` so 
 released rather than leaked.
 
 Running out of disk space or descriptors in these calls is reported through ``alarms``
-(exhaustion.py): once per episode, not once per request.
+(exhaustion.py): once per episode, not once per request. A call made for a request the
+request quota measures is charged to it (quotas/request_cost.py).
 """
 
 import asyncio
 import functools
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .exhaustion import ResourceAlarms
+from .quotas import request_cost
 
 __all__ = ["StorageExecutor", "DEFAULT_IO_THREADS"]
 
@@ -48,7 +51,11 @@ class StorageExecutor:
         exception. ``on_abandon(result)`` releases the result of a call whose caller was
         cancelled before it finished."""
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+        call = functools.partial(fn, *args, **kwargs)
+        cost = request_cost.CURRENT.get()
+        if cost is not None:      # a request quota charges the request this call's time
+            call = functools.partial(_charged, cost, call)
+        future = loop.run_in_executor(self._pool, call)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -68,3 +75,11 @@ def _abandoned(release, future):
         release(future.result())
     except Exception:
         log.exception("releasing the result of an abandoned storage call failed")
+
+
+def _charged(cost, call):
+    started = time.perf_counter()
+    try:
+        return call()
+    finally:
+        request_cost.charge_storage(cost, time.perf_counter() - started)

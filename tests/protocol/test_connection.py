@@ -93,15 +93,16 @@ def test_unknown_api_key_is_returned_unsupported():
     assert req.unsupported and req.name == "Unknown(1000)" and req.client_id is None
 
 
-def test_refused_api_is_decoded_but_not_advertised():
-    """ACL requests are decoded so the broker can answer them with an error, but
-    ApiVersions never lists them; the transaction coordinator's are listed by a single
-    broker, which has one, and not by a cluster broker."""
-    (req,) = ServerConnection().receive_data(_frame(29, 1, 42, "acl-client", bytes(
-        [1, 0xFF, 0xFF, 3, 0xFF, 0xFF, 0xFF, 0xFF, 1, 1])))
-    assert not req.unsupported and req.body["resource_type_filter"] == 1
-    assert req.name == "DescribeAcls" == API_NAMES[29]
-    assert not {29, 30, 31} & set(SUPPORTED)
+def test_security_and_transaction_apis_are_advertised():
+    """The ACL, client quota and SCRAM APIs are served by every broker (one without an ACL
+    authorizer answers the ACL APIs SECURITY_DISABLED, as Kafka's); the transaction
+    coordinator's are listed by a single broker, which has one, and not by a cluster
+    broker."""
+    body = b"\x00\x02tx" + (7).to_bytes(8, "big") + (0).to_bytes(2, "big") + b"\x00\x01g"
+    (req,) = ServerConnection().receive_data(_frame(25, 0, 42, "txn-client", body))
+    assert not req.unsupported and req.body["transactional_id"] == "tx"
+    assert req.name == "AddOffsetsToTxn" == API_NAMES[25]
+    assert {29, 30, 31, 48, 49, 50, 51} <= set(SUPPORTED) & set(CLUSTER_SUPPORTED)
     assert {24, 25, 26, 27, 28, 65, 66} <= set(SUPPORTED)
     assert not {24, 25, 26, 27, 28, 65, 66} & set(CLUSTER_SUPPORTED)
 

@@ -16,7 +16,7 @@ import pytest
 
 from kqlite.cluster.handlers import HANDLERS as CLUSTER_HANDLERS
 from kqlite.protocol import API_NAMES, CLUSTER_SUPPORTED, SUPPORTED, ApiKey
-from kqlite.protocol.schema import APIS, CLUSTER_ONLY, REFUSED, TRANSACTIONS
+from kqlite.protocol.schema import APIS, CLUSTER_ONLY, TRANSACTIONS
 from kqlite.server.handlers import HANDLERS
 
 TABLES = {
@@ -24,7 +24,7 @@ TABLES = {
     "cluster broker": (CLUSTER_SUPPORTED, {**HANDLERS, **CLUSTER_HANDLERS}),
 }
 # What each broker handles without advertising it.
-UNADVERTISED = {"single broker": REFUSED, "cluster broker": REFUSED | TRANSACTIONS}
+UNADVERTISED = {"single broker": frozenset(), "cluster broker": TRANSACTIONS}
 
 
 def _names(keys):

@@ -3,43 +3,33 @@ with its ZkNodeChangeNotificationListener and TopicConfigHandler).
 
 Theory of operation. Whoever changes a topic's config writes ``/config/topics/<topic>``,
 then a sequential ``/config/changes/config_change_<10 digits>`` naming the topic
-(ZkStore.set_topic_config). Each broker keeps a child watch on ``/config/changes``; when
-it fires, the broker reads the notifications whose sequence number is above the last one
-it processed, in order, and for each topic named re-reads the topic's config and applies
-it to its replicas (:func:`apply_topic_config`, in a storage thread: the data dir's topic
+(ZkStore.set_topic_config). Each broker follows ``/config/changes`` (notifications.py: the
+notifications above the last one handled, in order, the expired ones purged), and for
+each topic named re-reads the topic's config and applies it to its replicas (:func:`apply_topic_config`, in a storage thread: the data dir's topic
 definition and the open logs, so retention, max.message.bytes, ... take effect; the
 replica manager's min.insync.replicas for acks=all). When the broker is the active
-controller, its controller is told too (unclean.leader.election.enable). At start every
-pending notification is processed once, as Kafka's listener does; applying a config is
-idempotent. Notifications older than 15 minutes are deleted by whichever broker sees
-them (Kafka's changeExpirationMs), so the list stays short.
+controller, its controller is told too (unclean.leader.election.enable). Changes of
+users and client ids (client quotas, and a user's credentials) go to the handlers the
+broker gives for those entity types; broker and ip configs are not followed.
 
-ZooKeeper is only read in ZooKeeper threads and the data dir only in storage threads:
-the watch callback (kazoo's thread) just wakes the one task that does the work.
+ZooKeeper is only read in ZooKeeper threads and the data dir only in storage threads.
 """
 
-import asyncio
 import logging
 import time
 
 from ...errors import ConfigError, KqliteError, UnknownTopicError
 from ...storage.config import LogConfig
 from ...storage.config_rules import KQLITE_RULES
+from . import znodes as zn
+from .notifications import CHANGE_EXPIRATION_MS, ChangeNotificationListener
 from .znodes import ZnodeFormatError, decode_config_change
 
 __all__ = ["ConfigChangeWatcher", "apply_topic_config", "CHANGE_EXPIRATION_MS"]
 
 log = logging.getLogger("kqlite.cluster")
 
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000   # Kafka's ZkConfigManager changeExpirationMs
-_PREFIX = "config_change_"
-
-
-def _sequence(name):
-    try:
-        return int(name[len(_PREFIX):])
-    except ValueError:
-        return -1
+_PREFIX = "config_change_"     # WIRE: Kafka's ConfigEntityChangeNotificationSequenceZNode
 
 
 def apply_topic_config(db, topic, zk_config):
@@ -69,73 +59,30 @@ def apply_topic_config(db, topic, zk_config):
 class ConfigChangeWatcher:
     """Follows ``/config/changes`` for one broker. ``store``: the ZkStore; ``zk(fn,
     *args)``: a coroutine running a blocking ZooKeeper call in a thread; ``on_topic``: a
-    coroutine function called with each changed topic's name, in order."""
+    coroutine function called with each changed topic's name, in order; ``on_entity``:
+    ``{entity type: coroutine function}`` for the other entity types followed (``users``
+    and ``clients``: client quotas), called with the sanitized entity path after the type
+    (``alice``, ``alice/clients/app``)."""
 
-    def __init__(self, store, zk, on_topic, *, expiration_ms=CHANGE_EXPIRATION_MS,
-                 clock=time.time):
-        self._store = store
-        self._zk = zk
-        self._on_topic = on_topic
-        self._expiration_ms = expiration_ms
-        self._clock = clock
-        self._last = -1            # the sequence number of the last notification processed
-        self._wake = asyncio.Event()
-        self._loop = None
-        self._task = None
+    def __init__(self, store, zk, on_topic, *, on_entity=None,
+                 expiration_ms=CHANGE_EXPIRATION_MS, clock=time.time):
+        self._on_entity = {"topics": on_topic, **(on_entity or {})}
+        self._listener = ChangeNotificationListener(
+            store, zk, zn.CONFIG_CHANGES, _PREFIX, self._apply, what="config-changes",
+            expiration_ms=expiration_ms, clock=clock)
 
     async def start(self):
-        self._loop = asyncio.get_running_loop()
-        self._wake.set()
-        self._task = self._loop.create_task(self._run(), name="kqlite-config-changes")
+        await self._listener.start()
 
     async def stop(self):
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._listener.stop()
 
     @property
     def last_processed(self):
-        return self._last
-
-    def _on_watch(self, _event):
-        # kazoo's thread: only wake the task.
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(self._wake.set)
-            except RuntimeError:
-                pass    # the loop closed meanwhile: the broker is going away
-
-    async def _run(self):
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.process()
-            except asyncio.CancelledError:
-                raise
-            except Exception:   # ZooKeeper unreachable: the session's return re-fires
-                log.exception("config changes: processing failed; retrying")
-                await asyncio.sleep(1.0)
-                self._wake.set()
+        return self._listener.last_processed
 
     async def process(self):
-        """Apply the notifications not seen yet, purge the expired ones, re-arm the
-        watch."""
-        names = await self._zk(self._store.config_changes, self._on_watch)
-        now_ms = self._clock() * 1000.0
-        for name in names:
-            seq = _sequence(name)
-            found = await self._zk(self._store.config_change, name)
-            if found is None:
-                continue            # purged meanwhile by another broker
-            data, ctime_ms = found
-            if seq > self._last:
-                self._last = seq
-                await self._apply(name, data)
-            if now_ms - ctime_ms > self._expiration_ms:
-                await self._zk(self._store.delete_config_change, name)
+        await self._listener.process()
 
     async def _apply(self, name, data):
         try:
@@ -143,9 +90,10 @@ class ConfigChangeWatcher:
         except ZnodeFormatError as exc:
             log.warning("config changes: ignoring %s: %s", name, exc)
             return
-        if entity_type != "topics":
-            return      # client, user, broker and ip configs: kqlite has none to follow
+        handler = self._on_entity.get(entity_type)
+        if handler is None:
+            return      # broker and ip configs: kqlite has none to follow
         try:
-            await self._on_topic(entity)
+            await handler(entity)
         except (KqliteError, OSError) as exc:
-            log.error("config change of topic %s not applied: %s", entity, exc)
+            log.error("config change of %s %s not applied: %s", entity_type, entity, exc)

@@ -258,20 +258,33 @@ class ZkStore:
     def config_changes(self, watch=None):
         """The names of the pending ``/config/changes`` notifications, oldest first (the
         sequence suffix orders them)."""
-        return sorted(self.zk.get_children(zn.CONFIG_CHANGES, watch=watch))
+        return self.sequential_nodes(zn.CONFIG_CHANGES, watch)
 
     def config_change(self, name):
         """``(data, creation time in ms)`` of one notification (znodes.decode_config_change
         reads the data), or None when it was purged meanwhile."""
+        return self.sequential_node(zn.CONFIG_CHANGES, name)
+
+    def delete_config_change(self, name):
+        self.delete_sequential_node(zn.CONFIG_CHANGES, name)
+
+    # ---- change notifications (any directory of sequential nodes) ----------------------
+
+    def sequential_nodes(self, root, watch=None):
+        """The children of ``root``, sorted (sequential nodes: oldest first)."""
+        return sorted(self.zk.get_children(root, watch=watch))
+
+    def sequential_node(self, root, name):
+        """``(data, creation time in ms)`` of ``root/name``, or None when it is gone."""
         try:
-            data, stat = self.zk.get(f"{zn.CONFIG_CHANGES}/{name}")
+            data, stat = self.zk.get(f"{root}/{name}")
         except NoNodeError:
             return None
         return data, stat.ctime
 
-    def delete_config_change(self, name):
+    def delete_sequential_node(self, root, name):
         try:
-            self.zk.delete(f"{zn.CONFIG_CHANGES}/{name}")
+            self.zk.delete(f"{root}/{name}")
         except NoNodeError:
             pass    # another broker purged it first
 

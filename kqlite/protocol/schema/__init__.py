@@ -5,10 +5,9 @@ serves and the API's flexible versions). ``API_NAMES`` names every API key Kafka
 served or not, so that an unsupported request can still be logged by name.
 
 Adding an API: declare it in the module of its family (data, fetch, metadata, groups,
-group_admin, admin, admin_ops, security, transactions; interbroker for the cluster's,
-refused for those decoded only to refuse), add it to that module's ``APIS`` list, and run
-tests/protocol/test_schema_crosscheck.py. An API in ``APIS`` and not in ``REFUSED`` is
-advertised (``connection.SUPPORTED``, or ``CLUSTER_SUPPORTED`` by a cluster broker only),
+group_admin, admin, admin_ops, security, acls_quotas, transactions; interbroker for the
+cluster's), add it to that module's ``APIS`` list, and run
+tests/protocol/test_schema_crosscheck.py. An API in ``APIS`` is advertised (``connection.SUPPORTED``, or ``CLUSTER_SUPPORTED`` by a cluster broker only),
 so its handler comes with it (kqlite/server/handlers, kqlite/cluster/handlers;
 tests/server/test_handler_table.py fails without one).
 
@@ -21,18 +20,15 @@ has no client id.
 
 from ..api_keys import ApiKey
 from . import (admin, admin_ops, data, fetch, group_admin, groups, interbroker, metadata,
-               refused, security, transactions)
+               security, acls_quotas, transactions)
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
-__all__ = ["APIS", "API_NAMES", "REFUSED", "CLUSTER_ONLY", "TRANSACTIONS", "REQUEST_HEADER_V0",
+__all__ = ["APIS", "API_NAMES", "CLUSTER_ONLY", "TRANSACTIONS", "REQUEST_HEADER_V0",
            "Api", "F", "Field", "MISSING", "in_range", "parse_versions"]
 
 APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admin, admin_ops,
-                                security, refused, interbroker, transactions)
+                                security, acls_quotas, interbroker, transactions)
                 for a in module.APIS}
-
-# Decoded only to answer with an error; never advertised in ApiVersions (see refused.py).
-REFUSED = frozenset(a.key for a in refused.APIS)
 
 # Kafka's ZooKeeper-mode inter-broker APIs: a single broker does not serve them, a cluster
 # broker does (connection.CLUSTER_SUPPORTED).

@@ -4,7 +4,8 @@ Kafka without ``authorizer.class.name`` (``AuthHelper`` with no authorizer) allo
 operation on every resource, and so answers every KIP-430 ``authorized_operations`` field
 with all the operations the resource type supports (TOPIC 3576, GROUP 328, CLUSTER 8096,
 TRANSACTIONAL_ID 272), which :meth:`Authorizer.authorized_operations` derives from these
-answers. That is kqlite's behaviour until ACLs exist.
+answers; and the ACL APIs answer SECURITY_DISABLED (``manages_acls`` is false). Kafka's ACL
+authorizer is acl_authorizer.py.
 """
 
 from .authorizer import Authorizer

@@ -23,9 +23,12 @@ distinct name asked once) and :meth:`~Authorizer.authorized_operations` (KIP-430
 supported operations of the resource's type that :meth:`authorize` allows, as the
 response field's int32).
 
-An ACL authorizer (Kafka's ``AclAuthorizer``: ACLs with implication, deny winning,
-super users, ``allow.everyone.if.no.acl.found``) is a subclass given to the broker as
-``Broker(authorizer=...)``; handlers do not change.
+An authorizer may keep state that must be loaded and followed (the ACL authorizer,
+acl_authorizer.py: ACLs in the data dir or ZooKeeper): the broker awaits its
+:meth:`~Authorizer.start` before it accepts a connection and its :meth:`~Authorizer.stop`
+when it stops. One that keeps ACLs the ACL APIs manage says so with ``manages_acls``;
+for any other, as for Kafka's broker without an authorizer, CreateAcls, DescribeAcls and
+DeleteAcls answer SECURITY_DISABLED.
 """
 
 import abc
@@ -50,6 +53,16 @@ SUPPORTED_OPERATIONS = {
 
 class Authorizer(abc.ABC):
     """What the broker asks before serving a request (see the module docstring)."""
+
+    #: Whether this authorizer keeps ACLs that CreateAcls, DescribeAcls and DeleteAcls
+    #: manage (``acls``, ``create_acls``, ``delete_acls``: acl_authorizer.py).
+    manages_acls = False
+
+    async def start(self, broker):
+        """Load what the answers need, before the broker accepts its first connection."""
+
+    async def stop(self):
+        """Stop following changes; the broker is stopping."""
 
     @abc.abstractmethod
     def authorize(self, context, operation, resource, *, log_if_denied=True):

@@ -8,12 +8,12 @@ a handler asks ``broker.authorizer`` with it where Kafka's KafkaApis checks an A
 anything is stored or looked up for the client, and answers a refusal with Kafka's code.
 """
 
-from . import (admin, admin_ops, fetch, group_admin, group_offsets, membership, offsets,
-               produce, refused, security, transactions)
+from . import (acls, admin, admin_ops, client_quotas, fetch, group_admin, group_offsets,
+               membership, offsets, produce, security, transactions)
 
 HANDLERS = {}
 for _module in (admin, admin_ops, produce, fetch, offsets, membership, group_offsets,
-                group_admin, security, transactions, refused):
+                group_admin, security, acls, client_quotas, transactions):
     HANDLERS.update(_module.HANDLERS)
 
 __all__ = ["HANDLERS"]

@@ -20,6 +20,10 @@ arrive), as Kafka's KafkaApis.handleFetchRequest does:
   rejects the whole response otherwise.
 - The response is capped at Kafka's ``fetch.max.bytes`` (55 MiB) whatever the request
   asks, and every region read is released if the response is not built.
+- A consumer's fetch is held to its client quotas (quotas/client_quotas.py): its largest
+  read capped at what the fetch quota lets through in all but one window; once read, a
+  fetch over the fetch or request quota is answered empty with its throttle time and its
+  bytes taken back, as Kafka's ``getThrottledResponse`` (no session made or changed).
 - Authorization, before anything is read: a follower (replica id >= 0) needs
   CLUSTER_ACTION on the cluster, else every partition answers TOPIC_AUTHORIZATION_FAILED;
   a consumer needs READ on each topic, else its partitions answer
@@ -84,12 +88,23 @@ async def fetch(broker, context, request):
                                               p.get("log_start_offset", -1))))
     max_bytes = min(body.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF,
                     FETCH_MAX_BYTES)
+    quota_cap = broker.quotas.fetch_max_bytes(context) if replica_id < 0 else None
+    if quota_cap is not None:
+        max_bytes = max(min(max_bytes, quota_cap), 1)
     found = await broker.replicas.fetch_messages(
         [f for _, f in reads], max_bytes=max_bytes, min_bytes=min(body["min_bytes"], max_bytes),
         max_wait_ms=body["max_wait_ms"], replica_id=replica_id,
         isolation=isolation_of(replica_id, body.get("isolation_level", READ_UNCOMMITTED)),
         zero_copy=version >= _FIRST_V2_RECORDS_VERSION)
     results.update((key, r) for (key, _), r in zip(reads, found))
+    if replica_id < 0 and (broker.quotas.fetch.enabled or broker.quotas.request.enabled):
+        throttle = broker.quotas.fetch_throttle(context, sum(r.size or 0 for r in found))
+        if throttle:
+            for r in results.values():
+                r.release()
+            answer = session.throttled()
+            return {"throttle_time_ms": throttle, "error_code": answer.error_code,
+                    "session_id": answer.session_id, "responses": [], "node_endpoints": []}
     try:
         answer = session.respond([(key, results[key]) for key, _ in wanted], _now_ms())
         for _key, r in answer.omitted:

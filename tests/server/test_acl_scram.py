@@ -1,0 +1,85 @@
+"""ACLs on principals that logged in: a ``kqlite serve --config server.properties`` broker
+with SASL listeners and Kafka's ACL authorizer, SCRAM users made with ``kqlite users``,
+ACLs added with ``kqlite acls`` on its data dir while it runs. confluent-kafka as alice
+(SCRAM-SHA-256) may produce to her topic and not read it; as bob (SCRAM-SHA-512) may
+consume in his group and not produce; each refusal is Kafka's code to the client and a
+line of the audit log on the broker."""
+
+import time
+
+import pytest
+
+from broker_process import unique
+
+pytest.importorskip("cryptography")
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from secured_broker import PASSWORDS, SecuredBroker, kqlite  # noqa: E402
+
+SECONDS = 20     # a liveness guard: the broker applies the ACL file within a second
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = SecuredBroker(tmp_path_factory.mktemp("acl-scram"), extra={
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin"})
+    yield b
+    b.stop()
+
+
+def _client(broker, user, mechanism, **extra):
+    return dict({"bootstrap.servers": broker.bootstrap("SASL_PLAINTEXT"),
+                 "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                 "sasl.username": user, "sasl.password": PASSWORDS[user]}, **extra)
+
+
+def _produce(config, topic, value):
+    outcome = []
+    producer = confluent_kafka.Producer(dict(config, **{"message.timeout.ms": 5000}))
+    producer.produce(topic, value, on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(15)
+    return outcome[0] if outcome else "no delivery report"
+
+
+def _consume(config, topic, group):
+    consumer = confluent_kafka.Consumer(dict(config, **{
+        "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}))
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + SECONDS
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            return msg.error() or msg.value()
+    finally:
+        consumer.close()
+    return None
+
+
+def test_scram_users_are_held_to_their_acls(broker):
+    topic = unique("orders")
+    data = str(broker.data_dir)
+    for argv in (["--allow-principal", "User:alice", "--producer", "--topic", topic],
+                 ["--allow-principal", "User:bob", "--consumer", "--topic", topic,
+                  "--group", "billing"]):
+        done = kqlite("acls", "add", "--data-dir", data, *argv)
+        assert done.returncode == 0, done.stderr
+    alice = _client(broker, "alice", "SCRAM-SHA-256")
+    bob = _client(broker, "bob", "SCRAM-SHA-512")
+    deadline = time.monotonic() + SECONDS
+    while (err := _produce(alice, topic, b"first order")) is not None:
+        assert time.monotonic() < deadline, f"alice could never produce: {err}"
+        time.sleep(0.5)
+    assert _consume(bob, topic, "billing") == b"first order"
+    refused = _produce(bob, topic, b"not bob's to write")
+    assert refused is not None and \
+        refused.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    denied = _consume(alice, topic, "alices-group")
+    assert isinstance(denied, confluent_kafka.KafkaError) and denied.code() in (
+        confluent_kafka.KafkaError.GROUP_AUTHORIZATION_FAILED,
+        confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    deadline = time.monotonic() + 5
+    while "Principal = User:bob is Denied operation = Write" not in broker.stderr():
+        assert time.monotonic() < deadline, broker.stderr()[-3000:]
+        time.sleep(0.1)
