@@ -67,12 +67,15 @@ async def _main(args):
                    max_connections_per_ip_overrides=args.max_connections_per_ip_overrides,
                    queued_max_request_bytes=args.queued_max_request_bytes,
                    **authentication)
-    if args.zookeeper and (len(listeners) > 1 or listeners[0].sasl or listeners[0].ssl_context):
-        print("kqlite serve: a cluster broker (--zookeeper) serves one PLAINTEXT listener: "
-              "TLS and SASL between brokers are not served yet", file=sys.stderr)
-        return 2
     if args.zookeeper:
+        from ..cluster.network.inter_broker import from_properties
         from ..cluster.node import ClusterNode
+        from ..server.authentication.listener_security import SecurityConfigError
+        try:
+            inter_broker = from_properties(properties, listeners)
+        except SecurityConfigError as exc:
+            print(f"kqlite serve: {exc}", file=sys.stderr)
+            return 2
         node = ClusterNode(
             args.data_dir, host, port, broker_id=args.broker_id, zookeeper=args.zookeeper,
             session_timeout_ms=args.zookeeper_session_timeout_ms,
@@ -86,7 +89,7 @@ async def _main(args):
             auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
-            **options)
+            inter_broker=inter_broker, **options)
         broker = node.broker
         await node.start()
     else:

@@ -10,10 +10,16 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
    are the inter-broker ones and whose ApiVersions advertises ``CLUSTER_SUPPORTED``;
    producer ids come in blocks from ``/latest_producer_id_block``;
 3. once it listens, the Controller registers the broker (``/brokers/ids/N``, ephemeral;
-   its creation zxid is the broker epoch) and runs for controller. From then on the
-   active controller tells every broker what to lead and follow;
+   its creation zxid is the broker epoch) with every advertised listener, and runs for
+   controller. From then on the active controller tells every broker what to lead and
+   follow, and every broker's endpoints on every listener;
 4. the config watcher follows ``/config/changes`` (zookeeper/config_watcher.py), so topic config
    changes made through any broker reach this one's replicas.
+
+Other brokers are reached on the inter-broker listener (``inter_broker``,
+network/inter_broker.py), with its TLS and SASL: the controller's channels, the replica
+fetchers, the channel to the controller and the coordinators' reads of partner partitions.
+Clients are told each broker's endpoint of the listener they connected on.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
 move its leaderships away (ControlledShutdown, retried ``controlled.shutdown.max.retries``
@@ -28,6 +34,7 @@ import logging
 
 from ..format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC
 from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
+from ..protocol.security import SecurityProtocol
 from ..server import Broker
 from ..storage.fs import DEFAULT_FS
 from .controller.role import Controller
@@ -37,6 +44,7 @@ from .handlers import HANDLERS
 from .metrics import ClusterMetricsSource
 from .network.broker_client import BrokerClientError
 from .network.channels import ChannelManager
+from .network.inter_broker import InterBrokerListener
 from .replica.broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
                                  adopt_cluster_id, close_broker_dir, open_broker_dir)
 from .replica.manager import ClusterReplicaManager
@@ -58,7 +66,9 @@ _CONTROLLED_SHUTDOWN_VERSIONS = (1, 3)   # WIRE: v3 is what Kafka 3.x brokers se
 
 class ClusterNode:
     """A cluster broker; see the module docstring. ``zookeeper``: ``HOST:PORT[,...][/chroot]``.
-    ``broker_options`` go to :class:`~kqlite.server.Broker`."""
+    ``inter_broker``: the InterBrokerListener (network/inter_broker.py); by default the
+    first PLAINTEXT listener, without security. ``broker_options`` go to
+    :class:`~kqlite.server.Broker` (``listeners`` among them)."""
 
     def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id, zookeeper,
                  session_timeout_ms=DEFAULT_SESSION_TIMEOUT_MS, advertised_host=None,
@@ -70,7 +80,7 @@ class ClusterNode:
                  leader_imbalance_per_broker_percentage=DEFAULT_PERCENTAGE,
                  replica_high_watermark_checkpoint_interval_ms=DEFAULT_HW_CHECKPOINT_INTERVAL_MS,
                  offsets_topic_replication_factor=DEFAULT_OFFSETS_REPLICATION_FACTOR,
-                 offsets_topic_num_partitions=OFFSETS_PARTITIONS,
+                 offsets_topic_num_partitions=OFFSETS_PARTITIONS, inter_broker=None,
                  **broker_options):
         self.broker_id = broker_id
         # Before the broker opens any log: the dir's identity, mark and claim
@@ -95,8 +105,10 @@ class ClusterNode:
         self.channels = None
         self._zk_threads = concurrent.futures.ThreadPoolExecutor(
             2, thread_name_prefix=f"kqlite-zk-broker-{broker_id}")
+        self.inter_broker = inter_broker or _default_inter_broker(broker_options, host, port)
         self._replica_options = {"default_replication_factor": default_replication_factor,
-                                 "lag_time_ms": replica_lag_time_max_ms}
+                                 "lag_time_ms": replica_lag_time_max_ms,
+                                 "inter_broker": self.inter_broker}
         # The state topics' (partitions, replication factor), by name.
         self._state_topics = {OFFSETS_TOPIC: (offsets_topic_num_partitions,
                                               offsets_topic_replication_factor)}
@@ -105,10 +117,9 @@ class ClusterNode:
                              make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
                              **broker_options)
-        # Clients are told other brokers' addresses from the metadata cache. A cluster
-        # broker has one PLAINTEXT listener (inter-broker security is not served yet), so
-        # every listener name resolves to a broker's one endpoint.
-        self.broker.peer_address = lambda node_id, listener_name: self.cache.endpoint(node_id)
+        # Clients are told other brokers' addresses on their own listener, from the
+        # metadata cache.
+        self.broker.peer_address = self.cache.endpoint
         self.broker.metrics.add_source(ClusterMetricsSource(self))
         self.replicas.on_roles_changed = StateTopicRoles(
             [self.broker.coordinator.runtime]).roles_changed
@@ -166,9 +177,10 @@ class ClusterNode:
             self._fs, self.broker.db.path, self.replicas.hosted_replicas, self.broker.io.run,
             self._hw_interval_ms)
         self.hw_checkpointer.start()
-        info = BrokerInfo(self.broker_id, self.broker.advertised_host, self.broker.port)
-        self.channels = ChannelManager(client_id=f"kqlite-controller-{self.broker_id}")
-        self.controller = Controller(self.store, info, self.channels, **self._rebalance)
+        self.channels = ChannelManager(client_id=f"kqlite-controller-{self.broker_id}",
+                                       connector=self.inter_broker.connect)
+        self.controller = Controller(self.store, self.registration(), self.channels,
+                                     listener_name=self.inter_broker.name, **self._rebalance)
         self.replicas.controller = self.controller
         await self.controller.start()
         self.config_watcher = ConfigChangeWatcher(self.store, self.zk_call,
@@ -176,6 +188,12 @@ class ClusterNode:
         await self.config_watcher.start()
         log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
                  self.zookeeper, self.controller.broker_epoch)
+
+    def registration(self):
+        """This broker's registration: every listener's advertised endpoint (bound ports
+        filled in once the broker listens)."""
+        return BrokerInfo(self.broker_id,
+                          tuple(listener.advertised for listener in self.broker.listeners))
 
     async def stop(self, *, controlled=True):
         """Controlled shutdown (unless ``controlled`` is false), then stop everything."""
@@ -231,6 +249,19 @@ class ClusterNode:
         except Exception as exc:    # noqa: BLE001 -- no controller known: retried
             code = getattr(exc, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
             return {"error_code": code, "error": str(exc)}
+
+
+def _default_inter_broker(broker_options, host, port):
+    """Without an inter-broker listener given: the first PLAINTEXT listener, which needs no
+    client settings (a broker whose only listeners are secured needs them given)."""
+    listeners = broker_options.get("listeners")
+    if not listeners:
+        return InterBrokerListener.plaintext()
+    for listener in listeners:
+        if listener.protocol == SecurityProtocol.PLAINTEXT:
+            return InterBrokerListener.plaintext(listener.name)
+    raise ValueError("a cluster broker without a PLAINTEXT listener needs its inter-broker "
+                     "listener's client settings (inter_broker)")
 
 
 def _ensure_chroot(hosts):

@@ -12,7 +12,7 @@ from kqlite.protocol import ApiKey, ErrorCode, decode_request, encode_request
 
 def _context(epoch=1):
     ctx = ControllerContext(1, epoch, epoch)
-    ctx.live_brokers = {b: zn.BrokerInfo(b, "127.0.0.1", 9000 + b, None, 100 + b)
+    ctx.live_brokers = {b: zn.BrokerInfo.plaintext(b, "127.0.0.1", 9000 + b, None, 100 + b)
                         for b in (1, 2)}
     ctx.assignments = {"t": {0: (1, 2, 3), 1: (2, 3, 1)}}
     ctx.topic_ids = {"t": uuid.uuid4()}
@@ -32,7 +32,7 @@ def test_the_cache_holds_what_the_controller_states():
     cache = MetadataCache(2)
     assert cache.update(_over_the_wire(update_metadata(ctx, 2, list(ctx.partitions())))) == 0
     assert cache.controller_id == 1 and cache.controller_epoch == 1
-    assert cache.endpoint(2) == ("127.0.0.1", 9002) and not cache.is_alive(3)
+    assert cache.endpoint(2, "PLAINTEXT") == ("127.0.0.1", 9002) and not cache.is_alive(3)
     assert cache.partition("t", 0) == CachedPartition(1, 3, (1, 2), (1, 2, 3), (3,), 5)
     assert cache.topic_id("t") == ctx.topic_ids["t"]
     assert cache.topic_by_id(ctx.topic_ids["t"]) == "t"

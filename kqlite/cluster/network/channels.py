@@ -236,7 +236,7 @@ class BrokerChannel:
                     self.host, self.port, broker_id=self.broker_id, client_id=self.client_id,
                     connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
                     max_response_size=self.max_response_size)
-                if self.negotiate:
+                if self.negotiate and conn.api_versions is None:
                     await conn.negotiate_versions()
             except asyncio.CancelledError:
                 if conn is not None:
