@@ -14,7 +14,9 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
    controller. From then on the active controller tells every broker what to lead and
    follow, and every broker's endpoints on every listener;
 4. the config watcher follows ``/config/changes`` (zookeeper/config_watcher.py), so topic config
-   changes made through any broker reach this one's replicas.
+   changes made through any broker reach this one's replicas, and SCRAM credential
+   changes its SASL listeners (zookeeper/credentials.py: ``/config/users``, with the
+   server secret unknown users' answers are derived from, shared by the cluster).
 
 Other brokers are reached on the inter-broker listener (``inter_broker``,
 network/inter_broker.py), with its TLS and SASL: the controller's channels, the replica
@@ -52,6 +54,7 @@ from .replica.metadata_cache import MetadataCache
 from .rules.leader_rebalance import DEFAULT_CHECK_INTERVAL_S, DEFAULT_PERCENTAGE
 from .rules.leader_state import DEFAULT_LAG_TIME_MS
 from .zookeeper.config_watcher import ConfigChangeWatcher
+from .zookeeper.credentials import ZkCredentials
 from .zookeeper.producer_ids import ZkProducerIds
 from .zookeeper.store import ZkStore, check_connected, zk_guarded
 from .zookeeper.znodes import BrokerInfo
@@ -116,6 +119,7 @@ class ClusterNode:
                              advertised_host=advertised_host, make_replicas=self._replicas,
                              make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
+                             make_credentials=lambda _broker: ZkCredentials(self),
                              **broker_options)
         # Clients are told other brokers' addresses on their own listener, from the
         # metadata cache.
@@ -183,8 +187,9 @@ class ClusterNode:
                                      listener_name=self.inter_broker.name, **self._rebalance)
         self.replicas.controller = self.controller
         await self.controller.start()
-        self.config_watcher = ConfigChangeWatcher(self.store, self.zk_call,
-                                                  self.replicas.topic_config_changed)
+        self.config_watcher = ConfigChangeWatcher(
+            self.store, self.zk_call, self.replicas.topic_config_changed,
+            on_entity={"users": self.broker.credentials.user_changed})
         await self.config_watcher.start()
         log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
                  self.zookeeper, self.controller.broker_epoch)

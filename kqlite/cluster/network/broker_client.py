@@ -139,6 +139,7 @@ class BrokerConnection:
                                                  name=f"kqlite-read-{host}:{port}")
         self._random = rng
         self._sasl = None            # makes the mechanism client of each (re-)authentication
+        self.authentications = 0     # SASL exchanges completed on this connection
         self._reauth_timer = None
         self._reauth_task = None
         self._reauthenticating = None    # a Future while a re-authentication holds requests
@@ -296,6 +297,7 @@ class BrokerConnection:
         except SaslExchangeError as exc:
             raise BrokerAuthenticationError(f"cannot authenticate to {self.name}: {exc}",
                                             self.name) from None
+        self.authentications += 1
         delay = reauthentication_delay(lifetime_ms, self._random)
         if delay is not None and not self.closed:
             self._reauth_timer = self._loop.call_later(delay, self._begin_reauthentication)
@@ -304,7 +306,7 @@ class BrokerConnection:
 
     async def _request_now(self, api_key, version, body):
         """:meth:`request` past the re-authentication gate (the exchange's own)."""
-        request, future = self._send(api_key, version, body, None)
+        _request, future = self._send(api_key, version, body, None)
         await self._writer.drain()
         return await future
 

@@ -350,6 +350,9 @@ def _shown(version):
 def _fail_quietly(future, error):
     # Removal and offline brokers are routine in a cluster: a caller that does not await
     # the Future must not get "exception was never retrieved" noise, one that does still
-    # gets the error.
+    # gets the error. A Future its caller already cancelled (a controlled shutdown's
+    # request given up on, say) has nothing left to hear.
+    if future.done():
+        return
     future.set_exception(error)
     future.exception()

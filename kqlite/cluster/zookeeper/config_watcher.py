@@ -9,7 +9,9 @@ it processed, in order, and for each topic named re-reads the topic's config and
 it to its replicas (:func:`apply_topic_config`, in a storage thread: the data dir's topic
 definition and the open logs, so retention, max.message.bytes, ... take effect; the
 replica manager's min.insync.replicas for acks=all). When the broker is the active
-controller, its controller is told too (unclean.leader.election.enable). At start every
+controller, its controller is told too (unclean.leader.election.enable). Changes of other
+entity types go to the handlers the broker gives for them (``users``: a user's SCRAM
+credentials, credentials.py); broker and ip configs are not followed. At start every
 pending notification is processed once, as Kafka's listener does; applying a config is
 idempotent. Notifications older than 15 minutes are deleted by whichever broker sees
 them (Kafka's changeExpirationMs), so the list stays short.
@@ -69,13 +71,15 @@ def apply_topic_config(db, topic, zk_config):
 class ConfigChangeWatcher:
     """Follows ``/config/changes`` for one broker. ``store``: the ZkStore; ``zk(fn,
     *args)``: a coroutine running a blocking ZooKeeper call in a thread; ``on_topic``: a
-    coroutine function called with each changed topic's name, in order."""
+    coroutine function called with each changed topic's name, in order; ``on_entity``:
+    ``{entity type: coroutine function}`` for the other entity types followed, called with
+    the sanitized entity path after the type (``alice``, ``alice/clients/app``)."""
 
-    def __init__(self, store, zk, on_topic, *, expiration_ms=CHANGE_EXPIRATION_MS,
-                 clock=time.time):
+    def __init__(self, store, zk, on_topic, *, on_entity=None,
+                 expiration_ms=CHANGE_EXPIRATION_MS, clock=time.time):
         self._store = store
         self._zk = zk
-        self._on_topic = on_topic
+        self._on_entity = {"topics": on_topic, **(on_entity or {})}
         self._expiration_ms = expiration_ms
         self._clock = clock
         self._last = -1            # the sequence number of the last notification processed
@@ -143,9 +147,10 @@ class ConfigChangeWatcher:
         except ZnodeFormatError as exc:
             log.warning("config changes: ignoring %s: %s", name, exc)
             return
-        if entity_type != "topics":
-            return      # client, user, broker and ip configs: kqlite has none to follow
+        handler = self._on_entity.get(entity_type)
+        if handler is None:
+            return      # broker and ip configs: kqlite has none to follow
         try:
-            await self._on_topic(entity)
+            await handler(entity)
         except (KqliteError, OSError) as exc:
-            log.error("config change of topic %s not applied: %s", entity, exc)
+            log.error("config change of %s %s not applied: %s", entity_type, entity, exc)
