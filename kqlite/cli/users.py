@@ -134,7 +134,8 @@ def _where(args):
     return _DataDir(args.data_dir)
 
 
-def run(args, out=sys.stdout, stdin=sys.stdin):
+def run(args, out=None, stdin=None):
+    out, stdin = out or sys.stdout, stdin or sys.stdin
     _parse_command(args)
     try:
         where = _where(args)

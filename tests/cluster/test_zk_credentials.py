@@ -5,11 +5,10 @@ following the notifications, the server secret made once, and ``kqlite users
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 import time
 
+from kqlite.cli.main import main
 from kqlite.cluster.zookeeper import credentials as zc
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.cluster.zookeeper.config_watcher import ConfigChangeWatcher
@@ -190,15 +189,18 @@ async def _ignore(_topic):
     pass
 
 
-def _kqlite(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "kqlite.cli", *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)
+def _kqlite(capfd, *args):
+    """``kqlite ARGS`` in this process: (exit status, stdout, stderr)."""
+    capfd.readouterr()
+    status = main(list(args))
+    out, err = capfd.readouterr()
+    return status, out, err
 
 
-def test_kqlite_users_on_a_clusters_zookeeper(zk_hosts, zk_client):
-    added = _kqlite("users", "--zookeeper", zk_hosts, "add", "alice", "--password", "-",
-                    "--iterations", "8192", stdin="s3cret\n")
-    assert added.returncode == 0, added.stderr
+def test_kqlite_users_on_a_clusters_zookeeper(zk_hosts, zk_client, capfd):
+    status, _, err = _kqlite(capfd, "users", "--zookeeper", zk_hosts, "add", "alice",
+                             "--password", "s3cret", "--iterations", "8192")
+    assert status == 0, err
     client = zk_client()
     config, _ = zc.read_user_config(client, "alice")
     credential = scram.ScramCredential.from_text(config["SCRAM-SHA-512"])
@@ -206,14 +208,15 @@ def test_kqlite_users_on_a_clusters_zookeeper(zk_hosts, zk_client):
         SHA512, scram.salted_password(SHA512, "s3cret", credential.salt, 8192),
         credential.salt, 8192)
     assert {"version": 2, "entity_path": "users/alice"} in _notifications(client)
-    listed = _kqlite("users", "--zookeeper", zk_hosts, "list")
-    assert listed.stdout == "alice: SCRAM-SHA-256 (iterations 8192), " \
-                            "SCRAM-SHA-512 (iterations 8192)\n"
-    deleted = _kqlite("users", "--zookeeper", zk_hosts, "delete", "alice",
-                      "--mechanism", "SCRAM-SHA-256")
-    assert deleted.returncode == 0 and set(zc.read_user_config(client, "alice")[0]) == {
-        "SCRAM-SHA-512"}
-    none = _kqlite("users", "--zookeeper", zk_hosts, "delete", "bob")
-    assert none.returncode == 1 and "has no SCRAM credential" in none.stderr
-    both = _kqlite("users", "--zookeeper", zk_hosts, "somedir", "list")
-    assert both.returncode == 2 and "not both" in both.stderr
+    status, out, _ = _kqlite(capfd, "users", "--zookeeper", zk_hosts, "list")
+    assert out == "alice: SCRAM-SHA-256 (iterations 8192), SCRAM-SHA-512 (iterations 8192)\n"
+    status, _, _ = _kqlite(capfd, "users", "--zookeeper", zk_hosts, "delete", "alice",
+                           "--mechanism", "SCRAM-SHA-256")
+    assert status == 0 and set(zc.read_user_config(client, "alice")[0]) == {"SCRAM-SHA-512"}
+    status, _, err = _kqlite(capfd, "users", "--zookeeper", zk_hosts, "delete", "bob")
+    assert status == 1 and "has no SCRAM credential" in err
+    status, _, err = _kqlite(capfd, "users", "--zookeeper", zk_hosts, "somedir", "list")
+    assert status == 2 and "not both" in err
+    status, _, err = _kqlite(capfd, "users", "--zookeeper", "127.0.0.1:1", "--timeout", "1",
+                             "list")
+    assert status == 1 and "cannot reach ZooKeeper" in err and "Traceback" not in err
