@@ -116,6 +116,12 @@ async def _main(args):
 
 
 def _authentication_options(properties):
+    setting = properties.get("zookeeper.set.acl", "false").strip().lower()
+    if setting != "false":
+        raise ServeConfigError(
+            f"zookeeper.set.acl: {setting!r} cannot be served: kqlite does not authenticate "
+            f"to ZooKeeper, so it cannot set ZooKeeper ACLs; leave it false and protect "
+            f"ZooKeeper by the network (docs/security.md, \"ZooKeeper\")")
     options = {}
     for key, name in (("connection.failed.authentication.delay.ms",
                        "failed_authentication_delay_ms"),):

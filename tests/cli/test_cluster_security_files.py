@@ -71,3 +71,14 @@ def test_sasl_plaintext_needs_no_certificates_and_plaintext_nothing(tmp_path):
     assert plain.client_config() == {} and not os.path.exists(tmp_path / "p")
     with pytest.raises(SecuritySetupError, match="unknown security"):
         DevSecurity(str(tmp_path), "kerberos")
+
+
+def test_zookeeper_set_acl_true_stops_the_start_with_its_reason(tmp_path, capfd):
+    """A cluster broker cannot authenticate to ZooKeeper, so it refuses to promise ZooKeeper
+    ACLs (docs/security.md, "ZooKeeper"); false, Kafka's default, is accepted."""
+    from kqlite.cli.main import main
+    status = main(["serve", "--data-dir", str(tmp_path / "d"), "--override",
+                   "zookeeper.set.acl=true"])
+    err = capfd.readouterr().err
+    assert status == 2 and "zookeeper.set.acl" in err and "protect ZooKeeper" in err
+    assert not (tmp_path / "d").exists()
