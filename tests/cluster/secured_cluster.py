@@ -3,7 +3,7 @@ brokers talk to each other over SASL_SSL (SCRAM-SHA-512, certificates made at te
 by kqlite's own development CA), each with two listeners:
 
   SASL_SSL    127.0.0.1:<port>   clients and the other brokers (inter.broker.listener.name)
-  PLAINTEXT   127.0.0.1:<port>   clients only
+  PLAINTEXT   127.0.0.1:<port>   clients only, advertised as localhost:<port>
 
 The SCRAM users (``broker``, ``admin``) are written to ZooKeeper before a broker starts, as
 an operator does with ``kqlite users --zookeeper`` (or Kafka's ``kafka-configs``).
@@ -45,6 +45,8 @@ class SecuredBroker(ClusterBroker):
         write_properties(self.config, {
             "listeners": f"SASL_SSL://127.0.0.1:{self.secure_port}" + (
                 f",PLAINTEXT://127.0.0.1:{self.plain_port}" if plaintext else ""),
+            "advertised.listeners": f"SASL_SSL://127.0.0.1:{self.secure_port}" + (
+                f",PLAINTEXT://localhost:{self.plain_port}" if plaintext else ""),
             "inter.broker.listener.name": "SASL_SSL",
             "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore,
             "ssl.truststore.type": "PEM", "ssl.truststore.location": authority.ca_file,

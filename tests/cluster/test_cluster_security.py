@@ -68,8 +68,8 @@ def cluster(tmp_path_factory, zookeeper):
         zk.close()
 
 
-def _ports(metadata):
-    return sorted(b.port for b in metadata.brokers.values())
+def _addresses(metadata):
+    return sorted((b.host, b.port) for b in metadata.brokers.values())
 
 
 def test_a_sasl_ssl_cluster_replicates_and_serves_a_group(cluster):
@@ -103,31 +103,35 @@ def test_each_registration_is_kafkas_json(cluster):
         doc = json.loads(data)
         assert doc.pop("timestamp").isdigit()
         assert doc == {
-            "version": 5, "host": "127.0.0.1", "port": b.plain_port, "jmx_port": -1,
+            "version": 5, "host": "localhost", "port": b.plain_port, "jmx_port": -1,
             "endpoints": [f"SASL_SSL://127.0.0.1:{b.secure_port}",
-                          f"PLAINTEXT://127.0.0.1:{b.plain_port}"],
+                          f"PLAINTEXT://localhost:{b.plain_port}"],
             "listener_security_protocol_map": {"SASL_SSL": "SASL_SSL",
                                                "PLAINTEXT": "PLAINTEXT"},
             "features": {}}
 
 
 def test_every_answer_names_the_listener_the_client_came_on(cluster):
+    """advertised.listeners: PLAINTEXT clients are told localhost, SASL_SSL ones 127.0.0.1,
+    each at its own listener's port."""
     brokers = cluster.brokers.values()
-    secure = sorted(b.secure_port for b in brokers)
-    plain = sorted(b.plain_port for b in brokers)
-    for config, ports in ((cluster[2].plaintext_client(), plain),
-                          (cluster[2].client(), secure)):
+    secure = sorted(("127.0.0.1", b.secure_port) for b in brokers)
+    plain = sorted(("localhost", b.plain_port) for b in brokers)
+    for config, addresses in ((cluster[2].plaintext_client(), plain),
+                              (cluster[2].client(), secure)):
+        ports = [port for _, port in addresses]
         admin = AdminClient(config)
-        assert _ports(admin.list_topics(timeout=10)) == ports
+        assert _addresses(admin.list_topics(timeout=10)) == addresses
         described = admin.describe_cluster(request_timeout=10).result(30)
-        assert sorted(n.port for n in described.nodes) == ports
+        assert sorted((n.host, n.port) for n in described.nodes) == addresses
         consumer = Consumer({**config, "group.id": f"on-{ports[0]}",
                              "auto.offset.reset": "earliest"})
         consumer.subscribe(["secured"])
         until(lambda: consumer.poll(0.5) is not None or consumer.assignment(),
               "the group formed through its coordinator")
         group = admin.describe_consumer_groups([f"on-{ports[0]}"])[f"on-{ports[0]}"]
-        assert group.result(30).coordinator.port in ports
+        coordinator = group.result(30).coordinator
+        assert (coordinator.host, coordinator.port) in addresses
         consumer.close()
 
 
