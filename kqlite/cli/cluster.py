@@ -101,7 +101,8 @@ def run_describe(args, out=sys.stdout):
     print(f"Brokers:     {len(snap.brokers)} live", file=out)
     for broker_id, b in sorted(snap.brokers.items()):
         rack = f"  rack {b.rack}" if b.rack else ""
-        print(f"  {broker_id:>5}  {b.host}:{b.port}  broker epoch {b.epoch}{rack}", file=out)
+        endpoints = " ".join(str(e) for e in b.endpoints)
+        print(f"  {broker_id:>5}  {endpoints}  broker epoch {b.epoch}{rack}", file=out)
     under = sum(p.under_replicated for p in snap.partitions)
     offline = sum(p.offline for p in snap.partitions)
     print(f"Topics:      {len(snap.topics)}", file=out)

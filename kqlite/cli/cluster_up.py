@@ -13,6 +13,12 @@ shutdown, flushes its logs and closes its ZooKeeper session), SIGKILL to any sti
 after the grace period, then ZooKeeper. SIGINT and SIGTERM both end in this clean stop
 and exit status 0. DIR defaults to a temporary directory removed at the end; a DIR
 given with ``--dir`` is kept, and running ``up`` on it again resumes the same cluster.
+
+``--security sasl_ssl`` (or ``sasl_plaintext``) starts a secured cluster: a CA and
+broker certificates, SCRAM users for the brokers and an admin written to ZooKeeper
+before the brokers start, and a ``server.properties`` per broker whose one listener
+clients and brokers both use (cluster_security.py); ``up`` prints where they are and the
+client properties to connect with.
 """
 
 import argparse
@@ -27,6 +33,7 @@ import threading
 import time
 
 from ..errors import KqliteError
+from .cluster_security import PROTOCOLS, DevSecurity, write_properties
 from .kazoo_logging import quiet_kazoo
 from .serve import positive_int
 
@@ -62,6 +69,10 @@ def add_parser(commands):
     u.add_argument("--replication-factor", type=positive_int, metavar="R",
                    help="default.replication.factor of created topics (default: "
                         "min(3, N))")
+    u.add_argument("--security", choices=PROTOCOLS, default="plaintext",
+                   help="the brokers' listener: plaintext (default), or SCRAM-SHA-512 users "
+                        "over sasl_plaintext or sasl_ssl (certificates made in "
+                        "DIR/security)")
     u.add_argument("--grace-period", type=float, default=DEFAULT_GRACE_SECONDS,
                    metavar="SECONDS",
                    help="how long stopping brokers get before SIGKILL (default "
@@ -136,10 +147,16 @@ class _Broker:
     def address(self):
         return f"{self.host}:{self.port}"
 
-    def start(self, zookeeper, replication_factor, offsets_replication_factor):
+    def start(self, zookeeper, replication_factor, offsets_replication_factor, security):
         from ..cluster.zookeeper.process import die_with_parent
+        listener = ["--listen", self.address]
+        properties = security.broker_properties(self.broker_id, self.host, self.port)
+        if properties:
+            config = os.path.join(security.directory, f"broker-{self.broker_id}.properties")
+            write_properties(config, properties, private=True)
+            listener = ["--config", config]
         command = [sys.executable, "-m", "kqlite.cli", "serve", "--data-dir", self.data_dir,
-                   "--listen", self.address, "--broker-id", str(self.broker_id),
+                   *listener, "--broker-id", str(self.broker_id),
                    "--zookeeper", zookeeper,
                    "--default-replication-factor", str(replication_factor),
                    "--offsets-topic-replication-factor", str(offsets_replication_factor),
@@ -161,9 +178,11 @@ class DevCluster:
     """ZooKeeper plus brokers under ``root``; see the module docstring."""
 
     def __init__(self, root, brokers, *, host="127.0.0.1", base_port=None,
-                 zookeeper_port=None, metrics_base_port=None, replication_factor=None):
+                 zookeeper_port=None, metrics_base_port=None, replication_factor=None,
+                 security="plaintext"):
         self.root = root
         self.host = host
+        self.security = DevSecurity(os.path.join(root, "security"), security)
         self.replication_factor = replication_factor or min(3, brokers)
         ports = [base_port + i for i in range(brokers)] if base_port else \
             [_free_port(host) for _ in range(brokers)]
@@ -190,6 +209,21 @@ class DevCluster:
         _progress(f"ZooKeeper ready at {self.zookeeper.connect_string} "
                   f"(pid {self.zookeeper.process.pid}, log {self.zookeeper.log_path})")
 
+    def prepare_security(self):
+        """Certificates, passwords and the SCRAM users in ZooKeeper, when secured."""
+        if not self.security.secured:
+            return
+        from ..cluster.zookeeper.snapshot import connect
+        self.security.prepare([b.broker_id for b in self.brokers], self.host)
+        client = connect(self.zookeeper.connect_string, 15.0)
+        try:
+            self.security.add_users(client)
+        finally:
+            client.stop()
+            client.close()
+        _progress(f"{self.security.protocol} with SCRAM users written to ZooKeeper; "
+                  f"certificates and properties in {self.security.directory}")
+
     def start_brokers(self):
         for b in self.brokers:
             _check_free(self.host, b.port, f"broker {b.broker_id}")
@@ -199,7 +233,7 @@ class DevCluster:
             # Kafka's offsets.topic.replication.factor is 3: more than a smaller cluster
             # has brokers, and groups would never get a coordinator.
             b.start(self.zookeeper.connect_string, self.replication_factor,
-                    min(3, len(self.brokers)))
+                    min(3, len(self.brokers)), self.security)
             _progress(f"broker {b.broker_id} starting on {b.address} (pid {b.proc.pid}, "
                       f"log {b.log_path})")
 
@@ -292,12 +326,14 @@ def run(args):
     cluster = DevCluster(root, args.brokers, base_port=args.base_port,
                          zookeeper_port=args.zookeeper_port,
                          metrics_base_port=args.metrics_base_port,
-                         replication_factor=args.replication_factor)
+                         replication_factor=args.replication_factor,
+                         security=args.security)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         cluster.start_zookeeper()
+        cluster.prepare_security()
         cluster.start_brokers()
         controller = cluster.wait_formed(args.start_timeout, stop)
         if controller is not None:
@@ -328,5 +364,14 @@ def _announce(cluster, controller, root, keep):
              f"  data:              {root}" + ("" if keep else " (removed at exit)")]
     if metrics:
         lines.append(f"  metrics:           {' '.join(metrics)}")
+    security = cluster.security
+    if security.secured:
+        lines.append(f"  security:          {security.protocol}, SCRAM-SHA-512 user "
+                     f"'admin' (brokers authenticate as 'broker')")
+        lines.append(f"  client properties: "
+                     f"{os.path.join(security.directory, 'client.properties')} "
+                     f"(kcat -F, confluent-kafka)")
+        if security.tls:
+            lines.append(f"  CA certificate:    {security.ca_file}")
     lines.append("Ctrl-C stops the cluster.")
     print("\n".join(lines), flush=True)

@@ -81,17 +81,20 @@ async def _main(args):
                    quota_window_num=args.quota_window_num,
                    quota_window_size_seconds=args.quota_window_size_seconds,
                    **authentication)
-    if args.zookeeper and (len(listeners) > 1 or listeners[0].sasl or listeners[0].ssl_context):
-        print("kqlite serve: a cluster broker (--zookeeper) serves one PLAINTEXT listener: "
-              "TLS and SASL between brokers are not served yet", file=sys.stderr)
-        return 2
     if args.authorizer_class_name:
         from ..server.authorization import AclAuthorizer
         options["authorizer"] = AclAuthorizer(
             super_users=args.super_users,
             allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
     if args.zookeeper:
+        from ..cluster.network.inter_broker import from_properties
         from ..cluster.node import ClusterNode
+        from ..server.authentication.listener_security import SecurityConfigError
+        try:
+            inter_broker = from_properties(properties, listeners)
+        except SecurityConfigError as exc:
+            print(f"kqlite serve: {exc}", file=sys.stderr)
+            return 2
         node = ClusterNode(
             args.data_dir, host, port, broker_id=args.broker_id, zookeeper=args.zookeeper,
             session_timeout_ms=args.zookeeper_session_timeout_ms,
@@ -105,7 +108,7 @@ async def _main(args):
             auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
-            **options)
+            inter_broker=inter_broker, **options)
         broker = node.broker
         await node.start()
     else:
@@ -133,6 +136,12 @@ async def _main(args):
 
 
 def _authentication_options(properties):
+    setting = properties.get("zookeeper.set.acl", "false").strip().lower()
+    if setting != "false":
+        raise ServeConfigError(
+            f"zookeeper.set.acl: {setting!r} cannot be served: kqlite does not authenticate "
+            f"to ZooKeeper, so it cannot set ZooKeeper ACLs; leave it false and protect "
+            f"ZooKeeper by the network (docs/security.md, \"ZooKeeper\")")
     options = {}
     for key, name in (("connection.failed.authentication.delay.ms",
                        "failed_authentication_delay_ms"),):

@@ -380,6 +380,11 @@ SETTINGS += [
     _security("ssl.cipher.suites", "OpenSSL's defaults",
               "the TLS 1.2 cipher suites allowed, by OpenSSL's names (TLS 1.3's are "
               "OpenSSL's)", kafka_default="the JVM's defaults"),
+    _security("zookeeper.set.acl", "`false`",
+              "`false` only: a cluster broker does not authenticate to ZooKeeper (kqlite has "
+              "no SASL or TLS client for it), so it cannot put ZooKeeper ACLs on the znodes it "
+              "writes, and `true` stops the start. Protect ZooKeeper by the network instead "
+              "(docs/security.md, \"ZooKeeper\")", scope=None),
     _security("ssl.endpoint.identification.algorithm", "`https`",
               "`https`: a cluster broker checks that another broker's certificate names the "
               "host it connects to; empty: it does not"),

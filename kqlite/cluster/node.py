@@ -10,16 +10,24 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
    are the inter-broker ones and whose ApiVersions advertises ``CLUSTER_SUPPORTED``;
    producer ids come in blocks from ``/latest_producer_id_block``;
 3. once it listens, the Controller registers the broker (``/brokers/ids/N``, ephemeral;
-   its creation zxid is the broker epoch) and runs for controller. From then on the
-   active controller tells every broker what to lead and follow;
+   its creation zxid is the broker epoch) with every advertised listener, and runs for
+   controller. From then on the active controller tells every broker what to lead and
+   follow, and every broker's endpoints on every listener;
 4. the config watcher follows ``/config/changes`` (zookeeper/config_watcher.py), so topic config
-   changes made through any broker reach this one's replicas, and client quota changes
-   its quota managers (zookeeper/client_quotas.py).
+   changes made through any broker reach this one's replicas, client quota changes its
+   quota managers (zookeeper/client_quotas.py), and SCRAM credential changes its SASL
+   listeners (zookeeper/credentials.py: ``/config/users``, with the server secret unknown
+   users' answers are derived from, shared by the cluster).
 
 The broker's ACLs (when it has the ACL authorizer) and client quotas are ZooKeeper's:
 ``/kafka-acl`` with its change notifications (zookeeper/acls.py) and ``/config/users``,
 ``/config/clients``, read when the broker starts, which is after the ZooKeeper session is
 up.
+
+Other brokers are reached on the inter-broker listener (``inter_broker``,
+network/inter_broker.py), with its TLS and SASL: the controller's channels, the replica
+fetchers, the channel to the controller and the coordinators' reads of partner partitions.
+Clients are told each broker's endpoint of the listener they connected on.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
 move its leaderships away (ControlledShutdown, retried ``controlled.shutdown.max.retries``
@@ -34,6 +42,7 @@ import logging
 
 from ..format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC
 from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
+from ..protocol.security import SecurityProtocol
 from ..server import Broker
 from ..storage.fs import DEFAULT_FS
 from .controller.role import Controller
@@ -43,6 +52,7 @@ from .handlers import HANDLERS
 from .metrics import ClusterMetricsSource
 from .network.broker_client import BrokerClientError
 from .network.channels import ChannelManager
+from .network.inter_broker import InterBrokerListener
 from .replica.broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
                                  adopt_cluster_id, close_broker_dir, open_broker_dir)
 from .replica.manager import ClusterReplicaManager
@@ -52,6 +62,7 @@ from .rules.leader_state import DEFAULT_LAG_TIME_MS
 from .zookeeper.acls import ZkAclStore
 from .zookeeper.client_quotas import ZkQuotaStore
 from .zookeeper.config_watcher import ConfigChangeWatcher
+from .zookeeper.credentials import ZkCredentials
 from .zookeeper.producer_ids import ZkProducerIds
 from .zookeeper.store import ZkStore, check_connected, zk_guarded
 from .zookeeper.znodes import BrokerInfo
@@ -66,7 +77,9 @@ _CONTROLLED_SHUTDOWN_VERSIONS = (1, 3)   # WIRE: v3 is what Kafka 3.x brokers se
 
 class ClusterNode:
     """A cluster broker; see the module docstring. ``zookeeper``: ``HOST:PORT[,...][/chroot]``.
-    ``broker_options`` go to :class:`~kqlite.server.Broker`."""
+    ``inter_broker``: the InterBrokerListener (network/inter_broker.py); by default the
+    first PLAINTEXT listener, without security. ``broker_options`` go to
+    :class:`~kqlite.server.Broker` (``listeners`` among them)."""
 
     def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id, zookeeper,
                  session_timeout_ms=DEFAULT_SESSION_TIMEOUT_MS, advertised_host=None,
@@ -78,7 +91,7 @@ class ClusterNode:
                  leader_imbalance_per_broker_percentage=DEFAULT_PERCENTAGE,
                  replica_high_watermark_checkpoint_interval_ms=DEFAULT_HW_CHECKPOINT_INTERVAL_MS,
                  offsets_topic_replication_factor=DEFAULT_OFFSETS_REPLICATION_FACTOR,
-                 offsets_topic_num_partitions=OFFSETS_PARTITIONS,
+                 offsets_topic_num_partitions=OFFSETS_PARTITIONS, inter_broker=None,
                  **broker_options):
         self.broker_id = broker_id
         # Before the broker opens any log: the dir's identity, mark and claim
@@ -103,8 +116,10 @@ class ClusterNode:
         self.channels = None
         self._zk_threads = concurrent.futures.ThreadPoolExecutor(
             2, thread_name_prefix=f"kqlite-zk-broker-{broker_id}")
+        self.inter_broker = inter_broker or _default_inter_broker(broker_options, host, port)
         self._replica_options = {"default_replication_factor": default_replication_factor,
-                                 "lag_time_ms": replica_lag_time_max_ms}
+                                 "lag_time_ms": replica_lag_time_max_ms,
+                                 "inter_broker": self.inter_broker}
         # The state topics' (partitions, replication factor), by name.
         self._state_topics = {OFFSETS_TOPIC: (offsets_topic_num_partitions,
                                               offsets_topic_replication_factor)}
@@ -115,11 +130,11 @@ class ClusterNode:
                              transactions=False,
                              make_acl_store=lambda _broker: ZkAclStore(self),
                              make_quota_store=lambda _broker: ZkQuotaStore(self),
+                             make_credentials=lambda _broker: ZkCredentials(self),
                              **broker_options)
-        # Clients are told other brokers' addresses from the metadata cache. A cluster
-        # broker has one PLAINTEXT listener (inter-broker security is not served yet), so
-        # every listener name resolves to a broker's one endpoint.
-        self.broker.peer_address = lambda node_id, listener_name: self.cache.endpoint(node_id)
+        # Clients are told other brokers' addresses on their own listener, from the
+        # metadata cache.
+        self.broker.peer_address = self.cache.endpoint
         self.broker.metrics.add_source(ClusterMetricsSource(self))
         self.replicas.on_roles_changed = StateTopicRoles(
             [self.broker.coordinator.runtime]).roles_changed
@@ -177,18 +192,26 @@ class ClusterNode:
             self._fs, self.broker.db.path, self.replicas.hosted_replicas, self.broker.io.run,
             self._hw_interval_ms)
         self.hw_checkpointer.start()
-        info = BrokerInfo(self.broker_id, self.broker.advertised_host, self.broker.port)
-        self.channels = ChannelManager(client_id=f"kqlite-controller-{self.broker_id}")
-        self.controller = Controller(self.store, info, self.channels, **self._rebalance)
+        self.channels = ChannelManager(client_id=f"kqlite-controller-{self.broker_id}",
+                                       connector=self.inter_broker.connect)
+        self.controller = Controller(self.store, self.registration(), self.channels,
+                                     listener_name=self.inter_broker.name, **self._rebalance)
         self.replicas.controller = self.controller
         await self.controller.start()
-        quotas = self.broker.quota_store
+        quotas, credentials = self.broker.quota_store, self.broker.credentials
         self.config_watcher = ConfigChangeWatcher(
             self.store, self.zk_call, self.replicas.topic_config_changed,
-            on_entity={"users": quotas.users_changed, "clients": quotas.clients_changed})
+            on_entity={"users": _both(quotas.users_changed, credentials.user_changed),
+                       "clients": quotas.clients_changed})
         await self.config_watcher.start()
         log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
                  self.zookeeper, self.controller.broker_epoch)
+
+    def registration(self):
+        """This broker's registration: every listener's advertised endpoint (bound ports
+        filled in once the broker listens)."""
+        return BrokerInfo(self.broker_id,
+                          tuple(listener.advertised for listener in self.broker.listeners))
 
     async def stop(self, *, controlled=True):
         """Controlled shutdown (unless ``controlled`` is false), then stop everything."""
@@ -246,6 +269,19 @@ class ClusterNode:
             return {"error_code": code, "error": str(exc)}
 
 
+def _default_inter_broker(broker_options, host, port):
+    """Without an inter-broker listener given: the first PLAINTEXT listener, which needs no
+    client settings (a broker whose only listeners are secured needs them given)."""
+    listeners = broker_options.get("listeners")
+    if not listeners:
+        return InterBrokerListener.plaintext()
+    for listener in listeners:
+        if listener.protocol == SecurityProtocol.PLAINTEXT:
+            return InterBrokerListener.plaintext(listener.name)
+    raise ValueError("a cluster broker without a PLAINTEXT listener needs its inter-broker "
+                     "listener's client settings (inter_broker)")
+
+
 def _ensure_chroot(hosts):
     """Create the chroot of a connect string if it is missing (a thread: blocking)."""
     servers, slash, chroot = hosts.partition("/")
@@ -259,3 +295,12 @@ def _ensure_chroot(hosts):
     finally:
         client.stop()
         client.close()
+
+
+def _both(first, second):
+    """One handler of a config entity type for two owners of its znodes (a user's quotas
+    and its SCRAM credentials share ``/config/users/<user>``)."""
+    async def changed(path):
+        await first(path)
+        await second(path)
+    return changed

@@ -571,6 +571,30 @@ def test_removing_a_channel_cancels_what_it_holds(broker):
     run(scenario())
 
 
+def test_removing_a_channel_passes_over_requests_their_callers_gave_up(broker):
+    """A request its caller cancelled while it waited in the queue (a stopping broker's
+    request to the controller) is left as it is when the channel is removed."""
+    topic = unique("abandoned")
+
+    async def scenario():
+        manager = ChannelManager(client_id="test-h4")
+        manager.add_broker(0, "127.0.0.1", broker.port)
+        setup = await connect(broker.port)
+        await create_topic(setup, topic)
+        await setup.close()
+        held = manager.send(0, ApiKey.FETCH, 12, fetch_body(topic, max_wait_ms=60000))
+        abandoned = manager.send(0, ApiKey.METADATA, 12, metadata_body([]))
+        channel = manager.channel(0)
+        await wait_until(lambda: channel.connection is not None
+                         and channel.connection.in_flight, "the fetch in flight")
+        abandoned.cancel()
+        await manager.close()
+        assert abandoned.cancelled()
+        with pytest.raises(ChannelRemovedError):
+            await held
+    run(scenario())
+
+
 def test_a_channel_follows_its_broker_to_a_new_address(broker):
     async def scenario():
         manager = ChannelManager(client_id="test-h3", backoff=0.01, backoff_max=0.05)

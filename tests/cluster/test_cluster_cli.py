@@ -262,3 +262,43 @@ def test_killing_up_itself_takes_its_children_with_it(tmp_path):
         until(lambda: not [p for p in pids if _alive(p)], "the children of a killed up to exit")
     finally:
         up.close()
+
+
+def test_up_with_security_starts_a_sasl_ssl_cluster(tmp_path):
+    """``--security sasl_ssl``: every broker registers its SASL_SSL listener (the
+    inter-broker one too), and the printed client properties (the admin's SCRAM user,
+    the CA) are all a client needs."""
+    up = Up(tmp_path, "--brokers", "2", "--security", "sasl_ssl",
+            "--dir", str(tmp_path / "cluster"))
+    try:
+        bootstrap = up.wait_ready()
+        properties = up.field("client properties")
+        assert properties == str(tmp_path / "cluster" / "security" / "client.properties")
+        assert up.field("CA certificate") == str(tmp_path / "cluster" / "security" / "ca.pem")
+        config = dict(line.strip().split("=", 1) for line in open(properties) if "=" in line)
+        assert config["security.protocol"] == "SASL_SSL" and config["sasl.username"] == "admin"
+        assert os.stat(properties).st_mode & 0o077 == 0
+        config["bootstrap.servers"] = bootstrap
+        admin = AdminClient(config)
+        admin.create_topics([NewTopic("secure", 2, 2)], request_timeout=60)["secure"] \
+            .result(WAIT)
+        producer = Producer({**config, "acks": "all"})
+        for i in range(20):
+            producer.produce("secure", str(i).encode())
+        assert producer.flush(WAIT) == 0
+        until(lambda: all(len(p.isrs) == 2 for p in admin.list_topics(
+            "secure", timeout=10).topics["secure"].partitions.values()),
+            "both partitions replicated over SASL_SSL")
+        described = kqlite("cluster", "describe", "--zookeeper", up.field("zookeeper"),
+                           "--json")
+        doc = json.loads(described.stdout)
+        assert [b["endpoints"] for b in doc["brokers"]] == [
+            [f"SASL_SSL://{address}"] for address in bootstrap.split(",")]
+        assert all(b["host"] is None and b["port"] == -1 for b in doc["brokers"])
+        plain = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000})
+        with pytest.raises(confluent.KafkaException):
+            plain.list_topics(timeout=3)      # a plaintext client gets nowhere
+        up.proc.send_signal(signal.SIGINT)
+        assert up.proc.wait(WAIT) == 0, up.progress()
+    finally:
+        up.close()

@@ -131,3 +131,24 @@ def test_a_broker_that_is_not_the_controller_answers_so_and_asks_nothing(case):
     answer = call(api_key, version, body, authorizer, controller=False)
     assert [e["error_code"] for e in answer[entries]] == [ErrorCode.NOT_CONTROLLER]
     assert authorizer.asked_so_far() == []
+
+
+SCRAM_ALTER = {"deletions": [{"name": "alice", "mechanism": 1}],
+               "upsertions": [{"name": "bob", "mechanism": 2, "iterations": 8192,
+                               "salt": b"s", "salted_password": b"p" * 64}]}
+
+
+def test_scram_credentials_are_altered_on_the_controller_only():
+    """Kafka's KafkaApis: NOT_CONTROLLER for every user before authorization; on the
+    controller ALTER on the cluster is asked before the credentials are touched (the
+    broker here has none: using them would fail)."""
+    authorizer = RecordingAuthorizer((Op.ALTER, R.CLUSTER))
+    elsewhere = call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, SCRAM_ALTER, authorizer,
+                     controller=False)
+    assert [(r["user"], r["error_code"]) for r in elsewhere["results"]] == [
+        ("alice", ErrorCode.NOT_CONTROLLER), ("bob", ErrorCode.NOT_CONTROLLER)]
+    assert authorizer.asked_so_far() == []
+    refused = call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, SCRAM_ALTER, authorizer)
+    assert [(r["user"], r["error_code"]) for r in refused["results"]] == [
+        ("alice", REFUSED), ("bob", REFUSED)]
+    assert authorizer.asked() == {(Op.ALTER, R.CLUSTER)}

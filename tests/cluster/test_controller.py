@@ -58,7 +58,7 @@ class Node:
 
     async def start(self):
         await asyncio.get_running_loop().run_in_executor(None, lambda: self.zk.start(15))
-        info = zn.BrokerInfo(self.broker_id, "127.0.0.1", 9000 + self.broker_id)
+        info = zn.BrokerInfo.plaintext(self.broker_id, "127.0.0.1", 9000 + self.broker_id)
         self.controller = Controller(ZkStore(self.zk), info, self.channels)
         await self.controller.start()
         return self

@@ -22,7 +22,7 @@ class RebalancingNode(Node):
 
     async def start(self):
         await asyncio.get_running_loop().run_in_executor(None, lambda: self.zk.start(15))
-        info = zn.BrokerInfo(self.broker_id, "127.0.0.1", 9000 + self.broker_id)
+        info = zn.BrokerInfo.plaintext(self.broker_id, "127.0.0.1", 9000 + self.broker_id)
         self.controller = Controller(ZkStore(self.zk), info, self.channels,
                                      auto_rebalance=True, imbalance_check_interval_s=1,
                                      imbalance_percentage=10)

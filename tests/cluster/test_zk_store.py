@@ -29,23 +29,23 @@ def test_persistent_paths_and_cluster_id(store, zk_client):
 
 
 def test_registration_is_ephemeral_and_the_epoch_is_the_czxid(store, zk_client):
-    epoch = store.register_broker(zn.BrokerInfo(1, "127.0.0.1", 9001))
+    epoch = store.register_broker(zn.BrokerInfo.plaintext(1, "127.0.0.1", 9001))
     data, stat = store.zk.get("/brokers/ids/1")
     assert epoch == stat.czxid and stat.ephemeralOwner == store.zk.client_id[0]
     assert json.loads(data)["endpoints"] == ["PLAINTEXT://127.0.0.1:9001"]
     # Registering again in the same session keeps the node and the epoch.
-    assert store.register_broker(zn.BrokerInfo(1, "127.0.0.1", 9001)) == epoch
+    assert store.register_broker(zn.BrokerInfo.plaintext(1, "127.0.0.1", 9001)) == epoch
     # Another live broker cannot take the id.
     other = ZkStore(zk_client())
     with pytest.raises(BrokerIdInUseError):
-        other.register_broker(zn.BrokerInfo(1, "127.0.0.1", 9002))
+        other.register_broker(zn.BrokerInfo.plaintext(1, "127.0.0.1", 9002))
     seen = other.brokers()
-    assert seen == {1: zn.BrokerInfo(1, "127.0.0.1", 9001, None, epoch)}
+    assert seen == {1: zn.BrokerInfo.plaintext(1, "127.0.0.1", 9001, None, epoch)}
     # When the first broker's session ends the node goes, and a re-registration (a bounced
     # broker) gets a larger epoch.
     store.zk.stop()
     assert other.zk.exists("/brokers/ids/1") is None
-    assert other.register_broker(zn.BrokerInfo(1, "127.0.0.1", 9001)) > epoch
+    assert other.register_broker(zn.BrokerInfo.plaintext(1, "127.0.0.1", 9001)) > epoch
 
 
 def test_election_race_has_exactly_one_winner(zk_client):

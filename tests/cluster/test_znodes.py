@@ -9,6 +9,8 @@ from hypothesis import given, strategies as st
 
 from kqlite.cluster.rules.partition_state import PartitionState
 from kqlite.cluster.zookeeper import znodes as zn
+from kqlite.protocol.security import SecurityProtocol
+from kqlite.server.listeners import Endpoint
 
 
 def test_paths_are_kafkas():
@@ -20,22 +22,71 @@ def test_paths_are_kafkas():
 
 
 def test_broker_registration_is_version_5_json():
-    doc = json.loads(zn.encode_broker(zn.BrokerInfo(1, "h1", 9092), timestamp_ms=1690000000000))
+    info = zn.BrokerInfo.plaintext(1, "h1", 9092)
+    doc = json.loads(zn.encode_broker(info, timestamp_ms=1690000000000))
     assert doc == {"version": 5, "host": "h1", "port": 9092, "jmx_port": -1,
                    "timestamp": "1690000000000", "endpoints": ["PLAINTEXT://h1:9092"],
                    "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
                    "features": {}}
-    racked = json.loads(zn.encode_broker(zn.BrokerInfo(1, "h1", 9092, rack="r1")))
+    racked = json.loads(zn.encode_broker(zn.BrokerInfo.plaintext(1, "h1", 9092, rack="r1")))
     assert racked["rack"] == "r1"
+
+
+def _endpoints(*items):
+    return tuple(Endpoint(name, host, port, SecurityProtocol[protocol])
+                 for name, host, port, protocol in items)
+
+
+def test_every_listener_is_registered_as_kafka_writes_it():
+    """BrokerIdZNode.encode: every advertised endpoint as NAME://host:port (the listener's
+    name, an IPv6 host in brackets), each name's protocol, and the top-level host/port of
+    the first PLAINTEXT endpoint."""
+    info = zn.BrokerInfo(2, _endpoints(("INTERNAL", "b2", 9093, "SASL_SSL"),
+                                       ("CLIENT", "b2.example", 9092, "PLAINTEXT"),
+                                       ("V6", "::1", 9094, "SSL")))
+    doc = json.loads(zn.encode_broker(info, timestamp_ms=5))
+    assert doc == {"version": 5, "host": "b2.example", "port": 9092, "jmx_port": -1,
+                   "timestamp": "5",
+                   "endpoints": ["INTERNAL://b2:9093", "CLIENT://b2.example:9092",
+                                 "V6://[::1]:9094"],
+                   "listener_security_protocol_map": {"INTERNAL": "SASL_SSL",
+                                                      "CLIENT": "PLAINTEXT", "V6": "SSL"},
+                   "features": {}}
+    assert zn.decode_broker(2, zn.encode_broker(info), epoch=9) == info._replace(epoch=9)
+
+
+def test_a_broker_without_plaintext_registers_no_legacy_address():
+    """Kafka's example: INTERNAL (SASL_PLAINTEXT) and EXTERNAL (SASL_SSL) give host null and
+    port -1 ("older clients will not be able to connect")."""
+    info = zn.BrokerInfo(1, _endpoints(("INTERNAL", "b1", 9092, "SASL_PLAINTEXT"),
+                                       ("EXTERNAL", "b1.x", 9094, "SASL_SSL")))
+    doc = json.loads(zn.encode_broker(info, timestamp_ms=1))
+    assert doc["host"] is None and doc["port"] == -1
+    assert doc["endpoints"] == ["INTERNAL://b1:9092", "EXTERNAL://b1.x:9094"]
+    assert doc["listener_security_protocol_map"] == {"INTERNAL": "SASL_PLAINTEXT",
+                                                     "EXTERNAL": "SASL_SSL"}
+    assert info.endpoint("EXTERNAL").port == 9094 and info.endpoint("CLIENT") is None
 
 
 def test_broker_registration_from_kafka_is_read():
     kafka_v4 = (b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
                 b'"endpoints":["PLAINTEXT://kafka-2:29092"],"jmx_port":-1,"host":"kafka-2",'
                 b'"timestamp":"1690000000000","port":29092,"version":4}')
-    assert zn.decode_broker(2, kafka_v4, epoch=77) == zn.BrokerInfo(2, "kafka-2", 29092, None, 77)
+    assert zn.decode_broker(2, kafka_v4, epoch=77) == \
+        zn.BrokerInfo.plaintext(2, "kafka-2", 29092, None, 77)
     old_v1 = b'{"jmx_port":-1,"timestamp":"1","host":"old","version":1,"port":9092}'
-    assert zn.decode_broker(5, old_v1).host == "old"
+    assert zn.decode_broker(5, old_v1).endpoint("PLAINTEXT").host == "old"
+    # Version 2-3 have no protocol map: Kafka's default names the protocols.
+    v3 = (b'{"version":3,"host":"h","port":9092,"jmx_port":-1,"timestamp":"1",'
+          b'"endpoints":["PLAINTEXT://h:9092","SSL://h:9093"],"rack":"r"}')
+    assert zn.decode_broker(3, v3) == zn.BrokerInfo(
+        3, _endpoints(("PLAINTEXT", "h", 9092, "PLAINTEXT"), ("SSL", "h", 9093, "SSL")), "r")
+    multi = (b'{"features":{},"listener_security_protocol_map":{"EXTERNAL":"SASL_SSL",'
+             b'"INTERNAL":"SASL_PLAINTEXT"},"endpoints":["INTERNAL://b1:9092",'
+             b'"EXTERNAL://b1.x:9094"],"jmx_port":-1,"port":-1,"host":null,'
+             b'"timestamp":"1","version":5}')
+    assert zn.decode_broker(1, multi).endpoint("EXTERNAL") == \
+        Endpoint("EXTERNAL", "b1.x", 9094, SecurityProtocol.SASL_SSL)
 
 
 def test_controller_and_epoch_documents():
@@ -85,6 +136,10 @@ def test_cluster_config_and_producer_id_documents():
 @pytest.mark.parametrize("decode,data", [
     (lambda d: zn.decode_broker(1, d), b"not json"),
     (lambda d: zn.decode_broker(1, d), b'{"version":5,"endpoints":["garbage"]}'),
+    (lambda d: zn.decode_broker(1, d), b'{"version":5,"endpoints":["X://h:1"],'
+                                       b'"listener_security_protocol_map":{"Y":"SSL"}}'),
+    (lambda d: zn.decode_broker(1, d), b'{"version":5,"endpoints":["X://h:1"],'
+                                       b'"listener_security_protocol_map":{"X":"TLS"}}'),
     (lambda d: zn.decode_partition_state("t", 0, d), b'{"leader":"x","isr":[1]}'),
     (lambda d: zn.decode_partition_state("t", 0, d), b'{"leader":1,"leader_epoch":0,'
                                                      b'"controller_epoch":1,"isr":"1"}'),

@@ -54,6 +54,7 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     from kqlite.cluster import node
     from kqlite.cluster.controller import requests
     from kqlite.cluster.fetcher import task
+    from kqlite.cluster.network import sasl
     from kqlite.protocol import ApiKey
     table = _section(_doc(), "### Requests a cluster broker sends")
     rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+)-(\d+) \|", table, re.M)
@@ -71,8 +72,11 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     assert sent[ApiKey.FETCH] == task.FOLLOWER_FETCH_VERSIONS
     assert sent[ApiKey.LIST_OFFSETS] == task._LIST_OFFSETS_VERSIONS
     assert sent[ApiKey.CONTROLLED_SHUTDOWN] == node._CONTROLLED_SHUTDOWN_VERSIONS
+    assert sent[ApiKey.SASL_HANDSHAKE] == (sasl.HANDSHAKE_VERSION, sasl.HANDSHAKE_VERSION)
+    assert sent[ApiKey.SASL_AUTHENTICATE] == sasl.AUTHENTICATE_VERSIONS
     assert set(sent) == {ApiKey.FETCH, ApiKey.LIST_OFFSETS, *controller_sends,
-                         ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION}
+                         ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE,
+                         ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_PARTITION}
     for key, (lo, hi) in sent.items():
         served_lo, served_hi = protocol.CLUSTER_SUPPORTED[key]
         assert served_lo <= lo <= hi <= served_hi, f"{protocol.API_NAMES[key]} v{lo}-{hi}"

@@ -13,11 +13,14 @@ __all__ = ["ControllerContext"]
 
 class ControllerContext:
     """The controller's cache of the cluster. ``epoch`` and ``epoch_zk_version`` are the
-    controller epoch and the fence of its writes."""
+    controller epoch and the fence of its writes; ``listener_name`` is the controller's
+    inter-broker listener, whose endpoint of each broker it sends to and names in
+    LeaderAndIsr's live leaders."""
 
-    def __init__(self, controller_id, epoch, epoch_zk_version):
+    def __init__(self, controller_id, epoch, epoch_zk_version, listener_name="PLAINTEXT"):
         self.controller_id = controller_id
         self.epoch = epoch
+        self.listener_name = listener_name
         self.epoch_zk_version = epoch_zk_version
         self.live_brokers = {}          # broker id -> znodes.BrokerInfo (epoch = czxid)
         self.shutting_down = set()
@@ -49,6 +52,11 @@ class ControllerContext:
 
     def offline_replicas(self, tp):
         return [r for r in self.replicas(tp) if r not in self.live_brokers]
+
+    def broker_endpoint(self, broker_id):
+        """The live broker's endpoint on the inter-broker listener, or None."""
+        info = self.live_brokers.get(broker_id)
+        return info.endpoint(self.listener_name) if info is not None else None
 
     def broker_epoch(self, broker_id):
         info = self.live_brokers.get(broker_id)

@@ -14,13 +14,14 @@ __all__ = ["leader_and_isr", "update_metadata", "stop_replica", "LEADER_AND_ISR_
 LEADER_AND_ISR_VERSION = 7
 UPDATE_METADATA_VERSION = 8
 STOP_REPLICA_VERSION = 4
-_PLAINTEXT = 0    # WIRE: Kafka-defined SecurityProtocol.PLAINTEXT id
 
 
 def leader_and_isr(ctx, broker_id, tps, *, is_new=False):
     """LeaderAndIsr v7 telling ``broker_id`` the state of partitions ``tps`` (which it
-    replicates), from the ControllerContext ``ctx``; live_leaders names the leaders so a
-    follower can reach them."""
+    replicates), from the ControllerContext ``ctx``; live_leaders names the leaders at
+    their inter-broker endpoint so a follower can reach them (a leader without that
+    listener is left out, as Kafka's ``broker.node(interBrokerListenerName)`` finds
+    none)."""
     by_topic = {}
     leaders = set()
     for tp in sorted(tps):
@@ -38,15 +39,16 @@ def leader_and_isr(ctx, broker_id, tps, *, is_new=False):
         "type": 0,
         "topic_states": [{"topic_name": t, "topic_id": ctx.topic_ids.get(t),
                           "partition_states": ps} for t, ps in by_topic.items()],
-        "live_leaders": [{"broker_id": b, "host_name": ctx.live_brokers[b].host,
-                          "port": ctx.live_brokers[b].port}
-                         for b in sorted(leaders) if b in ctx.live_brokers]}
+        "live_leaders": [{"broker_id": b, "host_name": e.host, "port": e.port}
+                         for b, e in ((b, ctx.broker_endpoint(b)) for b in sorted(leaders))
+                         if e is not None]}
 
 
 def update_metadata(ctx, broker_id, tps, *, deleting=()):
-    """UpdateMetadata v8 for ``broker_id``: the live brokers and the state of ``tps``;
-    partitions of topics in ``deleting`` carry leader -2, which tells brokers to drop
-    them from their metadata."""
+    """UpdateMetadata v8 for ``broker_id``: the live brokers, each with every endpoint it
+    registered (listener name and security protocol id, so that brokers answer clients
+    per listener), and the state of ``tps``; partitions of topics in ``deleting`` carry
+    leader -2, which tells brokers to drop them from their metadata."""
     by_topic = {}
     for tp in sorted(tps):
         st = ctx.states.get(tp)
@@ -64,8 +66,8 @@ def update_metadata(ctx, broker_id, tps, *, deleting=()):
         "topic_states": [{"topic_name": t, "topic_id": ctx.topic_ids.get(t),
                           "partition_states": ps} for t, ps in by_topic.items()],
         "live_brokers": [{"id": b.broker_id, "rack": b.rack, "endpoints": [
-            {"port": b.port, "host": b.host, "listener": b.listener,
-             "security_protocol": _PLAINTEXT}]}
+            {"port": e.port, "host": e.host, "listener": e.listener_name,
+             "security_protocol": int(e.protocol)} for e in b.endpoints]}
             for _, b in sorted(ctx.live_brokers.items())]}
 
 

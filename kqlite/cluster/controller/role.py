@@ -59,15 +59,18 @@ class Controller:
     ``imbalance_check_interval_s`` and ``imbalance_percentage`` are Kafka's
     ``auto.leader.rebalance.enable`` (off by default here; a cluster broker turns it on),
     ``leader.imbalance.check.interval.seconds`` and
-    ``leader.imbalance.per.broker.percentage``.
+    ``leader.imbalance.per.broker.percentage``. ``listener_name``: this broker's
+    ``inter.broker.listener.name``; the channels reach each broker's endpoint of it.
     """
 
     def __init__(self, store, broker, channels, *, auto_rebalance=False,
                  imbalance_check_interval_s=DEFAULT_CHECK_INTERVAL_S,
-                 imbalance_percentage=DEFAULT_PERCENTAGE):
+                 imbalance_percentage=DEFAULT_PERCENTAGE, listener_name="PLAINTEXT"):
         self.store = store
         self.broker = broker
         self.channels = channels
+        self.listener_name = listener_name
+        self.unreachable = set()       # live brokers without the inter-broker listener
         self.auto_rebalance = auto_rebalance
         self.imbalance_check_interval_s = imbalance_check_interval_s
         self.imbalance_percentage = imbalance_percentage
@@ -235,7 +238,8 @@ class Controller:
             return
         self.active_controller_id = self.broker.broker_id
         log.info("broker %d is the controller (epoch %d)", self.broker.broker_id, epoch)
-        self.context = ControllerContext(self.broker.broker_id, epoch, fence)
+        self.context = ControllerContext(self.broker.broker_id, epoch, fence,
+                                         self.listener_name)
         try:
             await events.on_failover(self)
         except (ControllerMovedError, asyncio.CancelledError):

@@ -79,12 +79,25 @@ async def elect_where_needed(c, tps, *, is_new, announce_all=False):
 # ---- requests to brokers -------------------------------------------------------------------
 
 def update_channels(c, brokers):
-    """One channel per live broker (channels.ChannelManager): new ones opened, moved
-    ones re-pointed, dead ones removed (their pending requests fail)."""
-    for b in set(c.channels.broker_ids) - set(brokers):
-        c.channels.remove_broker(b)
+    """One channel per live broker (channels.ChannelManager), to its endpoint on the
+    controller's inter-broker listener: new ones opened, moved ones re-pointed, dead ones
+    removed (their pending requests fail). A broker without that listener gets none (the
+    requests for it fail as for a dead broker), and an error in the log."""
+    reachable = {}
     for b, info in sorted(brokers.items()):
-        c.channels.add_broker(b, info.host, info.port)
+        endpoint = info.endpoint(c.listener_name)
+        if endpoint is None:
+            if b not in c.unreachable:
+                log.error("controller %d: broker %d registered no %s listener (it has %s); "
+                          "the controller cannot reach it", c.broker.broker_id, b,
+                          c.listener_name, ", ".join(e.listener_name for e in info.endpoints))
+            continue
+        reachable[b] = endpoint
+    c.unreachable = set(brokers) - set(reachable)
+    for b in set(c.channels.broker_ids) - set(reachable):
+        c.channels.remove_broker(b)
+    for b, endpoint in reachable.items():
+        c.channels.add_broker(b, endpoint.host, endpoint.port)
 
 
 def send(c, broker_id, api_key, version, body):

@@ -69,10 +69,11 @@ class ClusterPlacement(Placement):
             await self._create_topic()
             return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
         info = partitions.get(index)
-        endpoint = cache.brokers.get(info.leader) if info is not None else None
+        endpoint = cache.endpoint(info.leader, self.node.inter_broker.name) \
+            if info is not None else None
         if endpoint is None:
             return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1
-        return E.NONE, endpoint.broker_id, endpoint.host, endpoint.port
+        return E.NONE, info.leader, *endpoint
 
     async def _create_topic(self):
         if self._creating is None or self._creating.done():

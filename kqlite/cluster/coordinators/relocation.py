@@ -51,7 +51,7 @@ from ...format.internal_topics import legacy_partner_partition
 from ...format.offsets_relocation import mentioned, move, strays
 from ...protocol import ApiKey, ErrorCode
 from ...server.coordinator.relocation import Relocation
-from ..network.broker_client import BrokerClientError, BrokerConnection
+from ..network.broker_client import BrokerClientError
 
 __all__ = ["PartnerRelocation"]
 
@@ -138,12 +138,12 @@ class PartnerRelocation(Relocation):
     async def _connect_to_leader(self, index):
         cache = self.node.cache
         info = cache.topic_partitions(self.topic.name).get(index)
-        endpoint = cache.brokers.get(info.leader) if info is not None else None
+        inter_broker = self.node.inter_broker
+        endpoint = cache.endpoint(info.leader, inter_broker.name) if info is not None else None
         if endpoint is None:
             raise _NotYet(f"{self.topic.name}-{index} has no live leader")
-        conn = await BrokerConnection.connect(endpoint.host, endpoint.port,
-                                              broker_id=endpoint.broker_id,
-                                              client_id=_CLIENT_ID)
+        conn = await inter_broker.connect(*endpoint, broker_id=info.leader,
+                                          client_id=_CLIENT_ID)
         try:
             await conn.negotiate_versions()
         except BaseException:

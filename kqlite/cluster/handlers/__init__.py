@@ -8,16 +8,18 @@ broker's ``extra_handlers``.
   and Metadata and DescribeCluster from the metadata cache;
 - ``topics``: CreateTopics, DeleteTopics and CreatePartitions through ZooKeeper;
 - ``configs``: AlterConfigs and IncrementalAlterConfigs through ZooKeeper;
-- ``elect_leaders``: ElectLeaders, through the controller.
+- ``elect_leaders``: ElectLeaders, through the controller;
+- ``credentials``: Describe/AlterUserScramCredentials over ZooKeeper's credentials (Alter
+  on the active controller only).
 
 ApiVersions needs no handler of its own: the broker advertises what it is given
 (``CLUSTER_SUPPORTED``, see node.py).
 """
 
-from . import configs, elect_leaders, interbroker, topics
+from . import configs, credentials, elect_leaders, interbroker, topics
 
 HANDLERS = {}
-for _module in (interbroker, topics, configs, elect_leaders):
+for _module in (interbroker, topics, configs, elect_leaders, credentials):
     HANDLERS.update(_module.HANDLERS)
 
 __all__ = ["HANDLERS"]

@@ -9,7 +9,10 @@ metadata cache instead of the single broker's way:
   (NOT_CONTROLLER or STALE_CONTROLLER_EPOCH when it is not the active one).
 - Metadata (3) and DescribeCluster (60) answer the live brokers and the controller id
   of the metadata cache instead of the single broker's "just me" (read from ZooKeeper
-  until the controller's first UpdateMetadata arrives: ``ClusterReplicaManager.live_brokers``).
+  until the controller's first UpdateMetadata arrives: ``ClusterReplicaManager.live_brokers``),
+  each broker at its endpoint of the listener the request arrived on; a broker without
+  that listener is left out, and a partition it leads answers LISTENER_NOT_FOUND (Metadata
+  v6+; LEADER_NOT_AVAILABLE before) with no leader, as Kafka's ZkMetadataCache answers.
 
 Each of the five inter-broker requests needs CLUSTER_ACTION on the cluster, asked before
 anything else (Kafka's ``authorizeClusterOperation``): without it the request gets its
@@ -194,18 +197,35 @@ def _topic_by_id(controller, topic_id):
     return None
 
 
-async def _live_brokers(broker):
-    """(live brokers, controller id) as this broker knows them (replica/manager.py)."""
-    me = BrokerEndpoint(broker.broker_id, broker.advertised_host, broker.port, None)
-    return await broker.replicas.live_brokers(me)
+_FIRST_LISTENER_NOT_FOUND_VERSION = 6   # WIRE: older Metadata clients get LEADER_NOT_AVAILABLE
+
+
+async def _live_brokers(broker, context):
+    """(live brokers on the request's listener, controller id) as this broker knows them
+    (replica/manager.py)."""
+    listener = context.listener_name
+    me = BrokerEndpoint(broker.broker_id, *broker.address_of(broker.broker_id, listener), None)
+    return await broker.replicas.live_brokers(listener, me)
+
+
+def _leaders_on_listener(response, reachable, version):
+    """A partition led by a live broker the client cannot reach (no endpoint on its
+    listener) is answered without a leader (Kafka's ZkMetadataCache.getPartitionMetadata)."""
+    code = ErrorCode.LISTENER_NOT_FOUND if version >= _FIRST_LISTENER_NOT_FOUND_VERSION \
+        else ErrorCode.LEADER_NOT_AVAILABLE
+    for topic in response["topics"]:
+        for p in topic["partitions"]:
+            if p["leader_id"] >= 0 and p["leader_id"] not in reachable:
+                p.update(error_code=code, leader_id=-1)
 
 
 async def metadata(broker, context, request):
     response = await admin.metadata(broker, context, request)
-    live, controller_id = await _live_brokers(broker)
+    live, controller_id = await _live_brokers(broker, context)
     if response["brokers"]:        # [] is the refusal of a malformed request: kept
         response["brokers"] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
                                 "rack": b.rack} for b in live]
+        _leaders_on_listener(response, {b.broker_id for b in live}, request.api_version)
     response["controller_id"] = controller_id
     return response
 
@@ -213,7 +233,7 @@ async def metadata(broker, context, request):
 async def describe_cluster(broker, context, request):
     response = await admin_ops.describe_cluster(broker, context, request)
     if response["error_code"] == ErrorCode.NONE:
-        live, response["controller_id"] = await _live_brokers(broker)
+        live, response["controller_id"] = await _live_brokers(broker, context)
         response["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
                                 "rack": b.rack} for b in live]
     return response

@@ -32,6 +32,15 @@ Theory of operation:
 - **Version negotiation.** :meth:`BrokerConnection.negotiate_versions` asks the broker for
   its ApiVersions and keeps the table on the connection; :meth:`~BrokerConnection.version_for`
   then picks the highest version that the broker, the codec and the caller all know.
+- **Security.** A connection to a TLS listener (SSL, SASL_SSL) is made with the client
+  context given (``ssl``), which checks the broker's certificate and, unless the context
+  says otherwise, that it names the host dialled. With ``sasl`` (a function making a fresh
+  mechanism client) the connection authenticates before anything else is sent: ApiVersions,
+  SaslHandshake, SaslAuthenticate (sasl.py); a refusal is a :class:`BrokerAuthenticationError`
+  and the connection is closed. A session with a lifetime (KIP-368) is re-authenticated on
+  the same connection before it ends: requests made meanwhile wait, and those in flight
+  are answered first, since the broker reads the exchange's frames before any other
+  request. A failed re-authentication closes the connection.
 
 Every failure is a :class:`BrokerClientError` whose message names the broker and, when a
 request was involved, the API, its version and correlation id.
@@ -39,6 +48,7 @@ request was involved, the API, its version and correlation id.
 
 import asyncio
 import logging
+import random
 
 from ...errors import KqliteError
 from ...protocol import ApiKey, ClientConnection
@@ -46,9 +56,10 @@ from ...protocol.client import (DEFAULT_MAX_RESPONSE_SIZE, ApiVersionsError,
                                 NoCommonVersionError, ResponseError, ResponseTooLargeError,
                                 api_label)
 from ...protocol.schema import APIS
+from .sasl import AUTHENTICATE_VERSIONS, SaslExchangeError, authenticate, reauthentication_delay
 
 __all__ = ["BrokerConnection", "BrokerClientError", "BrokerConnectError",
-           "BrokerDisconnectedError", "BrokerRequestTimeoutError",
+           "BrokerAuthenticationError", "BrokerDisconnectedError", "BrokerRequestTimeoutError",
            "BrokerResponseTooLargeError", "BrokerProtocolError", "UnsupportedVersionError"]
 
 log = logging.getLogger("kqlite.cluster")
@@ -68,6 +79,11 @@ class BrokerClientError(KqliteError):
 
 class BrokerConnectError(BrokerClientError, ConnectionError):
     """The TCP connection to the broker could not be made (refused, unreachable, timeout)."""
+
+
+class BrokerAuthenticationError(BrokerClientError):
+    """The broker refused this connection's SASL authentication (or the exchange could not
+    complete); the connection was closed."""
 
 
 class BrokerDisconnectedError(BrokerClientError, ConnectionError):
@@ -104,7 +120,8 @@ class BrokerConnection:
     """One connection to one broker; see the module docstring. Made by :meth:`connect`."""
 
     def __init__(self, reader, writer, *, host, port, broker_id=None, client_id="kqlite",
-                 request_timeout=30.0, max_response_size=DEFAULT_MAX_RESPONSE_SIZE):
+                 request_timeout=30.0, max_response_size=DEFAULT_MAX_RESPONSE_SIZE,
+                 rng=random):
         self.host = host
         self.port = port
         self.broker_id = broker_id
@@ -120,27 +137,53 @@ class BrokerConnection:
         self._loop = asyncio.get_running_loop()
         self._read_task = self._loop.create_task(self._read_responses(),
                                                  name=f"kqlite-read-{host}:{port}")
+        self._random = rng
+        self._sasl = None            # makes the mechanism client of each (re-)authentication
+        self.authentications = 0     # SASL exchanges completed on this connection
+        self._reauth_timer = None
+        self._reauth_task = None
+        self._reauthenticating = None    # a Future while a re-authentication holds requests
+        self._drained = None             # set when no request is in flight (re-auth waits)
 
     @classmethod
     async def connect(cls, host, port, *, broker_id=None, client_id="kqlite",
                       connect_timeout=10.0, request_timeout=30.0,
-                      max_response_size=DEFAULT_MAX_RESPONSE_SIZE):
+                      max_response_size=DEFAULT_MAX_RESPONSE_SIZE, ssl=None, sasl=None):
         """Open a connection; :class:`BrokerConnectError` if that fails within
-        ``connect_timeout`` seconds. ``request_timeout`` is the default per request."""
+        ``connect_timeout`` seconds. ``request_timeout`` is the default per request.
+        ``ssl``: the client TLS context of a TLS listener; ``sasl``: a function returning
+        a new ``MechanismClient`` (kqlite/server/authentication/sasl_client.py), to
+        authenticate with before returning (:class:`BrokerAuthenticationError` if that
+        fails, within ``connect_timeout`` too)."""
         name = (f"broker {broker_id} at {host}:{port}" if broker_id is not None
                 else f"broker at {host}:{port}")
+        tls = {} if ssl is None else {"ssl": ssl, "server_hostname": host,
+                                      "ssl_handshake_timeout": connect_timeout}
         try:
             async with asyncio.timeout(connect_timeout):
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(host, port, **tls)
         except TimeoutError:
             raise BrokerConnectError(f"cannot connect to {name}: no connection within "
                                      f"{connect_timeout} s", name) from None
         except OSError as exc:
-            raise BrokerConnectError(f"cannot connect to {name}: {exc.strerror or exc}",
+            raise BrokerConnectError(f"cannot connect to {name}: "
+                                     f"{exc.strerror or exc}",
                                      name) from exc
-        return cls(reader, writer, host=host, port=port, broker_id=broker_id,
+        conn = cls(reader, writer, host=host, port=port, broker_id=broker_id,
                    client_id=client_id, request_timeout=request_timeout,
                    max_response_size=max_response_size)
+        if sasl is not None:
+            try:
+                async with asyncio.timeout(connect_timeout):
+                    await conn.authenticate(sasl)
+            except BaseException as exc:
+                conn.abort(f"authentication did not complete: {exc or type(exc).__name__}")
+                if isinstance(exc, TimeoutError):
+                    raise BrokerAuthenticationError(
+                        f"cannot authenticate to {name}: no answer within {connect_timeout} s",
+                        name) from None
+                raise
+        return conn
 
     # -- state -------------------------------------------------------------------------------
 
@@ -173,6 +216,8 @@ class BrokerConnection:
         Raises the :class:`BrokerClientError` subclasses; a body the codec cannot encode
         raises its ValueError/TypeError before anything is sent.
         """
+        while self._reauthenticating is not None:
+            await asyncio.shield(self._reauthenticating)
         request, future = self._send(api_key, version, body, timeout)
         try:
             try:
@@ -195,7 +240,12 @@ class BrokerConnection:
     def send(self, api_key, version, body, *, timeout=None):
         """Write one request and return the Future of its response body (None for a
         Produce with ``acks=0``). Unlike :meth:`request` it does not wait for room in
-        the socket buffer, so it suits callbacks; :meth:`request` is the usual call."""
+        the socket buffer, so it suits callbacks; :meth:`request` is the usual call.
+        During a re-authentication the request is written after it, and the Future is
+        that of :meth:`request`."""
+        if self._reauthenticating is not None:
+            return self._loop.create_task(self.request(api_key, version, body,
+                                                       timeout=timeout))
         return self._send(api_key, version, body, timeout)[1]
 
     def _send(self, api_key, version, body, timeout):
@@ -227,6 +277,63 @@ class BrokerConnection:
                 f"the connection is closed", self.name, request.label))
         self._abort(BrokerDisconnectedError(
             f"connection to {self.name} closed after {request.label} timed out", self.name))
+
+    # -- authentication ----------------------------------------------------------------------
+
+    async def authenticate(self, sasl):
+        """Authenticate with a new mechanism client from ``sasl()`` (see :meth:`connect`),
+        and re-authenticate before the session's lifetime ends, as often as it has one."""
+        self._sasl = sasl
+        if self.api_versions is None:
+            await self.negotiate_versions()
+        await self._exchange()
+
+    async def _exchange(self):
+        client = self._sasl()
+        try:
+            lifetime_ms = await authenticate(
+                self._request_now, client,
+                self.version_for(ApiKey.SASL_AUTHENTICATE, AUTHENTICATE_VERSIONS))
+        except SaslExchangeError as exc:
+            raise BrokerAuthenticationError(f"cannot authenticate to {self.name}: {exc}",
+                                            self.name) from None
+        self.authentications += 1
+        delay = reauthentication_delay(lifetime_ms, self._random)
+        if delay is not None and not self.closed:
+            self._reauth_timer = self._loop.call_later(delay, self._begin_reauthentication)
+        log.debug("authenticated to %s with %s (session lifetime %s ms)", self.name,
+                  client.mechanism, lifetime_ms or "unlimited")
+
+    async def _request_now(self, api_key, version, body):
+        """:meth:`request` past the re-authentication gate (the exchange's own)."""
+        _request, future = self._send(api_key, version, body, None)
+        await self._writer.drain()
+        return await future
+
+    def _begin_reauthentication(self):
+        self._reauth_timer = None
+        if self.closed or self._reauthenticating is not None:
+            return
+        self._reauthenticating = self._loop.create_future()
+        self._reauth_task = self._loop.create_task(
+            self._reauthenticate(), name=f"kqlite-reauthenticate-{self.host}:{self.port}")
+
+    async def _reauthenticate(self):
+        gate = self._reauthenticating
+        try:
+            if self.in_flight:
+                self._drained = asyncio.Event()
+                await self._drained.wait()
+            if not self.closed:
+                await self._exchange()
+        except Exception as exc:       # noqa: BLE001 -- any failure ends the connection
+            log.warning("re-authentication to %s failed; closing the connection: %s",
+                        self.name, exc)
+            self.abort(f"re-authentication failed: {exc}")
+        finally:
+            self._drained = None
+            self._reauthenticating = None
+            gate.set_result(None)
 
     # -- versions ----------------------------------------------------------------------------
 
@@ -266,6 +373,8 @@ class BrokerConnection:
         try:
             while data := await reader.read(_READ_SIZE):
                 _deliver(self._protocol.receive_data(data))
+                if self._drained is not None and not self._protocol.in_flight:
+                    self._drained.set()
             error = BrokerDisconnectedError(f"connection closed by {self.name}", self.name)
         except OSError as exc:
             error = BrokerDisconnectedError(f"connection to {self.name} lost: {exc}", self.name)
@@ -299,6 +408,11 @@ class BrokerConnection:
 
     def _shut(self, error, unanswered):
         log.debug("connection to %s closed: %s", self.name, error)
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        if self._drained is not None:
+            self._drained.set()         # a re-authentication waiting finds it closed
         for request in unanswered:
             _fail(request, BrokerDisconnectedError(
                 f"{request.label} to {self.name} failed: {error}", self.name, request.label))

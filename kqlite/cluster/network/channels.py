@@ -236,7 +236,7 @@ class BrokerChannel:
                     self.host, self.port, broker_id=self.broker_id, client_id=self.client_id,
                     connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
                     max_response_size=self.max_response_size)
-                if self.negotiate:
+                if self.negotiate and conn.api_versions is None:
                     await conn.negotiate_versions()
             except asyncio.CancelledError:
                 if conn is not None:
@@ -350,6 +350,9 @@ def _shown(version):
 def _fail_quietly(future, error):
     # Removal and offline brokers are routine in a cluster: a caller that does not await
     # the Future must not get "exception was never retrieved" noise, one that does still
-    # gets the error.
+    # gets the error. A Future its caller already cancelled (a controlled shutdown's
+    # request given up on, say) has nothing left to hear.
+    if future.done():
+        return
     future.set_exception(error)
     future.exception()

@@ -33,6 +33,10 @@ does not host answers NOT_LEADER_OR_FOLLOWER, one it does not know
 UNKNOWN_TOPIC_OR_PARTITION. A topic config change (the config watcher) reaches this
 broker's replicas of the topic here.
 
+Other brokers are reached on the inter-broker listener (``inter_broker``,
+network/inter_broker.py): the fetchers connect to their leader's endpoint of it, with its
+TLS and SASL, as does the channel to the controller.
+
 Leaders check their ISR every ``replica.lag.time.max.ms / 2``. Their ISR changes go to
 the controller: a local event when this broker is the active controller, else an
 AlterPartition request on a channel to the controller the cache names (re-pointed when
@@ -52,8 +56,9 @@ from ...server.partition import PartitionError, ReadResult
 from ...server.replica_manager import AUTO_CREATE_LIMIT, ReplicaManager
 from ...server.topic_checks import check_topic
 from ..fetcher.manager import ReplicaFetcherManager
-from ..network.broker_client import BrokerConnectError, BrokerConnection
+from ..network.broker_client import BrokerConnectError
 from ..network.channels import ChannelManager
+from ..network.inter_broker import InterBrokerListener
 from ..rules.leader_state import DEFAULT_LAG_TIME_MS, IsrCommit
 from ..rules.partition_state import LEADER_DURING_DELETE
 from ..zookeeper.config_watcher import apply_topic_config
@@ -77,10 +82,11 @@ class ClusterReplicaManager(ReplicaManager):
     while ZooKeeper is unreachable (default: ``zk``); ``controller``: this broker's
     Controller (set once made), through which its broker epoch is known. Sizes and times
     are Kafka's settings. ``topics``: the ClusterTopics answering the server's topic
-    questions and making the topic changes."""
+    questions and making the topic changes. ``inter_broker``: the InterBrokerListener
+    other brokers are reached on (PLAINTEXT by default)."""
 
     def __init__(self, db, io, *, broker_id, cache, store, zk, zk_request=None,
-                 default_partitions=1,
+                 inter_broker=None, default_partitions=1,
                  default_replication_factor=1, lag_time_ms=DEFAULT_LAG_TIME_MS,
                  fetcher_options=None, auto_create_limit=AUTO_CREATE_LIMIT):
         # Nobody else writes a cluster broker's data dir: the re-read of log ends for
@@ -105,8 +111,10 @@ class ClusterReplicaManager(ReplicaManager):
         self._leader_endpoints = {}       # broker id -> (host, port), from LeaderAndIsr
         self._roles = asyncio.Lock()      # one LeaderAndIsr / StopReplica at a time
         self._metadata_updated = asyncio.Event()
+        self.inter_broker = inter_broker or InterBrokerListener.plaintext()
         self._to_controller = ChannelManager(client_id=f"kqlite-broker-{broker_id}-to-controller",
-                                             negotiate=True)
+                                             negotiate=True,
+                                             connector=self.inter_broker.connect)
         self._controller_channel = -1
         self.fetchers = ReplicaFetcherManager(broker_id, broker_epoch=-1,
                                               connect=self._connect_to_leader,
@@ -348,11 +356,12 @@ class ClusterReplicaManager(ReplicaManager):
                      {b: [(p.topic, p.index) for p in ps] for b, ps in followers.items()})
 
     async def _connect_to_leader(self, leader_id):
-        endpoint = self.cache.endpoint(leader_id) or self._leader_endpoints.get(leader_id)
+        endpoint = self.cache.endpoint(leader_id, self.inter_broker.name) or \
+            self._leader_endpoints.get(leader_id)
         if endpoint is None:
-            raise BrokerConnectError(f"broker {leader_id} has no known address",
-                                     f"broker {leader_id}")
-        return await BrokerConnection.connect(
+            raise BrokerConnectError(f"broker {leader_id} has no known address on listener "
+                                     f"{self.inter_broker.name}", f"broker {leader_id}")
+        return await self.inter_broker.connect(
             *endpoint, broker_id=leader_id, client_id=f"kqlite-replica-fetcher-{self.broker_id}")
 
     # -- StopReplica ---------------------------------------------------------------------------
@@ -427,9 +436,10 @@ class ClusterReplicaManager(ReplicaManager):
             self._metadata_changed()
         return code
 
-    async def live_brokers(self, me):
+    async def live_brokers(self, listener_name, me):
         """``(live BrokerEndpoints sorted by id, controller id)`` for Metadata and
-        DescribeCluster; ``me`` is this broker's own endpoint.
+        DescribeCluster on ``listener_name``: the brokers that have that listener, at its
+        address; ``me`` is this broker's own endpoint on it.
 
         The cache answers once a controller has spoken. Before its first UpdateMetadata
         reaches this broker (milliseconds after a start, seconds on a loaded machine) the
@@ -441,7 +451,7 @@ class ClusterReplicaManager(ReplicaManager):
         answer it gives (it listens before it registers), and a controller that is not
         among the registered brokers is not named (a client could not reach it)."""
         if self.cache.heard_from_controller:
-            return sorted(self.cache.brokers.values()), self.cache.controller_id
+            return self.cache.alive_brokers(listener_name), self.cache.controller_id
         try:
             registered = await self._zk_request(self.store.brokers)
             controller_id = await self._zk_request(self.store.controller_id)
@@ -449,8 +459,9 @@ class ClusterReplicaManager(ReplicaManager):
             log.debug("broker %d: live brokers not read from ZooKeeper: %s", self.broker_id,
                       exc)
             registered, controller_id = {}, -1
-        live = {b: BrokerEndpoint(b, info.host, info.port, info.rack)
-                for b, info in registered.items()}
+        live = {b: BrokerEndpoint(b, e.host, e.port, info.rack)
+                for b, info in registered.items()
+                if (e := info.endpoint(listener_name)) is not None}
         live[me.broker_id] = me
         return sorted(live.values()), controller_id if controller_id in live else -1
 
@@ -484,7 +495,7 @@ class ClusterReplicaManager(ReplicaManager):
 
     def _point_controller_channel(self):
         controller_id = self.cache.controller_id
-        endpoint = self.cache.endpoint(controller_id)
+        endpoint = self.cache.endpoint(controller_id, self.inter_broker.name)
         if controller_id != self._controller_channel:
             if self._controller_channel >= 0:
                 self._to_controller.remove_broker(self._controller_channel)

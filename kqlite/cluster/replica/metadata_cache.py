@@ -8,13 +8,24 @@ body of an UpdateMetadata request (v8 layout), and refuses a request from an old
 controller epoch than it has seen (STALE_CONTROLLER_EPOCH), so a zombie controller
 cannot roll it back. A partition whose leader is -2 belongs to a topic being deleted and
 is dropped.
+
+Every live broker is kept with all its endpoints, one per listener (UpdateMetadata v3+
+names each endpoint's listener and security protocol), so any broker can answer a
+client on any listener: :meth:`MetadataCache.alive_brokers` lists the brokers that have
+the client's listener, at that listener's address, and leaves out those that do not
+(Kafka's ``getAliveBrokerNodes(listenerName)``); :meth:`MetadataCache.endpoint` gives one
+broker's address on one listener (the inter-broker listener, for fetchers and the
+controller channel).
 """
 
 import uuid
 from typing import NamedTuple
 
 from ...protocol import ErrorCode
+from ...protocol.security import SecurityProtocol
+from ...server.listeners import Endpoint
 from ..rules.partition_state import LEADER_DURING_DELETE
+from ..zookeeper.znodes import BrokerInfo
 
 __all__ = ["MetadataCache", "CachedPartition", "BrokerEndpoint"]
 
@@ -22,6 +33,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 
 class BrokerEndpoint(NamedTuple):
+    """One broker as clients of one listener reach it (a Metadata ``brokers`` entry)."""
     broker_id: int
     host: str
     port: int
@@ -45,7 +57,7 @@ class MetadataCache:
         self.broker_id = broker_id
         self.controller_id = -1
         self.controller_epoch = -1
-        self.brokers = {}            # id -> BrokerEndpoint
+        self.brokers = {}            # id -> znodes.BrokerInfo (its endpoints per listener)
         self.partitions = {}         # (topic, index) -> CachedPartition
         self.topic_ids = {}          # topic -> uuid.UUID
 
@@ -56,13 +68,8 @@ class MetadataCache:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         self.controller_epoch = body["controller_epoch"]
         self.controller_id = body["controller_id"]
-        brokers = {}
-        for b in body["live_brokers"]:
-            endpoint = b["endpoints"][0] if b.get("endpoints") else None
-            if endpoint is not None:
-                brokers[b["id"]] = BrokerEndpoint(b["id"], endpoint["host"], endpoint["port"],
-                                                  b.get("rack"))
-        self.brokers = brokers
+        self.brokers = {b["id"]: BrokerInfo(b["id"], _endpoints(b), b.get("rack"))
+                        for b in body["live_brokers"]}
         for topic_state in body["topic_states"]:
             topic = topic_state["topic_name"]
             topic_id = topic_state.get("topic_id")
@@ -92,10 +99,22 @@ class MetadataCache:
     def is_alive(self, broker_id):
         return broker_id in self.brokers
 
-    def endpoint(self, broker_id):
-        """(host, port) of a live broker, or None."""
+    def endpoint(self, broker_id, listener_name):
+        """(host, port) of a live broker on ``listener_name``, or None (not alive, or
+        without that listener)."""
         b = self.brokers.get(broker_id)
-        return (b.host, b.port) if b is not None else None
+        e = b.endpoint(listener_name) if b is not None else None
+        return (e.host, e.port) if e is not None else None
+
+    def alive_brokers(self, listener_name):
+        """The live brokers that have ``listener_name``, at its address, by id; the
+        others are left out, as Kafka leaves them out of a client's answer."""
+        out = []
+        for broker_id, b in sorted(self.brokers.items()):
+            e = b.endpoint(listener_name)
+            if e is not None:
+                out.append(BrokerEndpoint(broker_id, e.host, e.port, b.rack))
+        return out
 
     def topics(self):
         return sorted({t for t, _ in self.partitions})
@@ -115,3 +134,17 @@ class MetadataCache:
             if tid == topic_id:
                 return topic
         return None
+
+
+def _endpoints(live_broker):
+    """The endpoints of an UpdateMetadata ``live_brokers`` entry; one whose security
+    protocol id kqlite does not know is left out (no client could be told to use it)."""
+    out = []
+    for e in live_broker.get("endpoints") or ():
+        try:
+            protocol = SecurityProtocol(e["security_protocol"])
+        except ValueError:
+            continue
+        out.append(Endpoint(e.get("listener") or protocol.name, e["host"], e["port"],
+                            protocol))
+    return tuple(out)

@@ -9,8 +9,9 @@ each topic named re-reads the topic's config and applies it to its replicas (:fu
 definition and the open logs, so retention, max.message.bytes, ... take effect; the
 replica manager's min.insync.replicas for acks=all). When the broker is the active
 controller, its controller is told too (unclean.leader.election.enable). Changes of
-users and client ids (client quotas, and a user's credentials) go to the handlers the
-broker gives for those entity types; broker and ip configs are not followed.
+users and client ids go to the handlers the broker gives for those entity types (client
+quotas, and a user's SCRAM credentials: credentials.py); broker and ip configs are not
+followed.
 
 ZooKeeper is only read in ZooKeeper threads and the data dir only in storage threads.
 """

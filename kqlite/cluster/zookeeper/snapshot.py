@@ -82,7 +82,9 @@ class ClusterSnapshot(NamedTuple):
     def as_dict(self):
         return {"cluster_id": self.cluster_id,
                 "controller": {"id": self.controller_id, "epoch": self.controller_epoch},
-                "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port,
+                "brokers": [{"id": b.broker_id, "host": b.legacy_address[0],
+                             "port": b.legacy_address[1],
+                             "endpoints": [str(e) for e in b.endpoints],
                              "rack": b.rack, "epoch": b.epoch}
                             for _, b in sorted(self.brokers.items())],
                 "topic_count": len(self.topics),

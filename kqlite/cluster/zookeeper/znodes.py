@@ -24,6 +24,9 @@ import uuid
 from typing import NamedTuple
 
 from ...errors import KqliteError
+from ...protocol.security import SecurityProtocol
+from ...server.listeners import (DEFAULT_PROTOCOL_MAP, Endpoint, ListenerConfigError,
+                                 parse_endpoints)
 from ..rules.partition_state import PartitionState
 
 __all__ = [
@@ -145,43 +148,83 @@ def _now_ms():
 # ---- /brokers/ids/N ------------------------------------------------------------------
 
 class BrokerInfo(NamedTuple):
-    """A broker's registration. ``epoch`` is not in the JSON: it is the znode's czxid,
-    filled in by whoever read the znode (-1 when unknown)."""
+    """A broker's registration: every advertised endpoint (``server.listeners.Endpoint``:
+    listener name, host, port, security protocol), in the order the broker lists them.
+    ``epoch`` is not in the JSON: it is the znode's czxid, filled in by whoever read the
+    znode (-1 when unknown)."""
     broker_id: int
-    host: str
-    port: int
+    endpoints: tuple
     rack: str | None = None
     epoch: int = -1
-    listener: str = "PLAINTEXT"
+
+    @classmethod
+    def plaintext(cls, broker_id, host, port, rack=None, epoch=-1):
+        """A broker with one PLAINTEXT listener named PLAINTEXT (kqlite's default)."""
+        return cls(broker_id, (Endpoint("PLAINTEXT", host, port, SecurityProtocol.PLAINTEXT),),
+                   rack, epoch)
+
+    def endpoint(self, listener_name):
+        """The endpoint of ``listener_name``, or None when the broker has no such
+        listener."""
+        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
+
+    @property
+    def legacy_address(self):
+        """Kafka's top-level ``host`` and ``port``: the first PLAINTEXT endpoint's, else
+        ``(None, -1)`` (``BrokerIdZNode.encode``: "older clients will not be able to
+        connect")."""
+        for e in self.endpoints:
+            if e.protocol == SecurityProtocol.PLAINTEXT:
+                return e.host, e.port
+        return None, -1
 
 
 def encode_broker(info, timestamp_ms=None):
-    """Version 5, as a Kafka 3.x broker (IBP >= 2.7) registers itself."""
-    doc = {"version": 5, "host": info.host, "port": info.port, "jmx_port": -1,
+    """Version 5, as a Kafka 3.x broker (IBP >= 2.7) registers itself: every advertised
+    endpoint as ``NAME://host:port`` and the listener names' protocols."""
+    host, port = info.legacy_address
+    doc = {"version": 5, "host": host, "port": port, "jmx_port": -1,
            "timestamp": str(_now_ms() if timestamp_ms is None else timestamp_ms),
-           "endpoints": [f"{info.listener}://{info.host}:{info.port}"],
-           "listener_security_protocol_map": {info.listener: "PLAINTEXT"},
+           "endpoints": [str(e) for e in info.endpoints],
+           "listener_security_protocol_map": {e.listener_name: e.protocol.name
+                                              for e in info.endpoints},
            "features": {}}
     if info.rack is not None:
         doc["rack"] = info.rack
     return _dump(doc)
 
 
+def _protocol_map(doc, what):
+    raw = doc.get("listener_security_protocol_map")
+    if raw is None:                   # versions 2-3: Kafka's default map
+        return dict(DEFAULT_PROTOCOL_MAP)
+    if not isinstance(raw, dict):
+        raise ZnodeFormatError(f"{what}: 'listener_security_protocol_map' is not an object")
+    try:
+        return {str(k).upper(): SecurityProtocol[str(v).upper()] for k, v in raw.items()}
+    except KeyError as exc:
+        raise ZnodeFormatError(f"{what}: unknown security protocol {exc}") from None
+
+
 def decode_broker(broker_id, data, epoch=-1):
-    """Reads versions 1-5; the address is the first endpoint (the top-level host/port of
-    versions 1-3 when there are no endpoints)."""
+    """Reads versions 1-5 as Kafka's ``BrokerIdZNode.decode``: version 1's top-level
+    host and port are one PLAINTEXT endpoint; later versions list ``endpoints``, each
+    listener name looked up in ``listener_security_protocol_map`` (Kafka's default map
+    when absent)."""
     what = f"broker {broker_id} registration"
     doc = _load(data, what)
-    endpoints = doc.get("endpoints") or []
-    if endpoints:
-        listener, sep, rest = str(endpoints[0]).partition("://")
-        host, colon, port = rest.rpartition(":")
-        if not sep or not colon or not port.isdigit():
-            raise ZnodeFormatError(f"{what}: bad endpoint {endpoints[0]!r}")
-        host = host.strip("[]")
-        return BrokerInfo(int(broker_id), host, int(port), doc.get("rack"), epoch, listener)
-    return BrokerInfo(int(broker_id), _field(doc, "host", str, what),
-                      _field(doc, "port", int, what), doc.get("rack"), epoch)
+    version = doc.get("version")
+    if version == 1 or (not doc.get("endpoints") and "host" in doc):
+        return BrokerInfo.plaintext(int(broker_id), _field(doc, "host", str, what),
+                                    _field(doc, "port", int, what), doc.get("rack"), epoch)
+    endpoints = doc.get("endpoints")
+    if not isinstance(endpoints, list) or not all(isinstance(e, str) for e in endpoints):
+        raise ZnodeFormatError(f"{what}: 'endpoints' is not a list of strings")
+    try:
+        parsed = parse_endpoints(",".join(endpoints), _protocol_map(doc, what), "endpoints")
+    except ListenerConfigError as exc:
+        raise ZnodeFormatError(f"{what}: {exc}") from None
+    return BrokerInfo(int(broker_id), tuple(parsed), doc.get("rack"), epoch)
 
 
 # ---- /controller and /controller_epoch -----------------------------------------------

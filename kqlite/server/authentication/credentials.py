@@ -63,6 +63,12 @@ class CredentialStore:
         """DescribeUserScramCredentials' results (credential_changes.py)."""
         return credential_changes.describe(self._users, names)
 
+    async def current(self):
+        """The credentials as the backend holds them now, for DescribeUserScramCredentials:
+        this store, brought up to date (a cluster's reads ZooKeeper instead)."""
+        await self.refresh()
+        return self
+
     async def start(self):
         """Load the credentials (and the secret)."""
 

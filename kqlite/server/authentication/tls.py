@@ -224,8 +224,10 @@ def client_context(settings):
     """The client context of this broker's connections to other brokers' TLS listener."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     _protocols_and_ciphers(context, settings)
-    identification = _get(settings, "ssl.endpoint.identification.algorithm", "https")
-    context.check_hostname = identification.lower() == "https"
+    # Kafka's empty value (not an absent one) turns the host name check off.
+    identification = settings.get("ssl.endpoint.identification.algorithm")
+    context.check_hostname = identification is None or \
+        identification.strip().lower() == "https"
     context.verify_mode = ssl.CERT_REQUIRED
     with _Scratch() as scratch:
         _load_key_store(context, settings, scratch)

@@ -39,9 +39,9 @@ async def describe_user_scram_credentials(broker, context, request):
     if not broker.authorizer.authorize(context, AclOperation.DESCRIBE, CLUSTER):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "error_message": _REFUSED, "results": []}
-    await broker.credentials.refresh()
+    current = await broker.credentials.current()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "results": broker.credentials.describe(request.body["users"])}
+            "results": current.describe(request.body["users"])}
 
 
 async def alter_user_scram_credentials(broker, context, request):
