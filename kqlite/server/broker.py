@@ -285,6 +285,14 @@ class Broker:
         log.info("kqlite broker %d serving %s on %s", self.broker_id, self.db.path,
                  ", ".join(str(listener.endpoint) for listener in self.listeners))
 
+    async def loaded(self):
+        """Return once the coordinators hold what they load at start (until then their
+        requests answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's do): for callers, such as
+        tests, that want a broker whose first answers are its steady ones."""
+        await self.coordinator.loaded()
+        if self.transactions is not None:
+            await self.transactions.loaded()
+
     async def stop(self, grace=10.0):
         """Stop accepting, let in-flight requests finish, then flush and close the data."""
         self._stopping = True
