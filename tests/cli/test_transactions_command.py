@@ -357,3 +357,29 @@ def test_an_acl_broker_refuses_an_unauthorized_principal_cleanly(tmp_path, capsy
                                       "--partition", 0, "--start-offset", start)
         assert (code, err) == (0, "")
         assert stable(broker.broker.db, 0) == (start + 2, start + 2)
+
+
+def test_the_output_docs_transactions_md_shows_is_the_commands():
+    """Every example under "$ kqlite transactions ... COMMAND" in docs/transactions.md has
+    the command's headers and Kafka's layout (padded cells, each followed by a tab)."""
+    import re
+    from kqlite.cli import transactions as command
+    headers = {"list": command.LIST_HEADERS, "describe": command.DESCRIBE_HEADERS,
+               "describe-producers": command.PRODUCERS_HEADERS,
+               "find-hanging": command.HANGING_HEADERS}
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                        "transactions.md")
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    shown = re.findall(r"^\$ kqlite transactions \S+ \S+ ([\w-]+)[^\n]*\n((?:[^$`\n][^\n]*\n)*)",
+                       doc, re.MULTILINE)
+    assert {name for name, _ in shown} >= set(headers) | {"abort"}
+    for name, output in shown:
+        if name not in headers or output.startswith("Failed"):
+            continue
+        table = rows(output)
+        assert table[0] == list(headers[name]), name
+        assert all(len(r) == len(table[0]) for r in table), name
+        widths = [len(cell) for cell in output.splitlines()[0][:-1].split("\t")]
+        assert all([len(c) for c in line[:-1].split("\t")] == widths
+                   for line in output.splitlines()), name
