@@ -14,7 +14,11 @@ Through brokers, each call goes where Kafka's admin client sends it:
   abort                WriteTxnMarkers (ABORT)  the partition's leader
   partitions           Metadata                 the bootstrap broker
 
-An error code in an answer is raised as :class:`TxnAdminError` with Kafka's error name.
+An error code in an answer is raised as :class:`TxnAdminError` with Kafka's error name,
+except those after which Kafka's admin client asks again (its handlers' retriable errors:
+a coordinator loading, moved or not available yet, a leader that moved): the call is
+made again, from the lookup, every ``RETRY_BACKOFF`` seconds until the client's timeout
+has passed, and only the last answer's error is raised.
 
 From a data dir: ``list`` and ``describe`` read the latest ``__transaction_state`` record
 of every id (``Database.transaction_state``, the store a broker on the same dir reads and
@@ -40,6 +44,10 @@ __all__ = ["TxnAdminError", "Listing", "Description", "BrokerTransactions",
 E = ErrorCode
 _TRANSACTION_KEY = 1          # WIRE: FindCoordinator key type of a transactional id
 _FIRST_BATCHED_FIND = 4       # WIRE: FindCoordinator v4+ carries CoordinatorKeys (KIP-699)
+RETRY_BACKOFF = 0.1           # seconds; Kafka's retry.backoff.ms is 100
+# Answers after which Kafka's admin handlers look the broker up again and retry.
+RETRIABLE = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE,
+                       E.NOT_COORDINATOR, E.NOT_LEADER_OR_FOLLOWER, E.LEADER_NOT_AVAILABLE})
 _VERSIONS = {ApiKey.METADATA: (1, 12), ApiKey.FIND_COORDINATOR: (1, 6),
              ApiKey.LIST_TRANSACTIONS: (0, 1), ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
              ApiKey.DESCRIBE_PRODUCERS: (0, 0), ApiKey.WRITE_TXN_MARKERS: (0, 1)}
@@ -86,12 +94,25 @@ class BrokerTransactions:
     """The calls over an :class:`~kqlite.cli.admin_client.AdminClient`; see the module
     docstring."""
 
-    def __init__(self, client, clock=time.time):
+    def __init__(self, client, clock=time.time, sleep=time.sleep):
         self.client = client
         self._clock = clock
+        self._sleep = sleep
 
     def now_ms(self):
         return int(self._clock() * 1000)
+
+    def _retrying(self, call, *args):
+        """``call(*args)``, made again while it answers a RETRIABLE error and the client's
+        timeout has not passed."""
+        deadline = self._clock() + self.client.timeout
+        while True:
+            try:
+                return call(*args)
+            except TxnAdminError as exc:
+                if exc.code not in RETRIABLE or self._clock() + RETRY_BACKOFF > deadline:
+                    raise
+            self._sleep(RETRY_BACKOFF)
 
     def _call(self, api_key, body, node=None):
         return self.client.call(api_key, body, versions=_VERSIONS[api_key], node=node)
@@ -104,6 +125,9 @@ class BrokerTransactions:
         return nodes, answer["topics"]
 
     def list(self, producer_ids=()):
+        return self._retrying(self._list, producer_ids)
+
+    def _list(self, producer_ids):
         nodes, _ = self._metadata([])
         out = []
         for node_id, address in sorted(nodes.items()):
@@ -126,6 +150,9 @@ class BrokerTransactions:
         return answer["node_id"], (answer["host"], answer["port"])
 
     def describe(self, transactional_id):
+        return self._retrying(self._describe, transactional_id)
+
+    def _describe(self, transactional_id):
         node_id, address = self._coordinator(transactional_id)
         answer = self._call(ApiKey.DESCRIBE_TRANSACTIONS,
                             {"transactional_ids": [transactional_id]}, address)
@@ -153,6 +180,9 @@ class BrokerTransactions:
 
     def describe_producers(self, topic, partition, broker_id=None):
         """The partition's active producers, asked of its leader or of ``broker_id``."""
+        return self._retrying(self._describe_producers, topic, partition, broker_id)
+
+    def _describe_producers(self, topic, partition, broker_id):
         if broker_id is None:
             node = self._leader(topic, partition)
         else:
@@ -182,6 +212,10 @@ class BrokerTransactions:
         return sorted(out)
 
     def abort(self, topic, partition, producer_id, producer_epoch, coordinator_epoch):
+        self._retrying(self._abort, topic, partition, producer_id, producer_epoch,
+                       coordinator_epoch)
+
+    def _abort(self, topic, partition, producer_id, producer_epoch, coordinator_epoch):
         answer = self._call(ApiKey.WRITE_TXN_MARKERS, {"markers": [
             {"producer_id": producer_id, "producer_epoch": producer_epoch,
              "transaction_result": False, "coordinator_epoch": coordinator_epoch,

@@ -202,11 +202,11 @@ def _source(args):
 def _asking(what, call, *call_args):
     """``call(*call_args)``, its refusal or unreachable broker raised as _Failed with
     ``what`` (Kafka's "Failed to <what>: ...")."""
-    from .admin_client import AdminClientError
+    from ..errors import KqliteError
     from .transaction_admin import TxnAdminError
     try:
         return call(*call_args)
-    except (TxnAdminError, AdminClientError, OSError) as exc:
+    except (TxnAdminError, KqliteError, OSError) as exc:
         raise _Failed(f"Failed to {what}: {exc}") from None
 
 
@@ -300,28 +300,31 @@ def _find_hanging(source, args, out):
 def _partitions_of(source, transactional_ids):
     """``{id: set of its transaction's partitions, or None when the coordinator does not
     know it}``."""
-    from ..protocol import ErrorCode
-    from .transaction_admin import TxnAdminError
     out = {}
+    what = f"describe {len(transactional_ids)} transactions"
     for tid in transactional_ids:
         try:
-            out[tid] = set(_asking_raw(source.describe, tid).partitions)
-        except TxnAdminError as exc:
-            if exc.code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
-                raise _Failed(f"Failed to describe {len(transactional_ids)} transactions: "
-                              f"{exc}") from None
+            out[tid] = set(_asking(what, _known, source, tid))
+        except _NotFound:
             out[tid] = None
     return out
 
 
-def _asking_raw(call, *call_args):
-    """``call(*call_args)`` with only an unreachable broker raised as _Failed (refusals
-    stay TxnAdminError for the caller to judge)."""
-    from .admin_client import AdminClientError
+class _NotFound(Exception):
+    pass
+
+
+def _known(source, transactional_id):
+    """The partitions of the id's transaction; _NotFound when its coordinator answers
+    TRANSACTIONAL_ID_NOT_FOUND (the one refusal find-hanging expects)."""
+    from ..protocol import ErrorCode
+    from .transaction_admin import TxnAdminError
     try:
-        return call(*call_args)
-    except (AdminClientError, OSError) as exc:
-        raise _Failed(f"Failed to describe transactions: {exc}") from None
+        return source.describe(transactional_id).partitions
+    except TxnAdminError as exc:
+        if exc.code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            raise _NotFound() from None
+        raise
 
 
 _COMMANDS = {"list": _list, "describe": _describe, "describe-producers": _describe_producers,
