@@ -355,7 +355,7 @@ def test_an_acl_broker_refuses_an_unauthorized_principal_cleanly(tmp_path, capsy
 
         code, out, err = transactions(capsys, *admin, "abort", "--topic", TOPIC,
                                       "--partition", 0, "--start-offset", start)
-        assert (code, err) == (0, "")
+        assert (code, out, err) == (0, "", "")
         assert stable(broker.broker.db, 0) == (start + 2, start + 2)
 
 

@@ -119,7 +119,7 @@ def test_states_markers_and_completions_follow_commits_and_aborts(served):
 
 def test_a_transaction_open_past_its_timeout_is_counted_when_aborted(served):
     broker, client = served
-    pid, epoch = begin(client, "m-timeout", [0, 2], timeout=1)
+    begin(client, "m-timeout", [0, 2], timeout=1)
     time.sleep(0.01)
     before = scrape(broker)
     assert broker.run(broker.broker.transactions.abort_timed_out()) == ["m-timeout"]
@@ -182,7 +182,7 @@ def test_pending_markers_and_the_oldest_open_transaction_are_read_from_the_metad
     samples = {name: values for name, _kind, _help, values in source()}
     assert samples["kqlite_transaction_markers_pending"] == [({}, 3)]
     assert samples["kqlite_transaction_oldest_ongoing_ms"] == [({}, 600)]
-    assert dict((labels["state"], n) for labels, n in samples["kqlite_transactions"]) == {
+    assert {labels["state"]: n for labels, n in samples["kqlite_transactions"]} == {
         "Empty": 1, "Ongoing": 2, "PrepareCommit": 1, "PrepareAbort": 1,
         "CompleteCommit": 0, "CompleteAbort": 0}
     assert samples["kqlite_transaction_state_partitions_loaded"] == [({}, 48)]
