@@ -161,7 +161,19 @@ def run(args, out=None):
         source.close()
 
 
+# WIRE: the field each option is sent in (DescribeProducers, WriteTxnMarkers), so a value
+# its field cannot hold is refused here, not by the codec.
+_INT32 = (0, 2**31 - 1)
+_RANGES = {"partition": _INT32, "broker_id": _INT32, "start_offset": (0, 2**63 - 1),
+           "producer_id": (0, 2**63 - 1), "producer_epoch": (0, 2**15 - 1),
+           "coordinator_epoch": (-2**31, 2**31 - 1)}
+
+
 def _check_arguments(args):
+    for name, (low, high) in _RANGES.items():
+        value = getattr(args, name, None)
+        if value is not None and not low <= value <= high:
+            raise _Usage(f"--{name.replace('_', '-')} must be between {low} and {high}")
     if (args.bootstrap_server is None) == (args.data_dir is None):
         raise _Usage("give either --bootstrap-server or --data-dir")
     if args.data_dir is not None and args.command_config is not None:

@@ -238,6 +238,11 @@ def test_kafkas_errors_exit_1_with_their_names(served, capsys, argv, error):
       "--max-transaction-timeout", "-1"], "cannot be negative"),
     (["--bootstrap-server", "h:1", "--command-config", "/no/such/file", "list"],
      "--command-config /no/such/file"),
+    (["--bootstrap-server", "h:1", "abort", "--topic", "t", "--partition", "0",
+      "--producer-id", "5", "--producer-epoch", "40000", "--coordinator-epoch", "0"],
+     "--producer-epoch must be between 0 and 32767"),
+    (["--bootstrap-server", "h:1", "describe-producers", "--topic", "t", "--partition",
+      "-1"], "--partition must be between 0 and 2147483647"),
 ])
 def test_bad_arguments_exit_2(capsys, argv, error):
     code, out, err = transactions(capsys, *argv)
