@@ -10,7 +10,8 @@ Through brokers, each call goes where Kafka's admin client sends it:
   list                 ListTransactions         every broker of the Metadata answer
   describe ID          FindCoordinator (type 1), then DescribeTransactions
                                                 the id's coordinator
-  describe_producers   DescribeProducers        the partition's leader (Metadata)
+  describe_producers,  DescribeProducers        each partition's leader (Metadata), or the
+  producers_of                                  broker named
   abort                WriteTxnMarkers (ABORT)  the partition's leader
   partitions           Metadata                 the bootstrap broker
 
@@ -43,7 +44,7 @@ __all__ = ["TxnAdminError", "Listing", "Description", "BrokerTransactions",
 
 E = ErrorCode
 _TRANSACTION_KEY = 1          # WIRE: FindCoordinator key type of a transactional id
-_FIRST_BATCHED_FIND = 4       # WIRE: FindCoordinator v4+ carries CoordinatorKeys (KIP-699)
+_DURATION_FILTER = 1          # WIRE: ListTransactions v1+ carries DurationFilter (KIP-994)
 RETRY_BACKOFF = 0.1           # seconds; Kafka's retry.backoff.ms is 100
 # Answers after which Kafka's admin handlers look the broker up again and retry.
 RETRIABLE = frozenset({E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE,
@@ -124,15 +125,20 @@ class BrokerTransactions:
         nodes = {b["node_id"]: (b["host"], b["port"]) for b in answer["brokers"]}
         return nodes, answer["topics"]
 
-    def list(self, producer_ids=()):
-        return self._retrying(self._list, producer_ids)
+    def list(self, producer_ids=(), duration_ms=-1):
+        """ListTransactions of every broker: ``producer_ids`` only those (empty: all);
+        ``duration_ms`` >= 0 only those running longer (KIP-994, ListTransactions v1)."""
+        return self._retrying(self._list, producer_ids, duration_ms)
 
-    def _list(self, producer_ids):
+    def _list(self, producer_ids, duration_ms):
         nodes, _ = self._metadata([])
+        low = _VERSIONS[ApiKey.LIST_TRANSACTIONS][0] if duration_ms < 0 else _DURATION_FILTER
         out = []
         for node_id, address in sorted(nodes.items()):
-            answer = self._call(ApiKey.LIST_TRANSACTIONS, {
-                "state_filters": [], "producer_id_filters": list(producer_ids)}, address)
+            answer = self.client.call(ApiKey.LIST_TRANSACTIONS, {
+                "state_filters": [], "producer_id_filters": list(producer_ids),
+                "duration_filter": duration_ms},
+                versions=(low, _VERSIONS[ApiKey.LIST_TRANSACTIONS][1]), node=address)
             _check(answer["error_code"])
             out += [Listing(t["transactional_id"], node_id, t["producer_id"],
                             t["transaction_state"]) for t in answer["transaction_states"]]
@@ -164,48 +170,68 @@ class BrokerTransactions:
                            tuple(sorted((t["topic"], p) for t in state["topics"]
                                         for p in t["partitions"])))
 
-    def _leader(self, topic, partition):
-        nodes, topics = self._metadata([topic])
-        (entry,) = topics
-        _check(entry["error_code"])
-        for p in entry["partitions"]:
-            if p["partition_index"] == partition:
-                _check(p["error_code"])
-                if p["leader_id"] not in nodes:
-                    raise TxnAdminError(E.LEADER_NOT_AVAILABLE,
-                                        f"{topic}-{partition} has no leader")
-                return nodes[p["leader_id"]]
-        raise TxnAdminError(E.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"topic {topic!r} has no partition {partition}")
+    def _leaders(self, partitions):
+        """``{(topic, partition): (host, port) of its leader}``, from one Metadata."""
+        nodes, topics = self._metadata(sorted({t for t, _ in partitions}))
+        by_topic = {t["name"]: t for t in topics}
+        out = {}
+        for topic, partition in partitions:
+            entry = by_topic.get(topic)
+            if entry is None:
+                raise TxnAdminError(E.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic!r}")
+            _check(entry["error_code"])
+            found = [p for p in entry["partitions"] if p["partition_index"] == partition]
+            if not found:
+                raise TxnAdminError(E.UNKNOWN_TOPIC_OR_PARTITION,
+                                    f"topic {topic!r} has no partition {partition}")
+            _check(found[0]["error_code"])
+            if found[0]["leader_id"] not in nodes:
+                raise TxnAdminError(E.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader")
+            out[(topic, partition)] = nodes[found[0]["leader_id"]]
+        return out
 
     def describe_producers(self, topic, partition, broker_id=None):
         """The partition's active producers, asked of its leader or of ``broker_id``."""
-        return self._retrying(self._describe_producers, topic, partition, broker_id)
+        return self.producers_of([(topic, partition)], broker_id)[(topic, partition)]
 
-    def _describe_producers(self, topic, partition, broker_id):
+    def producers_of(self, partitions, broker_id=None):
+        """``{(topic, partition): [ProducerState]}``: one DescribeProducers per broker asked
+        (each partition's leader, or ``broker_id``); any partition's error fails the call,
+        as the admin client's ``all()`` does."""
+        return self._retrying(self._producers_of, sorted(set(partitions)), broker_id)
+
+    def _producers_of(self, partitions, broker_id):
         if broker_id is None:
-            node = self._leader(topic, partition)
+            where = self._leaders(partitions)
         else:
             nodes, _ = self._metadata([])
             if broker_id not in nodes:
                 raise TxnAdminError(E.BROKER_NOT_AVAILABLE, f"no broker {broker_id}")
-            node = nodes[broker_id]
-        answer = self._call(ApiKey.DESCRIBE_PRODUCERS, {"topics": [
-            {"name": topic, "partition_indexes": [partition]}]}, node)
-        (p,) = answer["topics"][0]["partitions"]
-        _check(p["error_code"], p["error_message"])
-        return [ProducerState(a["producer_id"], a["producer_epoch"], a["coordinator_epoch"],
-                              a["last_sequence"], a["last_timestamp"],
-                              a["current_txn_start_offset"]) for a in p["active_producers"]]
+            where = dict.fromkeys(partitions, nodes[broker_id])
+        by_node = {}
+        for (topic, partition), node in where.items():
+            by_node.setdefault(node, {}).setdefault(topic, []).append(partition)
+        out = {}
+        for node, topics in by_node.items():
+            answer = self._call(ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+                {"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, node)
+            for t in answer["topics"]:
+                for p in t["partitions"]:
+                    _check(p["error_code"], p["error_message"])
+                    out[(t["name"], p["partition_index"])] = [
+                        ProducerState(a["producer_id"], a["producer_epoch"],
+                                      a["coordinator_epoch"], a["last_sequence"],
+                                      a["last_timestamp"], a["current_txn_start_offset"])
+                        for a in p["active_producers"]]
+        return out
 
     def partitions(self, topic=None, broker_id=None):
-        """``[(topic, partition)]`` of ``topic`` (None: every topic but the internal ones,
-        as Admin.listTopics), only those with a replica on ``broker_id`` when given."""
+        """``[(topic, partition)]`` of ``topic`` (None: every topic, the internal ones
+        too, as Kafka's tool lists them), only those with a replica on ``broker_id`` when
+        given."""
         _, topics = self._metadata(None if topic is None else [topic])
         out = []
         for t in topics:
-            if topic is None and t["is_internal"]:
-                continue
             _check(t["error_code"])
             out += [(t["name"], p["partition_index"]) for p in t["partitions"]
                     if broker_id is None or broker_id in p["replica_nodes"]]
@@ -220,7 +246,7 @@ class BrokerTransactions:
             {"producer_id": producer_id, "producer_epoch": producer_epoch,
              "transaction_result": False, "coordinator_epoch": coordinator_epoch,
              "topics": [{"name": topic, "partition_indexes": [partition]}]}]},
-            self._leader(topic, partition))
+            self._leaders([(topic, partition)])[(topic, partition)])
         (p,) = answer["markers"][0]["topics"][0]["partitions"]
         _check(p["error_code"])
 
@@ -269,11 +295,15 @@ class DataDirTransactions:
                     out[tid] = stored.value
         return out
 
-    def list(self, producer_ids=()):
+    def list(self, producer_ids=(), duration_ms=-1):
+        """As the coordinator's ListTransactions filters: ``duration_ms`` >= 0 keeps the ids
+        whose transaction started more than that long ago."""
         wanted = set(producer_ids)
+        now = self.now_ms()
         return [Listing(tid, self.node_id, v.producer_id, v.status.state_name)
                 for tid, v in sorted(self._states().items())
-                if not wanted or v.producer_id in wanted]
+                if (not wanted or v.producer_id in wanted)
+                and not (duration_ms >= 0 and now - v.start_ms <= duration_ms)]
 
     def describe(self, transactional_id):
         value = self._states().get(transactional_id)
@@ -309,12 +339,15 @@ class DataDirTransactions:
                               p.last_sequence, p.last_timestamp, p.current_txn_start_offset)
                 for p in producers]
 
+    def producers_of(self, partitions, broker_id=None):
+        return {tp: self.describe_producers(*tp, broker_id) for tp in sorted(set(partitions))}
+
     def partitions(self, topic=None, broker_id=None):
         if broker_id is not None and broker_id != self.node_id:
             return []
         if topic is not None:
             self._check_partition(topic, 0)
-        names = [topic] if topic is not None else self.db.list_topics()
+        names = [topic] if topic is not None else self.db.list_topics(internal=True)
         return sorted((t, p) for t in names for p in range(self.db.partitions_for(t)))
 
     def abort(self, topic, partition, producer_id, producer_epoch, coordinator_epoch):

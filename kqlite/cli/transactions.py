@@ -8,7 +8,9 @@ says what is read and written there).
 
 The commands and their options are kafka-transactions.sh's:
 
-  list                 every transactional id the coordinators hold (not Dead)
+  list                 every transactional id the coordinators hold (not Dead);
+                       --duration-filter MS: only those whose transaction started more
+                       than MS ago (KIP-994)
   describe             --transactional-id ID: its state, producer, timeout, start and
                        the partitions of its transaction
   describe-producers   --topic T --partition P [--broker-id N]: the partition's active
@@ -18,7 +20,8 @@ The commands and their options are kafka-transactions.sh's:
                        --producer-epoch and --coordinator-epoch: write the ABORT marker
                        that ends a hanging transaction (a coordinator epoch below 0 is
                        sent as 0, as Kafka's tool does: it is at most any real one)
-  find-hanging         --topic T [--partition P] or --broker-id N, and
+  find-hanging         --topic T [--partition P] or --broker-id N (every partition it
+                       hosts, the internal topics' too, as Kafka's tool lists them), and
                        --max-transaction-timeout MINUTES (default 15): open transactions
                        older than that which no coordinator will end
                        (hanging_transactions.py)
@@ -61,7 +64,7 @@ def add_parser(sub):
     p.set_defaults(run=lambda _args: _usage(p))
     commands = p.add_subparsers(dest="transactions_command", metavar="COMMAND")
     for name, text, options in (
-            ("list", "list transactions", _no_options),
+            ("list", "list transactions", _list_options),
             ("describe", "describe the state of a transactional id", _describe_options),
             ("describe-producers", "describe the active producers of a partition",
              _producers_options),
@@ -92,8 +95,10 @@ def _where(p, default):
                    help=f"give up on a broker after this long (default {_DEFAULT_TIMEOUT:g})")
 
 
-def _no_options(_p):
-    pass
+def _list_options(p):
+    p.add_argument("--duration-filter", type=int, default=-1, metavar="MS",
+                   help="only transactions running longer than this (below 0: all, the "
+                        "default)")
 
 
 def _describe_options(p):
@@ -164,7 +169,7 @@ def run(args, out=None):
 # WIRE: the field each option is sent in (DescribeProducers, WriteTxnMarkers), so a value
 # its field cannot hold is refused here, not by the codec.
 _INT32 = (0, 2**31 - 1)
-_RANGES = {"partition": _INT32, "broker_id": _INT32, "start_offset": (0, 2**63 - 1),
+_RANGES = {"duration_filter": (-2**63, 2**63 - 1), "partition": _INT32, "broker_id": _INT32, "start_offset": (0, 2**63 - 1),
            "producer_id": (0, 2**63 - 1), "producer_epoch": (0, 2**15 - 1),
            "coordinator_epoch": (-2**31, 2**31 - 1)}
 
@@ -238,8 +243,8 @@ def _absent(value):
 
 # -- The commands -------------------------------------------------------------------------------
 
-def _list(source, _args, out):
-    listings = _asking("list transactions", source.list)
+def _list(source, args, out):
+    listings = _asking("list transactions", source.list, (), args.duration_filter)
     out.write(table(LIST_HEADERS, [(t.transactional_id, t.coordinator_id, t.producer_id,
                                     t.state) for t in listings]))
 
@@ -289,12 +294,9 @@ def _find_hanging(source, args, out):
     else:
         what = f"describe topic {args.topic}" if args.topic else "list topics"
         partitions = _asking(what, source.partitions, args.topic, args.broker_id)
-    producers = {}
-    for topic, index in partitions:
-        producers[(topic, index)] = _asking(
-            f"describe producers for {len(partitions)} partitions on "
-            f"{'their leaders' if args.broker_id is None else f'broker {args.broker_id}'}",
-            source.describe_producers, topic, index, args.broker_id)
+    where = "their leaders" if args.broker_id is None else f"broker {args.broker_id}"
+    producers = _asking(f"describe producers for {len(partitions)} partitions on {where}",
+                        source.producers_of, partitions, args.broker_id)
     now = source.now_ms()
     found = candidates(producers, now, args.max_transaction_timeout * _MS_PER_MINUTE)
     if found:

@@ -106,10 +106,10 @@ class _Source:
     def partitions(self, topic, broker_id):
         return [("t", 0)]
 
-    def describe_producers(self, topic, partition, broker_id=None):
-        return [producer(7)]
+    def producers_of(self, partitions, broker_id=None):
+        return {tp: [producer(7)] for tp in partitions}
 
-    def list(self, producer_ids=()):
+    def list(self, producer_ids=(), duration_ms=-1):
         return [t for t in self.listing if t.producer_id in producer_ids]
 
     def describe(self, transactional_id):

@@ -87,6 +87,14 @@ def test_list_describe_and_describe_producers_of_an_open_transaction(served, ck,
     assert mine[1] == "0" and mine[3] == "Ongoing"
     pid = int(mine[2])
 
+    # KIP-994's filter: only transactions running longer than the duration given.
+    code, out, _ = transactions(capsys, "--bootstrap-server", served.server, "list",
+                                "--duration-filter", 3_600_000)
+    assert code == 0 and "shop-1" not in out
+    code, out, _ = transactions(capsys, "--bootstrap-server", served.server, "list",
+                                "--duration-filter", 0)
+    assert code == 0 and "shop-1" in out      # started several requests ago
+
     # The connection options may follow the command's name too.
     code, out, _ = transactions(capsys, "describe", "--transactional-id", "shop-1",
                                 "--bootstrap-server", served.server)
@@ -274,6 +282,9 @@ def test_a_data_dir_with_no_broker(tmp_path, ck, capsys):
         producer.flush(10)         # left open: the broker stops with it Ongoing
     code, out, _ = transactions(capsys, "--data-dir", data, "list")
     assert code == 0 and rows(out)[1:] == [["dd-1", "0", "0", "Ongoing"]]
+    code, out, _ = transactions(capsys, "--data-dir", data, "list", "--duration-filter",
+                                3_600_000)
+    assert code == 0 and rows(out)[1:] == []
     code, out, _ = transactions(capsys, "--data-dir", data, "describe",
                                 "--transactional-id", "dd-1")
     row = rows(out)[1]
