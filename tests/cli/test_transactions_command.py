@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kqlite.cli.main import main
+from kqlite.cli.transactions import LIST_HEADERS
 from kqlite.format.batch import build_batch
 from kqlite.server.authentication.listener_security import build_listeners
 from kqlite.server.authorization import AclAuthorizer, parse_super_users
@@ -399,3 +400,29 @@ def test_the_output_docs_transactions_md_shows_is_the_commands():
         widths = [len(cell) for cell in output.splitlines()[0][:-1].split("\t")]
         assert all([len(c) for c in line[:-1].split("\t")] == widths
                    for line in output.splitlines()), name
+
+
+def test_command_config_over_tls(tmp_path, capsys):
+    """security.protocol=SSL with the CA as trust store reaches a TLS listener; without
+    it the broker's certificate is refused, and the command says so."""
+    pytest.importorskip("cryptography")
+    from certificates import Authority
+    certs = Authority(tmp_path / "certs")
+    server = certs.issue("broker", {"CN": "localhost"}, server=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    listeners = build_listeners({"listeners": "SSL://127.0.0.1:0",
+                                 "ssl.keystore.location": server["pem"]})
+    with BrokerThread(data, listeners=listeners) as broker:
+        address = f"127.0.0.1:{broker.broker.listeners[0].endpoint.port}"
+        trusted = tmp_path / "tls.properties"
+        trusted.write_text(f"security.protocol=SSL\nssl.truststore.location={certs.ca_file}\n")
+        code, out, _ = transactions(capsys, "--bootstrap-server", address,
+                                    "--command-config", trusted, "list")
+        assert code == 0 and rows(out) == [list(LIST_HEADERS)]
+        untrusted = tmp_path / "system-ca.properties"
+        untrusted.write_text("security.protocol=SSL\n")
+        code, _, err = transactions(capsys, "--bootstrap-server", address, "--timeout", 5,
+                                    "--command-config", untrusted, "list")
+        assert code == 1 and "Failed to list transactions: cannot connect" in err
+        assert "CERTIFICATE_VERIFY_FAILED" in err or "certificate verify failed" in err
