@@ -258,6 +258,16 @@ def test_bad_arguments_exit_2(capsys, argv, error):
     assert code == 2 and out == "" and error in err
 
 
+def test_the_first_bootstrap_server_that_answers_is_used(served, capsys):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+        code, out, _ = transactions(capsys, "--bootstrap-server", f"{dead},{served.server}",
+                                    "list")
+    assert code == 0 and rows(out)[0] == list(LIST_HEADERS)
+
+
 def test_an_unreachable_broker_exits_1(capsys):
     import socket
     with socket.socket() as s:
@@ -318,8 +328,18 @@ def test_a_data_dir_with_no_broker(tmp_path, ck, capsys):
                           "--broker-id", "4"], "BROKER_NOT_AVAILABLE")):
         code, _, err = transactions(capsys, "--data-dir", data, *argv)
         assert code == 1 and error in err
+    # Another broker's partitions are not this data dir's.
+    code, out, _ = transactions(capsys, "--data-dir", data, "find-hanging", "--broker-id", 4)
+    assert code == 0 and rows(out)[1:] == []
     code, _, err = transactions(capsys, "--data-dir", tmp_path / "nothing", "list")
     assert code == 1 and "no data dir at" in err
+    # A data dir no transaction has touched: no __transaction_state to read.
+    open_database(str(tmp_path / "fresh"), retention_check_interval_ms=0).close()
+    code, out, _ = transactions(capsys, "--data-dir", tmp_path / "fresh", "list")
+    assert code == 0 and rows(out) == [list(LIST_HEADERS)]
+    code, _, err = transactions(capsys, "--data-dir", tmp_path / "fresh", "describe",
+                                "--transactional-id", "dd-1")
+    assert code == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in err
 
 
 # -- Behind ACLs, with --command-config ------------------------------------------------------
