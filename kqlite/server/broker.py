@@ -65,6 +65,7 @@ from .coordinator.runtime import sole_broker_runtime
 from .coordinator.state_topic import OFFSETS_STATE, TRANSACTIONS_STATE
 from .coordinator.txn.config import TransactionConfig
 from .coordinator.txn.coordinator import TransactionCoordinator
+from .coordinator.txn.metrics import TransactionMetricsSource
 from .coordinator.txn.markers import LocalMarkerChannel
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
@@ -203,6 +204,7 @@ class Broker:
             self.transactions = TransactionCoordinator(
                 make_runtime(self, TRANSACTIONS_STATE), self.allocate_producer_id,
                 LocalMarkerChannel(self, config.request_timeout_ms), config)
+            self.metrics.add_source(TransactionMetricsSource(self.transactions))
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
         self.authorizer = authorizer if authorizer is not None else AllowAll()
         self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)
