@@ -13,13 +13,14 @@ import os
 import re
 
 from ..errors import ConfigError
-from ..storage.isolation import isolation_level
+from ..storage.isolation import isolation_level, isolation_of
 
 __all__ = ["SparkOptionError", "EARLIEST", "LATEST", "SourceOptions", "SinkOptions",
            "offset_json", "parse_offsets_json", "split_ranges", "rate_limit", "get_option"]
 
 EARLIEST = -2   # Kafka's sentinels in startingOffsets / endingOffsets JSON
 LATEST = -1
+CONSUMER = -1   # WIRE: the replica id of a consumer's Fetch and ListOffsets
 
 
 class SparkOptionError(ConfigError):
@@ -209,16 +210,19 @@ class SourceOptions:
         self.max_offsets_per_trigger = _int(options, "maxOffsetsPerTrigger", None, minimum=1)
         self.min_offsets_per_trigger = _int(options, "minOffsetsPerTrigger", None, minimum=1)
         self.records_per_batch = _int(options, "maxRecordsPerBatch", 10000, minimum=1)
-        # Kafka's consumer setting, as Spark's Kafka source passes kafka.* on; the
-        # default is librdkafka's, which this source used before it fetched itself.
+        # Kafka's consumer setting, as Spark's Kafka source passes kafka.* on to its
+        # consumer; the default is that consumer's (Java's isolation.level).
         isolation = str(get_option(options, "kafka.isolation.level") or
-                        "read_committed").strip().lower()
+                        "read_uncommitted").strip().lower()
         try:
-            isolation_level(isolation)
+            level = isolation_level(isolation)
         except ValueError:
             raise SparkOptionError("option kafka.isolation.level must be read_committed or "
                                    f"read_uncommitted, not {isolation!r}") from None
         self.isolation = isolation
+        # What a consumer with that level reads to (Kafka's FetchIsolation.of): a data
+        # dir's reads are limited as the broker would limit this consumer's Fetch.
+        self.read_isolation = isolation_of(CONSUMER, level)
         strategy = (get_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):
             raise SparkOptionError("option startingOffsetsByTimestampStrategy must be error "

@@ -170,11 +170,12 @@ class KqliteBatchReader(_ReaderBase, DataSourceReader):
         db = self._database()
         try:
             tps = selected_partitions(db, self.opts)
+            iso = self.opts.read_isolation
             start = resolve_positions(db, self.opts.starting, tps, "starting",
-                                      self.opts.timestamp_strategy)
-            end = resolve_positions(db, self.opts.ending, tps, "ending")
+                                      self.opts.timestamp_strategy, iso)
+            end = resolve_positions(db, self.opts.ending, tps, "ending", isolation=iso)
             first = earliest_offsets(db, tps)
-            last = latest_offsets(db, tps)
+            last = latest_offsets(db, tps, iso)
             ranges = []
             for tp in tps:
                 s, e = start[tp], end[tp]
@@ -219,12 +220,13 @@ class KqliteStreamReader(_ReaderBase, DataSourceStreamReader, *_STREAM_MIXINS):
         db = self._database()
         tps = selected_partitions(db, self.opts)
         return offset_json(resolve_positions(db, self.opts.starting, tps, "starting",
-                                             self.opts.timestamp_strategy))
+                                             self.opts.timestamp_strategy,
+                                             self.opts.read_isolation))
 
     def _latest(self):
         from .reading import latest_offsets, selected_partitions
         db = self._database()
-        return latest_offsets(db, selected_partitions(db, self.opts))
+        return latest_offsets(db, selected_partitions(db, self.opts), self.opts.read_isolation)
 
     def getDefaultReadLimit(self):
         if self.opts.max_offsets_per_trigger is not None:

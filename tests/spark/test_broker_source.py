@@ -105,7 +105,7 @@ def test_broker_errors_are_clear(served):
         SinkOptions({"kafka.bootstrap.servers": bootstrap, "topic": "events"})
     opts = SourceOptions({"kafka.bootstrap.servers": bootstrap, "subscribe": "events"}, False)
     assert opts.path is None and opts.bootstrap == bootstrap
-    assert opts.isolation == "read_committed"
+    assert opts.isolation == "read_uncommitted"
     with pytest.raises(SparkOptionError, match="kafka.isolation.level must be"):
         SourceOptions({"kafka.bootstrap.servers": bootstrap, "subscribe": "events",
                        "kafka.isolation.level": "dirty"}, False)
