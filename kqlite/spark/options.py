@@ -307,10 +307,11 @@ class SinkOptions:
             raise SparkOptionError("option batchId needs the option sinkId too: the sink "
                                    "records the last batch id it published under that name")
         mode = (get_option(options, "writeMode") or "staged").lower()
-        if mode not in ("staged", "direct"):
-            raise SparkOptionError(f"option writeMode must be staged or direct, not {mode!r}")
+        if mode not in ("staged", "direct", "transactional"):
+            raise SparkOptionError("option writeMode must be staged, direct or transactional, "
+                                   f"not {mode!r}")
         if mode == "direct" and self.batch_id is not None:
-            raise SparkOptionError("option batchId needs writeMode=staged")
+            raise SparkOptionError("option batchId needs writeMode=staged or transactional")
         self.write_mode = mode
 
 

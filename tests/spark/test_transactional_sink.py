@@ -1,0 +1,197 @@
+"""writeMode=transactional driven without a JVM, as Spark's workers and driver call it: tasks
+prepare open transactions, the driver's commit writes the COMMIT markers, every other
+prepared transaction of the batch is aborted, a committed batch id is never written twice
+and a commit cut short is finished by the batch's re-run (kqlite/spark/transactional.py).
+tests/spark/test_spark.py::test_transactional_stream_survives_a_failed_task_and_a_restart
+runs it through Spark."""
+
+import os
+import pickle
+
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'kqlite[spark]')")
+pa = pytest.importorskip("pyarrow", reason="pyarrow is not installed (pip install 'kqlite[spark]')")
+
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType  # noqa: E402
+
+import kqlite  # noqa: E402
+from kqlite.errors import InvalidProducerEpochError  # noqa: E402
+from kqlite.format.batch import build_batch  # noqa: E402
+from kqlite.spark import source, transactional, writing  # noqa: E402
+from kqlite.spark.options import SinkOptions, SparkOptionError  # noqa: E402
+from kqlite.spark.source import KqliteStreamWriter, KqliteWriter  # noqa: E402
+from kqlite.storage import NO_VERIFICATION, Isolation  # noqa: E402
+
+SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+
+
+@pytest.fixture
+def sink(tmp_path, monkeypatch):
+    """A data dir with topic ``out`` (3 partitions); the streaming options of a sink; a
+    setter of the micro-batch id the tasks see (Spark's task local property)."""
+    path = str(tmp_path / "data")
+    with kqlite.open(path, retention_check_interval_ms=0) as db:
+        db.create_topic("out", 3)
+    batch = {"id": None}
+
+    def prop(name):
+        return {"streaming.sql.batchId": batch["id"]}.get(name)
+    monkeypatch.setattr(source, "_task_property", prop)
+
+    def at(batch_id):
+        batch["id"] = None if batch_id is None else str(batch_id)
+    opts = {"path": path, "topic": "out", "writeMode": "transactional",
+            "checkpointLocation": str(tmp_path / "ck")}
+    return path, opts, at
+
+
+def rows(n, start):
+    keys = pa.array(["k%d" % (start + i) for i in range(n)], type=pa.string())
+    values = pa.array([b"row-%d" % (start + i) for i in range(n)], type=pa.binary())
+    return pa.RecordBatch.from_arrays([keys, values], names=["key", "value"])
+
+
+def task(opts, n, start):
+    """One task attempt on an executor: the writer as Spark unpickles it."""
+    writer = pickle.loads(pickle.dumps(KqliteStreamWriter(opts, SCHEMA)))
+    return pickle.loads(pickle.dumps(writer.write(iter([rows(n, start)]))))
+
+
+def read(path, isolation, settled=False):
+    out = []
+    with kqlite.open(path, retention_check_interval_ms=0) as db:
+        for p in range(3):
+            with db.leased_log("out", p) as lg:
+                out += [r.value for r in lg.read(isolation=isolation)]
+                if settled:
+                    assert not lg.ongoing_transactions()
+    return sorted(out)
+
+
+def committed(path, settled=True):
+    """What read_committed readers see; with ``settled``, no transaction is left open."""
+    return read(path, Isolation.COMMITTED, settled)
+
+
+def expect(*ranges):
+    return sorted(b"row-%d" % i for start, n in ranges for i in range(start, start + n))
+
+
+def prepared_files(path, opts, sink_name):
+    ledger = transactional.SinkTransactions(writing.sink_dir(path, sink_name))
+    return ledger.prepared()
+
+
+def test_prepared_rows_are_invisible_until_the_driver_commits(sink):
+    path, opts, at = sink
+    at(0)
+    good = [task(opts, 5, 0), task(opts, 4, 5)]
+    failed = task(opts, 3, 100)          # an attempt Spark gave up on: no message
+    assert committed(path, settled=False) == []   # open transactions hold the LSO
+    assert len(read(path, Isolation.HIGH_WATERMARK)) == 12
+    KqliteStreamWriter(opts, SCHEMA).commit(good + [None], 0)
+    assert committed(path) == expect((0, 9))
+    assert prepared_files(path, opts, f"checkpoint:{opts['checkpointLocation']}") == {}
+    # The failed attempt's producer is fenced on every partition it enlisted.
+    pid = failed.prepared.producer_id
+    (tp, *_) = failed.prepared.partitions
+    with kqlite.open(path, retention_check_interval_ms=0) as db, db.leased_log(*tp) as lg:
+        with pytest.raises(InvalidProducerEpochError):
+            lg.append_as_leader(build_batch([b"zombie"], producer_id=pid, producer_epoch=0,
+                                            base_sequence=3, transactional=True),
+                                leader_epoch=None, verification_guard=NO_VERIFICATION)
+
+
+def test_a_committed_batch_id_is_not_written_twice(sink):
+    path, opts, at = sink
+    at(0)
+    KqliteStreamWriter(opts, SCHEMA).commit([task(opts, 3, 0)], 0)
+    at(1)
+    KqliteStreamWriter(opts, SCHEMA).commit([task(opts, 2, 3)], 1)
+    for batch_id, start in ((1, 3), (0, 0)):       # re-runs after a driver restart
+        at(batch_id)
+        KqliteStreamWriter(opts, SCHEMA).commit([task(opts, 3, start)], batch_id)
+    assert committed(path) == expect((0, 5))
+
+
+def test_a_batch_prepared_before_a_driver_crash_is_run_again_once(sink):
+    """The driver died after the tasks prepared micro-batch 0 and before its commit: the
+    restarted query runs batch 0 again; the dead run's transactions are aborted."""
+    path, opts, at = sink
+    at(0)
+    task(opts, 4, 0), task(opts, 3, 4)              # prepared, never committed
+    again = [task(opts, 4, 0), task(opts, 3, 4)]
+    KqliteStreamWriter(opts, SCHEMA).commit(again, 0)
+    assert committed(path) == expect((0, 7))
+
+
+def test_a_commit_cut_short_is_finished_by_the_re_run(sink, monkeypatch):
+    """The driver died after the decision and the COMMIT markers, before recording the
+    batch: the re-run commits what the decision names and aborts its own attempts."""
+    path, opts, at = sink
+    at(0)
+    first = [task(opts, 4, 0), task(opts, 3, 4)]
+
+    def crash(self, batch_id):
+        raise KeyboardInterrupt("driver killed")
+    finish = writing.SinkState.finish
+    monkeypatch.setattr(writing.SinkState, "finish", crash)
+    with pytest.raises(KeyboardInterrupt):
+        KqliteStreamWriter(opts, SCHEMA).commit(first, 0)
+    monkeypatch.setattr(writing.SinkState, "finish", finish)
+    again = [task(opts, 4, 0), task(opts, 3, 4)]
+    KqliteStreamWriter(opts, SCHEMA).commit(again, 0)
+    assert committed(path) == expect((0, 7))
+    assert len(read(path, Isolation.HIGH_WATERMARK)) == 14
+
+
+def test_a_decision_without_markers_is_carried_out_by_the_re_run(sink, monkeypatch):
+    """The driver died right after writing the decision (no marker yet)."""
+    path, opts, at = sink
+    at(0)
+    first = [task(opts, 2, 0), task(opts, 2, 2)]
+    sink_dir = writing.sink_dir(path, f"checkpoint:{opts['checkpointLocation']}")
+    transactional.SinkTransactions(sink_dir).decide(0, [m.prepared for m in first])
+    again = [task(opts, 2, 0), task(opts, 2, 2)]
+    KqliteStreamWriter(opts, SCHEMA).commit(again, 0)
+    assert committed(path) == expect((0, 4))
+
+
+def test_abort_aborts_the_batch(sink):
+    path, opts, at = sink
+    at(3)
+    msgs = [task(opts, 2, 0), task(opts, 2, 2)]
+    KqliteStreamWriter(opts, SCHEMA).abort(msgs[:1] + [None], 3)
+    assert committed(path) == []
+    at(4)
+    KqliteStreamWriter(opts, SCHEMA).commit([task(opts, 1, 9)], 4)
+    assert committed(path) == expect((9, 1))
+
+
+def test_batch_write_commits_or_aborts_as_one_transaction_per_task(sink):
+    path, opts, _ = sink
+    options = {"path": path, "topic": "out", "writeMode": "transactional"}
+    writer = KqliteWriter(options, SCHEMA)
+    msgs = [pickle.loads(pickle.dumps(writer)).write(iter([rows(3, 0)])),
+            writer.write(iter([rows(2, 3)]))]
+    assert committed(path, settled=False) == []
+    writer.commit(msgs)
+    assert committed(path) == expect((0, 5))
+    assert not os.path.exists(writing.sink_dir(path, f"job:{writer._job}"))
+    writer = KqliteWriter(options, SCHEMA)
+    writer.abort([writer.write(iter([rows(2, 50)])), None])
+    assert committed(path) == expect((0, 5))
+    # foreachBatch: sinkId and batchId protect a batch id as a micro-batch's.
+    for _ in range(2):
+        keyed = KqliteWriter(dict(options, sinkId="fb", batchId="7"), SCHEMA)
+        keyed.commit([keyed.write(iter([rows(1, 70)]))])
+    assert committed(path) == expect((0, 5), (70, 1))
+
+
+def test_transactional_options():
+    opts = SinkOptions({"path": "/x", "writeMode": "Transactional", "sinkId": "s",
+                        "batchId": "3"})
+    assert opts.write_mode == "transactional" and opts.batch_id == 3
+    with pytest.raises(SparkOptionError, match="staged, direct or transactional"):
+        SinkOptions({"path": "/x", "writeMode": "twice"})
