@@ -2,11 +2,11 @@
 prepare open transactions, the driver's commit writes the COMMIT markers, every other
 prepared transaction of the batch is aborted, a committed batch id is never written twice
 and a commit cut short is finished by the batch's re-run (kqlite/spark/transactional.py).
-tests/spark/test_spark.py::test_transactional_stream_survives_a_failed_task_and_a_restart
-runs it through Spark."""
+The last test runs it through Spark (txn_stream.py holds its query)."""
 
 import os
 import pickle
+import time
 
 import pytest
 
@@ -22,6 +22,7 @@ from kqlite.spark import source, transactional, writing  # noqa: E402
 from kqlite.spark.options import SinkOptions, SparkOptionError  # noqa: E402
 from kqlite.spark.source import KqliteStreamWriter, KqliteWriter  # noqa: E402
 from kqlite.storage import NO_VERIFICATION, Isolation  # noqa: E402
+import txn_stream  # noqa: E402
 
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 
@@ -61,7 +62,7 @@ def task(opts, n, start):
 def read(path, isolation, settled=False):
     out = []
     with kqlite.open(path, retention_check_interval_ms=0) as db:
-        for p in range(3):
+        for p in range(db.partitions_for("out")):
             with db.leased_log("out", p) as lg:
                 out += [r.value for r in lg.read(isolation=isolation)]
                 if settled:
@@ -195,3 +196,83 @@ def test_transactional_options():
     assert opts.write_mode == "transactional" and opts.batch_id == 3
     with pytest.raises(SparkOptionError, match="staged, direct or transactional"):
         SinkOptions({"path": "/x", "writeMode": "twice"})
+
+
+def test_transactional_stream_survives_a_failed_task_and_a_restart(spark, tmp_path):
+    """Real Spark: a task fails its first attempt after preparing rows (Spark retries it),
+    and the query is stopped after the tasks prepared micro-batch 0, before its commit;
+    the query started again from its checkpoint runs batch 0 again (its first attempt
+    fails again) and commits it: a read_committed read counts every row exactly once."""
+    path, ck, gates, hold = _stream_dirs(tmp_path)
+    query = txn_stream.start_query(spark, path, ck, gates)
+    try:
+        _wait_prepared(path, lambda: query.isActive)
+    finally:
+        query.stop()
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    _restart_and_count(spark, path, ck, gates, hold)
+
+
+@pytest.mark.soak
+def test_transactional_stream_survives_a_killed_driver(spark, tmp_path):
+    """As above, but the driver (its own Spark session in a child process) is killed with
+    SIGKILL after the tasks prepared: no abort runs, the restarted query's commit aborts
+    what the dead run prepared."""
+    import signal
+    import subprocess
+    import sys
+    path, ck, gates, hold = _stream_dirs(tmp_path)
+    driver = subprocess.Popen([sys.executable, txn_stream.__file__, path, ck, gates],
+                              start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        _wait_prepared(path, lambda: driver.poll() is None)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)       # the driver and its JVM and workers
+        driver.wait()
+    _restart_and_count(spark, path, ck, gates, hold)
+
+
+def _stream_dirs(tmp_path):
+    path, ck, gates = (str(tmp_path / d) for d in ("data", "ck", "gates"))
+    txn_stream.make_input(path)
+    os.makedirs(gates)
+    hold = os.path.join(gates, "hold")
+    open(hold, "w").close()
+    return path, ck, gates, hold
+
+
+def _wait_prepared(path, running):
+    """Until input partition 0's task prepared its rows twice (its first attempt 15 rows
+    before failing, its second all 20); partition 1's task waits on the hold file, so
+    the driver cannot commit."""
+    failed_then_retried = txn_stream.ROWS - txn_stream.ARROW_ROWS + txn_stream.ROWS
+    deadline = time.monotonic() + 240
+    while len(read(path, Isolation.HIGH_WATERMARK)) < failed_then_retried:
+        assert running(), "the first run of the query ended by itself"
+        assert time.monotonic() < deadline, "the first run prepared nothing"
+        time.sleep(0.2)
+    assert committed(path, settled=False) == []
+
+
+def _restart_and_count(spark, path, ck, gates, hold):
+    os.remove(hold)
+    try:
+        query = txn_stream.start_query(spark, path, ck, gates)
+        query.awaitTermination(240)
+        assert query.exception() is None
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    want = sorted(b"in-%d-%d" % (p, i) for p in range(2) for i in range(txn_stream.ROWS))
+    df = (spark.read.format("kqlite").option("subscribe", "out")
+          .option("kafka.isolation.level", "read_committed").load(path))
+    assert sorted(bytes(r.value) for r in df.select("value").collect()) == want
+    assert committed(path) == want
+    # Aborted: the first run's two attempts of input partition 0's task (by Spark's abort
+    # of the stopped query's batch, or by the restarted run's commit when the driver
+    # died) and the restarted run's failed first attempt.
+    with kqlite.open(path, retention_check_interval_ms=0) as db:
+        aborted = {e.producer_id for p in range(2) for e in db.log("out", p)
+                   .aborted_transactions()}
+    assert len(aborted) == 3
+
