@@ -485,7 +485,11 @@ class KqliteStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
         if self.opts.write_mode == "transactional":
             from .transactional import abort_batch
             from .writing import sink_dir
-            sink = self._transactional_sink(messages)
+            sink = self._sink_id(messages)
+            if sink is None:    # the next commit of the query aborts what was prepared
+                log.warning("kqlite sink: micro-batch %s failed and no task named the "
+                            "query; its transactions are aborted by the next commit", batchId)
+                return
             abort_batch(self.opts.path, sink_dir(self.opts.path, sink), batchId,
                         self._prepared(messages))
             return
