@@ -133,14 +133,20 @@ class _Spec:
         return isinstance(other, _Spec) and (self.kind, self.value) == (other.kind, other.value)
 
 
-def _check_no_broker(options):
-    for key in (options or {}):
-        if key.lower() == "kafka.bootstrap.servers":
-            raise SparkOptionError(
-                "the kqlite sink writes into a kqlite data dir: pass its path with "
-                ".save(path) or .option('path', ...) (the data dir a running kqlite serve "
-                "uses is fine); writing through a broker (kafka.bootstrap.servers) is "
-                "not supported")
+def _check_broker_sink(options):
+    """Through a broker the sink writes only transactions, for a streaming query with a
+    checkpointLocation (where the driver keeps its decisions: broker_sink.py)."""
+    if str(get_option(options, "writeMode") or "").lower() != "transactional" or \
+            not get_option(options, "checkpointLocation"):
+        raise SparkOptionError(
+            "through a broker (kafka.bootstrap.servers) the kqlite sink writes only with "
+            "writeMode=transactional in a streaming query with the option "
+            "checkpointLocation; otherwise write into a kqlite data dir: pass its path "
+            "with .save(path) or .option('path', ...) (the data dir a running kqlite "
+            "serve uses is fine)")
+    if get_option(options, "path"):
+        raise SparkOptionError("give either a data dir path or kafka.bootstrap.servers, "
+                               "not both")
 
 
 def _source_location(options):
@@ -296,9 +302,13 @@ class SinkOptions:
 
     def __init__(self, options):
         options = dict(options or {})
-        _check_no_broker(options)
         self.raw = options
-        self.path = _path(options)
+        self.bootstrap = get_option(options, "kafka.bootstrap.servers")
+        if self.bootstrap is None:
+            self.path = _path(options)
+        else:
+            _check_broker_sink(options)
+            self.path = None
         self.topic = get_option(options, "topic")
         self.sink_id = get_option(options, "sinkId")
         self.checkpoint = get_option(options, "checkpointLocation")

@@ -319,7 +319,7 @@ class _WriterBase:
             check_sink_schema([(f.name, f.dataType.simpleString()) for f in schema.fields],
                               self.opts.topic)
         if self.opts.topic is not None:
-            check_topic_exists(self.opts.path, self.opts.topic)
+            check_topic_exists(self.opts.path, self.opts.topic, self.opts.bootstrap)
 
     def write(self, iterator):
         query_id = _task_query_id()
@@ -339,9 +339,14 @@ class _WriterBase:
             raise SparkOptionError(_NO_SINK_NAME)
         batch_id = self._task_batch_id()
         task, attempt = _task_attempt()
-        counts, prepared = prepare_rows(
-            self.opts.path, iterator, self.opts.topic, sink_dir(self.opts.path, sink),
-            transactional_id(sink, batch_id, task, attempt), batch_id)
+        txn_id = transactional_id(sink, batch_id, task, attempt)
+        if self.opts.bootstrap:
+            from .broker_sink import prepare_through_broker
+            counts, prepared = prepare_through_broker(self.opts.bootstrap, iterator,
+                                                      self.opts.topic, txn_id, batch_id)
+        else:
+            counts, prepared = prepare_rows(self.opts.path, iterator, self.opts.topic,
+                                            sink_dir(self.opts.path, sink), txn_id, batch_id)
         return WriteResult(None, counts, query_id, prepared)
 
     @staticmethod
@@ -395,6 +400,10 @@ class KqliteWriter(_WriterBase, DataSourceArrowWriter):
 
     def __init__(self, options, schema):
         super().__init__(options, schema)
+        if self.opts.bootstrap:
+            raise SparkOptionError("a batch write (df.write) needs a kqlite data dir path; "
+                                   "through a broker (kafka.bootstrap.servers) only "
+                                   "streaming queries write, with writeMode=transactional")
         import uuid
         self._job = uuid.uuid4().hex     # names a one-off transactional sink
 
@@ -465,9 +474,16 @@ class KqliteStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
 
     def commit(self, messages, batchId):
         if self.opts.write_mode == "transactional":
-            from .transactional import commit_batch
+            from .transactional import commit_batch, transactional_prefix
             from .writing import SinkState, sink_dir
             sink = self._transactional_sink(messages)
+            if self.opts.bootstrap:
+                from .broker_sink import checkpoint_sink_dir, commit_through_broker
+                where = checkpoint_sink_dir(self.opts.checkpoint)
+                commit_through_broker(self.opts.bootstrap, where, transactional_prefix(sink),
+                                      SinkState(None, sink, directory=where), batchId,
+                                      self._prepared(messages))
+                return
             commit_batch(self.opts.path, sink_dir(self.opts.path, sink),
                          SinkState(self.opts.path, sink), batchId, self._prepared(messages))
             return
@@ -489,6 +505,13 @@ class KqliteStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
             if sink is None:    # the next commit of the query aborts what was prepared
                 log.warning("kqlite sink: micro-batch %s failed and no task named the "
                             "query; its transactions are aborted by the next commit", batchId)
+                return
+            if self.opts.bootstrap:
+                from .broker_sink import abort_through_broker, checkpoint_sink_dir
+                from .transactional import transactional_prefix
+                abort_through_broker(self.opts.bootstrap,
+                                     checkpoint_sink_dir(self.opts.checkpoint),
+                                     transactional_prefix(sink), batchId)
                 return
             abort_batch(self.opts.path, sink_dir(self.opts.path, sink), batchId,
                         self._prepared(messages))

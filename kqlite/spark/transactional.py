@@ -62,7 +62,8 @@ from ..storage.fs import DEFAULT_FS, atomic_write
 from .reading import open_data_dir
 
 __all__ = ["Prepared", "TaskTransaction", "SinkTransactions", "prepare_rows",
-           "commit_batch", "abort_batch", "remove_sink", "transactional_id"]
+           "commit_batch", "abort_batch", "remove_sink", "transactional_id",
+           "transactional_prefix"]
 
 log = logging.getLogger("kqlite.spark")
 
@@ -71,9 +72,14 @@ _COORDINATOR_EPOCH = 0       # no coordinator owns these ids (see Ownership abov
 
 
 def transactional_id(sink_id, batch_id, task, attempt):
-    """The label of one task attempt's transaction (recorded in its prepared file)."""
-    sink = sink_id.split(":", 1)[-1]
-    return f"kqlite-spark-{sink}-{batch_id}-{task}-{attempt}"
+    """The id of one task attempt's transaction (recorded in its prepared file; through a
+    broker, the producer's transactional.id)."""
+    return f"{transactional_prefix(sink_id)}{batch_id}-{task}-{attempt}"
+
+
+def transactional_prefix(sink_id):
+    """What the transactional ids of the sink ``sink_id`` start with."""
+    return f"kqlite-spark-{sink_id.split(':', 1)[-1]}-"
 
 
 class Prepared:

@@ -29,7 +29,9 @@ def make_input(path):
                                     for i in range(ROWS)])
 
 
-def start_query(spark, path, ck, gates):
+def start_query(spark, path, ck, gates, bootstrap=None):
+    """The query, writing into the data dir ``path``, or with ``bootstrap`` through that
+    broker (which serves ``path``)."""
     from pyspark.sql.functions import col, udf
     from pyspark.sql.types import IntegerType
     hold = os.path.join(gates, "hold")
@@ -45,12 +47,15 @@ def start_query(spark, path, ck, gates):
 
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_ROWS))
     target = udf(partition_of, IntegerType())
-    return (spark.readStream.format("kqlite").option("subscribe", "in")
-            .option("startingOffsets", "earliest").load(path)
-            .select("key", "value", target(col("value")).alias("partition"))
-            .writeStream.format("kqlite").option("topic", "out")
-            .option("writeMode", "transactional").option("checkpointLocation", ck)
-            .trigger(availableNow=True).start(path))
+    writer = (spark.readStream.format("kqlite").option("subscribe", "in")
+              .option("startingOffsets", "earliest").load(path)
+              .select("key", "value", target(col("value")).alias("partition"))
+              .writeStream.format("kqlite").option("topic", "out")
+              .option("writeMode", "transactional").option("checkpointLocation", ck)
+              .trigger(availableNow=True))
+    if bootstrap is not None:
+        return writer.option("kafka.bootstrap.servers", bootstrap).start()
+    return writer.start(path)
 
 
 if __name__ == "__main__":
