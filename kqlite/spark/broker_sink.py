@@ -34,6 +34,7 @@ error and the query stops rather than lose the batch quietly.
 
 import logging
 import os
+import random
 import re
 import time
 
@@ -199,7 +200,6 @@ def prepare_through_broker(servers, batches, topic_option, txn_id, batch_id):
     """Task side: the rows of an iterator of Arrow batches produced as the open
     transaction ``txn_id``. Returns ``({tp: count}, Prepared)``."""
     import pyarrow as pa
-    import random
     from .arrow_write import _TARGET, _codec, encode_run, runs, staged_columns
     from .reading import partition_count
     catalog = BrokerCatalog(servers)
@@ -218,7 +218,9 @@ def prepare_through_broker(servers, batches, topic_option, txn_id, batch_id):
                 continue
             staged = staged_columns(batch, topic_option, catalog, int(time.time() * 1000),
                                     rng, counts_cache, compacted_cache, partition_count)
-            for topic, p, start, stop in runs(staged):
+            run_list = runs(staged)
+            txn.enlist_all([(t, p) for t, p, _, _ in run_list])   # one AddPartitionsToTxn
+            for topic, p, start, stop in run_list:
                 cfg = config_cache.get(topic)
                 if cfg is None:
                     cfg = config_cache[topic] = catalog.topic_config(topic)

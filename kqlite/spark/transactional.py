@@ -56,7 +56,9 @@ ends them: ``kqlite transactions abort``).
 import json
 import logging
 import os
+import random
 import shutil
+import time
 
 from ..storage.fs import DEFAULT_FS, atomic_write
 from .reading import open_data_dir
@@ -181,13 +183,20 @@ class TaskTransaction:
         self.prepared = prepared
         self.sequences = {}
 
+    def enlist_all(self, tps):
+        """Record the new partitions among ``tps`` at once (one write of the prepared
+        file for an Arrow batch's partitions, not one per partition)."""
+        new = set(tps) - set(self.sequences)
+        if new:
+            for tp in new:
+                self.sequences[tp] = 0
+            self.prepared.partitions = sorted(set(self.prepared.partitions) | new)
+            self.ledger.record(self.prepared)
+
     def enlist(self, tp, count):
         """``(producer id, epoch, first sequence)`` for ``count`` more rows on ``tp``; a new
         partition is recorded in the prepared file first."""
-        if tp not in self.sequences:
-            self.sequences[tp] = 0
-            self.prepared.partitions = sorted(set(self.prepared.partitions) | {tp})
-            self.ledger.record(self.prepared)
+        self.enlist_all([tp])
         sequence = self.sequences[tp]
         self.sequences[tp] = sequence + count
         return self.prepared.producer_id, self.prepared.epoch, sequence
@@ -198,9 +207,7 @@ def prepare_rows(path, batches, topic_option, sink_dir, txn_id, batch_id):
     ``txn_id`` of a new producer, for ``batch_id``. Returns ``({tp: count}, Prepared)``
     once the rows are durable."""
     import pyarrow as pa
-    import random
-    import time
-    from .arrow_write import append_runs, staged_columns
+    from .arrow_write import append_runs, runs, staged_columns
     from .reading import partition_count
     db = open_data_dir(path)
     try:
@@ -219,6 +226,7 @@ def prepare_rows(path, batches, topic_option, sink_dir, txn_id, batch_id):
                 continue
             staged = staged_columns(batch, topic_option, db, int(time.time() * 1000), rng,
                                     counts_cache, compacted_cache, partition_count)
+            txn.enlist_all([(t, p) for t, p, _, _ in runs(staged)])
             for tp, count in append_runs(db, staged, config_cache, txn).items():
                 counts[tp] = counts.get(tp, 0) + count
         for tp in sorted(txn.sequences):
