@@ -49,8 +49,9 @@ no broker coordinator times them out, and the embedded API's recovery (which abo
 open transactions recorded as embedded-owned whose owner's lock is free) must leave them
 alone. The sink's driver, and nothing else, decides them. A query stopped for good with a
 batch prepared leaves those transactions open, holding back the last stable offset of
-their partitions, until the query is started again from its checkpoint (or an operator
-ends them: ``kqlite transactions abort``).
+their partitions, until the query is started again from its checkpoint (its next commit
+aborts them) or an operator writes their ABORT markers (Kafka's ``kafka-transactions.sh
+abort`` through ``kqlite serve``, which serves DescribeProducers and WriteTxnMarkers).
 """
 
 import json

@@ -25,7 +25,6 @@ from kqlite.spark.options import SparkOptionError  # noqa: E402
 from kqlite.spark.reading import read_range  # noqa: E402
 from kqlite.spark.source import KqliteStreamWriter, KqliteWriter  # noqa: E402
 from kqlite.spark.transactional import SinkTransactions  # noqa: E402
-from kqlite.format.batch import build_batch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 from broker_process import BrokerProcess  # noqa: E402
