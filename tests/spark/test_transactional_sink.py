@@ -18,7 +18,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType  #
 
 import kqlite  # noqa: E402
 from kqlite.errors import InvalidProducerEpochError  # noqa: E402
-from kqlite.format.batch import build_batch  # noqa: E402
+from kqlite.format.batch import build_batch, now_ms  # noqa: E402
 from kqlite.spark import source, transactional, writing  # noqa: E402
 from kqlite.spark.options import SinkOptions, SparkOptionError  # noqa: E402
 from kqlite.spark.source import KqliteStreamWriter, KqliteWriter  # noqa: E402
@@ -312,3 +312,26 @@ def _restart_and_count(spark, path, ck, gates, hold, bootstrap=None):
     assert len(read(path, Isolation.HIGH_WATERMARK)) == len(want) + failed + txn_stream.ROWS \
         + failed
 
+
+
+def test_transactional_rows_keep_the_topic_settings(tmp_path, monkeypatch):
+    """A LogAppendTime topic stamps the transactional batches at append; a compressed
+    topic's batches are compressed; rows keep their keys and order per partition."""
+    path = str(tmp_path / "data")
+    with kqlite.open(path, retention_check_interval_ms=0) as db:
+        db.create_topic("stamped", 1, config={"message.timestamp.type": "LogAppendTime",
+                                              "compression.type": "gzip"})
+    monkeypatch.setattr(source, "_task_property",
+                        lambda name: "0" if name == "streaming.sql.batchId" else None)
+    opts = {"path": path, "topic": "stamped", "writeMode": "transactional",
+            "sinkId": "settings"}
+    before = now_ms()
+    KqliteStreamWriter(opts, SCHEMA).commit([task(opts, 30, 0)], 0)
+    with kqlite.open(path, retention_check_interval_ms=0) as db:
+        lg = db.log("stamped", 0)
+        got = list(lg.read(isolation=Isolation.COMMITTED))
+        headers = [h for h in lg.batch_headers() if not h.is_control]
+    assert [(r.key, r.value) for r in got] == [(b"k%d" % i, b"row-%d" % i) for i in range(30)]
+    assert all(r.timestamp >= before for r in got)
+    assert headers and all(h.is_transactional and h.timestamp_type == 1 and h.compression
+                           for h in headers)
