@@ -84,11 +84,14 @@ _set_base_offset = batch_format.set_base_offset
 
 def append(lg, records, timestamp, codec, leader_epoch):
     """Log.append."""
-    if type(records) in _BYTES_TYPES and codec is None and leader_epoch is None:
+    kind = type(records)
+    if (kind in _BYTES_TYPES or kind is Record) and codec is None and leader_epoch is None:
         plan = lg.__dict__.get("_one_value_plan")
         if plan is None or plan[0] is not lg.config:
             plan = _one_value_plan(lg)
         if plan[1]:
+            if kind is Record:
+                return _append_record(lg, records, timestamp, plan)
             return _append_value(lg, records, timestamp, plan)
     if records is None or isinstance(records, (bytes, bytearray, memoryview, Record)):
         records = [records]
@@ -167,8 +170,31 @@ def _append_value(lg, value, timestamp, plan):
     return _build_and_write(lg, value, ts, plan)
 
 
+def _append_record(lg, record, timestamp, plan):
+    """Log.append of one Record (a producer's record: a key, headers, its own timestamp):
+    the batch append() would build, as _append_value writes it. The Record's timestamp,
+    else ``timestamp``, else now, as the general path stamps it."""
+    ts = record[1]
+    if ts is None:
+        ts = batch_format.now_ms() if timestamp is None else int(timestamp)
+    else:
+        ts = int(ts)
+    if record[2] is None and not record[4] and (record[3] is None
+                                                or type(record[3]) in _BYTES_TYPES):
+        record = record[3]          # a value only: the one-value encoder
+    if plan[3]:
+        return group_commit.write_and_sync(lg, _build_and_write, record, ts, plan)
+    return _build_and_write(lg, record, ts, plan)
+
+
 def _build_and_write(lg, value, ts, plan):
-    data = batch_format.build_value_batch(value, ts)
+    """Build the one-record batch of ``value`` (bytes, None, or a Record with a key or
+    headers: one write function serves both, as a group-commit round writes every queued
+    record with its leader's) and write it."""
+    if type(value) is Record:
+        data = batch_format.build_record_batch(value[3], value[2], value[4], ts)
+    else:
+        data = batch_format.build_value_batch(value, ts)
     size = len(data)
     if size > plan[2]:
         raise RecordTooLargeError(size, plan[2])

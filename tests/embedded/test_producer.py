@@ -44,10 +44,15 @@ def test_explicit_partition_headers_and_timestamp(db):
     assert (rec.value, rec.headers, rec.timestamp) == (b"v", (("h", b"1"),), 123)
 
 
-def test_keyless_records_spread_over_partitions(db):
-    with db.producer() as producer:
-        parts = {producer.send("t", b"x").result().partition for _ in range(200)}
-    assert len(parts) > 1
+def test_keyless_records_stick_until_batch_size_bytes_then_switch(db):
+    # KIP-794: a keyless record goes to the sticky partition until batch_size bytes
+    # (21 bytes of record overhead + the value, here 121 a record) went to it.
+    with db.producer(batch_size=1000) as producer:
+        parts = [producer.send("t", b"x" * 100).result().partition for _ in range(200)]
+    runs = [parts[i:i + 9] for i in range(0, 198, 9)]
+    assert all(len(set(run)) == 1 for run in runs)            # 9 * 121 >= 1000
+    assert all(a[0] != b[0] for a, b in zip(runs, runs[1:]))  # then another partition
+    assert len(set(parts)) > 1
 
 
 def test_linger_batches_records_per_partition(db):
