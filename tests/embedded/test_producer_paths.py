@@ -1,0 +1,263 @@
+"""The Producer's delivery paths (kqlite/db/producer.py, producer_batch.py): each writes
+the bytes the general path writes for the same Records, senders that meet share a
+batch, a future resolves once its record is appended and durable, the default lingers,
+and a RecordFuture is a concurrent.futures.Future. Runs in both modes (scripts/test)."""
+
+import concurrent.futures
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import kqlite
+from kqlite.db.producer import DEFAULT_LINGER_MS
+from kqlite.errors import ConfigError
+
+EXAMPLES = settings(max_examples=25, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])
+
+# A record as send() takes it: value, key, headers, timestamp. Few timestamps, so that
+# batches where every record has the same one (the values path) come up often.
+record_st = st.tuples(
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.one_of(st.none(), st.binary(max_size=20)),
+    st.one_of(st.just([]), st.lists(st.tuples(st.text(max_size=6),
+                                              st.one_of(st.none(), st.binary(max_size=12))),
+                                    max_size=3)),
+    st.sampled_from([1_700_000_000_000, 1_700_000_000_001, 5]),
+)
+plain_st = st.tuples(st.binary(max_size=300), st.none(), st.just([]), st.just(7))
+
+
+def _general(records):
+    """What the general path (a list of Records) makes of ``records``."""
+    return [kqlite.Record(value=v, key=k, headers=h, timestamp=ts) for v, k, h, ts in records]
+
+
+def _bytes(log):
+    return bytes(log.read_batches(0, 1 << 24))
+
+
+def _produce(records, **config):
+    """Send ``records`` to partition 0 of a new topic; the log's bytes."""
+    with tempfile.TemporaryDirectory() as d, \
+            kqlite.open(d, retention_check_interval_ms=0) as db:
+        db.create_topic("t", 1)
+        with db.producer(**config) as producer:
+            futures = [producer.send("t", v, key=k, headers=h, timestamp=ts, partition=0)
+                       for v, k, h, ts in records]
+        assert [f.result().offset for f in futures] == list(range(len(records)))
+        return _bytes(db.log("t", 0))
+
+
+def _reference(groups):
+    """The bytes of Log.append(list of Records) once per group."""
+    with tempfile.TemporaryDirectory() as d, kqlite.Log.open(f"{d}/t-0") as log:
+        for group in groups:
+            log.append(_general(group))
+        return _bytes(log)
+
+
+@EXAMPLES
+@given(st.lists(st.one_of(record_st, plain_st), min_size=1, max_size=12))
+def test_linger_0_one_record_batches_are_the_general_paths_bytes(records):
+    # Alone, each send appends its record by itself (a value, or one Record).
+    assert _produce(records, linger_ms=0) == \
+        _reference([[r] for r in records])
+
+
+@EXAMPLES
+@given(st.lists(st.one_of(record_st, plain_st), min_size=1, max_size=40))
+def test_batches_are_the_general_paths_bytes(records):
+    # One batch (flushed at close): values with one timestamp take the values path,
+    # anything else Records.
+    assert _produce(records, linger_ms=60_000, batch_size=1 << 20) == \
+        _reference([records])
+
+
+@EXAMPLES
+@given(st.lists(plain_st, min_size=2, max_size=40))
+def test_values_with_one_timestamp_are_the_general_paths_bytes(records):
+    assert _produce(records, linger_ms=60_000, batch_size=1 << 20) == \
+        _reference([records])
+
+
+def test_a_batch_closes_before_the_record_that_would_take_it_past_batch_size():
+    # 21 bytes of record overhead + 79 of value = 100 a record: three fit in 300.
+    records = [(b"x" * 79, None, [], 7)] * 7
+    assert _produce(records, linger_ms=60_000, batch_size=300) == \
+        _reference([records[:3], records[3:6], records[6:]])
+
+
+@pytest.fixture
+def db(tmp_path):
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as database:
+        database.create_topic("t", partitions=1, config={"fsync": "always"})
+        database.create_topic("plain", partitions=1)
+        yield database
+
+
+def _batch_sizes(log):
+    return [b.records_count for b in log.batch_headers(0)]
+
+
+def test_linger_0_concurrent_sends_get_their_own_offsets_durable_when_resolved(db):
+    log = db.log("t", 0)
+    got, errors = [], []
+
+    def sender(n):
+        try:
+            with db.producer(linger_ms=0) as producer:
+                for i in range(60):
+                    md = producer.send("t", b"%d-%d" % (n, i)).result()
+                    # fsync="always": on disk before the future resolves.
+                    assert log.recovery_point >= md.offset + 1
+                    got.append((md.offset, b"%d-%d" % (n, i)))
+        except BaseException as exc:
+            errors.append(exc)
+    threads = [threading.Thread(target=sender, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(o for o, _ in got) == list(range(360))
+    assert all(log.read_one(o).value == v for o, v in got)
+    assert sum(_batch_sizes(log)) == 360
+
+
+def test_linger_0_senders_that_meet_share_one_batch(db):
+    """While one thread delivers to a partition, the records others send to it collect
+    in one batch, which the first of them to get the delivery lock appends whole."""
+    producer = db.producer(linger_ms=0)
+    producer.send("t", b"first").result()
+    delivery = producer._delivery[("t", 0)]
+    futures = {}
+    delivery.acquire()                           # a delivery in progress
+    try:
+        threads = [threading.Thread(
+            target=lambda i=i: futures.__setitem__(i, producer.send("t", b"v%d" % i)))
+            for i in range(5)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(getattr(producer._open.get(("t", 0)), "values", ())) < 5:
+            assert time.monotonic() < deadline, "the senders never queued"
+            time.sleep(0.001)
+    finally:
+        delivery.release()
+    for t in threads:
+        t.join()
+    log = db.log("t", 0)
+    assert _batch_sizes(log) == [1, 5]
+    assert sorted(f.result().offset for f in futures.values()) == [1, 2, 3, 4, 5]
+    for i, f in futures.items():
+        assert log.read_one(f.result().offset).value == b"v%d" % i
+        assert log.recovery_point >= f.result().offset + 1
+    producer.close()
+
+
+def test_the_default_lingers_5_ms_as_kafka_4(db):
+    assert DEFAULT_LINGER_MS == 5
+    with db.producer() as producer:
+        assert producer.linger == 0.005
+        futures = [producer.send("plain", b"v%d" % i) for i in range(50)]
+    assert [f.result().offset for f in futures] == list(range(50))
+    assert len(_batch_sizes(db.log("plain", 0))) < 50
+
+
+def test_waiting_for_a_result_delivers_its_batch_without_the_linger(db):
+    with db.producer(linger_ms=600_000) as producer:
+        first = producer.send("plain", b"a")
+        second = producer.send("plain", b"b")
+        assert second.result(timeout=60).offset == 1     # not ten minutes
+        assert first.done() and first.result().offset == 0
+        assert producer.send("plain", b"c").result(timeout=60).offset == 2
+
+
+def test_bad_producer_config(db):
+    for config in ({"linger_ms": -1}, {"linger_ms": "5"}, {"batch_size": 0},
+                   {"batch_size": 1.5}):
+        with pytest.raises(ConfigError):
+            db.producer(**config)
+
+
+def test_record_futures_work_with_concurrent_futures(db):
+    with db.producer(linger_ms=600_000) as producer:
+        called = []
+        futures = [producer.send("plain", b"v%d" % i) for i in range(20)]
+        futures[3].add_done_callback(called.append)
+        assert not futures[3].done() and not futures[3].cancel()
+        assert "pending" in repr(futures[0])
+        producer.flush()
+        done, not_done = concurrent.futures.wait(futures, timeout=60)
+        assert done == set(futures) and not not_done
+        assert called == [futures[3]]
+        futures[3].add_done_callback(called.append)          # done: called at once
+        assert called == [futures[3], futures[3]]
+        assert "finished" in repr(futures[0])
+
+        later = [producer.send("plain", b"w%d" % i) for i in range(5)]
+        waiting = {}
+        waiter = threading.Thread(target=lambda: waiting.update(
+            done=list(concurrent.futures.as_completed(later, timeout=60))))
+        waiter.start()
+        time.sleep(0.05)
+        producer.flush()
+        waiter.join()
+        assert set(waiting["done"]) == set(later)
+        assert [f.result().offset for f in later] == list(range(20, 25))
+        assert all(f.exception() is None and not f.cancelled() for f in later)
+        with pytest.raises(RuntimeError):
+            later[0].set_result(None)
+
+
+def test_a_failed_append_fails_its_futures_only(db):
+    with db.producer(linger_ms=600_000) as producer:
+        too_big = producer.send("plain", b"x" * 2_000_000)
+        with pytest.raises(kqlite.RecordTooLarge):
+            too_big.result(timeout=60)
+        assert isinstance(too_big.exception(), kqlite.RecordTooLarge)
+        assert producer.send("plain", b"ok").result(timeout=60).offset == 0
+
+
+def test_result_times_out_while_another_thread_delivers(db):
+    producer = db.producer(linger_ms=600_000)
+    future = producer.send("plain", b"v")
+    delivery = producer._delivery[("plain", 0)]
+    delivery.acquire()
+    try:
+        with pytest.raises(TimeoutError):
+            future.result(timeout=0.01)
+    finally:
+        delivery.release()
+    assert future.result(timeout=60).offset == 0
+    producer.close()
+
+
+def test_closing_the_database_closes_its_producers(tmp_path):
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as database:
+        database.create_topic("t")
+        producer = database.producer(linger_ms=600_000)
+        future = producer.send("t", b"v")
+    assert future.result(timeout=0).offset == 0
+    with pytest.raises(kqlite.LogClosedError):
+        producer.send("t", b"late")
+
+
+def test_a_program_that_ends_without_close_appends_what_it_sent(tmp_path):
+    script = ("import kqlite\n"
+              f"db = kqlite.open({str(tmp_path / 'data')!r}, retention_check_interval_ms=0)\n"
+              "db.create_topic('t')\n"
+              "p = db.producer(linger_ms=200)\n"
+              "for i in range(100):\n"
+              "    p.send('t', b'%d' % i)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as database:
+        assert [r.value for r in database.log("t", 0).read()] == \
+            [b"%d" % i for i in range(100)]
