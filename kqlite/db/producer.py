@@ -40,7 +40,7 @@ from time import time as _time
 from ..errors import ConfigError, InvalidRecordError, KqliteError, LogClosedError
 from ..format.record import Record
 from .partitioner import StickyPartitioner, partition_for_key
-from .producer_batch import ProducerBatch, RecordFuture, RecordMetadata
+from .producer_batch import AppendedRecord, ProducerBatch, RecordFuture, RecordMetadata
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture", "DEFAULT_LINGER_MS"]
 
@@ -161,26 +161,40 @@ class Producer:
                 if lock is not True:
                     batch = self._new_batch(tp)
                     index = batch.add(value, key, headers, timestamp, size)
+            elif batch.size + size > self.batch_size:
+                self._close_batch(tp, batch)
+                batch = self._new_batch(tp)
+                index = batch.add(value, key, headers, timestamp, size)
+            elif key is None and headers is None and batch.keys is None \
+                    and batch.headers is None:
+                # batch.add of a value alone, inline: the common record.
+                values = batch.values
+                index = len(values)
+                values.append(value)
+                batch.stamps.append(timestamp)
+                batch.size += size
             else:
-                if batch.size + size > self.batch_size:
-                    self._close_batch(tp, batch)
-                    batch = self._new_batch(tp)
                 index = batch.add(value, key, headers, timestamp, size)
         if lock is True:
             base = error = None
             try:
-                if key is None and not headers:
-                    record = value
+                if key is not None or headers:
+                    value = _new(Record, (None, timestamp, key, value, headers or ()))
+                lease = self._leases.get(tp)
+                log = lease[1] if lease is not None else self._log(tp)
+                if self.codec is None:
+                    base = log.append(value, timestamp=timestamp)
                 else:
-                    record = _new(Record, (None, timestamp, key, value, headers or ()))
-                base = self._append_record(tp, record, timestamp)
+                    base = log.append(value, timestamp=timestamp, codec=self.codec)
+            except LogClosedError:
+                base, error = self._append_again(tp, value, timestamp)
             except Exception as exc:
                 error = exc
             finally:
                 self._delivery[tp].release()
-            return RecordFuture(ProducerBatch.appended(tp, base, error, self._cond), 0,
-                                timestamp, self._await)
-        future = RecordFuture(batch, index, timestamp, self._await)
+            return RecordFuture(AppendedRecord(topic, partition, base, error, self._cond,
+                                               self._await), 0, timestamp)
+        future = RecordFuture(batch, index, timestamp)
         if not self.linger:
             self._deliver(tp, batch)
         return future
@@ -195,7 +209,8 @@ class Producer:
     def _new_batch(self, tp):
         """Open a batch for ``tp`` (the caller holds the condition); with linger, make sure
         a sender thread will deliver it."""
-        batch = self._open[tp] = ProducerBatch(tp[0], tp[1], time.monotonic(), self._cond)
+        batch = self._open[tp] = ProducerBatch(tp[0], tp[1], time.monotonic(), self._cond,
+                                                 self._await)
         if tp not in self._delivery:
             self._delivery[tp] = threading.Lock()
         if self.linger and self._sender is None:
@@ -208,7 +223,7 @@ class Producer:
         del self._open[tp]
         self._closed_batches.setdefault(tp, []).append(batch)
         if self.linger:
-            self._cond.notify_all()
+            self._cond.notify_all()         # the sender thread delivers it now
 
     # -- Delivery -----------------------------------------------------------------------------
 
@@ -250,17 +265,14 @@ class Producer:
         else:
             batch.complete(base, None)
 
-    def _append_record(self, tp, record, timestamp):
-        """Append one record (a value, or a Record) alone; returns its offset."""
-        lease = self._leases.get(tp)
-        log = lease[1] if lease is not None else self._log(tp)
+    def _append_again(self, tp, record, timestamp):
+        """Append one record alone once more after its leased log was found closed (its
+        topic was deleted, or the Database is closing): (offset, None) or (None, error)."""
+        self._drop_lease(tp)
         try:
-            if self.codec is None:
-                return log.append(record, timestamp=timestamp)
-            return log.append(record, timestamp=timestamp, codec=self.codec)
-        except LogClosedError:
-            self._drop_lease(tp)
-            return self._log(tp).append(record, timestamp=timestamp, codec=self.codec)
+            return self._log(tp).append(record, timestamp=timestamp, codec=self.codec), None
+        except Exception as exc:
+            return None, exc
 
     def _log(self, tp):
         """The Log of ``tp``, leased until the producer closes or leases _LEASES others

@@ -37,7 +37,7 @@ from itertools import repeat
 
 from ..format.record import Record
 
-__all__ = ["ProducerBatch", "RecordFuture", "RecordMetadata"]
+__all__ = ["AppendedRecord", "ProducerBatch", "RecordFuture", "RecordMetadata"]
 
 log = logging.getLogger("kqlite")
 
@@ -52,9 +52,9 @@ class ProducerBatch:
     ProducerBatch), and, once appended, the outcome they share."""
 
     __slots__ = ("topic", "partition", "created", "values", "stamps", "keys", "headers",
-                 "size", "done", "base", "error", "watched", "condition")
+                 "size", "done", "base", "error", "watched", "condition", "wait_for")
 
-    def __init__(self, topic, partition, created, condition):
+    def __init__(self, topic, partition, created, condition, wait_for):
         self.topic = topic
         self.partition = partition
         self.created = created          # time.monotonic() of the first record
@@ -66,16 +66,7 @@ class ProducerBatch:
         self.done = False
         self.base = self.error = self.watched = None   # watched: futures with waiters
         self.condition = condition
-
-    @classmethod
-    def appended(cls, tp, base, error, condition):
-        """The outcome of one record appended alone (``send`` with linger_ms=0 when no
-        other thread was delivering to its partition)."""
-        batch = cls.__new__(cls)
-        batch.topic, batch.partition = tp
-        batch.base, batch.error, batch.done = base, error, True
-        batch.condition, batch.watched = condition, None
-        return batch
+        self.wait_for = wait_for        # wait_for(batch, timeout): the producer's delivery
 
     def add(self, value, key, headers, timestamp, size):
         """Add one record (the caller holds the condition); returns its index."""
@@ -141,18 +132,35 @@ class ProducerBatch:
             self.watched.append(future)
 
 
+class AppendedRecord:
+    """The outcome of one record appended alone (``send`` with linger_ms=0 when no other
+    thread was delivering to its partition): what a RecordFuture reads of a delivered
+    ProducerBatch, and nothing else."""
+
+    __slots__ = ("topic", "partition", "base", "error", "condition", "wait_for")
+    done = True
+    watched = None
+
+    def __init__(self, topic, partition, base, error, condition, wait_for):
+        self.topic = topic
+        self.partition = partition
+        self.base = base
+        self.error = error
+        self.condition = condition
+        self.wait_for = wait_for
+
+
 class RecordFuture(Future):
     """The future of one sent record: its batch, its index in it and its timestamp
     (Kafka's FutureRecordMetadata). Its result is a RecordMetadata."""
 
-    __slots__ = ("_batch", "_index", "_timestamp", "_await")
+    __slots__ = ("_batch", "_index", "_timestamp")
 
-    def __init__(self, batch, index, timestamp, wait_for):
+    def __init__(self, batch, index, timestamp):
         # Future.__init__ is not called: the state lives in the batch (see above).
         self._batch = batch
         self._index = index
         self._timestamp = timestamp
-        self._await = wait_for          # wait_for(batch, timeout): the producer's
 
     def __getattr__(self, name):
         # Only the Future fields that the functions of concurrent.futures read directly
@@ -196,7 +204,7 @@ class RecordFuture(Future):
         policy says); raises what the append raised, or TimeoutError."""
         batch = self._batch
         if not batch.done:
-            self._await(batch, timeout)
+            batch.wait_for(batch, timeout)
         if batch.error is not None:
             raise batch.error
         return self._metadata()
@@ -204,7 +212,7 @@ class RecordFuture(Future):
     def exception(self, timeout=None):
         batch = self._batch
         if not batch.done:
-            self._await(batch, timeout)
+            batch.wait_for(batch, timeout)
         return batch.error
 
     def add_done_callback(self, fn):
