@@ -16,7 +16,8 @@ Log.append, its futures resolved at once) by whoever gets to it first:
   record's result delivers its batch at once (nothing is gained by lingering for a
   thread that stopped sending to wait), so ``send(...).result()`` in a loop costs one
   append per record, not ``linger_ms``. The sender thread runs only while batches
-  are pending (and is not a daemon): a program that ends without ``close()`` still
+  are pending; producers not closed are closed when the Database closes and when the
+  interpreter exits (atexit), so a program that ends without ``close()`` still
   appends what it sent.
 * ``linger_ms=0`` (Kafka 3.x's default): ``send`` delivers its partition's batch
   itself and returns once its record is appended. Concurrent senders share a batch
@@ -30,11 +31,17 @@ batches of a partition are appended in the order they were closed, and a waiter 
 gets the lock finds its own batch either delivered or still in the accumulator.
 A future resolves when Log.append has returned: the record is appended and as durable
 as the topic's flush policy makes an append (``fsync="always"``, ``flush.messages``).
-A failed append fails the futures of its batch only.
+A failed append fails the futures of its batch only. A producer keeps the leases of
+the last _LEASES partitions it appended to (Database.leased_log: the log stays open),
+so that a send does not lease and release its log each time; a lease is given back
+when the producer closes, or when newer ones push it out while no delivery uses it.
 """
 
+import atexit
+import logging
 import threading
 import time
+import weakref
 from time import time as _time
 
 from ..errors import ConfigError, InvalidRecordError, KqliteError, LogClosedError
@@ -44,11 +51,27 @@ from .producer_batch import AppendedRecord, ProducerBatch, RecordFuture, RecordM
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture", "DEFAULT_LINGER_MS"]
 
+log = logging.getLogger("kqlite")
+
 DEFAULT_LINGER_MS = 5      # Kafka 4.0's linger.ms default (KIP-1030), up from 0
 _RECORD_OVERHEAD = 21      # most bytes a v2 record adds to its fields (DefaultRecord)
 _LEASES = 16              # partitions whose logs a producer keeps leased
 _new = tuple.__new__
 _FIELD_TYPES = frozenset((bytes, bytearray, memoryview, type(None)))
+
+
+# Producers not closed yet, flushed when the interpreter exits (the sender thread is a
+# daemon: a program that ends without close() still appends what it sent, at once).
+_LIVE = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit():
+    for producer in list(_LIVE):
+        try:
+            producer.close()
+        except Exception as exc:
+            log.warning("closing a producer at exit failed: %s", exc)
 
 
 def _as_bytes(value, what):
@@ -102,6 +125,7 @@ class Producer:
         self._sender = None      # the sender thread while batches are pending (linger > 0)
         self._leases = {}        # (topic, partition) -> (its lease, its Log), oldest first
         db.track_producer(self)
+        _LIVE.add(self)
 
     # -- Sending ------------------------------------------------------------------------------
 
@@ -214,7 +238,8 @@ class Producer:
         if tp not in self._delivery:
             self._delivery[tp] = threading.Lock()
         if self.linger and self._sender is None:
-            self._sender = threading.Thread(target=self._run, name="kqlite-producer")
+            self._sender = threading.Thread(target=self._run, name="kqlite-producer",
+                                            daemon=True)
             self._sender.start()
         return batch
 
@@ -275,17 +300,24 @@ class Producer:
             return None, exc
 
     def _log(self, tp):
-        """The Log of ``tp``, leased until the producer closes or leases _LEASES others
+        """The Log of ``tp``, leased until the producer closes or has leased _LEASES others
         since (the caller holds tp's delivery lock)."""
         lease = self._leases.get(tp)
-        if lease is None:
-            with self._cond:
-                while len(self._leases) >= _LEASES:
-                    self._drop_lease(next(iter(self._leases)))
-                lease = self.db.leased_log(*tp)
-                self._leases[tp] = (lease, lease.__enter__())
-            return self._leases[tp][1]
-        return lease[1]
+        if lease is not None:
+            return lease[1]
+        with self._lock:
+            # The oldest leases go first, but never one a delivery is using now.
+            for old in list(self._leases)[:max(0, len(self._leases) - _LEASES + 1)]:
+                busy = self._delivery[old]
+                if busy.acquire(False):
+                    try:
+                        self._drop_lease(old)
+                    finally:
+                        busy.release()
+            lease = self.db.leased_log(*tp)
+            log = lease.__enter__()
+            self._leases[tp] = (lease, log)
+        return log
 
     def _drop_lease(self, tp):
         lease = self._leases.pop(tp, None)
@@ -350,8 +382,8 @@ class Producer:
             sender = self._sender
             if sender is not None and sender is not threading.current_thread():
                 sender.join(timeout)
-            with self._lock:
-                for tp in list(self._leases):
+            for tp in list(self._leases):
+                with self._delivery[tp]:
                     self._drop_lease(tp)
 
     def __enter__(self):

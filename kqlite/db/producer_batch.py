@@ -149,6 +149,10 @@ class AppendedRecord:
         self.condition = condition
         self.wait_for = wait_for
 
+    def watch(self, future):
+        """Done before anyone could wait: concurrent.futures.wait and as_completed see
+        FINISHED first, and nothing is left to notify."""
+
 
 class RecordFuture(Future):
     """The future of one sent record: its batch, its index in it and its timestamp

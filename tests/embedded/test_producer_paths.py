@@ -261,3 +261,43 @@ def test_a_program_that_ends_without_close_appends_what_it_sent(tmp_path):
     with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as database:
         assert [r.value for r in database.log("t", 0).read()] == \
             [b"%d" % i for i in range(100)]
+
+
+def test_waiting_on_futures_appended_alone_and_batched_together(db):
+    alone = db.producer(linger_ms=0).send("plain", b"alone")
+    assert alone.done()
+    with db.producer(linger_ms=600_000) as producer:
+        pending = producer.send("plain", b"batched")
+        timer = threading.Timer(0.05, producer.flush)
+        timer.start()
+        done, not_done = concurrent.futures.wait([alone, pending], timeout=60)
+        timer.join()
+        assert done == {alone, pending} and not not_done
+        later = producer.send("plain", b"later")
+        threading.Timer(0.05, producer.flush).start()
+        assert list(concurrent.futures.as_completed([alone, later], timeout=60))[0] is alone
+        assert later.result(timeout=60).offset == 2
+
+
+def test_a_producer_keeps_a_bounded_number_of_leases(db):
+    db.create_topic("wide", partitions=20)
+    with db.producer(linger_ms=0) as producer:
+        for p in range(20):
+            assert producer.send("wide", b"v", partition=p).result().offset == 0
+        assert len(producer._leases) == 16
+        assert producer.send("wide", b"w", partition=0).result().offset == 1
+    assert not producer._leases
+
+
+def test_a_topic_deleted_and_made_again_is_appended_to_afresh(db):
+    for linger in (0, 600_000):
+        db.create_topic("again", partitions=1)
+        with db.producer(linger_ms=linger) as producer:
+            assert producer.send("again", b"1").result().offset == 0   # leased now
+            db.delete_topic("again")
+            with pytest.raises(kqlite.UnknownTopicError):
+                producer.send("again", b"2")
+            db.create_topic("again", partitions=1)
+            assert producer.send("again", b"3").result().offset == 0
+        assert [r.value for r in db.log("again", 0).read()] == [b"3"]
+        db.delete_topic("again")
