@@ -301,3 +301,19 @@ def test_a_topic_deleted_and_made_again_is_appended_to_afresh(db):
             assert producer.send("again", b"3").result().offset == 0
         assert [r.value for r in db.log("again", 0).read()] == [b"3"]
         db.delete_topic("again")
+
+
+@pytest.mark.parametrize("linger_ms", [0, 5])
+def test_a_future_resolves_once_its_record_is_durable(db, linger_ms):
+    # fsync="always": the record is on disk when its future resolves, which the future's
+    # callback (run as it resolves) sees.
+    log = db.log("t", 0)
+    seen = []
+
+    def check(future):
+        seen.append(log.recovery_point >= future.result().offset + 1)
+    with db.producer(linger_ms=linger_ms) as producer:
+        futures = [producer.send("t", b"%d" % i) for i in range(30)]
+        for f in futures:
+            f.add_done_callback(check)
+    assert len(seen) == 30 and all(seen)
