@@ -31,9 +31,16 @@ class StickyPartitioner:
     Kafka's BuiltInPartitioner (KIP-794) switches the sticky partition once batch.size
     bytes were produced to it, so that batches fill whatever the linger (KIP-480's
     rule, a switch at every batch sent, made a producer with linger.ms=0 send
-    one-record batches to every partition in turn). The next partition is drawn uniformly among the others (Kafka's choice with
+    one-record batches to every partition in turn). The next partition is drawn
+    uniformly among the others (Kafka's choice with
     partitioner.adaptive.partitioning.enable=false). Not thread-safe: the Producer
-    calls it under its lock."""
+    calls it under its lock.
+
+    * a topic's first keyless record, or a topic now with fewer partitions than the
+      sticky one: a partition drawn among all;
+    * ``batch_size`` bytes went to the sticky partition: another one, drawn among the
+      others, starts from 0 bytes;
+    * otherwise: the sticky partition, its bytes counted."""
 
     def __init__(self, rng=None):
         self._rng = rng or random.Random()

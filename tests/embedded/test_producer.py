@@ -94,3 +94,20 @@ def test_errors(db):
             too_big.result()
     with pytest.raises(kqlite.LogClosedError):
         producer.send("t", b"late")
+
+
+def test_sticky_partitioner_branches():
+    import random
+    from kqlite.db.partitioner import StickyPartitioner
+    sticky = StickyPartitioner(random.Random(7))
+    first = sticky.partition("t", 5, 400, 1000)               # the topic's first record
+    assert [sticky.partition("t", 5, 400, 1000) for _ in range(2)] == [first, first]
+    switched = sticky.partition("t", 5, 400, 1000)             # 1,200 bytes went to it
+    assert switched != first and 0 <= switched < 5
+    for _ in range(200):                                        # never the same one again
+        before = sticky.partition("t", 5, 1000, 1000)
+        assert sticky.partition("t", 5, 1000, 1000) != before
+    assert sticky.partition("one", 1, 5000, 1000) == 0
+    assert sticky.partition("one", 1, 5000, 1000) == 0         # nowhere else to go
+    sticky._current["t"] = [4, 0]
+    assert 0 <= sticky.partition("t", 2, 10, 1000) < 2         # the topic shrank
