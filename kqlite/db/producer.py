@@ -28,7 +28,10 @@ Log.append, its futures resolved at once) by whoever gets to it first:
 
 Per partition, delivery holds a lock from taking the batches to resolving them, so the
 batches of a partition are appended in the order they were closed, and a waiter that
-gets the lock finds its own batch either delivered or still in the accumulator.
+gets the lock finds its own batch either delivered or still in the accumulator. The
+lock is re-entrant: a future's callback runs in the delivering thread after its batch
+is appended, and may send, flush or wait for another record (Kafka allows a callback
+to send); what it delivers goes after the batch that called it.
 A future resolves when Log.append has returned: the record is appended and as durable
 as the topic's flush policy makes an append (``fsync="always"``, ``flush.messages``).
 A failed append fails the futures of its batch only. A producer keeps the leases of
@@ -177,7 +180,7 @@ class Producer:
                 if not self.linger:
                     lock = self._delivery.get(tp)
                     if lock is None:
-                        lock = self._delivery[tp] = threading.Lock()
+                        lock = self._delivery[tp] = threading.RLock()
                     if lock.acquire(False):
                         # Nobody is delivering to tp and nothing waits for it: this record
                         # is a batch of its own, appended below by this thread alone.
@@ -236,7 +239,7 @@ class Producer:
         batch = self._open[tp] = ProducerBatch(tp[0], tp[1], time.monotonic(), self._cond,
                                                  self._await)
         if tp not in self._delivery:
-            self._delivery[tp] = threading.Lock()
+            self._delivery[tp] = threading.RLock()
         if self.linger and self._sender is None:
             self._sender = threading.Thread(target=self._run, name="kqlite-producer",
                                             daemon=True)

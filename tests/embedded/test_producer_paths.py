@@ -317,3 +317,27 @@ def test_a_future_resolves_once_its_record_is_durable(db, linger_ms):
         for f in futures:
             f.add_done_callback(check)
     assert len(seen) == 30 and all(seen)
+
+
+@pytest.mark.parametrize("linger_ms", [0, 600_000])
+def test_a_callback_may_send_flush_and_wait(db, linger_ms):
+    # A callback runs in the thread that delivered its batch, holding the partition's
+    # delivery lock: sending, flushing and waiting from it must not deadlock.
+    with db.producer(linger_ms=linger_ms) as producer:
+        followers = []
+
+        def follow(future):
+            follower = producer.send("plain", b"after %d" % future.result().offset)
+            producer.flush()
+            follower.result(timeout=60)
+            followers.append(follower)
+        first = producer.send("plain", b"first")
+        first.add_done_callback(follow)
+        if linger_ms:
+            producer.send("plain", b"second").add_done_callback(follow)
+            producer.flush()
+    assert [f.result().offset for f in followers] == \
+        ([1] if not linger_ms else [2, 3])
+    assert [r.value for r in db.log("plain", 0).read()] == \
+        ([b"first", b"after 0"] if not linger_ms
+         else [b"first", b"second", b"after 0", b"after 1"])
