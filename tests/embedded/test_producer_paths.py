@@ -230,12 +230,21 @@ def test_result_times_out_while_another_thread_delivers(db):
     producer = db.producer(linger_ms=600_000)
     future = producer.send("plain", b"v")
     delivery = producer._delivery[("plain", 0)]
-    delivery.acquire()
+    holding, done = threading.Event(), threading.Event()
+
+    def deliverer():                    # another thread, in the middle of a delivery
+        with delivery:
+            holding.set()
+            done.wait(60)
+    other = threading.Thread(target=deliverer)
+    other.start()
+    holding.wait(60)
     try:
         with pytest.raises(TimeoutError):
             future.result(timeout=0.01)
     finally:
-        delivery.release()
+        done.set()
+        other.join()
     assert future.result(timeout=60).offset == 0
     producer.close()
 
