@@ -5,7 +5,9 @@ Theory of operation
 ``Log.append`` builds v2 batches of about 1 MiB (each within
 ``max.message.bytes``; an uncompressed list of bytes values is checked whole first,
 then each batch is built as it is written, in one reused buffer: format/batch.py
-value_batches); ``Log.append_batches`` takes whole batches that arrive
+value_batches; one value or one Record alone is encoded by the one-record encoders,
+build_value_batch and build_record_batch, and written without the list's
+bookkeeping); ``Log.append_batches`` takes whole batches that arrive
 as bytes (a client's produce, a leader's fetch response) and checks their
 framing and CRC without decoding them; unless they come from replication, the log's
 ``message.timestamp.type`` is applied to them first (format/timestamps.py: a
@@ -145,9 +147,9 @@ def _values_pieces(records, target, timestamp, timestamp_type, epoch, limit):
 
 
 def _one_value_plan(lg):
-    """Whether one bytes value may take the one-record path under the log's settings
-    (no compaction, which wants keys; no compression; CreateTime) and the batch size
-    limit; kept on the Log until its config object is replaced."""
+    """Whether one bytes value (or one Record) may take the one-record path under the
+    log's settings (no compaction, which wants keys; no compression; CreateTime) and
+    the batch size limit; kept on the Log until its config object is replaced."""
     config = lg.config
     plan = (config, "compact" not in config["cleanup.policy"]
             and _codec(config, None) == "none"
