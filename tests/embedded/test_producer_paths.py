@@ -350,3 +350,35 @@ def test_a_callback_may_send_flush_and_wait(db, linger_ms):
     assert [r.value for r in db.log("plain", 0).read()] == \
         ([b"first", b"after 0"] if not linger_ms
          else [b"first", b"second", b"after 0", b"after 1"])
+
+
+@pytest.mark.parametrize("linger_ms", [0, 5])
+def test_threads_sending_keyed_records_each_keep_their_order(db, linger_ms):
+    # Kafka's order: one thread's records to a partition are appended in send order.
+    db.create_topic("keyed", partitions=3)
+    results, errors = {}, []
+    with db.producer(linger_ms=linger_ms, batch_size=2000) as producer:
+        def sender(n):
+            try:
+                mine = []
+                for i in range(300):
+                    mine.append(producer.send("keyed", b"%d-%d" % (n, i), key=b"k%d" % (i % 7)))
+                    if i % 50 == 49:
+                        mine[-1].result(timeout=60)     # now and then, wait for one
+                results[n] = [f.result(timeout=60) for f in mine]
+            except BaseException as exc:
+                errors.append(exc)
+        threads = [threading.Thread(target=sender, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    stored = {(p, r.offset): r.value for p in range(3) for r in db.log("keyed", p).read()}
+    assert len(stored) == 1200
+    for n, mds in results.items():
+        assert [stored[(md.partition, md.offset)] for md in mds] == \
+            [b"%d-%d" % (n, i) for i in range(300)]
+        for p in range(3):
+            offsets = [md.offset for md in mds if md.partition == p]
+            assert offsets == sorted(offsets)
