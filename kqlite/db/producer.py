@@ -132,12 +132,6 @@ class Producer:
 
     # -- Sending ------------------------------------------------------------------------------
 
-    def _partition_count(self, topic):
-        meta = self._topics.get(topic)
-        if meta is None:
-            return self.db.partitions_for(topic)    # raises, or auto-creates the topic
-        return meta["partitions"]
-
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):
         """Send one record; returns its :class:`RecordFuture` (``result()`` is its
         RecordMetadata once it is appended). Raises ReplicatedPartitionError in a cluster
@@ -160,7 +154,8 @@ class Producer:
         if timestamp is None:
             timestamp = int(_time() * 1000)
         meta = self._topics.get(topic)
-        count = self._partition_count(topic) if meta is None else meta["partitions"]
+        # An unknown topic: partitions_for raises, or auto-creates it.
+        count = self.db.partitions_for(topic) if meta is None else meta["partitions"]
         lock = None
         with self._lock:
             if partition is not None:
