@@ -131,11 +131,16 @@ class TransactionStateStore:
             transactional_id)
         return None if stored is None else stored.value
 
-    def write(self, transactional_id, value, timestamp=None):
+    def write(self, transactional_id, value, timestamp=None, *, durable=False):
         """Append the id's record (``value`` None: its tombstone) and return its offset. The
         caller is the id's coordinator for this write (a broker, or the embedded
         transaction that owns the id): nothing here arbitrates between two writers of one
-        id."""
+        id. With ``durable`` it returns once the record is fsynced."""
+        return self.write_all(transactional_id, [value], timestamp, durable=durable)
+
+    def write_all(self, transactional_id, values, timestamp=None, *, durable=False):
+        """Append the id's records of ``values`` (in order, one append) as :meth:`write`
+        does; the offset of the first."""
         self.db.check_writable_topic(TRANSACTIONS_TOPIC, "write the transaction state of "
                                      f"{transactional_id!r} into")
         if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
@@ -143,4 +148,8 @@ class TransactionStateStore:
                                  TRANSACTIONS_CONFIG, exist_ok=True)
         with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
                 as log_:
-            return log_.append([transaction_record(transactional_id, value, timestamp)])
+            first = log_.append([transaction_record(transactional_id, value, timestamp)
+                                 for value in values])
+            if durable:
+                log_.flush()
+            return first
