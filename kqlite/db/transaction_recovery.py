@@ -26,28 +26,33 @@ so its own markers for the same producer are never refused as fenced.
 
 Recovery (:func:`recover_dead_owners`, run by every ``kqlite.open()`` of a data dir and
 so by ``kqlite serve`` before its coordinator loads ``__transaction_state``): for each
-embedded-owned id (transaction_owners.py) whose lock it can take, the id's latest record
-and the partitions where its producer has a transaction open (only the partitions its
-owner record lists are looked at) give the plan, carried out under the lock. Ids a
+embedded-owned id (transaction_owners.py) whose lock it can take, the id's latest record,
+the partitions where its producer has a transaction open (only the partitions its owner
+record lists are looked at) and, when there are such, the epochs the id's history
+committed give the plans (transaction_rules.recovery_plans), carried out under the lock.
+The history matters after a power loss: markers are not fsynced, and a record logged
+after them (CompleteCommit, the next transaction's) may survive where a marker did not;
+the PrepareCommit that was fsynced before the commit returned is still in the log. Ids a
 live handle holds, and ids without an owner record, are not touched (the ownership rule,
 transaction_owners.py).
 """
 
 import logging
 
-from ..errors import (InvalidProducerEpochError, KqliteError, TransactionCoordinatorFencedError,
-                      UnknownTopicError)
+from ..errors import (CorruptRecordError, InvalidProducerEpochError, KqliteError,
+                      TransactionCoordinatorFencedError, UnknownTopicError)
 from ..format.batch import now_ms
 from ..format.internal_topics import TRANSACTIONS_TOPIC
 from ..format.transaction_records import (TransactionLogValue, TransactionStatus,
+                                          decode_transaction_key, decode_transaction_value,
                                           group_partitions)
 from ..storage.leader_epoch import LeaderEpochCache
 from .layout import partition_dir
 from .transaction_owners import OwnerLock, owner_ids, read_owner
-from .transaction_rules import Action, recovery_plan
+from .transaction_rules import Action, recovery_plans
 
 __all__ = ["coordinator_epoch", "state_value", "write_markers", "carry_out",
-           "hanging_partitions", "recover_owned", "recover_dead_owners"]
+           "hanging_partitions", "committed_epochs", "recover_owned", "recover_dead_owners"]
 
 log = logging.getLogger("kqlite")
 
@@ -93,8 +98,6 @@ def write_markers(db, transactional_id, producer_id, epoch, partitions, commit):
 
 def carry_out(db, transactional_id, plan, timeout_ms, start_ms=-1):
     """Carry out ``plan`` (a transaction_rules.Plan) for ``transactional_id``."""
-    if plan.action is Action.NOTHING:
-        return
     commit = plan.action is Action.COMMIT
     store = db.transaction_state
     if plan.prepare:
@@ -102,6 +105,8 @@ def carry_out(db, transactional_id, plan, timeout_ms, start_ms=-1):
             plan.producer_id, plan.epoch, S.PREPARE_ABORT, plan.partitions, timeout_ms,
             start_ms if start_ms >= 0 else now_ms()))
     write_markers(db, transactional_id, plan.producer_id, plan.epoch, plan.partitions, commit)
+    if not plan.complete:
+        return
     store.write(transactional_id, state_value(
         plan.producer_id, plan.epoch, S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT,
         (), timeout_ms, start_ms if start_ms >= 0 else now_ms()))
@@ -126,20 +131,41 @@ def hanging_partitions(db, producer_id, partitions):
     return found
 
 
+def committed_epochs(db, transactional_id, producer_id):
+    """The epochs of ``producer_id`` whose transaction ``transactional_id``'s history in
+    ``__transaction_state`` committed (a PrepareCommit or CompleteCommit logged). Reads the
+    id's whole partition: only recovery that found a hanging partition asks."""
+    index = db.transaction_state.partition_for(transactional_id)
+    epochs = set()
+    with db.leased_log(TRANSACTIONS_TOPIC, index) as log_:
+        for rec in log_.read(log_.start_offset):
+            try:
+                if decode_transaction_key(rec.key) != transactional_id or rec.value is None:
+                    continue
+                value = decode_transaction_value(rec.value)
+            except CorruptRecordError:
+                continue
+            if value.producer_id == producer_id and value.status in (S.PREPARE_COMMIT,
+                                                                     S.COMPLETE_COMMIT):
+                epochs.add(value.producer_epoch)
+    return frozenset(epochs)
+
+
 def recover_owned(db, owner):
-    """Decide what the dead owner of ``owner`` (an Owner) left open; the Plan carried
-    out. The caller holds the id's lock."""
+    """Decide what the dead owner of ``owner`` (an Owner) left open; the Plans carried
+    out, in order. The caller holds the id's lock."""
     tid = owner.transactional_id
     value = db.transaction_state.state(tid)
     hanging = hanging_partitions(db, owner.producer_id, owner.partitions)
-    plan = recovery_plan(value, owner.producer_id, hanging)
-    if plan.action is not Action.NOTHING:
+    committed = committed_epochs(db, tid, owner.producer_id) if hanging else frozenset()
+    plans = recovery_plans(value, owner.producer_id, hanging, committed)
+    timeout = value.timeout_ms if value is not None else DEFAULT_TIMEOUT_MS
+    start = value.start_ms if value is not None else -1
+    for plan in plans:
         log.info("transaction %s: its owner is gone; %s at producer %d epoch %d on %s", tid,
                  plan.action.value, plan.producer_id, plan.epoch, sorted(plan.partitions))
-        timeout = value.timeout_ms if value is not None else DEFAULT_TIMEOUT_MS
-        start = value.start_ms if value is not None else -1
         carry_out(db, tid, plan, timeout, start)
-    return plan
+    return plans
 
 
 def recover_dead_owners(db, busy=()):
@@ -158,7 +184,7 @@ def recover_dead_owners(db, busy=()):
             if owner is None:
                 continue
             try:
-                if recover_owned(db, owner).action is not Action.NOTHING:
+                if recover_owned(db, owner):
                     recovered.append(tid)
             except KqliteError as exc:
                 log.error("transaction %s: recovering what its dead owner left failed "

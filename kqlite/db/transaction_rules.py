@@ -25,8 +25,15 @@ Whether a handle still owns its id (:func:`fenced`), checked before each record 
                                                     transaction past its timeout
     same producer and epoch                         owned
 
-What recovery does with an id whose owner is dead (:func:`recovery_plan`; the
-coordinator's load and timeout rules, section 8 of the design notes):
+What recovery does with an id whose owner is dead (:func:`recovery_plans`; the
+coordinator's load and timeout rules, section 8 of the design notes), in this order:
+
+1. each *hanging* partition (one where the owner's producer has a transaction open)
+   whose epoch the id's history decided to commit (a PrepareCommit or CompleteCommit
+   of that producer and epoch was logged), and that the latest record does not cover:
+   COMMIT markers at that epoch, nothing logged (the latest record is newer). Its
+   marker was not durable when the power went, but later records were;
+2. by the latest record:
 
     PrepareCommit                   COMMIT markers on its partitions at its epoch, then
                                     CompleteCommit (the decision is durable, so is
@@ -34,15 +41,16 @@ coordinator's load and timeout rules, section 8 of the design notes):
     PrepareAbort                    ABORT markers at its epoch, then CompleteAbort
     Ongoing                         what the coordinator's timeout does: epoch + 1,
                                     PrepareAbort, ABORT markers, CompleteAbort (over its
-                                    partitions and any hanging one)
-    no record, Empty, Complete*,    ABORT at an epoch above every one seen (the record
-      with hanging partitions       that opened them was lost with the power)
-    no record, Empty, Complete*     nothing
-      and nothing hanging
+                                    partitions and the other hanging ones); done
+3. the other hanging partitions (whose transaction no record explains: the record that
+   opened them was lost with the power): ABORT at an epoch above every one seen,
+   logged as PrepareAbort then CompleteAbort. Nothing when there are none.
 
-A *hanging* partition holds an open transaction of the owner's producer id that the
-record does not explain: the Ongoing record naming it was not durable when the power
-went, but the data was.
+A hanging partition the latest record covers is one that names it at the epoch open
+there.
+
+Step 1 comes first: an abort marker would end the open transaction of a partition
+whatever its epoch.
 """
 
 import enum
@@ -51,7 +59,7 @@ from typing import NamedTuple
 from ..format.transaction_records import TransactionStatus
 
 __all__ = ["NEW_PRODUCER_ID", "MAX_EPOCH", "bump", "fenced", "Action", "Plan",
-           "recovery_plan"]
+           "recovery_plans"]
 
 S = TransactionStatus
 MAX_EPOCH = 0x7FFF                # Short.MaxValue
@@ -86,42 +94,51 @@ def fenced(value, producer_id, epoch):
 
 
 class Action(enum.Enum):
-    NOTHING = "nothing"
     COMMIT = "commit"
     ABORT = "abort"
 
 
 class Plan(NamedTuple):
     """What recovery does: the markers' ``action`` at ``epoch`` over ``partitions``; with
-    ``prepare`` a PrepareAbort is logged first (the decision was never logged)."""
+    ``prepare`` a PrepareAbort is logged first (the decision was never logged), with
+    ``complete`` the Complete* after the markers."""
     action: Action
     producer_id: int
     epoch: int
     partitions: frozenset
     prepare: bool
+    complete: bool = True
 
 
-_NOTHING = Plan(Action.NOTHING, -1, -1, frozenset(), False)
-
-
-def recovery_plan(value, producer_id, hanging):
-    """The Plan for an id whose owner is dead: ``value`` its latest record (None: none),
-    ``producer_id`` the owner's, ``hanging`` ``{(topic, partition): producer epoch}`` of
-    the partitions where that producer's transaction is open."""
+def recovery_plans(value, producer_id, hanging, committed_epochs=frozenset()):
+    """The Plans, in order, for an id whose owner is dead: ``value`` its latest record
+    (None: none), ``producer_id`` the owner's, ``hanging`` ``{(topic, partition):
+    producer epoch}`` of the partitions where that producer's transaction is open,
+    ``committed_epochs`` the epochs of that producer the id's history committed."""
     status = None if value is None else value.status
-    if status is S.PREPARE_COMMIT:
-        return Plan(Action.COMMIT, value.producer_id, value.producer_epoch,
-                    value.topic_partitions(), False)
-    if status is S.PREPARE_ABORT:
-        return Plan(Action.ABORT, value.producer_id, value.producer_epoch,
-                    value.topic_partitions() | frozenset(hanging), False)
-    if status is S.ONGOING:
-        epoch = max([value.producer_epoch + 1, *hanging.values()])
-        return Plan(Action.ABORT, value.producer_id, min(epoch, MAX_EPOCH),
-                    value.topic_partitions() | frozenset(hanging), True)
-    if not hanging:
-        return _NOTHING
+    open_record = status in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.ONGOING)
+    covered = value.topic_partitions() if open_record else frozenset()
+    late, rest = {}, {}
+    for tp, epoch in hanging.items():
+        if tp in covered and epoch == value.producer_epoch:
+            continue
+        if epoch in committed_epochs:
+            late.setdefault(epoch, set()).add(tp)
+        else:
+            rest[tp] = epoch
+    plans = [Plan(Action.COMMIT, producer_id, epoch, frozenset(tps), False, False)
+             for epoch, tps in sorted(late.items())]
     recorded = -1 if value is None or value.producer_id != producer_id \
         else value.producer_epoch
-    epoch = max([recorded + 1, *hanging.values()])
-    return Plan(Action.ABORT, producer_id, min(epoch, MAX_EPOCH), frozenset(hanging), True)
+    if status is S.ONGOING:
+        epoch = max([value.producer_epoch + 1, *rest.values()])
+        return plans + [Plan(Action.ABORT, value.producer_id, min(epoch, MAX_EPOCH),
+                             covered | frozenset(rest), True)]
+    if status in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        plans.append(Plan(Action.COMMIT if status is S.PREPARE_COMMIT else Action.ABORT,
+                          value.producer_id, value.producer_epoch, covered, False))
+    if not rest:
+        return plans
+    epoch = max([recorded + 1, *rest.values()])
+    return plans + [Plan(Action.ABORT, producer_id, min(epoch, MAX_EPOCH), frozenset(rest),
+                         True)]
