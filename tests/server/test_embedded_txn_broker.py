@@ -1,0 +1,165 @@
+"""Embedded transactions (db.transaction()) and Kafka clients' transactions through
+`kqlite serve` on one data dir: one producer-id space, one ``__transaction_state``, and
+each sees the other's results.
+
+- while the broker serves the data dir, an embedded process commits a transaction over
+  two partitions with an offset commit, and rolls one back; a confluent-kafka
+  transactional producer commits through the broker meanwhile. Their producer ids
+  differ; a confluent-kafka read_committed consumer through the broker sees exactly the
+  committed records of both, a read_uncommitted one sees the rolled-back ones too, and
+  the group's offsets are the embedded commit's; the broker's DescribeTransactions
+  answers the embedded id's state (CompleteCommit) from the shared state;
+- an embedded process SIGKILLed inside a transaction whose records are written leaves
+  its Ongoing record; a broker started on the data dir (its Database's open decides what
+  dead embedded owners left, before its coordinator loads) aborts it, and read_committed
+  consumers get past it.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from broker_process import BrokerProcess, RawClient, unique
+
+import kqlite
+from kqlite.format.transaction_records import TransactionStatus as S
+from kqlite.protocol import ApiKey, ErrorCode
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+EMBEDDED = """
+import sys, kqlite
+db = kqlite.open(sys.argv[1], retention_check_interval_ms=0)
+with db.transaction("embedded-1") as tx:
+    for i in range(4):
+        tx.send(sys.argv[2], value=b"e%d" % i, partition=i % 2)
+    tx.commit_offsets("embedded-group", {(sys.argv[2], 0): 2, (sys.argv[2], 1): 2})
+try:
+    with db.transaction("embedded-1") as tx:
+        tx.send(sys.argv[2], value=b"rolled-back", partition=0)
+        tx._write(sorted(tx._pending))
+        raise RuntimeError("roll back")
+except RuntimeError:
+    pass
+print(tx.producer_id, flush=True)
+db.close()
+"""
+
+KILLED = """
+import os, signal, sys, kqlite
+db = kqlite.open(sys.argv[1], retention_check_interval_ms=0)
+tx = db.transaction("embedded-2", batch_bytes=1)
+tx.send(sys.argv[2], value=b"never", partition=0)
+print("written", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def embedded(script, data_dir, topic):
+    return subprocess.run([sys.executable, "-c", script, data_dir, topic], capture_output=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+
+
+def create_topic(broker, name, partitions):
+    c = RawClient(broker)
+    answer = c.call(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": name, "num_partitions": partitions, "replication_factor": 1,
+         "assignments": [], "configs": []}], "timeout_ms": 10000, "validate_only": False})
+    c.close()
+    assert answer["topics"][0]["error_code"] == ErrorCode.NONE
+
+
+def describe(broker, tid):
+    """DescribeTransactions of ``tid``, once the coordinator has loaded."""
+    raw = RawClient(broker)
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            answer = raw.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid]})
+            (state,) = answer["transaction_states"]
+            if state["error_code"] != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or \
+                    time.monotonic() > deadline:
+                return state
+            time.sleep(0.1)
+    finally:
+        raw.close()
+
+
+def read(ck, broker, topic, committed, expected):
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("reader"),
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    c.assign([ck.TopicPartition(topic, p, 0) for p in range(2)])
+    got, deadline, idle = [], time.monotonic() + 30, None
+    while time.monotonic() < deadline:
+        batch = [m.value().decode() for m in c.consume(100, 0.2) if m.error() is None]
+        got += batch
+        if len(got) >= expected:
+            idle = idle or time.monotonic()
+            if time.monotonic() - idle > 0.5:
+                break
+    c.close()
+    return sorted(got)
+
+
+def test_embedded_and_client_transactions_share_a_data_dir_through_the_broker(tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    data = tmp_path / "data"
+    broker = BrokerProcess(data)
+    try:
+        create_topic(broker, "shared", 2)
+        done = embedded(EMBEDDED, str(data), "shared")
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        embedded_pid = int(done.stdout.split()[0])
+
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "client-1",
+                         "linger.ms": 5})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("shared", b"k0", partition=1)
+        p.produce("shared", b"k1", partition=0)
+        p.flush(30)
+        p.commit_transaction(30)
+
+        committed = ["e0", "e1", "e2", "e3", "k0", "k1"]
+        assert read(ck, broker, "shared", True, 6) == committed
+        assert read(ck, broker, "shared", False, 7) == sorted(committed + ["rolled-back"])
+
+        c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "embedded-group"})
+        offsets = c.committed([ck.TopicPartition("shared", 0), ck.TopicPartition("shared", 1)],
+                              timeout=30)
+        c.close()
+        assert [tp.offset for tp in offsets] == [2, 2]
+
+        states = {tid: describe(broker, tid) for tid in ("embedded-1", "client-1")}
+        assert states["embedded-1"]["error_code"] == ErrorCode.NONE
+        assert states["embedded-1"]["transaction_state"] == "CompleteAbort"
+        assert states["embedded-1"]["producer_id"] == embedded_pid
+        assert states["client-1"]["transaction_state"] == "CompleteCommit"
+        assert states["client-1"]["producer_id"] != embedded_pid
+    finally:
+        broker.stop()
+
+
+def test_a_broker_started_on_the_data_dir_aborts_what_a_killed_embedded_owner_left(tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    data = tmp_path / "data"
+    db = kqlite.open(data, retention_check_interval_ms=0)
+    db.create_topic("cut", 2)
+    db.close()
+    killed = embedded(KILLED, str(data), "cut")
+    assert killed.returncode == -signal.SIGKILL and killed.stdout.strip() == b"written"
+    broker = BrokerProcess(data)
+    try:
+        state = describe(broker, "embedded-2")
+        assert state["transaction_state"] == S.COMPLETE_ABORT.state_name
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap})
+        p.produce("cut", b"after", partition=0)
+        p.flush(30)
+        assert read(ck, broker, "cut", True, 1) == ["after"]
+    finally:
+        broker.stop()
