@@ -33,16 +33,19 @@ transaction, as after AddPartitionsToTxn.
 *Commit*, and what is durable when:
 
 1. every collected record is appended; nothing is fsynced yet;
-2. one fsync round, in parallel over every partition written (data and offsets:
-   sync_round.py): the transaction's records are durable;
-3. PrepareCommit is logged and fsynced: **the commit point**. A crash before it leaves
-   the transaction undecided, and recovery aborts it; a crash after it leaves it
-   decided, and recovery finishes it (its records are durable since step 2);
+2. PrepareCommit is logged, with a record header naming the last offset the transaction
+   wrote in each partition (``kqlite.txn.ends``);
+3. **one fsync round**, in parallel over every file involved: each partition written
+   (data and offsets) and the id's ``__transaction_state`` partition (sync_round.py).
+   When it ends, the records and the decision are durable: **the commit point**. A
+   crash before it may leave any part of them; recovery commits the transaction only
+   when the PrepareCommit is there *and* every batch its header names is still in its
+   partition (transaction_recovery.proven_commits), and aborts it otherwise;
 4. a COMMIT marker on each partition: read_committed readers see each partition's
    records once its marker is written, in any thread or process;
 5. CompleteCommit is logged; the lock is released.
 
-Steps 4 and 5 are not fsynced: recovery writes them again from the durable
+Steps 4 and 5 are not fsynced: recovery writes them again from the proven
 PrepareCommit. So ``commit()`` returning means: durable and visible. Readers may see one
 partition's part before another's marker lands, as with Kafka's markers, never a part
 that is later taken back.
@@ -78,8 +81,8 @@ from ..storage.producer_state import NO_VERIFICATION
 from .partitioner import StickyPartitioner, partition_for_key
 from .producer import RecordMetadata, _as_bytes
 from .transaction_owners import Owner, OwnerLock, read_owner, take_free_generated, write_owner
-from .transaction_recovery import (DEFAULT_TIMEOUT_MS, recover_owned, state_value,
-                                   write_markers)
+from .transaction_recovery import (DEFAULT_TIMEOUT_MS, ends_header, recover_owned,
+                                   state_value, write_markers)
 from .transaction_rules import NEW_PRODUCER_ID, bump, fenced
 
 __all__ = ["Transaction", "TransactionRegistry"]
@@ -135,6 +138,7 @@ class Transaction:
         self._offsets = {}        # group -> {(topic, partition): OffsetAndMetadata}
         self._sequences = {}      # (topic, partition) -> next base sequence
         self._partitions = frozenset()   # partitions in the transaction (logged Ongoing)
+        self._ends = {}           # (topic, partition) -> last offset written there
         self._start_ms = -1
         self.transactional_id = self._claim(registry, transactional_id, lock_timeout_ms)
         registry.local.current = self
@@ -329,6 +333,7 @@ class Transaction:
             raise ProducerFencedError(f"transaction {self.transactional_id!r} was fenced on "
                                       f"{key[0]}-{key[1]}: {exc}") from exc
         self._sequences[key] = (sequence + len(records)) & 0x7FFFFFFF
+        self._ends[key] = first + len(records) - 1
         return first
 
     def _append_offsets(self, key, records):
@@ -338,12 +343,13 @@ class Transaction:
         try:
             with self.db.leased_log(*key) as log_:
                 guard = log_.begin_verification(self.producer_id, -1, self.producer_epoch)
-                log_.append_batches(data, origin=AppendOrigin.COORDINATOR,
-                                    verification_guard=guard)
+                first = log_.append_batches(data, origin=AppendOrigin.COORDINATOR,
+                                            verification_guard=guard)
         except InvalidProducerEpochError as exc:
             self._fenced = True
             raise ProducerFencedError(f"transaction {self.transactional_id!r} was fenced on "
                                       f"{key[0]}-{key[1]}: {exc}") from exc
+        self._ends[key] = first + len(records) - 1
 
     # -- Ending -------------------------------------------------------------------------------
 
@@ -358,12 +364,19 @@ class Transaction:
             if not self._partitions:
                 self._end()
                 return
-            self.db.sync_pool.sync(self._partitions)
             self._check_still_owner()
+            state = self.db.transaction_state
+            # The commit point: the PrepareCommit and every record it names, durable in
+            # one round. Its header lets recovery check the records are all there.
+            state.write(self.transactional_id, state_value(
+                self.producer_id, self.producer_epoch, S.PREPARE_COMMIT, self._partitions,
+                self.timeout_ms, self._start_ms), headers=ends_header(self._ends))
+            self.db.sync_pool.sync(self._partitions | {
+                (TRANSACTIONS_TOPIC, state.partition_for(self.transactional_id))})
         except BaseException:
             self._abort_quietly()
             raise
-        self._decide(True)
+        self._complete(True)
 
     def abort(self):
         """Abort the transaction: nothing of it becomes visible to read_committed readers."""
@@ -378,19 +391,20 @@ class Transaction:
             return
         try:
             self._check_still_owner()
-        except ProducerFencedError:
+            # Not fsynced: an abort whose record is lost is an Ongoing transaction whose
+            # owner is gone, which recovery aborts.
+            self.db.transaction_state.write(self.transactional_id, state_value(
+                self.producer_id, self.producer_epoch, S.PREPARE_ABORT, self._partitions,
+                self.timeout_ms, self._start_ms))
+        except BaseException:
             self._end()
             raise
-        self._decide(False)
+        self._complete(False)
 
-    def _decide(self, commit):
+    def _complete(self, commit):
+        """The markers and Complete* of the decided transaction."""
         db, tid = self.db, self.transactional_id
         try:
-            prepared = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-            # The commit point: PrepareCommit durable (an abort's decision need not be).
-            db.transaction_state.write(tid, state_value(
-                self.producer_id, self.producer_epoch, prepared, self._partitions,
-                self.timeout_ms, self._start_ms), durable=commit)
             write_markers(db, tid, self.producer_id, self.producer_epoch, self._partitions,
                           commit)
             done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT

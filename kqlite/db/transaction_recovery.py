@@ -30,13 +30,19 @@ embedded-owned id (transaction_owners.py) whose lock it can take, the id's lates
 the partitions where its producer has a transaction open (only the partitions its owner
 record lists are looked at) and, when there are such, the epochs the id's history
 committed give the plans (transaction_rules.recovery_plans), carried out under the lock.
-The history matters after a power loss: markers are not fsynced, and a record logged
-after them (CompleteCommit, the next transaction's) may survive where a marker did not;
-the PrepareCommit that was fsynced before the commit returned is still in the log. Ids a
+The history matters after a power loss, twice. A PrepareCommit is fsynced in the same
+round as the records it commits, so a durable PrepareCommit proves nothing alone: its
+``kqlite.txn.ends`` header names the last offset written to each partition, and the
+commit is *proven* only when every one of those batches is still there (else the round
+never ended, commit() never returned, and the transaction is aborted). And markers are
+not fsynced: a record logged after them (CompleteCommit, the next transaction's) may
+survive where a marker did not; the proven PrepareCommit is still in the log, and the
+hanging partition is committed again. Ids a
 live handle holds, and ids without an owner record, are not touched (the ownership rule,
 transaction_owners.py).
 """
 
+import json
 import logging
 
 from ..errors import (CorruptRecordError, InvalidProducerEpochError, KqliteError,
@@ -52,7 +58,7 @@ from .transaction_owners import OwnerLock, owner_ids, read_owner
 from .transaction_rules import Action, recovery_plans
 
 __all__ = ["coordinator_epoch", "state_value", "write_markers", "carry_out",
-           "hanging_partitions", "committed_epochs", "recover_owned", "recover_dead_owners"]
+           "hanging_partitions", "proven_commits", "ends_header", "recover_owned", "recover_dead_owners"]
 
 log = logging.getLogger("kqlite")
 
@@ -131,12 +137,51 @@ def hanging_partitions(db, producer_id, partitions):
     return found
 
 
-def committed_epochs(db, transactional_id, producer_id):
-    """The epochs of ``producer_id`` whose transaction ``transactional_id``'s history in
-    ``__transaction_state`` committed (a PrepareCommit or CompleteCommit logged). Reads the
-    id's whole partition: only recovery that found a hanging partition asks."""
+ENDS_HEADER = "kqlite.txn.ends"   # ON-DISK: kqlite's: a PrepareCommit's records' last offsets
+
+
+def ends_header(ends):
+    """The PrepareCommit record's header: ``{(topic, partition): last offset}`` of the
+    records the transaction wrote (JSON ``[[topic, partition, last offset], ...]``)."""
+    return ((ENDS_HEADER, json.dumps(sorted([t, p, o] for (t, p), o in ends.items()))
+             .encode("utf-8")),)
+
+
+def _ends_of(rec):
+    for key, raw in rec.headers or ():
+        if key == ENDS_HEADER:
+            try:
+                return {(t, int(p)): int(o) for t, p, o in json.loads(raw.decode("utf-8"))}
+            except (ValueError, TypeError, AttributeError):
+                return None
+    return None
+
+
+def _written(db, tp, last_offset, producer_id, epoch):
+    """Whether the batch holding ``last_offset`` of partition ``tp`` is still there and
+    is the producer's, of that epoch."""
+    try:
+        with db.leased_log(*tp) as log_:
+            if last_offset < log_.start_offset:
+                return True                  # retention took it: it was there
+            if last_offset >= log_.end_offset:
+                return False
+            for header in log_.batch_headers(last_offset):
+                return header.producer_id == producer_id and \
+                    header.producer_epoch == epoch and header.base_offset <= last_offset
+            return False
+    except UnknownTopicError:
+        return True                          # the topic is gone, and its records with it
+
+
+def proven_commits(db, transactional_id, producer_id):
+    """The epochs of ``producer_id`` whose commit ``transactional_id``'s history proves: a
+    CompleteCommit logged, or a PrepareCommit whose records (its ends header) are all
+    still in their partitions (one without the header was logged by a coordinator that
+    wrote it only once its records were safe). Reads the id's whole partition: only
+    recovery asks, when it found a PrepareCommit or a hanging partition."""
     index = db.transaction_state.partition_for(transactional_id)
-    epochs = set()
+    proven, prepared = set(), {}
     with db.leased_log(TRANSACTIONS_TOPIC, index) as log_:
         for rec in log_.read(log_.start_offset):
             try:
@@ -145,10 +190,19 @@ def committed_epochs(db, transactional_id, producer_id):
                 value = decode_transaction_value(rec.value)
             except CorruptRecordError:
                 continue
-            if value.producer_id == producer_id and value.status in (S.PREPARE_COMMIT,
-                                                                     S.COMPLETE_COMMIT):
-                epochs.add(value.producer_epoch)
-    return frozenset(epochs)
+            if value.producer_id != producer_id:
+                continue
+            if value.status is S.COMPLETE_COMMIT:
+                proven.add(value.producer_epoch)
+            elif value.status is S.PREPARE_COMMIT:
+                prepared[value.producer_epoch] = _ends_of(rec)
+    for epoch, ends in prepared.items():
+        if epoch in proven:
+            continue
+        if ends is None or all(_written(db, tp, last, producer_id, epoch)
+                               for tp, last in ends.items()):
+            proven.add(epoch)
+    return frozenset(proven)
 
 
 def recover_owned(db, owner):
@@ -157,7 +211,8 @@ def recover_owned(db, owner):
     tid = owner.transactional_id
     value = db.transaction_state.state(tid)
     hanging = hanging_partitions(db, owner.producer_id, owner.partitions)
-    committed = committed_epochs(db, tid, owner.producer_id) if hanging else frozenset()
+    wanted = hanging or (value is not None and value.status is S.PREPARE_COMMIT)
+    committed = proven_commits(db, tid, owner.producer_id) if wanted else frozenset()
     plans = recovery_plans(value, owner.producer_id, hanging, committed)
     timeout = value.timeout_ms if value is not None else DEFAULT_TIMEOUT_MS
     start = value.start_ms if value is not None else -1

@@ -29,15 +29,18 @@ What recovery does with an id whose owner is dead (:func:`recovery_plans`; the
 coordinator's load and timeout rules, section 8 of the design notes), in this order:
 
 1. each *hanging* partition (one where the owner's producer has a transaction open)
-   whose epoch the id's history decided to commit (a PrepareCommit or CompleteCommit
-   of that producer and epoch was logged), and that the latest record does not cover:
-   COMMIT markers at that epoch, nothing logged (the latest record is newer). Its
-   marker was not durable when the power went, but later records were;
+   whose epoch the id's history shows committed (*proven*: a CompleteCommit of that
+   producer and epoch, or a PrepareCommit whose records are all in their partitions),
+   and that the latest record does not cover: COMMIT markers at that epoch, nothing
+   logged (the latest record is newer). Its marker was not durable when the power
+   went, but later records were;
 2. by the latest record:
 
-    PrepareCommit                   COMMIT markers on its partitions at its epoch, then
-                                    CompleteCommit (the decision is durable, so is
-                                    the data: it was made durable first)
+    PrepareCommit, proven           COMMIT markers on its partitions at its epoch, then
+                                    CompleteCommit
+    PrepareCommit, not proven       as Ongoing: its commit's fsync round did not end
+                                    (the PrepareCommit is fsynced in the same round as
+                                    the records it commits), so commit() never returned
     PrepareAbort                    ABORT markers at its epoch, then CompleteAbort
     Ongoing                         what the coordinator's timeout does: epoch + 1,
                                     PrepareAbort, ABORT markers, CompleteAbort (over its
@@ -114,7 +117,7 @@ def recovery_plans(value, producer_id, hanging, committed_epochs=frozenset()):
     """The Plans, in order, for an id whose owner is dead: ``value`` its latest record
     (None: none), ``producer_id`` the owner's, ``hanging`` ``{(topic, partition):
     producer epoch}`` of the partitions where that producer's transaction is open,
-    ``committed_epochs`` the epochs of that producer the id's history committed."""
+    ``committed_epochs`` the epochs of that producer whose commit is proven."""
     status = None if value is None else value.status
     open_record = status in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.ONGOING)
     covered = value.topic_partitions() if open_record else frozenset()
@@ -130,7 +133,8 @@ def recovery_plans(value, producer_id, hanging, committed_epochs=frozenset()):
              for epoch, tps in sorted(late.items())]
     recorded = -1 if value is None or value.producer_id != producer_id \
         else value.producer_epoch
-    if status is S.ONGOING:
+    if status is S.ONGOING or (status is S.PREPARE_COMMIT and
+                               value.producer_epoch not in committed_epochs):
         epoch = max([value.producer_epoch + 1, *rest.values()])
         return plans + [Plan(Action.ABORT, value.producer_id, min(epoch, MAX_EPOCH),
                              covered | frozenset(rest), True)]

@@ -45,12 +45,13 @@ class StoredTransaction(NamedTuple):
     value: Optional[TransactionLogValue]
 
 
-def transaction_record(transactional_id, value, timestamp=None):
+def transaction_record(transactional_id, value, timestamp=None, headers=()):
     """The ``__transaction_state`` record of ``value`` (a TransactionLogValue; None: the
-    id's tombstone)."""
+    id's tombstone), with record ``headers`` (Kafka's coordinator reads only the key and
+    the value)."""
     return Record(key=encode_transaction_key(transactional_id),
                   value=None if value is None else encode_transaction_value(value),
-                  timestamp=now_ms() if timestamp is None else timestamp)
+                  timestamp=now_ms() if timestamp is None else timestamp, headers=headers)
 
 
 def read_transaction_records(records, into=None, *, where=TRANSACTIONS_TOPIC):
@@ -131,16 +132,16 @@ class TransactionStateStore:
             transactional_id)
         return None if stored is None else stored.value
 
-    def write(self, transactional_id, value, timestamp=None, *, durable=False):
-        """Append the id's record (``value`` None: its tombstone) and return its offset. The
-        caller is the id's coordinator for this write (a broker, or the embedded
-        transaction that owns the id): nothing here arbitrates between two writers of one
-        id. With ``durable`` it returns once the record is fsynced."""
-        return self.write_all(transactional_id, [value], timestamp, durable=durable)
+    def write(self, transactional_id, value, timestamp=None, *, headers=()):
+        """Append the id's record (``value`` None: its tombstone; ``headers``: the record's)
+        and return its offset. The caller is the id's coordinator for this write (a
+        broker, or the embedded transaction that owns the id): nothing here arbitrates
+        between two writers of one id."""
+        return self.write_all(transactional_id, [value], timestamp, headers=headers)
 
-    def write_all(self, transactional_id, values, timestamp=None, *, durable=False):
-        """Append the id's records of ``values`` (in order, one append) as :meth:`write`
-        does; the offset of the first."""
+    def write_all(self, transactional_id, values, timestamp=None, *, headers=()):
+        """Append the id's records of ``values`` (in order, one append, each with
+        ``headers``) as :meth:`write` does; the offset of the first."""
         self.db.check_writable_topic(TRANSACTIONS_TOPIC, "write the transaction state of "
                                      f"{transactional_id!r} into")
         if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
@@ -148,8 +149,5 @@ class TransactionStateStore:
                                  TRANSACTIONS_CONFIG, exist_ok=True)
         with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
                 as log_:
-            first = log_.append([transaction_record(transactional_id, value, timestamp)
-                                 for value in values])
-            if durable:
-                log_.flush()
-            return first
+            return log_.append([transaction_record(transactional_id, value, timestamp, headers)
+                                for value in values])

@@ -48,10 +48,16 @@ def test_same_producer_and_epoch_is_owned():
 
 # -- recovery_plans -----------------------------------------------------------------------
 
-def test_prepare_commit_is_finished_at_its_epoch():
-    (plan,) = recovery_plans(value(S.PREPARE_COMMIT), PID, {("a", 0): 3})
+def test_a_proven_prepare_commit_is_finished_at_its_epoch():
+    (plan,) = recovery_plans(value(S.PREPARE_COMMIT), PID, {("a", 0): 3}, frozenset({3}))
     assert plan.action is Action.COMMIT and plan.epoch == 3 and not plan.prepare
     assert plan.partitions == {("a", 0), ("a", 1)} and plan.complete
+
+
+def test_a_prepare_commit_whose_records_are_not_all_there_is_aborted_as_ongoing():
+    (plan,) = recovery_plans(value(S.PREPARE_COMMIT), PID, {("a", 0): 3}, frozenset({1}))
+    assert (plan.action, plan.epoch, plan.prepare) == (Action.ABORT, 4, True)
+    assert plan.partitions == {("a", 0), ("a", 1)}
 
 
 def test_prepare_abort_is_finished_at_its_epoch():
@@ -88,7 +94,8 @@ def test_hanging_partitions_no_record_explains_are_aborted_above_every_epoch():
 
 
 def test_after_a_prepare_commit_a_newer_hanging_epoch_is_aborted_above_it():
-    commit, abort = recovery_plans(value(S.PREPARE_COMMIT, epoch=0), PID, {("a", 0): 2})
+    commit, abort = recovery_plans(value(S.PREPARE_COMMIT, epoch=0), PID, {("a", 0): 2},
+                                   frozenset({0}))
     assert (commit.action, commit.epoch) == (Action.COMMIT, 0)
     assert (abort.action, abort.epoch, abort.partitions) == (Action.ABORT, 2, {("a", 0)})
 
