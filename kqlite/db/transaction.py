@@ -67,7 +67,6 @@ not by both: nothing arbitrates between two coordinators of one id.
 """
 
 import threading
-from concurrent.futures import Future
 
 from ..errors import (ConfigError, InvalidProducerEpochError, InvalidRecordError,
                       InvalidTxnStateError, ProducerFencedError)
@@ -85,19 +84,60 @@ from .transaction_recovery import (DEFAULT_TIMEOUT_MS, ends_header, recover_owne
                                    state_value, write_markers)
 from .transaction_rules import NEW_PRODUCER_ID, bump, fenced
 
-__all__ = ["Transaction", "TransactionRegistry"]
+__all__ = ["Transaction", "TransactionRegistry", "SentRecord"]
 
 S = TransactionStatus
 MAX_TIMEOUT_MS = 900000            # Kafka's transaction.max.timeout.ms default
 
 
+class _Batch:
+    """The records collected for one partition, and what became of them: the first offset
+    once appended, or the exception that kept them out."""
+    __slots__ = ("topic", "partition", "records", "size", "first_offset", "error")
+
+    def __init__(self, topic, partition):
+        self.topic, self.partition = topic, partition
+        self.records, self.size = [], 0
+        self.first_offset = self.error = None
+
+
+class SentRecord:
+    """What ``Transaction.send`` answers: the record's RecordMetadata once its batch is
+    appended (at commit, or once its partition's records reach ``batch_bytes``). Cheaper
+    than a concurrent.futures.Future per record, with the calls that matter here."""
+    __slots__ = ("_batch", "_index")
+
+    def __init__(self, batch, index):
+        self._batch, self._index = batch, index
+
+    def done(self):
+        return self._batch.first_offset is not None or self._batch.error is not None
+
+    def result(self, timeout=None):
+        """The RecordMetadata; the append's exception if it failed; InvalidTxnStateError
+        before the record is appended."""
+        b = self._batch
+        if b.error is not None:
+            raise b.error
+        if b.first_offset is None:
+            raise InvalidTxnStateError("the record is not appended yet: it is, at the latest, "
+                                       "when the transaction commits")
+        return RecordMetadata(b.topic, b.partition, b.first_offset + self._index,
+                              b.records[self._index].timestamp)
+
+    def exception(self, timeout=None):
+        return self._batch.error
+
+
 class TransactionRegistry:
     """A Database's open transactions: by id (a second handle of an id fences the first)
-    and by thread (no nesting)."""
+    and by thread (no nesting); and, for each id whose last transaction a handle of this
+    process ended cleanly, its owner and the record it left (``finished``)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.by_id = {}
+        self.finished = {}
         self.local = threading.local()
 
     def ids(self):
@@ -134,11 +174,14 @@ class Transaction:
         self._ended = False
         self._lock = None
         self._sticky = StickyPartitioner()
-        self._pending = {}        # (topic, partition) -> [records, futures, bytes]
+        self._pending = {}        # (topic, partition) -> _Batch collecting its records
+        self._topics = {}         # topic -> its partition count, as first looked up
         self._offsets = {}        # group -> {(topic, partition): OffsetAndMetadata}
         self._sequences = {}      # (topic, partition) -> next base sequence
         self._partitions = frozenset()   # partitions in the transaction (logged Ongoing)
         self._ends = {}           # (topic, partition) -> last offset written there
+        self._owner = None
+        self._last_value = None   # the id's latest record once this handle ended cleanly
         self._start_ms = -1
         self.transactional_id = self._claim(registry, transactional_id, lock_timeout_ms)
         registry.local.current = self
@@ -179,12 +222,21 @@ class Transaction:
 
     def _open(self):
         db, tid = self.db, self.transactional_id
-        owner = read_owner(db.fs, db.path, tid)
-        if owner is None:
-            owner = Owner(tid, db.producer_ids.allocate())
-            write_owner(db.fs, db.path, owner)
-        recover_owned(db, owner)             # a dead (or fenced) previous owner's leftovers
-        self._opened_from = db.transaction_state.state(tid)
+        with db.transactions.lock:
+            finished = db.transactions.finished.pop(tid, None)
+        value = db.transaction_state.state(tid)
+        if finished is not None and finished[1] == value:
+            # This process ended the id's last transaction and nobody wrote since: no
+            # other owner came (each logs before it writes), nothing to decide.
+            owner = finished[0]
+        else:
+            owner = read_owner(db.fs, db.path, tid)
+            if owner is None:
+                owner = Owner(tid, db.producer_ids.allocate())
+                write_owner(db.fs, db.path, owner)
+            if recover_owned(db, owner):     # a dead (or fenced) previous owner's leftovers
+                value = db.transaction_state.state(tid)
+        self._opened_from = value
         producer = bump(self._opened_from, owner.producer_id)
         if producer is NEW_PRODUCER_ID:
             owner = Owner(tid, db.producer_ids.allocate(), owner.partitions)
@@ -221,7 +273,10 @@ class Transaction:
     # -- Writes -------------------------------------------------------------------------------
 
     def _choose_partition(self, topic, key, partition):
-        count = self.db.partitions_for(topic)
+        count = self._topics.get(topic)
+        if count is None:
+            self.db.check_writable_topic(topic, "produce to")
+            count = self._topics[topic] = self.db.partitions_for(topic)
         if partition is not None:
             if not isinstance(partition, int) or not 0 <= partition < count:
                 raise InvalidRecordError(f"topic {topic!r} has no partition {partition!r}")
@@ -231,24 +286,24 @@ class Transaction:
         return self._sticky.partition(topic, count)
 
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):
-        """Add one record to the transaction; returns a Future of its RecordMetadata,
-        done once the record is appended (when its partition's collected records reach
-        ``batch_bytes``, or at commit)."""
+        """Add one record to the transaction; returns a SentRecord, whose ``result()`` is
+        its RecordMetadata once the record is appended (when its partition's collected
+        records reach ``batch_bytes``, or at commit)."""
         self._check_usable()
-        self.db.check_writable_topic(topic, "produce to")
         key = _as_bytes(key, "key")
         value = _as_bytes(value, "value")
         p = self._choose_partition(topic, key, partition)
         record = Record(value=value, key=key, headers=headers or (),
                         timestamp=now_ms() if timestamp is None else timestamp)
-        future = Future()
-        slot = self._pending.setdefault((topic, p), [[], [], 0])
-        slot[0].append(record)
-        slot[1].append(future)
-        slot[2] += 64 + len(value or b"") + len(key or b"")
-        if slot[2] >= self.batch_bytes:
+        batch = self._pending.get((topic, p))
+        if batch is None:
+            batch = self._pending[(topic, p)] = _Batch(topic, p)
+        sent = SentRecord(batch, len(batch.records))
+        batch.records.append(record)
+        batch.size += 64 + len(value or b"") + len(key or b"")
+        if batch.size >= self.batch_bytes:
             self._write([(topic, p)])
-        return future
+        return sent
 
     def commit_offsets(self, group, offsets, metadata=""):
         """Commit ``offsets`` (``{TopicPartition or (topic, partition): offset or
@@ -307,15 +362,12 @@ class Transaction:
         offsets = offsets or {}
         self._add_partitions(list(keys) + list(offsets))
         for key in keys:
-            records, futures, _size = self._pending.pop(key)
+            batch = self._pending.pop(key)
             try:
-                first = self._append_data(key, records)
+                batch.first_offset = self._append_data(key, batch.records)
             except BaseException as exc:
-                for f in futures:
-                    f.set_exception(exc)
+                batch.error = exc
                 raise
-            for i, (rec, f) in enumerate(zip(records, futures)):
-                f.set_result(RecordMetadata(key[0], key[1], first + i, rec.timestamp))
         for key, records in offsets.items():
             self._append_offsets(key, records)
 
@@ -362,6 +414,7 @@ class Transaction:
             self._write(sorted(self._pending), self._offset_batches())
             self._offsets.clear()
             if not self._partitions:
+                self._last_value = self._opened_from
                 self._end()
                 return
             self._check_still_owner()
@@ -387,6 +440,7 @@ class Transaction:
         self._check_usable()
         self._drop_pending(InvalidTxnStateError("the transaction was aborted"))
         if not self._partitions:
+            self._last_value = self._opened_from
             self._end()
             return
         try:
@@ -407,18 +461,17 @@ class Transaction:
         try:
             write_markers(db, tid, self.producer_id, self.producer_epoch, self._partitions,
                           commit)
-            done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
-            db.transaction_state.write(tid, state_value(
-                self.producer_id, self.producer_epoch, done, (), self.timeout_ms,
-                self._start_ms))
+            done = state_value(self.producer_id, self.producer_epoch,
+                               S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, (),
+                               self.timeout_ms, self._start_ms)
+            db.transaction_state.write(tid, done)
+            self._last_value = done
         finally:
             self._end()
 
     def _drop_pending(self, exc):
-        for _records, futures, _size in self._pending.values():
-            for f in futures:
-                if not f.done():
-                    f.set_exception(exc)
+        for batch in self._pending.values():
+            batch.error = exc
         self._pending.clear()
         self._offsets.clear()
 
@@ -448,6 +501,9 @@ class Transaction:
             registry.local.current = None
         lock, self._lock = self._lock, None
         if lock is not None:
+            if self._last_value is not None and not self._fenced:
+                with registry.lock:
+                    registry.finished[self.transactional_id] = (self._owner, self._last_value)
             lock.release()
 
     @property
