@@ -93,12 +93,14 @@ MAX_TIMEOUT_MS = 900000            # Kafka's transaction.max.timeout.ms default
 class _Batch:
     """The records collected for one partition, and what became of them: the first offset
     once appended, or the exception that kept them out."""
-    __slots__ = ("topic", "partition", "records", "size", "first_offset", "error")
+    __slots__ = ("topic", "partition", "records", "size", "first_offset", "error",
+                 "timestamp")
 
     def __init__(self, topic, partition):
         self.topic, self.partition = topic, partition
-        self.records, self.size = [], 0
+        self.records, self.size = [], 0     # each a bare value, or a Record
         self.first_offset = self.error = None
+        self.timestamp = -1                 # the bare values' timestamp, once built
 
 
 class SentRecord:
@@ -122,8 +124,9 @@ class SentRecord:
         if b.first_offset is None:
             raise InvalidTxnStateError("the record is not appended yet: it is, at the latest, "
                                        "when the transaction commits")
+        record = b.records[self._index]
         return RecordMetadata(b.topic, b.partition, b.first_offset + self._index,
-                              b.records[self._index].timestamp)
+                              record.timestamp if isinstance(record, Record) else b.timestamp)
 
     def exception(self, timeout=None):
         return self._batch.error
@@ -181,6 +184,7 @@ class Transaction:
         self._partitions = frozenset()   # partitions in the transaction (logged Ongoing)
         self._ends = {}           # (topic, partition) -> last offset written there
         self._owner = None
+        self._state_end = None    # the end of the id's partition after this handle's last record
         self._last_value = None   # the id's latest record once this handle ended cleanly
         self._start_ms = -1
         self.transactional_id = self._claim(registry, transactional_id, lock_timeout_ms)
@@ -259,7 +263,11 @@ class Transaction:
     def _check_still_owner(self):
         """Raise ProducerFencedError when the id's latest record is no longer this
         handle's (a broker aborted it past its timeout, or another handle took over)."""
-        value = self.db.transaction_state.state(self.transactional_id)
+        store = self.db.transaction_state
+        if self._state_end is not None and \
+                store.end_offset(self.transactional_id) == self._state_end:
+            return                  # nothing was logged in the id's partition since ours
+        value = store.state(self.transactional_id)
         if self._partitions:
             gone = fenced(value, self.producer_id, self.producer_epoch)
         else:
@@ -293,8 +301,12 @@ class Transaction:
         key = _as_bytes(key, "key")
         value = _as_bytes(value, "value")
         p = self._choose_partition(topic, key, partition)
-        record = Record(value=value, key=key, headers=headers or (),
-                        timestamp=now_ms() if timestamp is None else timestamp)
+        if key is None and not headers and timestamp is None:
+            # A bare value, stamped when its batch is built: the encoder's fast path.
+            record = value if value is not None else Record(value=None, timestamp=now_ms())
+        else:
+            record = Record(value=value, key=key, headers=headers or (),
+                            timestamp=now_ms() if timestamp is None else timestamp)
         batch = self._pending.get((topic, p))
         if batch is None:
             batch = self._pending[(topic, p)] = _Batch(topic, p)
@@ -353,7 +365,8 @@ class Transaction:
                                       self.timeout_ms, -1))
         values.append(state_value(self.producer_id, self.producer_epoch, S.ONGOING, wanted,
                                   self.timeout_ms, self._start_ms))
-        db.transaction_state.write_all(self.transactional_id, values)
+        self._state_end = db.transaction_state.write_all(self.transactional_id,
+                                                         values) + len(values)
         self._partitions = wanted
 
     def _write(self, keys, offsets=None):
@@ -364,16 +377,17 @@ class Transaction:
         for key in keys:
             batch = self._pending.pop(key)
             try:
-                batch.first_offset = self._append_data(key, batch.records)
+                batch.timestamp = now_ms()
+                batch.first_offset = self._append_data(key, batch.records, batch.timestamp)
             except BaseException as exc:
                 batch.error = exc
                 raise
         for key, records in offsets.items():
             self._append_offsets(key, records)
 
-    def _append_data(self, key, records):
+    def _append_data(self, key, records, timestamp):
         sequence = self._sequences.get(key, 0)
-        data = build_batch(records, producer_id=self.producer_id,
+        data = build_batch(records, timestamp=timestamp, producer_id=self.producer_id,
                            producer_epoch=self.producer_epoch, base_sequence=sequence,
                            transactional=True)
         try:
@@ -421,9 +435,9 @@ class Transaction:
             state = self.db.transaction_state
             # The commit point: the PrepareCommit and every record it names, durable in
             # one round. Its header lets recovery check the records are all there.
-            state.write(self.transactional_id, state_value(
+            self._state_end = state.write(self.transactional_id, state_value(
                 self.producer_id, self.producer_epoch, S.PREPARE_COMMIT, self._partitions,
-                self.timeout_ms, self._start_ms), headers=ends_header(self._ends))
+                self.timeout_ms, self._start_ms), headers=ends_header(self._ends)) + 1
             self.db.sync_pool.sync(self._partitions | {
                 (TRANSACTIONS_TOPIC, state.partition_for(self.transactional_id))})
         except BaseException:

@@ -132,6 +132,15 @@ class TransactionStateStore:
             transactional_id)
         return None if stored is None else stored.value
 
+    def end_offset(self, transactional_id):
+        """The log end offset of the id's partition (0 before the topic exists): a writer
+        that knows where its last record ended learns from it that nobody wrote since."""
+        if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
+            return 0
+        with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
+                as log_:
+            return log_.end_offset
+
     def write(self, transactional_id, value, timestamp=None, *, headers=()):
         """Append the id's record (``value`` None: its tombstone; ``headers``: the record's)
         and return its offset. The caller is the id's coordinator for this write (a
