@@ -12,7 +12,10 @@ each sees the other's results.
 - an embedded process SIGKILLed inside a transaction whose records are written leaves
   its Ongoing record; a broker started on the data dir (its Database's open decides what
   dead embedded owners left, before its coordinator loads) aborts it, and read_committed
-  consumers get past it.
+  consumers get past it;
+- while a broker serves the data dir, an embedded process is SIGKILLed inside a
+  transaction: the broker's next timed-out-transactions tick (200 ms here) has the data
+  dir decide what the dead owner left, long before the transaction's own timeout (60 s).
 """
 
 import os
@@ -52,15 +55,16 @@ db.close()
 KILLED = """
 import os, signal, sys, kqlite
 db = kqlite.open(sys.argv[1], retention_check_interval_ms=0)
-tx = db.transaction("embedded-2", batch_bytes=1)
+tx = db.transaction(sys.argv[3], batch_bytes=1)
 tx.send(sys.argv[2], value=b"never", partition=0)
 print("written", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def embedded(script, data_dir, topic):
-    return subprocess.run([sys.executable, "-c", script, data_dir, topic], capture_output=True,
+def embedded(script, data_dir, topic, *args):
+    return subprocess.run([sys.executable, "-c", script, data_dir, topic, *args],
+                          capture_output=True,
                           env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
 
 
@@ -151,7 +155,7 @@ def test_a_broker_started_on_the_data_dir_aborts_what_a_killed_embedded_owner_le
     db = kqlite.open(data, retention_check_interval_ms=0)
     db.create_topic("cut", 2)
     db.close()
-    killed = embedded(KILLED, str(data), "cut")
+    killed = embedded(KILLED, str(data), "cut", "embedded-2")
     assert killed.returncode == -signal.SIGKILL and killed.stdout.strip() == b"written"
     broker = BrokerProcess(data)
     try:
@@ -161,5 +165,26 @@ def test_a_broker_started_on_the_data_dir_aborts_what_a_killed_embedded_owner_le
         p.produce("cut", b"after", partition=0)
         p.flush(30)
         assert read(ck, broker, "cut", True, 1) == ["after"]
+    finally:
+        broker.stop()
+
+
+def test_a_running_broker_decides_what_an_embedded_owner_killed_meanwhile_left(tmp_path):
+    ck = pytest.importorskip("confluent_kafka")
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, extra=(
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200"))
+    try:
+        create_topic(broker, "live", 2)
+        killed = embedded(KILLED, str(data), "live", "embedded-3")
+        assert killed.returncode == -signal.SIGKILL and killed.stdout.strip() == b"written"
+        deadline = time.monotonic() + 30
+        while describe(broker, "embedded-3")["transaction_state"] != "CompleteAbort":
+            assert time.monotonic() < deadline, describe(broker, "embedded-3")
+            time.sleep(0.2)
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap})
+        p.produce("live", b"after", partition=0)
+        p.flush(30)
+        assert read(ck, broker, "live", True, 1) == ["after"]
     finally:
         broker.stop()

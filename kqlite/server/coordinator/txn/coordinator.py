@@ -26,7 +26,8 @@ timestamps are logged). This shell
   (so DescribeTransactions lists only those still waiting), and logs the Complete* when
   none is left, retrying that write while the log is unavailable;
 - every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, fences and aborts
-  the transactions open past their timeout (:meth:`abort_timed_out`), and every
+  the transactions open past their timeout (:meth:`abort_timed_out`; on the single
+  broker it first has the data dir decide what dead embedded owners left), and every
   ``transaction.remove.expired.transaction.cleanup.interval.ms`` expires the ids idle for
   ``transactional.id.expiration.ms`` (:meth:`remove_expired`: their tombstones, one batch
   per partition).
@@ -52,6 +53,7 @@ import dataclasses
 import logging
 import time
 
+from ....db.transaction_recovery import recover_dead_owners
 from ....db.transaction_state import read_transaction_records, transaction_record
 from ....errors import KqliteError
 from ....format.transaction_records import TransactionStatus
@@ -502,8 +504,11 @@ class TransactionCoordinator(CoordinatorState):
 
     async def abort_timed_out(self):
         """Fence and abort every transaction open past its timeout (Kafka's
-        abortTimedOutTransactions); the ids aborted."""
+        abortTimedOutTransactions); the ids aborted. On a shared data dir, first decide
+        what dead embedded owners left (kqlite/db/transaction_recovery.py: only ids with
+        an owner record whose lock is free), as any open of the data dir does."""
         if self._store is not None:
+            await self.runtime.state_log.run(recover_dead_owners, self._store.db)
             await self._catch_up(list(self._epochs))
         aborted = []
         for tid in [t for t, m in self._ids.items() if timed_out(m, self.now())]:
