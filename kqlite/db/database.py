@@ -346,6 +346,8 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        for tx in self.transactions.open_ones():
+            tx.abandon()
         self.sync_pool.close()
         self.logs.close()
         self.topics.close()

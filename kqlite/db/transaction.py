@@ -69,7 +69,7 @@ not by both: nothing arbitrates between two coordinators of one id.
 import threading
 
 from ..errors import (ConfigError, InvalidProducerEpochError, InvalidRecordError,
-                      InvalidTxnStateError, ProducerFencedError)
+                      InvalidTxnStateError, LogClosedError, ProducerFencedError)
 from ..format.batch import build_batch, now_ms
 from ..format.internal_topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 from ..format.offset_records import OffsetAndMetadata, encode_offset_key, encode_offset_value
@@ -88,6 +88,8 @@ __all__ = ["Transaction", "TransactionRegistry", "SentRecord"]
 
 S = TransactionStatus
 MAX_TIMEOUT_MS = 900000            # Kafka's transaction.max.timeout.ms default
+_BATCH_HEADER = 61                 # WIRE: a v2 batch's header
+_RECORD_OVERHEAD = 32              # at least a record's framing (varints, attributes)
 
 
 class _Batch:
@@ -147,6 +149,10 @@ class TransactionRegistry:
         with self.lock:
             return set(self.by_id)
 
+    def open_ones(self):
+        with self.lock:
+            return list(self.by_id.values())
+
 
 class Transaction:
     """One embedded transaction; use ``db.transaction()``. See the module docstring.
@@ -154,7 +160,8 @@ class Transaction:
     ``transactional_id`` (default: a generated one), ``timeout_ms`` (what a broker on the
     data dir allows it before aborting it; 60000, Kafka's producer default),
     ``lock_timeout_ms`` (how long to wait for another process's transaction of the same
-    id), ``batch_bytes`` (records collected per partition before they are written)."""
+    id), ``batch_bytes`` (records collected per partition before they are written, at most
+    the topic's ``max.message.bytes``). One thread uses a transaction."""
 
     def __init__(self, db, transactional_id=None, *, timeout_ms=DEFAULT_TIMEOUT_MS,
                  lock_timeout_ms=30000, batch_bytes=1 << 20):
@@ -178,7 +185,7 @@ class Transaction:
         self._lock = None
         self._sticky = StickyPartitioner()
         self._pending = {}        # (topic, partition) -> _Batch collecting its records
-        self._topics = {}         # topic -> its partition count, as first looked up
+        self._topics = {}         # topic -> (partition count, batch byte limit), looked up once
         self._offsets = {}        # group -> {(topic, partition): OffsetAndMetadata}
         self._sequences = {}      # (topic, partition) -> next base sequence
         self._partitions = frozenset()   # partitions in the transaction (logged Ongoing)
@@ -252,13 +259,13 @@ class Transaction:
     # -- Checks -------------------------------------------------------------------------------
 
     def _check_usable(self):
+        self.db._check_open()
         if self._fenced:
             self._end()
             raise ProducerFencedError(f"transaction {self.transactional_id!r} was fenced by a "
                                       f"newer handle of its transactional id")
         if self._ended:
             raise InvalidTxnStateError(f"transaction {self.transactional_id!r} has ended")
-        self.db._check_open()
 
     def _check_still_owner(self):
         """Raise ProducerFencedError when the id's latest record is no longer this
@@ -281,10 +288,14 @@ class Transaction:
     # -- Writes -------------------------------------------------------------------------------
 
     def _choose_partition(self, topic, key, partition):
-        count = self._topics.get(topic)
-        if count is None:
+        known = self._topics.get(topic)
+        if known is None:
             self.db.check_writable_topic(topic, "produce to")
-            count = self._topics[topic] = self.db.partitions_for(topic)
+            # A batch stays within the topic's max.message.bytes (its header aside).
+            limit = min(self.batch_bytes,
+                        self.db.topic_config(topic)["max.message.bytes"] - _BATCH_HEADER)
+            known = self._topics[topic] = (self.db.partitions_for(topic), limit)
+        count = known[0]
         if partition is not None:
             if not isinstance(partition, int) or not 0 <= partition < count:
                 raise InvalidRecordError(f"topic {topic!r} has no partition {partition!r}")
@@ -307,13 +318,18 @@ class Transaction:
         else:
             record = Record(value=value, key=key, headers=headers or (),
                             timestamp=now_ms() if timestamp is None else timestamp)
+        size = _RECORD_OVERHEAD + len(value or b"") + len(key or b"") + \
+            sum(len(k) + len(v or b"") + 10 for k, v in headers or ())
         batch = self._pending.get((topic, p))
+        if batch is not None and batch.size + size > self._topics[topic][1]:
+            self._write([(topic, p)])            # full: this record starts the next batch
+            batch = None
         if batch is None:
             batch = self._pending[(topic, p)] = _Batch(topic, p)
         sent = SentRecord(batch, len(batch.records))
         batch.records.append(record)
-        batch.size += 64 + len(value or b"") + len(key or b"")
-        if batch.size >= self.batch_bytes:
+        batch.size += size
+        if batch.size >= self._topics[topic][1]:
             self._write([(topic, p)])
         return sent
 
@@ -519,6 +535,12 @@ class Transaction:
                 with registry.lock:
                     registry.finished[self.transactional_id] = (self._owner, self._last_value)
             lock.release()
+
+    def abandon(self):
+        """The database closes under the open transaction: it ends, writing nothing, and
+        its lock goes, so the next open of the data dir decides it (an owner gone)."""
+        self._drop_pending(LogClosedError("the database was closed"))
+        self._end()
 
     @property
     def ended(self):

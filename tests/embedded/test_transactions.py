@@ -162,6 +162,34 @@ def test_generated_ids_differ_between_concurrent_transactions(db):
     first.abort()
 
 
+def test_a_large_transaction_is_written_in_batches_within_max_message_bytes(db):
+    db.create_topic("small", 1, {"max.message.bytes": 2000})
+    with db.transaction() as tx:
+        sent = [tx.send("small", value=b"%04d" % i + b"x" * 200) for i in range(40)]
+    log = db.log("small", 0)
+    assert [r.value[:4] for r in log.read(isolation=Isolation.COMMITTED)] == \
+        [b"%04d" % i for i in range(40)]
+    assert [s.result().offset for s in sent] == [r.offset for r in log.read()]
+    sizes = [h.size for h in log.batch_headers() if not h.is_control]
+    assert len(sizes) > 4 and max(sizes) <= 2000
+
+
+def test_closing_the_database_abandons_an_open_transaction_to_recovery(tmp_path, db):
+    tx = db.transaction("left-open", batch_bytes=1)
+    tx.send("a", value=b"x")
+    db.close()
+    with pytest.raises(LogClosedError):
+        tx.commit()
+    again = kqlite.open(tmp_path / "data", retention_check_interval_ms=0)
+    try:
+        a = again.log("a", 0)
+        assert a.last_stable_offset == a.high_watermark
+        assert list(a.read(isolation=Isolation.COMMITTED)) == []
+        assert again.transaction_state.state("left-open").status is S.COMPLETE_ABORT
+    finally:
+        again.close()
+
+
 # -- Bad input ----------------------------------------------------------------------------
 
 def test_send_after_commit_is_refused(db):
