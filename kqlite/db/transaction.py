@@ -137,7 +137,8 @@ class SentRecord:
 class TransactionRegistry:
     """A Database's open transactions: by id (a second handle of an id fences the first)
     and by thread (no nesting); and, for each id whose last transaction a handle of this
-    process ended cleanly, its owner and the record it left (``finished``)."""
+    process ended cleanly, its owner, the record it left and where the id's partition
+    ended then (``finished``)."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -191,7 +192,7 @@ class Transaction:
         self._partitions = frozenset()   # partitions in the transaction (logged Ongoing)
         self._ends = {}           # (topic, partition) -> last offset written there
         self._owner = None
-        self._state_end = None    # the end of the id's partition after this handle's last record
+        self._state_end = None    # where the id's partition ended after this handle's record
         self._last_value = None   # the id's latest record once this handle ended cleanly
         self._start_ms = -1
         self.transactional_id = self._claim(registry, transactional_id, lock_timeout_ms)
@@ -233,21 +234,25 @@ class Transaction:
 
     def _open(self):
         db, tid = self.db, self.transactional_id
+        store = db.transaction_state
         with db.transactions.lock:
             finished = db.transactions.finished.pop(tid, None)
-        value = db.transaction_state.state(tid)
-        if finished is not None and finished[1] == value:
-            # This process ended the id's last transaction and nobody wrote since: no
-            # other owner came (each logs before it writes), nothing to decide.
-            owner = finished[0]
+        end = store.end_offset(tid)          # before the read: a later write shows
+        if finished is not None and finished[2] == end:
+            # This process ended the id's last transaction and nothing was logged in its
+            # partition since: no other owner came (each logs before it writes).
+            owner, value = finished[0], finished[1]
         else:
+            value = store.state(tid)
             owner = read_owner(db.fs, db.path, tid)
             if owner is None:
                 owner = Owner(tid, db.producer_ids.allocate())
                 write_owner(db.fs, db.path, owner)
             if recover_owned(db, owner):     # a dead (or fenced) previous owner's leftovers
-                value = db.transaction_state.state(tid)
+                end = store.end_offset(tid)
+                value = store.state(tid)
         self._opened_from = value
+        self._state_end = end
         producer = bump(self._opened_from, owner.producer_id)
         if producer is NEW_PRODUCER_ID:
             owner = Owner(tid, db.producer_ids.allocate(), owner.partitions)
@@ -494,7 +499,7 @@ class Transaction:
             done = state_value(self.producer_id, self.producer_epoch,
                                S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, (),
                                self.timeout_ms, self._start_ms)
-            db.transaction_state.write(tid, done)
+            self._state_end = db.transaction_state.write(tid, done) + 1
             self._last_value = done
         finally:
             self._end()
@@ -533,7 +538,8 @@ class Transaction:
         if lock is not None:
             if self._last_value is not None and not self._fenced:
                 with registry.lock:
-                    registry.finished[self.transactional_id] = (self._owner, self._last_value)
+                    registry.finished[self.transactional_id] = (
+                        self._owner, self._last_value, self._state_end)
             lock.release()
 
     def abandon(self):

@@ -58,7 +58,8 @@ from .transaction_owners import OwnerLock, owner_ids, read_owner
 from .transaction_rules import Action, recovery_plans
 
 __all__ = ["coordinator_epoch", "state_value", "write_markers", "carry_out",
-           "hanging_partitions", "proven_commits", "ends_header", "recover_owned", "recover_dead_owners"]
+           "hanging_partitions", "proven_commits", "ends_header", "recover_owned",
+           "recover_dead_owners"]
 
 log = logging.getLogger("kqlite")
 
