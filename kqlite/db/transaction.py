@@ -21,7 +21,7 @@ restarts sequences at 0.
 
 *Writes.* ``send`` collects records per partition; a partition's records become one
 transactional batch (producer id, epoch, the partition's next sequence) when they
-reach ``batch_bytes`` and at commit. ``commit_offsets`` collects offsets per group; at
+reach ``batch_bytes`` (at most the topic's ``max.message.bytes``) and at commit. ``commit_offsets`` collects offsets per group; at
 commit each group's become one transactional batch (base sequence 0, appended as the
 group coordinator appends a TxnOffsetCommit) in the group's ``__consumer_offsets``
 partition (Kafka's placement). Before a partition's first batch, the id's owner
@@ -56,11 +56,12 @@ collected records are dropped; if anything was written, PrepareAbort, ABORT mark
 transaction whose owner is dead is aborted by recovery anyway).
 
 *A process killed inside the block* holds no lock any more: the next ``kqlite.open()``
-of the data dir (``kqlite serve`` included) decides what it left: an Ongoing
-transaction is aborted, a PrepareCommit finished (transaction_recovery.py, under the
-ownership rule of transaction_owners.py). The data dir's broker, if one runs, also aborts
-an embedded transaction open past its ``timeout_ms``, as it aborts its clients' (the
-handle is fenced then).
+of the data dir (``kqlite serve``'s start included), and a running ``kqlite serve`` at
+each of its timed-out-transactions checks, decide what it left: an Ongoing transaction
+is aborted, a proven PrepareCommit finished (transaction_recovery.py, under the
+ownership rule of transaction_owners.py). The data dir's broker also aborts an embedded
+transaction open past its ``timeout_ms``, as it aborts its clients' (the live handle is
+fenced then).
 
 One transactional id is used by embedded handles or by Kafka clients through a broker,
 not by both: nothing arbitrates between two coordinators of one id.
@@ -146,10 +147,6 @@ class TransactionRegistry:
         self.finished = {}
         self.local = threading.local()
 
-    def ids(self):
-        with self.lock:
-            return set(self.by_id)
-
     def open_ones(self):
         with self.lock:
             return list(self.by_id.values())
@@ -174,8 +171,11 @@ class Transaction:
                               f"{transactional_id!r}")
         db._check_open()
         db.check_writable_topic(TRANSACTIONS_TOPIC, "open a transaction in")
+        if not isinstance(batch_bytes, int) or batch_bytes < 1:
+            raise ConfigError(f"batch_bytes must be a positive integer, not {batch_bytes!r}")
         registry = db.transactions
-        if getattr(registry.local, "current", None) is not None:
+        current = getattr(registry.local, "current", None)
+        if current is not None and not current._ended and not current._fenced:
             raise InvalidTxnStateError("a transaction is already open in this thread; "
                                        "transactions do not nest")
         self.db = db

@@ -42,9 +42,8 @@ with db.transaction("embedded-1") as tx:
         tx.send(sys.argv[2], value=b"e%d" % i, partition=i % 2)
     tx.commit_offsets("embedded-group", {(sys.argv[2], 0): 2, (sys.argv[2], 1): 2})
 try:
-    with db.transaction("embedded-1") as tx:
+    with db.transaction("embedded-1", batch_bytes=1) as tx:   # each record written at once
         tx.send(sys.argv[2], value=b"rolled-back", partition=0)
-        tx._write(sorted(tx._pending))
         raise RuntimeError("roll back")
 except RuntimeError:
     pass
