@@ -184,7 +184,7 @@ class Transaction:
         self._fenced = False
         self._ended = False
         self._lock = None
-        self._sticky = StickyPartitioner()
+        self._sticky = None       # made for the first keyless record without a partition
         self._pending = {}        # (topic, partition) -> _Batch collecting its records
         self._topics = {}         # topic -> (partition count, batch byte limit), looked up once
         self._offsets = {}        # group -> {(topic, partition): OffsetAndMetadata}
@@ -307,6 +307,8 @@ class Transaction:
             return partition
         if key is not None:
             return partition_for_key(bytes(key), count)
+        if self._sticky is None:
+            self._sticky = StickyPartitioner()
         return self._sticky.partition(topic, count)
 
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):

@@ -134,9 +134,14 @@ class OwnerLock:
     """The lock of one transactional id (see the module docstring)."""
 
     def __init__(self, fs, data_dir, transactional_id):
-        fs.makedirs(meta_dir(data_dir, OWNERS_DIR))
         self.transactional_id = transactional_id
-        self._lock = FileLock(fs.open(_base(data_dir, transactional_id) + _LOCK, create=True))
+        path = _base(data_dir, transactional_id) + _LOCK
+        try:
+            f = fs.open(path, create=True)
+        except FileNotFoundError:            # the first id of the data dir
+            fs.makedirs(meta_dir(data_dir, OWNERS_DIR))
+            f = fs.open(path, create=True)
+        self._lock = FileLock(f)
 
     def try_take(self):
         """Take it if it is free; False when a live owner holds it."""
