@@ -224,13 +224,19 @@ def recover_owned(db, owner):
     return plans
 
 
-def recover_dead_owners(db, busy=()):
-    """Recover every embedded-owned id of ``db`` whose lock is free (``busy``: ids this
-    process holds, skipped); the ids whose Plan did something."""
+def recover_dead_owners(db, undecided_only=False):
+    """Recover every embedded-owned id of ``db`` whose lock is free; the ids whose Plans
+    did something. ``undecided_only`` (a running broker's periodic check) passes by the
+    ids whose latest record is decided or Empty without looking for hanging partitions:
+    only a power loss leaves those, and every process starts over after one, opening the
+    data dir (which looks)."""
     recovered = []
     for tid in owner_ids(db.fs, db.path):
-        if tid in busy:
-            continue
+        if undecided_only:
+            value = db.transaction_state.state(tid)
+            if value is None or value.status not in (S.ONGOING, S.PREPARE_COMMIT,
+                                                     S.PREPARE_ABORT):
+                continue
         lock = OwnerLock(db.fs, db.path, tid)
         if not lock.try_take():
             lock.close()

@@ -508,7 +508,7 @@ class TransactionCoordinator(CoordinatorState):
         what dead embedded owners left (kqlite/db/transaction_recovery.py: only ids with
         an owner record whose lock is free), as any open of the data dir does."""
         if self._store is not None:
-            await self.runtime.state_log.run(recover_dead_owners, self._store.db)
+            await self.runtime.state_log.run(recover_dead_owners, self._store.db, True)
             await self._catch_up(list(self._epochs))
         aborted = []
         for tid in [t for t, m in self._ids.items() if timed_out(m, self.now())]:
