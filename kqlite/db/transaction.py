@@ -286,6 +286,10 @@ class Transaction:
             gone = value != self._opened_from
         if gone:
             self._fenced = True
+            if self._lock is not None and self._partitions:
+                # Fenced by another writer of the id's record (a broker): whatever of this
+                # transaction it did not abort is left open; abort it while the lock is ours.
+                recover_owned(self.db, self._owner)
             raise ProducerFencedError(f"transaction {self.transactional_id!r} (producer "
                                       f"{self.producer_id}, epoch {self.producer_epoch}) was "
                                       f"fenced: its id's state changed under it")

@@ -17,13 +17,16 @@ epoch, Kafka's ``prepareInitProducerIdTransit``):
                                                     id, epoch 0
     otherwise                                       the same producer id, epoch + 1
 
-Whether a handle still owns its id (:func:`fenced`), checked before each record it logs:
+Whether a handle whose transaction is open still owns its id (:func:`fenced`), checked
+before it logs more (its last record is Ongoing):
 
-    no record (a first write)                       owned
+    no record                                       owned
     another producer id or another epoch            fenced: a newer handle bumped the
                                                     epoch, or a broker aborted the
                                                     transaction past its timeout
-    same producer and epoch                         owned
+    same producer and epoch, not Ongoing            fenced: another coordinator decided
+                                                    the transaction
+    same producer and epoch, Ongoing                owned
 
 What recovery does with an id whose owner is dead (:func:`recovery_plans`; the
 coordinator's load and timeout rules, section 8 of the design notes), in this order:
@@ -89,11 +92,13 @@ def bump(value, producer_id):
 
 
 def fenced(value, producer_id, epoch):
-    """True when the latest record ``value`` says the handle of ``(producer_id, epoch)``
-    no longer owns its id."""
+    """True when the latest record ``value`` says the handle of ``(producer_id, epoch)``,
+    whose transaction is open, no longer owns its id."""
     if value is None:
         return False
-    return value.producer_id != producer_id or value.producer_epoch != epoch
+    if value.producer_id != producer_id or value.producer_epoch != epoch:
+        return True
+    return value.status is not S.ONGOING
 
 
 class Action(enum.Enum):

@@ -42,7 +42,12 @@ def test_another_epoch_or_producer_is_fenced():
     assert fenced(value(S.ONGOING, pid=7), PID, 3)
 
 
-def test_same_producer_and_epoch_is_owned():
+def test_same_producer_and_epoch_decided_by_someone_else_is_fenced():
+    assert fenced(value(S.COMPLETE_COMMIT, epoch=3), PID, 3)
+    assert fenced(value(S.PREPARE_ABORT, epoch=3), PID, 3)
+
+
+def test_same_producer_and_epoch_still_ongoing_is_owned():
     assert not fenced(value(S.ONGOING, epoch=3), PID, 3)
 
 

@@ -329,3 +329,19 @@ def test_reopening_leaves_an_owned_transaction_whose_lock_is_held_alone(tmp_path
         assert a.last_stable_offset == a.high_watermark
     finally:
         other.close()
+
+
+def test_a_handle_fenced_by_another_writer_of_its_record_aborts_what_it_left_open(db):
+    with db.transaction("t7") as first:
+        first.send("a", value=b"first")
+    tx = db.transaction("t7", batch_bytes=1)
+    tx.send("a", value=b"x")
+    # A broker that loaded the first transaction's PrepareCommit completes it late, after
+    # this transaction's records: the id's latest record is no longer this handle's.
+    db.transaction_state.write("t7", TransactionLogValue(
+        first.producer_id, first.producer_epoch, 60000, S.COMPLETE_COMMIT, (), 1, 1))
+    with pytest.raises(ProducerFencedError):
+        tx.commit()
+    a = db.log("a", 0)
+    assert a.ongoing_transactions() == [] and a.last_stable_offset == a.high_watermark
+    assert [r.value for r in a.read(isolation=Isolation.COMMITTED)] == [b"first"]
