@@ -189,6 +189,38 @@ def test_closing_the_database_abandons_an_open_transaction_to_recovery(tmp_path,
         again.close()
 
 
+def test_concurrent_transactions_on_one_partition_interleave_as_two_producers(db):
+    first = db.transaction(batch_bytes=1)
+    both = threading.Barrier(2)
+    results = {}
+
+    def other():
+        tx = db.transaction(batch_bytes=1)
+        both.wait()
+        tx.send("a", value=b"other-1")
+        both.wait()
+        both.wait()
+        tx.send("a", value=b"other-2")
+        tx.abort()
+        results["other"] = tx.transactional_id
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    both.wait()
+    first.send("a", value=b"first-1")        # after other-1 or before: both are open
+    both.wait()
+    a = db.log("a", 0)
+    assert a.last_stable_offset == 0 and len(a.ongoing_transactions()) == 2
+    both.wait()
+    thread.join()
+    first.send("a", value=b"first-2")
+    first.commit()
+    assert results["other"] != first.transactional_id
+    assert [r.value for r in a.read(isolation=Isolation.COMMITTED)] == [b"first-1", b"first-2"]
+    assert a.last_stable_offset == a.high_watermark and a.ongoing_transactions() == []
+    assert len(a.aborted_transactions()) == 1
+
+
 # -- Bad input ----------------------------------------------------------------------------
 
 def test_send_after_commit_is_refused(db):
