@@ -9,7 +9,7 @@ topics plus a consumer group's offset commit, committed durably (one parallel fs
 over the three partitions, then the fsynced PrepareCommit: kqlite/db/transaction.py),
 next to sqlite3 doing the same writes in one transaction per commit (two tables, an
 upsert of the group's offsets; WAL, ``synchronous=FULL``: one WAL fsync per commit). The
-figure is committed transactions per second."""
+figure is committed transactions per second (ops/s)."""
 
 import itertools
 import os
@@ -52,7 +52,7 @@ def run_embedded(ctx):
                                 limit=ctx.limit)
         finally:
             db.close()
-        ctx.add_rate("embedded_txn_100", EMBEDDED_KQ, count, seconds, unit="txn/s",
+        ctx.add_rate("embedded_txn_100", EMBEDDED_KQ, count, seconds, unit="ops/s",
                      note=f"{TXN_SIZE} records over 2 topics + an offset commit, durable")
     with ctx.workdir("sqlite") as d:
         conn = _sqlite(os.path.join(d, "bench.db"))
@@ -63,7 +63,7 @@ def run_embedded(ctx):
                                 limit=ctx.limit)
         finally:
             conn.close()
-        ctx.add_rate("embedded_txn_100", EMBEDDED_SQLITE, count, seconds, unit="txn/s",
+        ctx.add_rate("embedded_txn_100", EMBEDDED_SQLITE, count, seconds, unit="ops/s",
                      note=f"{TXN_SIZE} rows over 2 tables + an offsets upsert")
 
 
