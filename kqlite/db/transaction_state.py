@@ -19,6 +19,7 @@ is skipped silently, as Kafka skips it.
 partition use.
 """
 
+import functools
 import logging
 import threading
 from typing import NamedTuple, Optional
@@ -36,6 +37,11 @@ __all__ = ["TransactionStateStore", "StoredTransaction", "read_transaction_recor
            "transaction_record"]
 
 log = logging.getLogger("kqlite")
+
+
+@functools.lru_cache(maxsize=4096)
+def _partition(transactional_id):
+    return transaction_partition_for(transactional_id, TRANSACTIONS_PARTITIONS)
 
 
 class StoredTransaction(NamedTuple):
@@ -92,7 +98,7 @@ class TransactionStateStore:
 
     @staticmethod
     def partition_for(transactional_id):
-        return transaction_partition_for(transactional_id, TRANSACTIONS_PARTITIONS)
+        return _partition(transactional_id)
 
     def _catch_up(self, partition, log_):
         start = max(self._read_upto.get(partition, 0), log_.start_offset)
