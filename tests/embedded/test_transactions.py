@@ -221,6 +221,38 @@ def test_concurrent_transactions_on_one_partition_interleave_as_two_producers(db
     assert len(a.aborted_transactions()) == 1
 
 
+WRITER = """
+import sys, kqlite
+db = kqlite.open(sys.argv[1], retention_check_interval_ms=0)
+name = sys.argv[2]
+for i in range(10):
+    with db.transaction() as tx:
+        for j in range(5):
+            tx.send("a", value=f"{name}-{i}-{j}".encode())
+            tx.send("b", value=f"{name}-{i}-{j}".encode(), key=b"%d" % j)
+        tx.commit_offsets(name, {("a", 0): i + 1})
+db.close()
+"""
+
+
+def test_processes_committing_at_once_each_see_their_transactions_whole(db, tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "data"), name],
+                              stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+             for name in ("p1", "p2")]
+    for p in procs:
+        p.communicate(timeout=120)
+    assert all(p.returncode == 0 for p in procs)
+    for topic, partitions in (("a", 1), ("b", 2)):
+        values = [r.value for p in range(partitions)
+                  for r in db.log(topic, p).read(isolation=Isolation.COMMITTED)]
+        assert sorted(values) == sorted(f"{n}-{i}-{j}".encode() for n in ("p1", "p2")
+                                        for i in range(10) for j in range(5))
+        for p in range(partitions):
+            lg = db.log(topic, p)
+            assert lg.last_stable_offset == lg.high_watermark
+    assert db.offsets.committed("p1") == {("a", 0): 10} == db.offsets.committed("p2")
+
+
 # -- Bad input ----------------------------------------------------------------------------
 
 def test_send_after_commit_is_refused(db):
