@@ -396,9 +396,10 @@ class Transaction:
                                                          values) + len(values)
         self._partitions = wanted
 
-    def _write(self, keys, offsets=None):
+    def _write(self, keys, offsets=None, sync_round=None):
         """Append the collected records of the partitions ``keys`` (and the offsets
-        batches ``offsets``) as transactional batches."""
+        batches ``offsets``) as transactional batches; with ``sync_round`` (a commit's),
+        each partition's fsync starts once its append is done."""
         offsets = offsets or {}
         self._add_partitions(list(keys) + list(offsets))
         for key in keys:
@@ -409,8 +410,12 @@ class Transaction:
             except BaseException as exc:
                 batch.error = exc
                 raise
+            if sync_round is not None:
+                sync_round.add(key)
         for key, records in offsets.items():
             self._append_offsets(key, records)
+            if sync_round is not None:
+                sync_round.add(key)
 
     def _append_data(self, key, records, timestamp):
         sequence = self._sequences.get(key, 0)
@@ -451,10 +456,15 @@ class Transaction:
         durable when). Raises ProducerFencedError when it was fenced (and then aborted
         by whoever fenced it); any error before the commit point aborts it."""
         self._check_usable()
+        sync_round = self.db.sync_pool.begin()
         try:
-            self._write(sorted(self._pending), self._offset_batches())
+            keys, offsets = sorted(self._pending), self._offset_batches()
+            for key in self._partitions - set(keys) - set(offsets):
+                sync_round.add(key)                  # written before the commit
+            self._write(keys, offsets, sync_round)
             self._offsets.clear()
             if not self._partitions:
+                sync_round.finish()
                 self._last_value = self._opened_from
                 self._end()
                 return
@@ -465,9 +475,9 @@ class Transaction:
             self._state_end = state.write(self.transactional_id, state_value(
                 self.producer_id, self.producer_epoch, S.PREPARE_COMMIT, self._partitions,
                 self.timeout_ms, self._start_ms), headers=ends_header(self._ends)) + 1
-            self.db.sync_pool.sync(self._partitions | {
-                (TRANSACTIONS_TOPIC, state.partition_for(self.transactional_id))})
+            sync_round.finish((TRANSACTIONS_TOPIC, state.partition_for(self.transactional_id)))
         except BaseException:
+            sync_round.abandon()
             self._abort_quietly()
             raise
         self._complete(True)
