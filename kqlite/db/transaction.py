@@ -329,8 +329,9 @@ class Transaction:
         else:
             record = Record(value=value, key=key, headers=headers or (),
                             timestamp=now_ms() if timestamp is None else timestamp)
-        size = _RECORD_OVERHEAD + len(value or b"") + len(key or b"") + \
-            sum(len(k) + len(v or b"") + 10 for k, v in headers or ())
+        size = _RECORD_OVERHEAD + len(value or b"") + len(key or b"")
+        if headers:
+            size += sum(len(k) + len(v or b"") + 10 for k, v in headers)
         batch = self._pending.get((topic, p))
         if batch is not None and batch.size + size > self._topics[topic][1]:
             self._write([(topic, p)])            # full: this record starts the next batch
