@@ -119,6 +119,19 @@ def test_send_answers_each_records_offset_once_written(db):
     assert {f.result().partition for f in futures} == {1}
 
 
+def test_keys_headers_and_timestamps_are_kept(db):
+    with db.transaction() as tx:
+        sent = tx.send("a", value=b"v", key=b"k", headers=[("h", b"1")], timestamp=1234)
+        bare = tx.send("a", value=b"w")
+        with pytest.raises(InvalidTxnStateError):
+            sent.result()                      # not appended before the commit
+    assert sent.result().timestamp == 1234 and bare.result().timestamp > 1234
+    first, second = db.log("a", 0).read(isolation=Isolation.COMMITTED)
+    assert (first.key, first.value, list(first.headers), first.timestamp) == \
+        (b"k", b"v", [("h", b"1")], 1234)
+    assert second.timestamp == bare.result().timestamp
+
+
 def test_a_commit_logs_empty_ongoing_prepare_commit_complete_commit(db):
     with db.transaction("t1") as tx:
         tx.send("a", value=b"x")
