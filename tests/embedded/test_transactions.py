@@ -422,3 +422,21 @@ def test_a_handle_fenced_by_another_writer_of_its_record_aborts_what_it_left_ope
     a = db.log("a", 0)
     assert a.ongoing_transactions() == [] and a.last_stable_offset == a.high_watermark
     assert [r.value for r in a.read(isolation=Isolation.COMMITTED)] == [b"first"]
+
+
+def test_recovery_passes_by_a_partition_whose_topic_was_deleted(tmp_path, db):
+    db.create_topic("doomed", 1)
+    tx = db.transaction("t9", batch_bytes=1)
+    tx.send("doomed", value=b"x")
+    tx.send("a", value=b"y")
+    other = kqlite.open(tmp_path / "data", retention_check_interval_ms=0)
+    other.delete_topic("doomed")             # the open transaction's lock is held: left alone
+    other.close()
+    db.close()                               # the owner goes without ending it
+    again = kqlite.open(tmp_path / "data", retention_check_interval_ms=0)
+    try:
+        assert again.transaction_state.state("t9").status is S.COMPLETE_ABORT
+        a = again.log("a", 0)
+        assert a.ongoing_transactions() == [] and list(a.read(isolation=Isolation.COMMITTED)) == []
+    finally:
+        again.close()
