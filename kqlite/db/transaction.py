@@ -19,9 +19,10 @@ holding it is *fenced*: its open transaction is aborted and it may do nothing mo
 epoch (transaction_rules.bump), which fences any older handle on every partition and
 restarts sequences at 0.
 
-*Writes.* ``send`` collects records per partition; a partition's records become one
-transactional batch (producer id, epoch, the partition's next sequence) when they
-reach ``batch_bytes`` (at most the topic's ``max.message.bytes``) and at commit. ``commit_offsets`` collects offsets per group; at
+*Writes.* ``send`` collects records per partition (transaction_batches.py); a
+partition's records become one transactional batch (producer id, epoch, the partition's
+next sequence) when they reach ``batch_bytes`` (at most the topic's
+``max.message.bytes``) and at commit. ``commit_offsets`` collects offsets per group; at
 commit each group's become one transactional batch (base sequence 0, appended as the
 group coordinator appends a TxnOffsetCommit) in the group's ``__consumer_offsets``
 partition (Kafka's placement). Before a partition's first batch, the id's owner
@@ -79,60 +80,19 @@ from ..format.transaction_records import TransactionStatus
 from ..format.validate import AppendOrigin
 from ..storage.producer_state import NO_VERIFICATION
 from .partitioner import StickyPartitioner, partition_for_key
-from .producer import RecordMetadata, _as_bytes
+from .producer import _as_bytes
+from .transaction_batches import PartitionBatch, SentRecord
 from .transaction_owners import Owner, OwnerLock, read_owner, take_free_generated, write_owner
 from .transaction_recovery import (DEFAULT_TIMEOUT_MS, ends_header, recover_owned,
                                    state_value, write_markers)
 from .transaction_rules import NEW_PRODUCER_ID, bump, fenced
 
-__all__ = ["Transaction", "TransactionRegistry", "SentRecord"]
+__all__ = ["Transaction", "TransactionRegistry"]
 
 S = TransactionStatus
 MAX_TIMEOUT_MS = 900000            # Kafka's transaction.max.timeout.ms default
 _BATCH_HEADER = 61                 # WIRE: a v2 batch's header
 _RECORD_OVERHEAD = 32              # at least a record's framing (varints, attributes)
-
-
-class _Batch:
-    """The records collected for one partition, and what became of them: the first offset
-    once appended, or the exception that kept them out."""
-    __slots__ = ("topic", "partition", "records", "size", "first_offset", "error",
-                 "timestamp")
-
-    def __init__(self, topic, partition):
-        self.topic, self.partition = topic, partition
-        self.records, self.size = [], 0     # each a bare value, or a Record
-        self.first_offset = self.error = None
-        self.timestamp = -1                 # the bare values' timestamp, once built
-
-
-class SentRecord:
-    """What ``Transaction.send`` answers: the record's RecordMetadata once its batch is
-    appended (at commit, or once its partition's records reach ``batch_bytes``). Cheaper
-    than a concurrent.futures.Future per record, with the calls that matter here."""
-    __slots__ = ("_batch", "_index")
-
-    def __init__(self, batch, index):
-        self._batch, self._index = batch, index
-
-    def done(self):
-        return self._batch.first_offset is not None or self._batch.error is not None
-
-    def result(self, timeout=None):
-        """The RecordMetadata; the append's exception if it failed; InvalidTxnStateError
-        before the record is appended."""
-        b = self._batch
-        if b.error is not None:
-            raise b.error
-        if b.first_offset is None:
-            raise InvalidTxnStateError("the record is not appended yet: it is, at the latest, "
-                                       "when the transaction commits")
-        record = b.records[self._index]
-        return RecordMetadata(b.topic, b.partition, b.first_offset + self._index,
-                              record.timestamp if isinstance(record, Record) else b.timestamp)
-
-    def exception(self, timeout=None):
-        return self._batch.error
 
 
 class TransactionRegistry:
@@ -185,7 +145,7 @@ class Transaction:
         self._ended = False
         self._lock = None
         self._sticky = None       # made for the first keyless record without a partition
-        self._pending = {}        # (topic, partition) -> _Batch collecting its records
+        self._pending = {}        # (topic, partition) -> PartitionBatch collecting its records
         self._topics = {}         # topic -> (partition count, batch byte limit), looked up once
         self._offsets = {}        # group -> {(topic, partition): OffsetAndMetadata}
         self._sequences = {}      # (topic, partition) -> next base sequence
@@ -337,7 +297,7 @@ class Transaction:
             self._write([(topic, p)])            # full: this record starts the next batch
             batch = None
         if batch is None:
-            batch = self._pending[(topic, p)] = _Batch(topic, p)
+            batch = self._pending[(topic, p)] = PartitionBatch(topic, p)
         sent = SentRecord(batch, len(batch.records))
         batch.records.append(record)
         batch.size += size
