@@ -46,7 +46,7 @@ from ..storage.locking import FileLock
 from .layout import meta_dir
 
 __all__ = ["OWNERS_DIR", "GENERATED_PREFIX", "Owner", "OwnerLock", "owner_ids",
-           "read_owner", "write_owner", "take_free_generated"]
+           "read_owner", "write_owner", "take_free_generated", "held_by_live_owner"]
 
 OWNERS_DIR = "transactions"            # .kqlite/transactions/
 GENERATED_PREFIX = "kqlite-embedded-"
@@ -181,3 +181,16 @@ def take_free_generated(fs, data_dir, taken):
         if lock.try_take():
             return transactional_id, lock
         lock.close()
+
+
+def held_by_live_owner(fs, data_dir, transactional_id):
+    """Whether ``transactional_id`` is embedded-owned and its owner lives (its lock is
+    held): what another coordinator of the data dir must leave to that owner."""
+    if read_owner(fs, data_dir, transactional_id) is None:
+        return False
+    lock = OwnerLock(fs, data_dir, transactional_id)
+    if lock.try_take():
+        lock.release()
+        return False
+    lock.close()
+    return True

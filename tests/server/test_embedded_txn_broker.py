@@ -15,7 +15,10 @@ each sees the other's results.
   consumers get past it;
 - while a broker serves the data dir, an embedded process is SIGKILLed inside a
   transaction: the broker's next timed-out-transactions tick (200 ms here) has the data
-  dir decide what the dead owner left, long before the transaction's own timeout (60 s).
+  dir decide what the dead owner left, long before the transaction's own timeout (60 s);
+- a broker that starts while a live embedded handle is between its PrepareCommit and its
+  markers leaves them to the handle (no markers of its own, no late CompleteCommit); once
+  the owner is gone, the broker's next check finishes the transaction.
 """
 
 import os
@@ -29,8 +32,12 @@ import pytest
 from broker_process import BrokerProcess, RawClient, unique
 
 import kqlite
-from kqlite.format.transaction_records import TransactionStatus as S
+from kqlite.db.transaction_owners import Owner, OwnerLock, write_owner
+from kqlite.format.batch import build_batch
+from kqlite.format.transaction_records import TransactionLogValue, TransactionStatus as S
+from kqlite.format.validate import AppendOrigin
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.storage import Isolation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -187,3 +194,35 @@ def test_a_running_broker_decides_what_an_embedded_owner_killed_meanwhile_left(t
         assert read(ck, broker, "live", True, 1) == ["after"]
     finally:
         broker.stop()
+
+
+def test_a_broker_leaves_a_live_embedded_owners_decision_to_it(tmp_path):
+    data = tmp_path / "data"
+    db = kqlite.open(data, retention_check_interval_ms=0)
+    db.create_topic("held", 1)
+    pid = db.producer_ids.allocate()
+    write_owner(db.fs, db.path, Owner("embedded-4", pid, {("held", 0)}))
+    lock = OwnerLock(db.fs, db.path, "embedded-4")
+    assert lock.try_take()                   # a live handle, between PrepareCommit and markers
+    db.log("held", 0).append_batches(
+        build_batch([b"decided"], producer_id=pid, producer_epoch=0, base_sequence=0,
+                    transactional=True), origin=AppendOrigin.LOCAL)
+    db.transaction_state.write("embedded-4", TransactionLogValue(
+        pid, 0, 60000, S.PREPARE_COMMIT, (("held", (0,)),), 1, 1))
+    broker = BrokerProcess(data, extra=(
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms", "200"))
+    try:
+        assert describe(broker, "embedded-4")["transaction_state"] == "PrepareCommit"
+        time.sleep(1.0)                      # several checks: the owner lives, nothing done
+        assert db.log("held", 0).ongoing_transactions() == [(pid, 0)]
+        assert db.transaction_state.state("embedded-4").status is S.PREPARE_COMMIT
+        lock.release()                       # the owner is gone
+        deadline = time.monotonic() + 30
+        while describe(broker, "embedded-4")["transaction_state"] != "CompleteCommit":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert [r.value for r in db.log("held", 0).read(isolation=Isolation.COMMITTED)] == \
+            [b"decided"]
+    finally:
+        broker.stop()
+        db.close()
