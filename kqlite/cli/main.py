@@ -6,9 +6,10 @@ import sys
 
 from .. import __version__
 from . import (acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics,
-               users)
+               transactions, users)
 
-COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users, acls, quotas]
+COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users, acls, quotas,
+            transactions]
 
 
 def build_parser():

@@ -49,6 +49,14 @@ _ASSIGNORS = {"range": assign_range, "roundrobin": assign_roundrobin}
 _new = tuple.__new__
 
 
+def _check_max_records(value, name):
+    """``value`` when it is a count of records a poll may return, else ConfigError: an int
+    of at least 1, the range Kafka's ConsumerConfig gives max.poll.records."""
+    if type(value) is not int or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, not {value!r}")
+    return value
+
+
 class Consumer:
     def __init__(self, db, topics=None, *, group=None, assign=None, auto_offset_reset="earliest",
                  enable_auto_commit=True, auto_commit_interval_ms=5000, max_poll_records=500,
@@ -64,6 +72,7 @@ class Consumer:
             raise ConfigError("a group member subscribes to topics; assign is for group-less use")
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ConfigError("auto_offset_reset must be earliest, latest or none")
+        _check_max_records(max_poll_records, "max_poll_records")
         if partition_assignment_strategy not in _ASSIGNORS:
             raise ConfigError(f"partition_assignment_strategy must be one of {sorted(_ASSIGNORS)}")
         try:
@@ -174,10 +183,14 @@ class Consumer:
             raise LogClosedError("consumer is closed")
 
     def poll(self, timeout_ms=0, max_records=None):
-        """Records from the assigned partitions (a list; empty when none arrived within
-        ``timeout_ms``). Positions advance past what is returned."""
+        """Records from the assigned partitions (a list of at most ``max_records``, by
+        default ``max_poll_records``; empty when none arrived within ``timeout_ms``).
+        Positions advance past what is returned."""
         self._check_open()
-        limit = max_records or self.max_poll_records
+        if max_records is None:
+            limit = self.max_poll_records
+        else:
+            limit = _check_max_records(max_records, "max_records")
         deadline = time.monotonic() + timeout_ms / 1000.0
         delay = 0.001
         while True:
@@ -257,9 +270,23 @@ class Consumer:
         return out
 
     def __iter__(self):
-        """Records one by one, polling for more; with ``consumer_timeout_ms`` the
-        iteration ends once that long passes without a record (kafka-python's rule),
-        otherwise it waits for records for ever."""
+        """Records one by one, polling for more (``max_poll_records`` at a time); with
+        ``consumer_timeout_ms`` the iteration ends once that long passes without a record
+        (kafka-python's rule), otherwise it waits for records for ever."""
+        for batch in self._polls(self.max_poll_records):
+            yield from batch
+
+    def batches(self, max_records=None):
+        """Lists of records, each what one poll returned (never empty; at most
+        ``max_records``, by default ``max_poll_records``), for callers that handle
+        records a list at a time; ends as iteration does (``consumer_timeout_ms``)."""
+        if max_records is None:
+            max_records = self.max_poll_records
+        return self._polls(_check_max_records(max_records, "max_records"))
+
+    def _polls(self, limit):
+        """The non-empty polls of iteration and batches(): ``limit`` records at most."""
+        self._check_open()
         idle_since = time.monotonic()
         while not self._closed:
             wait_ms = 100
@@ -268,10 +295,10 @@ class Consumer:
                 if left <= 0:
                     return
                 wait_ms = min(wait_ms, left * 1000.0)
-            batch = self.poll(timeout_ms=wait_ms)
+            batch = self.poll(wait_ms, limit)
             if batch:
                 idle_since = time.monotonic()
-                yield from batch
+                yield batch
 
     # -- Offsets ------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ definition when it meets a topic it does not know.
 import logging
 import os
 import threading
+import weakref
 from collections import namedtuple
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, ReplicatedPartitionError,
@@ -100,6 +101,7 @@ class Database:
         self.sync_pool = SyncPool(self)
         self._producer_ids = None
         self._producer_ids_lock = threading.Lock()
+        self._producers = weakref.WeakSet()   # flushed and closed before the logs
         self._retention = None
         if retention_check_interval_ms and retention_check_interval_ms > 0 and \
                 not self.replicated_read_only:
@@ -300,6 +302,10 @@ class Database:
         from .producer import Producer
         return Producer(self, **config)
 
+    def track_producer(self, producer):
+        """Close ``producer`` (appending what it holds) when the Database closes."""
+        self._producers.add(producer)
+
     def transaction(self, transactional_id=None, **options):
         """An embedded transaction: ``with db.transaction() as tx: tx.send(...);
         tx.commit_offsets(group, {...})``, committed when the block ends, aborted by an
@@ -345,6 +351,11 @@ class Database:
             self._retention.stop()
         if self._closed:
             return
+        for producer in list(self._producers):
+            try:
+                producer.close()
+            except Exception as exc:
+                log.warning("closing a producer of %s failed: %s", self.path, exc)
         self._closed = True
         for tx in self.transactions.open_ones():
             tx.abandon()

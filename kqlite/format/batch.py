@@ -17,6 +17,7 @@ import threading
 import time
 
 from .. import _native
+from .._native._inputs import as_bytes, header_key
 from ..errors import CorruptRecordError, InvalidRecordError
 from . import compression
 from .constants import (
@@ -29,7 +30,7 @@ from .header import BEFORE_CRC, FROM_ATTRIBUTES, BatchHeader, parse_header
 from .record import Record
 
 __all__ = ["BatchHeader", "build_batch", "build_batch_parts", "build_values_batch_parts",
-           "build_value_batch", "value_batches", "ValueBatches",
+           "build_value_batch", "build_record_batch", "value_batches", "ValueBatches",
            "parse_header", "decode_batch", "decode_records", "iter_records",
            "set_base_offset", "set_leader_epoch", "verify_crc", "now_ms", "magic_of",
            "entry_size"]
@@ -265,12 +266,52 @@ def build_value_batch(value, timestamp, partition_leader_epoch=NO_PARTITION_LEAD
         n = len(value)
         record = b"".join((_ONE_RECORD_HEAD, _VARINTS[n] if n < 4096 else _zigzag_varint(n),
                            value, b"\x00"))
+    return _one_record_batch(record, timestamp, partition_leader_epoch)
+
+
+def build_record_batch(value, key, headers, timestamp,
+                       partition_leader_epoch=NO_PARTITION_LEADER_EPOCH):
+    """The batch ``build_batch([Record(value, key, headers, timestamp)])`` builds, for one
+    record with a key or headers (or both), as a bytearray with base offset 0: the
+    producer's one-record shapes, encoded without the general encoder's columns. Keys,
+    values and header fields are checked as encode_records checks them (the same
+    refusals, from kqlite._native._inputs)."""
+    parts = [b"\x00\x00\x00"]                   # attributes, timestampDelta, offsetDelta
+    _put_field(parts, as_bytes(key, "key"))
+    _put_field(parts, as_bytes(value, "value"))
+    if not headers:
+        parts.append(b"\x00")
+    else:
+        parts.append(_varint(len(headers)))
+        for hkey, hvalue in headers:
+            _put_field(parts, header_key(hkey))
+            _put_field(parts, as_bytes(hvalue, "header value"))
+    record = b"".join(parts)
+    return _one_record_batch(record, timestamp, partition_leader_epoch)
+
+
+def _varint(n):
+    return _VARINTS[n] if 0 <= n < 4096 else _zigzag_varint(n)
+
+
+def _put_field(parts, field):
+    """A record field (key, value, header key or value): its zigzag length, -1 for null,
+    then its bytes."""
+    if field is None:
+        parts.append(b"\x01")
+    else:
+        parts.append(_varint(len(field)))
+        parts.append(field)
+
+
+def _one_record_batch(record, timestamp, partition_leader_epoch):
+    """A batch of the one encoded ``record`` (without its length), stamped ``timestamp``."""
     n = len(record)
     if n >= 1 << 31:
         raise InvalidRecordError("a record or field is longer than 2**31 - 1 bytes")
     body = b"".join((FROM_ATTRIBUTES.pack(0, 0, timestamp, timestamp, NO_PRODUCER_ID,
                                           NO_PRODUCER_EPOCH, NO_SEQUENCE, 1),
-                     _VARINTS[n] if n < 4096 else _zigzag_varint(n), record))
+                     _varint(n), record))
     out = bytearray(BEFORE_CRC.pack(0, len(body) + CRC_OFFSET + 4 - LOG_OVERHEAD,
                                     partition_leader_epoch, MAGIC_V2, _native.crc32c(body)))
     out += body

@@ -65,6 +65,7 @@ from .coordinator.runtime import sole_broker_runtime
 from .coordinator.state_topic import OFFSETS_STATE, TRANSACTIONS_STATE
 from .coordinator.txn.config import TransactionConfig
 from .coordinator.txn.coordinator import TransactionCoordinator
+from .coordinator.txn.metrics import TransactionMetricsSource
 from .coordinator.txn.markers import LocalMarkerChannel
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
@@ -203,6 +204,7 @@ class Broker:
             self.transactions = TransactionCoordinator(
                 make_runtime(self, TRANSACTIONS_STATE), self.allocate_producer_id,
                 LocalMarkerChannel(self, config.request_timeout_ms), config)
+            self.metrics.add_source(TransactionMetricsSource(self.transactions))
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
         self.authorizer = authorizer if authorizer is not None else AllowAll()
         self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)
@@ -284,6 +286,14 @@ class Broker:
             self.transactions.start()
         log.info("kqlite broker %d serving %s on %s", self.broker_id, self.db.path,
                  ", ".join(str(listener.endpoint) for listener in self.listeners))
+
+    async def loaded(self):
+        """Return once the coordinators hold what they load at start (until then their
+        requests answer COORDINATOR_LOAD_IN_PROGRESS, as Kafka's do): for callers, such as
+        tests, that want a broker whose first answers are its steady ones."""
+        await self.coordinator.loaded()
+        if self.transactions is not None:
+            await self.transactions.loaded()
 
     async def stop(self, grace=10.0):
         """Stop accepting, let in-flight requests finish, then flush and close the data."""

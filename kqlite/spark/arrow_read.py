@@ -11,12 +11,21 @@ stops the read. Anything else -- a legacy (magic 0/1) entry, a batch the decoder
 refuses, a damaged chunk -- is read through ``Log.read`` for that batch, whose
 rows are appended to the same buffers (or whose error is raised), so the rows are
 always exactly the ones the per-record path gives.
+
+No batch gives rows that ``Log.read`` would not return: a control batch
+(transaction marker) never does, and under ``Isolation.COMMITTED`` neither does a
+batch of an aborted transaction. Which batch is skipped is storage's rule
+(``storage.reads.AbortedFilter``, Kafka's read_committed consumer), fed with the
+aborted transactions the ``.txnindex`` files list for the range and shown every
+batch in offset order; a skipped batch's offsets are passed over like any other's.
 """
 
 from .. import _native
 from ..format import compression
 from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_CREATE_TIME
 from ..format.header import parse_header
+from ..storage import Isolation
+from ..storage.reads import AbortedFilter
 from .schema import arrow_schema, headers_type
 
 __all__ = ["ColumnBuilder", "read_arrow"]
@@ -145,24 +154,41 @@ def _at_least(cols, k, size):
         cols[k].extend(bytes(max(size, 2 * len(cols[k])) - len(cols[k])))
 
 
-def read_arrow(lg, start, end, include_headers, topic, partition, ts_type, batch_rows):
-    """Yield RecordBatches of the records of ``lg`` with offsets in [start, end), about
-    ``batch_rows`` rows each (whole Kafka batches: a RecordBatch may hold more)."""
+def read_arrow(lg, start, end, include_headers, topic, partition, ts_type, batch_rows,
+               isolation=Isolation.HIGH_WATERMARK):
+    """Yield RecordBatches of the records of ``lg`` with offsets in [start, end) that a
+    read under ``isolation`` returns, about ``batch_rows`` rows each (whole Kafka
+    batches: a RecordBatch may hold more)."""
     builder = ColumnBuilder(include_headers, rows_hint=min(batch_rows, 1 << 16))
-    for stopped in _fill(lg, start, end, builder, batch_rows):
+    aborted = lg.aborted_transactions(start, end) if isolation.skips_aborted else ()
+    reader = _Reader(lg, isolation, AbortedFilter(aborted))
+    for stopped in _fill(reader, start, end, builder, batch_rows):
         if builder.rows:
             yield builder.finish(topic, partition, ts_type)
         if stopped:
             return
 
 
-def _fill(lg, pos, end, builder, batch_rows):
+class _Reader:
+    """The log a range is read from, the isolation it is read under and the filter of
+    the batches that give no rows (markers; COMMITTED: aborted transactions)."""
+
+    __slots__ = ("lg", "isolation", "skip")
+
+    def __init__(self, lg, isolation, skip):
+        self.lg, self.isolation, self.skip = lg, isolation, skip
+
+    def read(self, lo, stop):
+        return self.lg.read(lo, max_offset=stop, isolation=self.isolation)
+
+
+def _fill(reader, pos, end, builder, batch_rows):
     """Decode into ``builder``, yielding (stopped) whenever it holds enough rows."""
     prev = None
     while pos < end:
-        data = lg.read_batches(pos, _FETCH_BYTES)
+        data = reader.lg.read_batches(pos, _FETCH_BYTES, isolation=reader.isolation)
         if not data:
-            yield _per_record(lg, builder, pos, end)
+            yield _per_record(reader, builder, pos, end)
             return
         batches, stop, status = _native.scan_batches(data, verify_crc=True)
         view = memoryview(data)
@@ -175,9 +201,11 @@ def _fill(lg, pos, end, builder, batch_rows):
                 return
             header = parse_header(data, position) if magic == MAGIC_V2 else None
             if header is None or not (prev is None or prev < base) or base > last:
-                stopped = _per_record(lg, builder, pos, min(end, last + 1), end)
+                stopped = _per_record(reader, builder, pos, min(end, last + 1), end)
+            elif reader.skip.skips(data, position, header):
+                stopped = last + 1 >= end
             else:
-                stopped = _decode(lg, builder, view, position, size, header, pos, end)
+                stopped = _decode(reader, builder, view, position, size, header, pos, end)
             prev = last
             pos = max(pos, last + 1)
             if stopped:
@@ -187,31 +215,31 @@ def _fill(lg, pos, end, builder, batch_rows):
                 yield False
         if status != _native.SCAN_OK or not batches:
             # A damaged batch: the per-record path raises the error it deserves.
-            yield _per_record(lg, builder, pos, end)
+            yield _per_record(reader, builder, pos, end)
             return
     yield True
 
 
-def _decode(lg, builder, view, position, size, header, lo, hi):
+def _decode(reader, builder, view, position, size, header, lo, hi):
     body = view[position + BATCH_OVERHEAD:position + size]
     try:
         if header.compression != CODEC_NONE:
             body = compression.decompress(header.compression, body)
     except Exception:
-        return _per_record(lg, builder, lo, min(hi, header.last_offset + 1), hi)
+        return _per_record(reader, builder, lo, min(hi, header.last_offset + 1), hi)
     fixed = None if header.timestamp_type == TIMESTAMP_CREATE_TIME else header.max_timestamp
     status, stopped = builder.add_batch(body, header.records_count, header.base_offset,
                                         header.base_timestamp, fixed, lo, hi)
     if status == 0:
         return stopped
     # Refused bytes (the per-record path raises their error) or an overflow.
-    return _per_record(lg, builder, lo, min(hi, header.last_offset + 1), hi)
+    return _per_record(reader, builder, lo, min(hi, header.last_offset + 1), hi)
 
 
-def _per_record(lg, builder, lo, stop, hi=None):
+def _per_record(reader, builder, lo, stop, hi=None):
     """Rows of [lo, stop) through Log.read (legacy entries, refused or damaged batches);
     returns whether the read ended before ``hi``."""
-    rows = list(lg.read(lo, max_offset=stop)) if lo < stop else []
+    rows = list(reader.read(lo, stop)) if lo < stop else []
     status, _ = builder.add_rows(rows, lo, stop)
     if status:
         raise OverflowError("a record's timestamp does not fit Spark's microsecond "

@@ -10,7 +10,9 @@ stably, so each partition's rows keep their order. Each (topic, partition) run o
 rows is then encoded by ``_native.arrow_encode`` into v2 record batches of about
 1 MiB, compressed as the topic's ``compression.type`` says, and appended whole
 with ``Log.append_batches``. Topics with LogAppendTime go through ``Log.append``
-(the batch append keeps the producer's timestamps).
+(the batch append keeps the producer's timestamps), except for a transactional
+producer's batches (transactional.py), whose producer fields only encoded batches
+carry: ``Log.append_batches`` stamps those with the append time itself.
 """
 
 import kqlite
@@ -19,8 +21,10 @@ from ..errors import InvalidRecordError
 from ..format import compression
 from ..format.constants import (
     MAGIC_V2, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
+    TRANSACTIONAL_MASK,
 )
 from ..format.header import BatchHeader
+from ..storage import NO_VERIFICATION
 from .options import SparkOptionError
 
 __all__ = ["staged_columns", "append_runs", "runs", "encode_run", "column_of"]
@@ -188,9 +192,11 @@ def _buffers(arr):
     return (bufs[0] if arr.null_count else None, bufs[1], bufs[2])
 
 
-def encode_run(staged, start, stop, codec="none", max_bytes=_TARGET):
+def encode_run(staged, start, stop, codec="none", max_bytes=_TARGET, producer=None):
     """Rows [start, stop) of a staged batch (one topic-partition) as whole v2 batches:
-    a list of bytes objects of about ``max_bytes`` each."""
+    a list of bytes objects of about ``max_bytes`` each. ``producer``: ``(producer id,
+    epoch, sequence of row ``start``)`` of a transactional producer, whose fields and
+    running sequence the batches then carry, with the transactional attribute."""
     import pyarrow as pa
     import pyarrow.compute as pc
     part = staged.slice(start, stop - start)
@@ -219,39 +225,57 @@ def encode_run(staged, start, stop, codec="none", max_bytes=_TARGET):
         base_ts = window[0].as_py()
         max_ts = pc.max(window).as_py()
         body = _native.arrow_encode(lo, hi, key, value, stamps, base_ts, headers)
-        out.append(_batch(body, hi - lo, base_ts, max_ts, codec))
+        fields = None if producer is None else \
+            (producer[0], producer[1], producer[2] + lo)
+        out.append(_batch(body, hi - lo, base_ts, max_ts, codec, fields))
     return out
 
 
-def _batch(body, count, base_ts, max_ts, codec):
+def _batch(body, count, base_ts, max_ts, codec, producer=None):
     codec_id = compression.codec_id(codec)
     if codec_id:
         body = compression.compress(codec_id, body)
-    head = BatchHeader(0, 0, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0, codec_id, count - 1,
-                       base_ts, max_ts, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
-                       count).encode_for(body)
+    attributes, pid, epoch, sequence = codec_id, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE
+    if producer is not None:
+        attributes |= TRANSACTIONAL_MASK
+        pid, epoch, sequence = producer
+    head = BatchHeader(0, 0, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0, attributes, count - 1,
+                       base_ts, max_ts, pid, epoch, sequence, count).encode_for(body)
     return bytes(head) + bytes(body)
 
 
-def append_runs(db, staged, config_cache):
+def append_runs(db, staged, config_cache, producer=None):
     """Append every (topic, partition) run of a sorted staged batch; returns
-    {(topic, partition): records appended}."""
+    {(topic, partition): records appended}. With ``producer`` (a
+    transactional.TaskTransaction) the runs are that producer's transactional batches,
+    each partition enlisted with it before its first append."""
     counts = {}
     for topic, p, start, stop in runs(staged):
         cfg = config_cache.get(topic)
         if cfg is None:
             cfg = config_cache[topic] = db.topic_config(topic)
         with db.leased_log(topic, p) as lg:
-            if cfg["message.timestamp.type"] == "LogAppendTime":
+            if producer is not None:
+                limit = min(_TARGET, int(cfg["max.message.bytes"]) - 1024)
+                fields = producer.enlist((topic, p), stop - start)
+                # As a client's Produce: judged by the producer state's epoch and
+                # sequence rules, so an attempt the driver fenced is refused.
+                lg.append_as_leader(b"".join(encode_run(staged, start, stop, _codec(cfg),
+                                                        max(limit // 2, 1024), fields)),
+                                    leader_epoch=None, verification_guard=NO_VERIFICATION)
+            elif cfg["message.timestamp.type"] == "LogAppendTime":
                 lg.append(_records(staged, start, stop))
             else:
-                codec = cfg["compression.type"]
-                codec = "none" if codec in ("producer", "uncompressed") else codec
                 limit = min(_TARGET, int(cfg["max.message.bytes"]) - 1024)
-                lg.append_batches(b"".join(encode_run(staged, start, stop, codec,
+                lg.append_batches(b"".join(encode_run(staged, start, stop, _codec(cfg),
                                                       max(limit // 2, 1024))))
         counts[(topic, p)] = counts.get((topic, p), 0) + stop - start
     return counts
+
+
+def _codec(cfg):
+    codec = cfg["compression.type"]
+    return "none" if codec in ("producer", "uncompressed") else codec
 
 
 def _records(staged, start, stop):

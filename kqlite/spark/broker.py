@@ -9,11 +9,12 @@ Fetch requests to the partition's leader, whose raw record batches are decoded i
 Arrow buffers by fetched.FetchedDecoder -- no Python object per record.
 
 Isolation, as Kafka's ``isolation.level`` (option ``kafka.isolation.level``):
-``read_committed`` (the default, as librdkafka's, which this source used before)
-reads up to the last stable offset and drops aborted transactions;
-``read_uncommitted`` reads up to the high watermark. Kafka's consumer never returns
-control records, and neither does this reader. On a kqlite broker (no transactions)
-both read the same records as the data dir path.
+``read_committed`` reads up to the last stable offset (ListOffsets and Fetch with
+isolation level 1) and drops aborted transactions by the Fetch answers' aborted-
+transaction lists; ``read_uncommitted`` (the default, as Kafka's consumer's) reads
+up to the high watermark. Kafka's consumer never returns control records, and
+neither does this reader. Both read the same records as the data dir path under the
+same level.
 """
 
 import contextlib
@@ -26,11 +27,10 @@ from ..storage.isolation import isolation_level, isolation_of, read_limit
 from .arrow_read import ColumnBuilder
 from .fetched import FetchedDecoder
 from .kafka_client import BrokerError, KafkaClient, raise_for
-from .options import SparkOptionError
+from .options import CONSUMER, SparkOptionError
 
 __all__ = ["BrokerCatalog", "BrokerPartition", "BrokerError"]
 
-_CONSUMER = -1                       # WIRE: a consumer's replica id
 _TIMEOUT = 30.0
 _EARLIEST, _LATEST = -2, -1          # WIRE: ListOffsets timestamps
 _FETCH_BYTES = 8 << 20               # one partition's bytes per Fetch
@@ -41,7 +41,7 @@ _TOPIC_RESOURCE = 2                  # WIRE: DescribeConfigs resource type TOPIC
 class BrokerCatalog:
     """What the reader needs of a Database, asked of the brokers at ``servers``."""
 
-    def __init__(self, servers, isolation="read_committed", timeout=None):
+    def __init__(self, servers, isolation="read_uncommitted", timeout=None):
         try:
             level = isolation_level(isolation)
         except ValueError:
@@ -50,7 +50,7 @@ class BrokerCatalog:
         self.servers = servers
         self.path = f"the broker at {servers}"   # for messages that name the source
         self.isolation = level                   # the requests' isolation_level
-        self.read_isolation = isolation_of(_CONSUMER, self.isolation)
+        self.read_isolation = isolation_of(CONSUMER, self.isolation)
         try:
             self.client = KafkaClient(servers, timeout=timeout or _TIMEOUT)
         except BrokerError as exc:
@@ -104,7 +104,7 @@ class BrokerCatalog:
                     topics.setdefault(t, []).append({"partition_index": p,
                                                      "timestamp": timestamp})
                 body = client.call(node, conn, ApiKey.LIST_OFFSETS, {
-                    "replica_id": _CONSUMER, "isolation_level": self.isolation,
+                    "replica_id": CONSUMER, "isolation_level": self.isolation,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
                 for t in body["topics"]:
                     for p in t["partitions"]:
@@ -246,7 +246,7 @@ class BrokerPartition:
         def attempt():
             node, conn = client.leader(self.topic, self.partition)
             body = client.call(node, conn, ApiKey.FETCH, {
-                "replica_id": _CONSUMER, "max_wait_ms": 0, "min_bytes": 0,
+                "replica_id": CONSUMER, "max_wait_ms": 0, "min_bytes": 0,
                 "max_bytes": max_bytes, "isolation_level": self.catalog.isolation,
                 "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": self.topic, "partitions": [{

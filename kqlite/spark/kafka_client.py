@@ -1,5 +1,7 @@
-"""A small synchronous Kafka client for the source's reads through a broker: Metadata,
-ListOffsets, Fetch and DescribeConfigs over blocking sockets. The frames are made and read
+"""A small synchronous Kafka client for the source's reads through a broker (Metadata,
+ListOffsets, Fetch and DescribeConfigs) and the transactional sink's writes
+(broker_sink.py: FindCoordinator, InitProducerId, AddPartitionsToTxn, Produce, EndTxn,
+ListTransactions) over blocking sockets. The frames are made and read
 by the sans-I/O ``kqlite.protocol.ClientConnection`` (correlation ids, response framing
 and its limits, version negotiation), the same as the cluster's inter-broker client's;
 this module only moves their bytes.
@@ -31,7 +33,13 @@ __all__ = ["KafkaClient", "BrokerError", "RETRIABLE"]
 # The versions this client speaks: (lowest usable, highest it asks for). Fetch stops at
 # 12 because v13+ names topics by id; ListOffsets needs v2+ for the isolation level.
 _SPOKEN = {ApiKey.METADATA: (1, 12), ApiKey.LIST_OFFSETS: (2, 9), ApiKey.FETCH: (4, 12),
-           ApiKey.DESCRIBE_CONFIGS: (0, 4)}
+           ApiKey.DESCRIBE_CONFIGS: (0, 4),
+           # A transactional producer's (broker_sink.py): a transactional Produce needs v3+;
+           # FindCoordinator by key type needs v1+ (v4+ batches keys); AddPartitionsToTxn
+           # v4+ is a broker's.
+           ApiKey.FIND_COORDINATOR: (1, 3), ApiKey.INIT_PRODUCER_ID: (0, 4),
+           ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3), ApiKey.PRODUCE: (3, 9),
+           ApiKey.END_TXN: (0, 3), ApiKey.LIST_TRANSACTIONS: (0, 1)}
 _API_VERSIONS_V = 3
 _MAX_FRAME = 1 << 30          # a larger length prefix is not a sane answer to our requests
 _READ_SIZE = 1 << 18          # bytes asked of the socket at a time

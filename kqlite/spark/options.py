@@ -13,13 +13,14 @@ import os
 import re
 
 from ..errors import ConfigError
-from ..storage.isolation import isolation_level
+from ..storage.isolation import isolation_level, isolation_of
 
 __all__ = ["SparkOptionError", "EARLIEST", "LATEST", "SourceOptions", "SinkOptions",
            "offset_json", "parse_offsets_json", "split_ranges", "rate_limit", "get_option"]
 
 EARLIEST = -2   # Kafka's sentinels in startingOffsets / endingOffsets JSON
 LATEST = -1
+CONSUMER = -1   # WIRE: the replica id of a consumer's Fetch and ListOffsets
 
 
 class SparkOptionError(ConfigError):
@@ -132,14 +133,20 @@ class _Spec:
         return isinstance(other, _Spec) and (self.kind, self.value) == (other.kind, other.value)
 
 
-def _check_no_broker(options):
-    for key in (options or {}):
-        if key.lower() == "kafka.bootstrap.servers":
-            raise SparkOptionError(
-                "the kqlite sink writes into a kqlite data dir: pass its path with "
-                ".save(path) or .option('path', ...) (the data dir a running kqlite serve "
-                "uses is fine); writing through a broker (kafka.bootstrap.servers) is "
-                "not supported")
+def _check_broker_sink(options):
+    """Through a broker the sink writes only transactions, for a streaming query with a
+    checkpointLocation (where the driver keeps its decisions: broker_sink.py)."""
+    if str(get_option(options, "writeMode") or "").lower() != "transactional" or \
+            not get_option(options, "checkpointLocation"):
+        raise SparkOptionError(
+            "through a broker (kafka.bootstrap.servers) the kqlite sink writes only with "
+            "writeMode=transactional in a streaming query with the option "
+            "checkpointLocation; otherwise write into a kqlite data dir: pass its path "
+            "with .save(path) or .option('path', ...) (the data dir a running kqlite "
+            "serve uses is fine)")
+    if get_option(options, "path"):
+        raise SparkOptionError("give either a data dir path or kafka.bootstrap.servers, "
+                               "not both")
 
 
 def _source_location(options):
@@ -209,16 +216,19 @@ class SourceOptions:
         self.max_offsets_per_trigger = _int(options, "maxOffsetsPerTrigger", None, minimum=1)
         self.min_offsets_per_trigger = _int(options, "minOffsetsPerTrigger", None, minimum=1)
         self.records_per_batch = _int(options, "maxRecordsPerBatch", 10000, minimum=1)
-        # Kafka's consumer setting, as Spark's Kafka source passes kafka.* on; the
-        # default is librdkafka's, which this source used before it fetched itself.
+        # Kafka's consumer setting, as Spark's Kafka source passes kafka.* on to its
+        # consumer; the default is that consumer's (Java's isolation.level).
         isolation = str(get_option(options, "kafka.isolation.level") or
-                        "read_committed").strip().lower()
+                        "read_uncommitted").strip().lower()
         try:
-            isolation_level(isolation)
+            level = isolation_level(isolation)
         except ValueError:
             raise SparkOptionError("option kafka.isolation.level must be read_committed or "
                                    f"read_uncommitted, not {isolation!r}") from None
         self.isolation = isolation
+        # What a consumer with that level reads to (Kafka's FetchIsolation.of): a data
+        # dir's reads are limited as the broker would limit this consumer's Fetch.
+        self.read_isolation = isolation_of(CONSUMER, level)
         strategy = (get_option(options, "startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):
             raise SparkOptionError("option startingOffsetsByTimestampStrategy must be error "
@@ -292,9 +302,13 @@ class SinkOptions:
 
     def __init__(self, options):
         options = dict(options or {})
-        _check_no_broker(options)
         self.raw = options
-        self.path = _path(options)
+        self.bootstrap = get_option(options, "kafka.bootstrap.servers")
+        if self.bootstrap is None:
+            self.path = _path(options)
+        else:
+            _check_broker_sink(options)
+            self.path = None
         self.topic = get_option(options, "topic")
         self.sink_id = get_option(options, "sinkId")
         self.checkpoint = get_option(options, "checkpointLocation")
@@ -303,10 +317,11 @@ class SinkOptions:
             raise SparkOptionError("option batchId needs the option sinkId too: the sink "
                                    "records the last batch id it published under that name")
         mode = (get_option(options, "writeMode") or "staged").lower()
-        if mode not in ("staged", "direct"):
-            raise SparkOptionError(f"option writeMode must be staged or direct, not {mode!r}")
+        if mode not in ("staged", "direct", "transactional"):
+            raise SparkOptionError("option writeMode must be staged, direct or transactional, "
+                                   f"not {mode!r}")
         if mode == "direct" and self.batch_id is not None:
-            raise SparkOptionError("option batchId needs writeMode=staged")
+            raise SparkOptionError("option batchId needs writeMode=staged or transactional")
         self.write_mode = mode
 
 

@@ -6,6 +6,18 @@ executor side turns one offset range of one partition into Arrow record batches 
 the Kafka-source schema. Reading a range is deterministic: the same (topic,
 partition, start, end) always gives the same rows while they are retained, which
 is what Spark's replay of an unfinished micro-batch needs.
+
+Isolation (the option ``kafka.isolation.level``) is the consumer's: a data dir is
+read as a broker serves that consumer's ListOffsets and Fetch. Under
+``read_committed`` (Isolation.COMMITTED) "latest" is the last stable offset, a
+timestamp is looked up below it, and a range leaves out transaction markers and the
+records of aborted transactions (Kafka's consumer algorithm, storage's
+AbortedFilter); under ``read_uncommitted`` (HIGH_WATERMARK) "latest" is the high
+watermark and only markers are left out. Through a broker the catalog's requests
+carry the level and the broker applies the same limits, so the functions here take
+an ``isolation`` only for a data dir's logs. Because the end of a read_committed
+range is at most the last stable offset, every transaction in it is decided, and
+the same range always gives the same rows.
 """
 
 import logging
@@ -14,7 +26,9 @@ import os
 import kqlite
 from ..db.layout import meta_dir
 from ..errors import KqliteError, OffsetOutOfRangeError
-from .options import EARLIEST, LATEST, SparkOptionError
+from ..storage import Isolation
+from ..storage.isolation import isolation_level, isolation_of
+from .options import CONSUMER, EARLIEST, LATEST, SparkOptionError
 from .schema import arrow_schema, headers_type
 
 __all__ = ["DataLossError", "open_data_dir", "selected_partitions", "resolve_positions",
@@ -45,7 +59,7 @@ def open_data_dir(path):
     return kqlite.open(path, retention_check_interval_ms=0)
 
 
-def open_source(path=None, bootstrap=None, isolation="read_committed"):
+def open_source(path=None, bootstrap=None, isolation="read_uncommitted"):
     """The driver's and executors' view of where the records are: a data dir, or with
     ``bootstrap`` (kafka.bootstrap.servers) a broker read with Kafka's ``isolation``
     level (kafka.isolation.level)."""
@@ -93,14 +107,15 @@ def selected_partitions(db, opts):
     return out
 
 
-def latest_offsets(db, tps):
-    """The high watermark (the end a reader may read to) of each partition."""
+def latest_offsets(db, tps, isolation=Isolation.HIGH_WATERMARK):
+    """The end a reader under ``isolation`` may read to (the high watermark, or the last
+    stable offset under COMMITTED) of each partition."""
     if not isinstance(db, kqlite.Database):
         return db.latest_offsets(tps)       # a broker: one request per leader
     out = {}
     for tp in tps:
         with db.leased_log(*tp) as lg:    # a lease: thousands of partitions, few descriptors
-            out[tp] = _hw(lg)
+            out[tp] = _end(lg, isolation)
     return out
 
 
@@ -114,50 +129,57 @@ def earliest_offsets(db, tps):
     return out
 
 
-def resolve_positions(db, spec, tps, which, strategy="error"):
+def resolve_positions(db, spec, tps, which, strategy="error",
+                      isolation=Isolation.HIGH_WATERMARK):
     """Offsets ``spec`` (a starting or ending _Spec) stands for, for each of ``tps``.
 
     Per-partition JSON that leaves a partition out gives it the default: earliest
     for a start, latest for an end (Kafka insists on every partition; kqlite is
     lenient). A start by timestamp with no record at or after it fails, or with
     startingOffsetsByTimestampStrategy=latest takes the latest offset; an end by
-    timestamp with no such record takes the latest offset (as Kafka)."""
+    timestamp with no such record takes the latest offset (as Kafka). "Latest" and
+    timestamps are under ``isolation`` (a data dir's; see the module docstring)."""
     if spec.kind == "earliest":
         return earliest_offsets(db, tps)
     if spec.kind == "latest":
-        return latest_offsets(db, tps)
+        return latest_offsets(db, tps, isolation)
     out = {}
     for tp in tps:
         with db.leased_log(*tp) as lg:
-            out[tp] = _position(lg, spec, tp, which, strategy)
+            out[tp] = _position(lg, spec, tp, which, strategy, isolation)
     return out
 
 
-def _position(lg, spec, tp, which, strategy):
+def _position(lg, spec, tp, which, strategy, isolation):
     """The offset ``spec`` stands for in one partition (see resolve_positions)."""
     if spec.kind == "offsets":
         want = spec.value.get(tp, EARLIEST if which == "starting" else LATEST)
         if want == EARLIEST:
             return lg.start_offset
         if want == LATEST:
-            return _hw(lg)
+            return _end(lg, isolation)
         return want
     ts = spec.value if spec.kind == "timestamp" else spec.value.get(tp)
     if ts is None:
-        return lg.start_offset if which == "starting" else _hw(lg)
-    found = lg.offset_for_time(ts)
+        return lg.start_offset if which == "starting" else _end(lg, isolation)
+    found = lg.offset_for_time(ts, isolation=isolation)
     if found is None:
         if which == "starting" and strategy == "error":
             raise SparkOptionError(
                 f"no record at or after timestamp {ts} in {tp[0]}-{tp[1]} (option "
                 f"{which}Timestamp/{which}OffsetsByTimestamp); set "
                 f"startingOffsetsByTimestampStrategy=latest to start at the end instead")
-        found = _hw(lg)
+        found = _end(lg, isolation)
     return found
 
 
-def _hw(lg):
-    lg.end_offset
+def _end(lg, isolation):
+    """The offset a read of ``lg`` stops below: for a data dir's Log, the limit of
+    ``isolation`` (storage's read_limit; the high watermark or the last stable offset),
+    caught up with other processes' appends; for a BrokerPartition, ListOffsets latest
+    under the catalog's isolation level (the broker applies the same rule)."""
+    if isinstance(lg, kqlite.Log):
+        return lg.offset_snapshot().read_limit(isolation)
     return lg.high_watermark
 
 
@@ -177,13 +199,14 @@ def check_lost(message, fail_on_data_loss):
 
 def read_range(path, topic, partition, start, end, ts_type=0, include_headers=False,
                fail_on_data_loss=True, batch_rows=10000, bootstrap=None, fast=True,
-               isolation="read_committed"):
+               isolation="read_uncommitted"):
     """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
     ``[start, end)`` (executor side; opens and closes the data dir, or the broker
     connections with ``bootstrap``, itself). A data dir is read with the columnar
     decoder of arrow_read unless ``fast`` is False (the per-record path, which the
     tests compare it with); a broker's fetched batches always go through the same
-    columnar decoder (broker.BrokerPartition.read_arrow)."""
+    columnar decoder (broker.BrokerPartition.read_arrow). ``isolation`` is Kafka's
+    isolation.level (read_uncommitted or read_committed); see the module docstring."""
     import pyarrow as pa
     schema = arrow_schema(include_headers)
     if end <= start:
@@ -197,25 +220,26 @@ def read_range(path, topic, partition, start, end, ts_type=0, include_headers=Fa
         lg = _log_or_lost(db, topic, partition, start, end, fail_on_data_loss)
         if lg is None:
             return
+        limit = isolation_of(CONSUMER, isolation_level(isolation))
         records = None
         for _attempt in range(3):
             start, end = _still_there(topic, partition, start, end, lg.start_offset,
-                                      _hw(lg), fail_on_data_loss)
+                                      _end(lg, limit), fail_on_data_loss)
             if start >= end:
                 return
             try:
-                records = lg.read(start, max_offset=end)
+                records = lg.read(start, max_offset=end, isolation=limit)
                 break
             except OffsetOutOfRangeError:
                 continue    # retention moved the start between the check and the read
         if records is None:
-            records = lg.read(max(start, lg.start_offset), max_offset=end)
+            records = lg.read(max(start, lg.start_offset), max_offset=end, isolation=limit)
         if fast and isinstance(db, kqlite.Database):
             records.close()     # not iterated: the columnar path reads the same range
             start = max(start, lg.start_offset)
             from .arrow_read import read_arrow
             yield from read_arrow(lg, start, end, include_headers, topic, partition,
-                                  ts_type, batch_rows)
+                                  ts_type, batch_rows, limit)
             return
         htype = headers_type() if include_headers else None
         while True:

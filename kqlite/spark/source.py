@@ -170,11 +170,12 @@ class KqliteBatchReader(_ReaderBase, DataSourceReader):
         db = self._database()
         try:
             tps = selected_partitions(db, self.opts)
+            iso = self.opts.read_isolation
             start = resolve_positions(db, self.opts.starting, tps, "starting",
-                                      self.opts.timestamp_strategy)
-            end = resolve_positions(db, self.opts.ending, tps, "ending")
+                                      self.opts.timestamp_strategy, iso)
+            end = resolve_positions(db, self.opts.ending, tps, "ending", isolation=iso)
             first = earliest_offsets(db, tps)
-            last = latest_offsets(db, tps)
+            last = latest_offsets(db, tps, iso)
             ranges = []
             for tp in tps:
                 s, e = start[tp], end[tp]
@@ -219,12 +220,13 @@ class KqliteStreamReader(_ReaderBase, DataSourceStreamReader, *_STREAM_MIXINS):
         db = self._database()
         tps = selected_partitions(db, self.opts)
         return offset_json(resolve_positions(db, self.opts.starting, tps, "starting",
-                                             self.opts.timestamp_strategy))
+                                             self.opts.timestamp_strategy,
+                                             self.opts.read_isolation))
 
     def _latest(self):
         from .reading import latest_offsets, selected_partitions
         db = self._database()
-        return latest_offsets(db, selected_partitions(db, self.opts))
+        return latest_offsets(db, selected_partitions(db, self.opts), self.opts.read_isolation)
 
     def getDefaultReadLimit(self):
         if self.opts.max_offsets_per_trigger is not None:
@@ -295,13 +297,15 @@ def _spark_version():
 # -- Writing ------------------------------------------------------------------------------------
 
 class WriteResult(WriterCommitMessage):
-    """What a write task did: its staging file (staged mode), records per partition and,
-    in a streaming query, the query id (which names the sink's bookkeeping)."""
+    """What a write task did: its staging file (staged mode), records per partition, in a
+    streaming query the query id (which names the sink's bookkeeping) and in
+    transactional mode its prepared transaction (a transactional.Prepared)."""
 
-    def __init__(self, file, counts, query_id=None):
+    def __init__(self, file, counts, query_id=None, prepared=None):
         self.file = file
         self.counts = counts
         self.query_id = query_id
+        self.prepared = prepared
 
     def __repr__(self):
         return f"WriteResult({self.file!r}, {sum(self.counts.values())} records)"
@@ -315,13 +319,40 @@ class _WriterBase:
             check_sink_schema([(f.name, f.dataType.simpleString()) for f in schema.fields],
                               self.opts.topic)
         if self.opts.topic is not None:
-            check_topic_exists(self.opts.path, self.opts.topic)
+            check_topic_exists(self.opts.path, self.opts.topic, self.opts.bootstrap)
 
     def write(self, iterator):
+        query_id = _task_query_id()
+        if self.opts.write_mode == "transactional":
+            return self._prepare(iterator, query_id)
         from .writing import stage_rows
         name, counts = stage_rows(self.opts.path, iterator, self.opts.topic,
                                   self.opts.write_mode)
-        return WriteResult(name, counts, _task_query_id())
+        return WriteResult(name, counts, query_id)
+
+    def _prepare(self, iterator, query_id):
+        """Transactional mode, phase one: the rows as this attempt's open transaction."""
+        from .transactional import prepare_rows, transactional_id
+        from .writing import sink_dir
+        sink = self._sink_name(query_id)
+        if sink is None:
+            raise SparkOptionError(_NO_SINK_NAME)
+        batch_id = self._task_batch_id()
+        task, attempt = _task_attempt()
+        txn_id = transactional_id(sink, batch_id, task, attempt)
+        if self.opts.bootstrap:
+            from .broker_sink import prepare_through_broker
+            counts, prepared = prepare_through_broker(self.opts.bootstrap, iterator,
+                                                      self.opts.topic, txn_id, batch_id)
+        else:
+            counts, prepared = prepare_rows(self.opts.path, iterator, self.opts.topic,
+                                            sink_dir(self.opts.path, sink), txn_id, batch_id)
+        return WriteResult(None, counts, query_id, prepared)
+
+    @staticmethod
+    def _prepared(messages):
+        return [m.prepared for m in messages
+                if isinstance(m, WriteResult) and m.prepared is not None]
 
     @staticmethod
     def _files(messages):
@@ -336,29 +367,81 @@ class _WriterBase:
         return tps
 
 
+_NO_SINK_NAME = ("writeMode=transactional needs a sink name: the query id (a streaming "
+                 "query), the option sinkId or a checkpointLocation")
+
+
 def _task_query_id():
     """The streaming query id (stable across restarts), from the task's local properties."""
+    return _task_property("sql.streaming.queryId")
+
+
+def _task_property(name):
     try:
         from pyspark import TaskContext
         tc = TaskContext.get()
-        return tc.getLocalProperty("sql.streaming.queryId") if tc is not None else None
+        return tc.getLocalProperty(name) if tc is not None else None
     except Exception:
         return None
 
 
+def _task_attempt():
+    """(partition id, attempt number) of the running task; (0, 0) outside Spark."""
+    from pyspark import TaskContext
+    tc = TaskContext.get()
+    return (tc.partitionId(), tc.attemptNumber()) if tc is not None else (0, 0)
+
+
 class KqliteWriter(_WriterBase, DataSourceArrowWriter):
     """``df.write.format("kqlite")``: staged rows are appended when the job commits; an
-    aborted job appends nothing (writeMode=direct: tasks append, at-least-once). With
+    aborted job appends nothing (writeMode=direct: tasks append, at-least-once;
+    writeMode=transactional: tasks prepare transactions the job's commit commits). With
     the options ``sinkId`` and ``batchId`` (foreachBatch) a batch id is published once."""
 
+    def __init__(self, options, schema):
+        super().__init__(options, schema)
+        if self.opts.bootstrap:
+            raise SparkOptionError("a batch write (df.write) needs a kqlite data dir path; "
+                                   "through a broker (kafka.bootstrap.servers) only "
+                                   "streaming queries write, with writeMode=transactional")
+        import uuid
+        self._job = uuid.uuid4().hex     # names a one-off transactional sink
+
+    def _sink_name(self, query_id=None):
+        return self.opts.sink_id or f"job:{self._job}"
+
+    def _task_batch_id(self):
+        return self.opts.batch_id if self.opts.batch_id is not None else 0
+
+    def _decide(self, messages, commit):
+        from .transactional import abort_batch, commit_batch, remove_sink
+        from .writing import SinkState, sink_dir
+        sink = self._sink_name()
+        where = sink_dir(self.opts.path, sink)
+        protected = self.opts.sink_id is not None and self.opts.batch_id is not None
+        if commit:
+            state = SinkState(self.opts.path, sink) if protected else None
+            commit_batch(self.opts.path, where, state, self._task_batch_id(),
+                         self._prepared(messages))
+        else:
+            abort_batch(self.opts.path, where, self._task_batch_id(),
+                        self._prepared(messages))
+        if not protected:
+            remove_sink(where)
+
     def commit(self, messages):
-        if self.opts.write_mode == "staged":
+        if self.opts.write_mode == "transactional":
+            self._decide(messages, True)
+        elif self.opts.write_mode == "staged":
             from .writing import publish
             publish(self.opts.path, self._files(messages), self.opts.batch_id,
                     self.opts.sink_id if self.opts.batch_id is not None else None,
                     partitions=self._partitions(messages))
 
     def abort(self, messages):
+        if self.opts.write_mode == "transactional":
+            self._decide(messages, False)
+            return
         from .writing import discard
         discard(self.opts.path, self._files(messages))
 
@@ -368,16 +451,42 @@ class KqliteStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     (staged mode; see kqlite.spark.writing), so a replayed batch appends nothing twice."""
 
     def _sink_id(self, messages):
-        if self.opts.sink_id:
-            return self.opts.sink_id
         for m in messages:
             if isinstance(m, WriteResult) and m.query_id:
-                return f"query:{m.query_id}"
+                return self._sink_name(m.query_id)
+        return self._sink_name(None)
+
+    def _sink_name(self, query_id):
+        """The sink's bookkeeping name, the same in the tasks and on the driver: the
+        sinkId option, else the query id, else the checkpoint location."""
+        if self.opts.sink_id:
+            return self.opts.sink_id
+        if query_id:
+            return f"query:{query_id}"
         if self.opts.checkpoint:
             return f"checkpoint:{self.opts.checkpoint}"
         return None
 
+    @staticmethod
+    def _task_batch_id():
+        batch = _task_property("streaming.sql.batchId")
+        return int(batch) if batch is not None else None
+
     def commit(self, messages, batchId):
+        if self.opts.write_mode == "transactional":
+            from .transactional import commit_batch, transactional_prefix
+            from .writing import SinkState, sink_dir
+            sink = self._transactional_sink(messages)
+            if self.opts.bootstrap:
+                from .broker_sink import checkpoint_sink_dir, commit_through_broker
+                where = checkpoint_sink_dir(self.opts.checkpoint)
+                commit_through_broker(self.opts.bootstrap, where, transactional_prefix(sink),
+                                      SinkState(None, sink, directory=where), batchId,
+                                      self._prepared(messages))
+                return
+            commit_batch(self.opts.path, sink_dir(self.opts.path, sink),
+                         SinkState(self.opts.path, sink), batchId, self._prepared(messages))
+            return
         if self.opts.write_mode != "staged":
             return
         from .writing import publish
@@ -389,5 +498,29 @@ class KqliteStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
                 partitions=self._partitions(messages))
 
     def abort(self, messages, batchId):
+        if self.opts.write_mode == "transactional":
+            from .transactional import abort_batch
+            from .writing import sink_dir
+            sink = self._sink_id(messages)
+            if sink is None:    # the next commit of the query aborts what was prepared
+                log.warning("kqlite sink: micro-batch %s failed and no task named the "
+                            "query; its transactions are aborted by the next commit", batchId)
+                return
+            if self.opts.bootstrap:
+                from .broker_sink import abort_through_broker, checkpoint_sink_dir
+                from .transactional import transactional_prefix
+                abort_through_broker(self.opts.bootstrap,
+                                     checkpoint_sink_dir(self.opts.checkpoint),
+                                     transactional_prefix(sink), batchId)
+                return
+            abort_batch(self.opts.path, sink_dir(self.opts.path, sink), batchId,
+                        self._prepared(messages))
+            return
         from .writing import discard
         discard(self.opts.path, self._files(messages))
+
+    def _transactional_sink(self, messages):
+        sink = self._sink_id(messages)
+        if sink is None:
+            raise SparkOptionError(_NO_SINK_NAME)
+        return sink

@@ -44,7 +44,7 @@ from ..storage.fs import DEFAULT_FS, atomic_write
 from .options import SparkOptionError
 from .arrow_write import (append_runs, cached_partition_count, column_of, runs,
                           staged_columns)
-from .reading import open_data_dir, partition_count
+from .reading import open_data_dir, open_source, partition_count
 
 __all__ = ["check_sink_schema", "stage_rows", "publish", "discard", "SinkState",
            "sink_dir", "STAGED_SCHEMA_FIELDS"]
@@ -84,8 +84,8 @@ def check_sink_schema(fields, topic_option):
                                f"{types['timestamp']}")
 
 
-def check_topic_exists(path, topic):
-    db = open_data_dir(path)
+def check_topic_exists(path, topic, bootstrap=None):
+    db = open_source(path, bootstrap)
     try:
         partition_count(db, topic)
     except kqlite.UnknownTopicError:
@@ -299,9 +299,9 @@ class SinkState:
     """Per-sink bookkeeping for exactly-once micro-batches: ``state.json`` holds the last
     published batch id, ``pending.json`` a publish in progress."""
 
-    def __init__(self, path, sink_id, fs=DEFAULT_FS):
+    def __init__(self, path, sink_id, fs=DEFAULT_FS, directory=None):
         self.fs = fs
-        self.dir = sink_dir(path, sink_id)
+        self.dir = sink_dir(path, sink_id) if directory is None else directory
         self.sink_id = sink_id
         fs.makedirs(self.dir)
         self.state_file = os.path.join(self.dir, "state.json")

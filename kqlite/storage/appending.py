@@ -5,7 +5,9 @@ Theory of operation
 ``Log.append`` builds v2 batches of about 1 MiB (each within
 ``max.message.bytes``; an uncompressed list of bytes values is checked whole first,
 then each batch is built as it is written, in one reused buffer: format/batch.py
-value_batches); ``Log.append_batches`` takes whole batches that arrive
+value_batches; one value or one Record alone is encoded by the one-record encoders,
+build_value_batch and build_record_batch, and written without the list's
+bookkeeping); ``Log.append_batches`` takes whole batches that arrive
 as bytes (a client's produce, a leader's fetch response) and checks their
 framing and CRC without decoding them; unless they come from replication, the log's
 ``message.timestamp.type`` is applied to them first (format/timestamps.py: a
@@ -84,11 +86,14 @@ _set_base_offset = batch_format.set_base_offset
 
 def append(lg, records, timestamp, codec, leader_epoch):
     """Log.append."""
-    if type(records) in _BYTES_TYPES and codec is None and leader_epoch is None:
+    kind = type(records)
+    if (kind in _BYTES_TYPES or kind is Record) and codec is None and leader_epoch is None:
         plan = lg.__dict__.get("_one_value_plan")
         if plan is None or plan[0] is not lg.config:
             plan = _one_value_plan(lg)
         if plan[1]:
+            if kind is Record:
+                return _append_record(lg, records, timestamp, plan)
             return _append_value(lg, records, timestamp, plan)
     if records is None or isinstance(records, (bytes, bytearray, memoryview, Record)):
         records = [records]
@@ -142,9 +147,9 @@ def _values_pieces(records, target, timestamp, timestamp_type, epoch, limit):
 
 
 def _one_value_plan(lg):
-    """Whether one bytes value may take the one-record path under the log's settings
-    (no compaction, which wants keys; no compression; CreateTime) and the batch size
-    limit; kept on the Log until its config object is replaced."""
+    """Whether one bytes value (or one Record) may take the one-record path under the
+    log's settings (no compaction, which wants keys; no compression; CreateTime) and
+    the batch size limit; kept on the Log until its config object is replaced."""
     config = lg.config
     plan = (config, "compact" not in config["cleanup.policy"]
             and _codec(config, None) == "none"
@@ -167,8 +172,31 @@ def _append_value(lg, value, timestamp, plan):
     return _build_and_write(lg, value, ts, plan)
 
 
+def _append_record(lg, record, timestamp, plan):
+    """Log.append of one Record (a producer's record: a key, headers, its own timestamp):
+    the batch append() would build, as _append_value writes it. The Record's timestamp,
+    else ``timestamp``, else now, as the general path stamps it."""
+    ts = record[1]
+    if ts is None:
+        ts = batch_format.now_ms() if timestamp is None else int(timestamp)
+    else:
+        ts = int(ts)
+    if record[2] is None and not record[4] and (record[3] is None
+                                                or type(record[3]) in _BYTES_TYPES):
+        record = record[3]          # a value only: the one-value encoder
+    if plan[3]:
+        return group_commit.write_and_sync(lg, _build_and_write, record, ts, plan)
+    return _build_and_write(lg, record, ts, plan)
+
+
 def _build_and_write(lg, value, ts, plan):
-    data = batch_format.build_value_batch(value, ts)
+    """Build the one-record batch of ``value`` (bytes, None, or a Record with a key or
+    headers: one write function serves both, as a group-commit round writes every queued
+    record with its leader's) and write it."""
+    if type(value) is Record:
+        data = batch_format.build_record_batch(value[3], value[2], value[4], ts)
+    else:
+        data = batch_format.build_value_batch(value, ts)
     size = len(data)
     if size > plan[2]:
         raise RecordTooLargeError(size, plan[2])

@@ -143,3 +143,47 @@ def test_bad_consumer_config(db):
         db.consumer("t", auto_offset_reset="middle")
     with pytest.raises(kqlite.UnknownTopicError):
         db.consumer("missing", group="g")
+
+
+def test_max_poll_records_limits_each_poll(db):
+    c = db.consumer(assign=[("t", 0)], max_poll_records=3)
+    assert [len(c.poll()) for _ in range(5)] == [3, 3, 3, 1, 0]
+    c.seek(("t", 0), 0)
+    assert len(c.poll(max_records=7)) == 7
+    c.close()
+
+
+def test_batches_yields_each_polls_list_in_order_and_ends_like_iteration(db):
+    c = db.consumer(assign=[("t", 1)], max_poll_records=4, consumer_timeout_ms=50)
+    lists = list(c.batches())
+    assert [len(b) for b in lists] == [4, 4, 2]
+    assert [r.value for b in lists for r in b] == [b"v%d" % i for i in range(1, 40, 4)]
+    c.seek(("t", 1), 0)
+    assert [len(b) for b in c.batches(max_records=6)] == [6, 4]
+    c.close()
+    with pytest.raises(kqlite.LogClosedError):
+        next(c.batches())
+
+
+def test_iteration_returns_what_batches_do(db):
+    one = db.consumer("t", group="a", enable_auto_commit=False, consumer_timeout_ms=50)
+    lists = db.consumer("t", group="b", enable_auto_commit=False, consumer_timeout_ms=50)
+    assert list(one) == [r for b in lists.batches() for r in b]
+    one.close()
+    lists.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "5", None, True])
+def test_bad_max_records_are_refused(db, bad):
+    if bad is not None:
+        with pytest.raises(ConfigError, match="max_poll_records"):
+            db.consumer("t", max_poll_records=bad)
+    c = db.consumer("t")
+    if bad is not None:
+        with pytest.raises(ConfigError, match="max_records"):
+            c.poll(max_records=bad)
+        with pytest.raises(ConfigError, match="max_records"):
+            c.batches(max_records=bad)
+    else:
+        assert len(c.poll(max_records=bad)) <= c.max_poll_records
+    c.close()

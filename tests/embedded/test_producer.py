@@ -44,10 +44,15 @@ def test_explicit_partition_headers_and_timestamp(db):
     assert (rec.value, rec.headers, rec.timestamp) == (b"v", (("h", b"1"),), 123)
 
 
-def test_keyless_records_spread_over_partitions(db):
-    with db.producer() as producer:
-        parts = {producer.send("t", b"x").result().partition for _ in range(200)}
-    assert len(parts) > 1
+def test_keyless_records_stick_until_batch_size_bytes_then_switch(db):
+    # KIP-794: a keyless record goes to the sticky partition until batch_size bytes
+    # (21 bytes of record overhead + the value, here 121 a record) went to it.
+    with db.producer(batch_size=1000) as producer:
+        parts = [producer.send("t", b"x" * 100).result().partition for _ in range(200)]
+    runs = [parts[i:i + 9] for i in range(0, 198, 9)]
+    assert all(len(set(run)) == 1 for run in runs)            # 9 * 121 >= 1000
+    assert all(a[0] != b[0] for a, b in zip(runs, runs[1:]))  # then another partition
+    assert len(set(parts)) > 1
 
 
 def test_linger_batches_records_per_partition(db):
@@ -89,3 +94,20 @@ def test_errors(db):
             too_big.result()
     with pytest.raises(kqlite.LogClosedError):
         producer.send("t", b"late")
+
+
+def test_sticky_partitioner_branches():
+    import random
+    from kqlite.db.partitioner import StickyPartitioner
+    sticky = StickyPartitioner(random.Random(7))
+    first = sticky.partition("t", 5, 400, 1000)               # the topic's first record
+    assert [sticky.partition("t", 5, 400, 1000) for _ in range(2)] == [first, first]
+    switched = sticky.partition("t", 5, 400, 1000)             # 1,200 bytes went to it
+    assert switched != first and 0 <= switched < 5
+    for _ in range(200):                                        # never the same one again
+        before = sticky.partition("t", 5, 1000, 1000)
+        assert sticky.partition("t", 5, 1000, 1000) != before
+    assert sticky.partition("one", 1, 5000, 1000) == 0
+    assert sticky.partition("one", 1, 5000, 1000) == 0         # nowhere else to go
+    sticky._current["t"] = [4, 0]
+    assert 0 <= sticky.partition("t", 2, 10, 1000) < 2         # the topic shrank

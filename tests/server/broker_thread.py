@@ -27,6 +27,9 @@ class BrokerThread:
                                         daemon=True)
         self._thread.start()
         self.run(self.broker.start())
+        # Requests sent during the coordinators' start-up load are answered
+        # COORDINATOR_LOAD_IN_PROGRESS: tests with raw requests start after it.
+        self.run(self.broker.loaded(), timeout=GATE_LIMIT)
         self.port = self.broker.port
 
     def run(self, coro, timeout=30):

@@ -35,7 +35,9 @@ def spark():
     if here not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([here] + paths)
     from pyspark.sql import SparkSession
-    session = (SparkSession.builder.master("local[2]").appName("kqlite-tests")
+    # local[2,2]: two threads, and a failed task is tried once more, as on a cluster
+    # (plain local[N] gives every task one attempt); the exactly-once sink test needs it.
+    session = (SparkSession.builder.master("local[2,2]").appName("kqlite-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")

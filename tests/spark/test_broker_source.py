@@ -101,11 +101,11 @@ def test_stream_through_the_broker_restarts_exactly_once(spark, served, tmp_path
 def test_broker_errors_are_clear(served):
     _path, bootstrap, _ = served
     from kqlite.spark.options import SinkOptions, SourceOptions
-    with pytest.raises(SparkOptionError, match="not supported"):
+    with pytest.raises(SparkOptionError, match="writes only with writeMode=transactional"):
         SinkOptions({"kafka.bootstrap.servers": bootstrap, "topic": "events"})
     opts = SourceOptions({"kafka.bootstrap.servers": bootstrap, "subscribe": "events"}, False)
     assert opts.path is None and opts.bootstrap == bootstrap
-    assert opts.isolation == "read_committed"
+    assert opts.isolation == "read_uncommitted"
     with pytest.raises(SparkOptionError, match="kafka.isolation.level must be"):
         SourceOptions({"kafka.bootstrap.servers": bootstrap, "subscribe": "events",
                        "kafka.isolation.level": "dirty"}, False)

@@ -1,12 +1,15 @@
 """The one-record append path and the write lock kept between writes.
 
 - ``Log.append(value)`` takes its own path (format/batch.py ``build_value_batch``,
-  appending.py ``_append_value``): its files must be byte for byte those the general
-  path writes for ``append([value])``, rolls and index entries included (hypothesis).
+  appending.py ``_append_value``), and so does ``Log.append(Record)`` with a key or
+  headers (``build_record_batch``, ``_append_record``): their files must be byte for
+  byte those the general path writes for ``append([value])``, ``append([record])``,
+  rolls and index entries included (hypothesis).
 - A Log keeps the write lock after a write (lock_handoff.py): another process must
   still see each append at once, get the lock when it asks, and append next when the
   holder is SIGKILLed while keeping it.
-- Group commit: threads appending with ``fsync="always"`` all return, offsets dense.
+- Group commit: threads appending with ``fsync="always"`` all return, offsets dense;
+  values and Records in one round each get their own encoder.
 """
 
 import fcntl
@@ -19,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kqlite
-from kqlite.format.batch import build_batch, build_value_batch
+from kqlite.format.batch import build_batch, build_record_batch, build_value_batch
 from kqlite.storage.sharing import STATE_FILE
 
 CTX = multiprocessing.get_context("spawn")
@@ -34,6 +37,29 @@ def test_the_one_value_encoder_is_the_general_encoder(value, ts, epoch):
     assert bytes(build_value_batch(value, ts, epoch)) == build_batch(
         [value], timestamp=ts, partition_leader_epoch=epoch)
     assert bytes(build_value_batch(None, ts)) == build_batch([None], timestamp=ts)
+
+
+keys = st.one_of(st.none(), st.binary(max_size=40))
+headers = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=30))),
+                   max_size=4)
+records = st.builds(kqlite.Record, value=st.one_of(st.none(), values), key=keys,
+                    headers=headers, timestamp=st.one_of(st.none(), stamps))
+
+
+@given(st.one_of(st.none(), values), keys, headers, stamps,
+       st.integers(min_value=-1, max_value=2 ** 31 - 1))
+def test_the_one_record_encoder_is_the_general_encoder(value, key, pairs, ts, epoch):
+    assert bytes(build_record_batch(value, key, pairs, ts, epoch)) == build_batch(
+        [kqlite.Record(value, key, pairs, ts)], partition_leader_epoch=epoch)
+
+
+def test_the_one_record_encoder_refuses_what_the_general_one_refuses():
+    for value, key, pairs in (("text", None, ()), (b"v", 5, ()), (b"v", None, ((None, b""),)),
+                              (b"v", None, (("h", "text"),))):
+        with pytest.raises(kqlite.InvalidRecordError):
+            build_record_batch(value, key, pairs, 0)
+        with pytest.raises(kqlite.InvalidRecordError):
+            build_batch([kqlite.Record(value, key, pairs, 0)])
 
 
 def _files(path):
@@ -69,6 +95,22 @@ def test_one_record_appends_write_what_the_general_path_writes(tmp_path_factory,
             assert a.append(value, timestamp=ts) == b.append([value], timestamp=ts)
         assert a.end_offset == b.end_offset == len(appends)
         assert [s.base_offset for s in a._segments] == [s.base_offset for s in b._segments]
+        assert list(a.read()) == list(b.read())
+    assert _files(fast) == _files(general)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.one_of(records, values), st.one_of(st.none(), stamps)),
+                min_size=1, max_size=30),
+       st.sampled_from(ROLLING))
+def test_one_record_appends_of_records_write_what_the_general_path_writes(tmp_path_factory,
+                                                                          appends, config):
+    root = tmp_path_factory.mktemp("logs")
+    fast, general = str(root / "fast-0"), str(root / "general-0")
+    with kqlite.Log.open(fast, config) as a, kqlite.Log.open(general, config) as b:
+        for record, ts in appends:
+            ts = 5 if ts is None else ts      # both paths stamp "now" otherwise
+            assert a.append(record, timestamp=ts) == b.append([record], timestamp=ts)
         assert list(a.read()) == list(b.read())
     assert _files(fast) == _files(general)
 
@@ -196,3 +238,32 @@ def test_group_commit_threads_all_return_with_dense_offsets(tmp_path):
         assert sorted(firsts) == list(range(320))
         assert log.recovery_point == 320
         assert [r.offset for r in log.read()] == list(range(320))
+
+
+def test_group_commit_rounds_of_values_and_records(tmp_path):
+    with kqlite.Log.open(tmp_path / "t-0", fsync="always") as log:
+        sent = {}
+
+        def body(i):
+            for k in range(30):
+                if (i + k) % 2:
+                    record = kqlite.Record(b"%d-%d" % (i, k), key=b"k%d" % i,
+                                           headers=[("n", b"%d" % k)], timestamp=k)
+                else:
+                    record = kqlite.Record(b"%d-%d" % (i, k), timestamp=k)
+                    if k % 3:
+                        record = record.value
+                sent[log.append(record, timestamp=k)] = record
+
+        threads = [threading.Thread(target=body, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(sent) == list(range(180)) and log.recovery_point == 180
+        for r in log.read():
+            want = sent[r.offset]
+            if isinstance(want, bytes):
+                want = kqlite.Record(want, timestamp=r.timestamp)
+            assert (r.value, r.key, r.headers, r.timestamp) == \
+                (want.value, want.key, want.headers, want.timestamp)

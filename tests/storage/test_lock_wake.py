@@ -38,6 +38,14 @@ def wake_mode(request, monkeypatch):
     return request.param
 
 
+class _Sleeps(list):
+    """How each sleep ended, and whether one has begun."""
+
+    def __init__(self):
+        super().__init__()
+        self.entered = threading.Event()
+
+
 def _only_a_wake_lets_in(monkeypatch):
     """A sleeping taker would not look again before its lock timeout, and a kept lock is
     never let go for idleness: only a wake (or, polling, a retry) gets the taker in.
@@ -45,10 +53,11 @@ def _only_a_wake_lets_in(monkeypatch):
     monkeypatch.setattr(lock_handoff, "NAP", 3600.0)
     monkeypatch.setattr(lock_handoff, "IDLE", 3600.0)
     monkeypatch.setattr(locking, "NAP", 3600.0)
-    sleeps = []
+    sleeps = _Sleeps()
     real = locking.wait_for_holder
 
     def wait_for_holder(mapped, timeout):
+        sleeps.entered.set()
         woken = real(mapped, timeout)
         sleeps.append(woken)
         return woken
@@ -120,6 +129,10 @@ def test_an_unlock_that_is_no_hand_over_wakes_the_sleeping_taker(tmp_path, monke
             taker = threading.Thread(target=take)
             taker.start()
             _wait_until(lambda: _want_posted(a), "posted its want")
+            if wake_mode == "futex":
+                # The want is posted before the taker sleeps: an unlock in between would
+                # let it in without a sleep, and the wake would go untested.
+                _wait_until(sleeps.entered.is_set, "gone to sleep")
             # The unlock of a failed write (keep_or_release(failed=True)), want still set.
             lock_handoff.keep_or_release(a, True)
         finally:

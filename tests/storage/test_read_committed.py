@@ -252,3 +252,18 @@ def test_read_committed_consumer_stops_at_the_lso(db):
 def test_isolation_level_is_checked(db):
     with pytest.raises(kqlite.errors.ConfigError, match="isolation.level"):
         db.consumer("t", isolation_level="committed")
+
+
+def test_read_committed_batches_leave_out_markers_and_aborted_records(db):
+    with db.leased_log("t", 0) as log:
+        p = Producers(log)
+        p.txn(1, 2)
+        p.end(1, True)
+        p.txn(1, 3)
+        p.end(1, False)
+        p.plain(2)
+    with db.consumer("t", group="g", isolation_level="read_committed",
+                     enable_auto_commit=False, consumer_timeout_ms=50) as c:
+        lists = list(c.batches(max_records=1))
+        assert [values(b) for b in lists] == [[b"1-0"], [b"1-1"], [b"p"], [b"p"]]
+        assert c.position(("t", 0)) == 9

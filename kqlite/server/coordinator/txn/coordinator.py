@@ -64,6 +64,7 @@ from ..runtime import CoordinatorState
 from .append_errors import TXN_APPEND_ERRORS
 from .config import TransactionConfig
 from .markers import MarkerOutcome, TxnMarker, marker_outcome
+from .metrics import TransactionCounters
 from .metadata import IllegalTransition, TxnMetadata
 from .transitions import (NEED_PRODUCER_ID, abort_timed_out, add_partitions, end_txn,
                           expire, init_producer_id, prepare_complete, timed_out,
@@ -100,6 +101,7 @@ class TransactionCoordinator(CoordinatorState):
         self._store = None if database is None else database.transaction_state
         self._tasks = []
         self._stopped = False
+        self.counters = TransactionCounters()    # for /metrics (metrics.py)
         runtime.attach(self)
 
     def now(self):
@@ -435,6 +437,18 @@ class TransactionCoordinator(CoordinatorState):
         """The id's metadata as held now (None: none); for tests and metrics."""
         return self._ids.get(transactional_id)
 
+    def held(self):
+        """Every id's metadata as held now (for metrics: no catching up, no I/O)."""
+        return self._ids.values()
+
+    def partitions_loaded(self):
+        """``(loaded, loading)``: partitions of ``__transaction_state`` served now and
+        being loaded (all that are not yet, while the start-up load runs)."""
+        loaded = len(self._epochs)
+        if self._tasks and not self._tasks[0].done() and self.runtime.ownership.loads_at_start:
+            return loaded, max(0, self.runtime.placement.partition_count() - loaded)
+        return loaded, len(self.runtime.ownership.loading)
+
     # -- Markers and completion ---------------------------------------------------------------
 
     def _after_prepare(self, tid, producer_id, producer_epoch, commit):
@@ -526,6 +540,8 @@ class TransactionCoordinator(CoordinatorState):
             code = await self._log(tid, self._ids[tid], transit,
                                    keep_pending=(E.COORDINATOR_NOT_AVAILABLE,
                                                  E.UNKNOWN_SERVER_ERROR))
+            if code == E.NONE:
+                self.counters.transaction_completed(transit.state is S.COMPLETE_COMMIT)
             if code in (E.NONE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS):
                 return
             await asyncio.sleep(backoff)
@@ -555,6 +571,7 @@ class TransactionCoordinator(CoordinatorState):
                      "aborted with producer epoch %d", tid, transit.timeout_ms,
                      transit.producer_epoch)
             self._after_prepare(tid, transit.producer_id, transit.producer_epoch, commit=False)
+            self.counters.timed_out += 1
             aborted.append(tid)
         return aborted
 

@@ -115,6 +115,8 @@ async def write_marker(broker, topic, index, marker, *, timeout_ms):
     result = await partition.append_marker(marker.producer_id, marker.producer_epoch,
                                            marker.coordinator_epoch, marker.commit,
                                            timeout_ms=timeout_ms)
+    if not result.error_code and broker.transactions is not None:
+        broker.transactions.counters.marker_written(marker.commit)
     if not result.error_code and topic == OFFSETS_TOPIC:
         await broker.coordinator.offsets.transaction_completed(index, marker.producer_id,
                                                                marker.commit)
