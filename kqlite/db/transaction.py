@@ -256,7 +256,7 @@ class Transaction:
 
     # -- Writes -------------------------------------------------------------------------------
 
-    def _choose_partition(self, topic, key, partition):
+    def _choose_partition(self, topic, key, partition, size):
         known = self._topics.get(topic)
         if known is None:
             self.db.check_writable_topic(topic, "produce to")
@@ -273,7 +273,7 @@ class Transaction:
             return partition_for_key(bytes(key), count)
         if self._sticky is None:
             self._sticky = StickyPartitioner()
-        return self._sticky.partition(topic, count)
+        return self._sticky.partition(topic, count, size, known[1])
 
     def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):
         """Add one record to the transaction; returns a SentRecord, whose ``result()`` is
@@ -282,7 +282,7 @@ class Transaction:
         self._check_usable()
         key = _as_bytes(key, "key")
         value = _as_bytes(value, "value")
-        p = self._choose_partition(topic, key, partition)
+        p = self._choose_partition(topic, key, partition, len(value or b""))
         if key is None and not headers and timestamp is None:
             # A bare value, stamped when its batch is built: the encoder's fast path.
             record = value if value is not None else Record(value=None, timestamp=now_ms())

@@ -119,6 +119,15 @@ def test_send_answers_each_records_offset_once_written(db):
     assert {f.result().partition for f in futures} == {1}
 
 
+def test_keyless_records_stick_to_a_partition_until_a_batch_is_full(db):
+    with db.transaction(batch_bytes=400) as tx:
+        sent = [tx.send("b", value=b"x" * 100) for _ in range(12)]
+    partitions = [s.result().partition for s in sent]
+    assert set(partitions) <= {0, 1} and partitions[0] == partitions[1] == partitions[2]
+    assert sum(len(list(db.log("b", p).read(isolation=Isolation.COMMITTED)))
+               for p in (0, 1)) == 12
+
+
 def test_keys_headers_and_timestamps_are_kept(db):
     with db.transaction() as tx:
         sent = tx.send("a", value=b"v", key=b"k", headers=[("h", b"1")], timestamp=1234)
