@@ -160,6 +160,13 @@ TARGETS = [
      "numerator": ("transactions", "produce_txn_100", "kqlite serve (transactions)"),
      "denominator": ("transactions", "produce_txn_100", "kqlite serve (idempotent)"),
      "required": 0.7},
+    # Issue 25: the embedded transaction, durable, against sqlite3's durable transaction.
+    {"id": "embedded_txn_vs_sqlite",
+     "description": "db.transaction() of 100 records over 2 topics + offsets >= 1x sqlite3",
+     "numerator": ("transactions", "embedded_txn_100", "kqlite db.transaction()"),
+     "denominator": ("transactions", "embedded_txn_100",
+                     "sqlite3 (WAL, synchronous=FULL, one txn)"),
+     "required": 1.0},
     {"id": "cluster_throughput_vs_single",
      "description": "3-broker RF3 acks=all produce >= 50% of one broker acks=1",
      "numerator": ("cluster", "produce_100B", "kqlite cluster (3 brokers, RF3, acks=all)"),

@@ -15,7 +15,7 @@ __all__ = [
     "ConfigError", "InvalidRecordError", "InvalidTimestampError", "UnknownTopicError",
     "TopicExistsError",
     "OutOfOrderSequenceError", "InvalidProducerEpochError", "InvalidTxnStateError",
-    "TransactionCoordinatorFencedError",
+    "TransactionCoordinatorFencedError", "ProducerFencedError", "ConcurrentTransactionsError",
     "ReplicatedPartitionError", "InconsistentBrokerIdError", "InconsistentClusterIdError",
     "CorruptRecord", "OffsetOutOfRange", "RecordTooLarge", "LogLocked",
 ]
@@ -158,6 +158,18 @@ class TransactionCoordinatorFencedError(KqliteError):
         self.coordinator_epoch = coordinator_epoch
         self.current_coordinator_epoch = current_coordinator_epoch
         super().__init__(message)
+
+
+class ProducerFencedError(KqliteError):
+    """A transaction handle whose transactional id was opened again by a newer handle,
+    or whose transaction the coordinator aborted (Kafka's PRODUCER_FENCED and a fenced
+    producer's INVALID_PRODUCER_EPOCH): it may not write or end its transaction any
+    more."""
+
+
+class ConcurrentTransactionsError(KqliteError, TimeoutError):
+    """A transactional id whose transaction another live process holds open (Kafka's
+    CONCURRENT_TRANSACTIONS): waited for it as long as allowed."""
 
 
 # Short names the docs use (Kafka's names without the "Exception"/"Error" suffix).

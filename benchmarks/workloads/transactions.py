@@ -2,10 +2,20 @@
 messages to ``kqlite serve`` in transactions of 100 records, each committed (InitProducerId
 once, then per transaction AddPartitionsToTxn, the produce, EndTxn and its markers), next
 to the same client producing the same records as a plain idempotent producer (acks=all, as
-transactions require), in the same run on the same broker."""
+transactions require), in the same run on the same broker.
+
+Embedded (``embedded_txn_100``): ``db.transaction()`` of 100 records of 100 bytes over two
+topics plus a consumer group's offset commit, committed durably (one parallel fsync round
+over the three partitions, then the fsynced PrepareCommit: kqlite/db/transaction.py),
+next to sqlite3 doing the same writes in one transaction per commit (two tables, an
+upsert of the group's offsets; WAL, ``synchronous=FULL``: one WAL fsync per commit). The
+figure is committed transactions per second (ops/s)."""
 
 import itertools
 import os
+import sqlite3
+
+import kqlite
 
 from common import best_time
 from workloads.broker import _Broker
@@ -19,7 +29,77 @@ PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1 << 20,
                  "enable.idempotence": True, "acks": "all"}
 
 
+EMBEDDED_KQ = "kqlite db.transaction()"
+EMBEDDED_SQLITE = "sqlite3 (WAL, synchronous=FULL, one txn)"
+
+
 def run(ctx):
+    run_embedded(ctx)
+    run_broker(ctx)
+
+
+def run_embedded(ctx):
+    count = ctx.pick(30, 400, 2_000)
+    value = os.urandom(100)
+    with ctx.workdir("embedded") as d:
+        db = kqlite.open(os.path.join(d, "data"), retention_check_interval_ms=0)
+        try:
+            db.create_topic("left", 1)
+            db.create_topic("right", 1)
+            _embedded_transactions(db, value, 1)      # the offsets topic, the id (untimed)
+            seconds = best_time(ctx.repeats,
+                                lambda _state: _embedded_transactions(db, value, count),
+                                limit=ctx.limit)
+        finally:
+            db.close()
+        ctx.add_rate("embedded_txn_100", EMBEDDED_KQ, count, seconds, unit="ops/s",
+                     note=f"{TXN_SIZE} records over 2 topics + an offset commit, durable")
+    with ctx.workdir("sqlite") as d:
+        conn = _sqlite(os.path.join(d, "bench.db"))
+        try:
+            _sqlite_transactions(conn, value, 1)
+            seconds = best_time(ctx.repeats,
+                                lambda _state: _sqlite_transactions(conn, value, count),
+                                limit=ctx.limit)
+        finally:
+            conn.close()
+        ctx.add_rate("embedded_txn_100", EMBEDDED_SQLITE, count, seconds, unit="ops/s",
+                     note=f"{TXN_SIZE} rows over 2 tables + an offsets upsert")
+
+
+def _embedded_transactions(db, value, count):
+    for i in range(count):
+        with db.transaction("bench") as tx:
+            for j in range(TXN_SIZE // 2):
+                tx.send("left", value=value, partition=0)
+                tx.send("right", value=value, partition=0)
+            tx.commit_offsets("bench-group", {("left", 0): i + 1, ("right", 0): i + 1})
+
+
+def _sqlite(path):
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    for table in ("left_topic", "right_topic"):
+        conn.execute(f"CREATE TABLE {table} (offset INTEGER PRIMARY KEY, value BLOB)")
+    conn.execute("CREATE TABLE offsets (grp TEXT, topic TEXT, part INTEGER, off INTEGER, "
+                 "PRIMARY KEY (grp, topic, part))")
+    return conn
+
+
+def _sqlite_transactions(conn, value, count):
+    rows = [(value,)] * (TXN_SIZE // 2)
+    for i in range(count):
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO left_topic (value) VALUES (?)", rows)
+        conn.executemany("INSERT INTO right_topic (value) VALUES (?)", rows)
+        conn.executemany("INSERT INTO offsets VALUES (?, ?, 0, ?) ON CONFLICT (grp, topic, "
+                         "part) DO UPDATE SET off = excluded.off",
+                         [("bench-group", "left", i + 1), ("bench-group", "right", i + 1)])
+        conn.execute("COMMIT")
+
+
+def run_broker(ctx):
     count = ctx.pick(2_000, 50_000, 200_000)
     ck = ctx.peer("confluent_kafka", "produce_txn_100", "confluent-kafka")
     if ck is None:

@@ -10,6 +10,9 @@ Kafka's (``<topic>-<partition>``). A Database is five pieces, each in its module
 ``retention.py``            retention and compaction, and the thread running them
 ``offsets.py``              committed consumer offsets in ``__consumer_offsets``
 ``transaction_state.py``    transactional ids' state in ``__transaction_state``
+``transaction.py``          ``db.transaction()``: embedded transactions, whose dead
+                            owners' leftovers the open decides first
+                            (transaction_recovery.py)
 
 and, made on first use, ``producer_ids`` (producer_ids.py: the data dir's producer ids,
 shared by every process and broker on it).
@@ -38,6 +41,9 @@ from .layout import partition_dir
 from .log_manager import LogManager
 from .offsets import OffsetStore
 from .producer_ids import ProducerIdAllocator
+from .sync_round import SyncPool
+from .transaction import Transaction, TransactionRegistry
+from .transaction_recovery import recover_dead_owners
 from .transaction_state import TransactionStateStore
 from .partition_dirs import (delete_partition_dirs, drop_deletion_record, ensure_partition_dirs,
                              finish_pending_deletions, record_deletion,
@@ -91,6 +97,8 @@ class Database:
             raise
         self.offsets = OffsetStore(self)
         self.transaction_state = TransactionStateStore(self)
+        self.transactions = TransactionRegistry()
+        self.sync_pool = SyncPool(self)
         self._producer_ids = None
         self._producer_ids_lock = threading.Lock()
         self._producers = weakref.WeakSet()   # flushed and closed before the logs
@@ -98,6 +106,13 @@ class Database:
         if retention_check_interval_ms and retention_check_interval_ms > 0 and \
                 not self.replicated_read_only:
             self._retention = RetentionThread(self, retention_check_interval_ms / 1000.0)
+        if not self.replicated_read_only:
+            # Before any read is served: what dead embedded owners left open is decided.
+            try:
+                recover_dead_owners(self)
+            except BaseException:
+                self.close()
+                raise
 
     # -- Topics -------------------------------------------------------------------------------
 
@@ -291,6 +306,14 @@ class Database:
         """Close ``producer`` (appending what it holds) when the Database closes."""
         self._producers.add(producer)
 
+    def transaction(self, transactional_id=None, **options):
+        """An embedded transaction: ``with db.transaction() as tx: tx.send(...);
+        tx.commit_offsets(group, {...})``, committed when the block ends, aborted by an
+        exception (re-raised); or ``tx = db.transaction()`` then ``tx.commit()`` /
+        ``tx.abort()``. See kqlite/db/transaction.py for the options and what is durable
+        when."""
+        return Transaction(self, transactional_id, **options)
+
     def consumer(self, topics=None, group=None, **config):
         from .consumer import Consumer
         return Consumer(self, topics, group=group, **config)
@@ -334,6 +357,9 @@ class Database:
             except Exception as exc:
                 log.warning("closing a producer of %s failed: %s", self.path, exc)
         self._closed = True
+        for tx in self.transactions.open_ones():
+            tx.abandon()
+        self.sync_pool.close()
         self.logs.close()
         self.topics.close()
         with self._producer_ids_lock:

@@ -7,6 +7,8 @@ keeps in ZooKeeper or on the group coordinator, kqlite keeps under ``.kqlite/``:
 ``.kqlite/topics/<topic>.json``     topic definitions (see topic_store.py)
 ``.kqlite/deleting/<topic>.<id>``   a topic deletion in progress (see database.py)
 ``.kqlite/groups/<group>/``         consumer-group membership (see groups.py)
+``.kqlite/transactions/<h>.owner``  transactional ids the embedded API owns, and their
+``.kqlite/transactions/<h>.lock``   owners' locks (see transaction_owners.py)
 
 and other layers add their own entries (the broker's producer ids, the Spark sink).
 """

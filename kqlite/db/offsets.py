@@ -206,6 +206,16 @@ class OffsetStore:
         with self._leased(group) as log_:
             log_.append(records)
 
+    def partition_for_commit(self, group):
+        """The ``__consumer_offsets`` partition of ``group``, ready for a commit written
+        elsewhere (an embedded transaction's batch): the topic created, the legacy
+        placement moved."""
+        self.db.check_writable_topic(OFFSETS_TOPIC, "commit offsets of group "
+                                     f"{group!r} into")
+        self.ensure_kafka_placement()
+        self._ensure_topic()
+        return _partition(group)
+
     def delete(self, group, partitions):
         """Tombstones for ``group``'s commits of ``partitions`` ([(topic, partition)])."""
         self.db.check_writable_topic(OFFSETS_TOPIC, f"delete offsets of group {group!r} from")

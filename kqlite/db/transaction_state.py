@@ -19,6 +19,7 @@ is skipped silently, as Kafka skips it.
 partition use.
 """
 
+import functools
 import logging
 import threading
 from typing import NamedTuple, Optional
@@ -38,6 +39,11 @@ __all__ = ["TransactionStateStore", "StoredTransaction", "read_transaction_recor
 log = logging.getLogger("kqlite")
 
 
+@functools.lru_cache(maxsize=4096)
+def _partition(transactional_id):
+    return transaction_partition_for(transactional_id, TRANSACTIONS_PARTITIONS)
+
+
 class StoredTransaction(NamedTuple):
     """An id's latest record: its offset in the partition and its value (None: the id's
     tombstone, it expired)."""
@@ -45,12 +51,13 @@ class StoredTransaction(NamedTuple):
     value: Optional[TransactionLogValue]
 
 
-def transaction_record(transactional_id, value, timestamp=None):
+def transaction_record(transactional_id, value, timestamp=None, headers=()):
     """The ``__transaction_state`` record of ``value`` (a TransactionLogValue; None: the
-    id's tombstone)."""
+    id's tombstone), with record ``headers`` (Kafka's coordinator reads only the key and
+    the value)."""
     return Record(key=encode_transaction_key(transactional_id),
                   value=None if value is None else encode_transaction_value(value),
-                  timestamp=now_ms() if timestamp is None else timestamp)
+                  timestamp=now_ms() if timestamp is None else timestamp, headers=headers)
 
 
 def read_transaction_records(records, into=None, *, where=TRANSACTIONS_TOPIC):
@@ -91,7 +98,7 @@ class TransactionStateStore:
 
     @staticmethod
     def partition_for(transactional_id):
-        return transaction_partition_for(transactional_id, TRANSACTIONS_PARTITIONS)
+        return _partition(transactional_id)
 
     def _catch_up(self, partition, log_):
         start = max(self._read_upto.get(partition, 0), log_.start_offset)
@@ -131,11 +138,25 @@ class TransactionStateStore:
             transactional_id)
         return None if stored is None else stored.value
 
-    def write(self, transactional_id, value, timestamp=None):
-        """Append the id's record (``value`` None: its tombstone) and return its offset. The
-        caller is the id's coordinator for this write (a broker, or the embedded
-        transaction that owns the id): nothing here arbitrates between two writers of one
-        id."""
+    def end_offset(self, transactional_id):
+        """The log end offset of the id's partition (0 before the topic exists): a writer
+        that knows where its last record ended learns from it that nobody wrote since."""
+        if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
+            return 0
+        with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
+                as log_:
+            return log_.end_offset
+
+    def write(self, transactional_id, value, timestamp=None, *, headers=()):
+        """Append the id's record (``value`` None: its tombstone; ``headers``: the record's)
+        and return its offset. The caller is the id's coordinator for this write (a
+        broker, or the embedded transaction that owns the id): nothing here arbitrates
+        between two writers of one id."""
+        return self.write_all(transactional_id, [value], timestamp, headers=headers)
+
+    def write_all(self, transactional_id, values, timestamp=None, *, headers=()):
+        """Append the id's records of ``values`` (in order, one append, each with
+        ``headers``) as :meth:`write` does; the offset of the first."""
         self.db.check_writable_topic(TRANSACTIONS_TOPIC, "write the transaction state of "
                                      f"{transactional_id!r} into")
         if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
@@ -143,4 +164,5 @@ class TransactionStateStore:
                                  TRANSACTIONS_CONFIG, exist_ok=True)
         with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
                 as log_:
-            return log_.append([transaction_record(transactional_id, value, timestamp)])
+            return log_.append([transaction_record(transactional_id, value, timestamp, headers)
+                                for value in values])

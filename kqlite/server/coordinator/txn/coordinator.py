@@ -26,7 +26,8 @@ timestamps are logged). This shell
   (so DescribeTransactions lists only those still waiting), and logs the Complete* when
   none is left, retrying that write while the log is unavailable;
 - every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, fences and aborts
-  the transactions open past their timeout (:meth:`abort_timed_out`), and every
+  the transactions open past their timeout (:meth:`abort_timed_out`; on the single
+  broker it first has the data dir decide what dead embedded owners left), and every
   ``transaction.remove.expired.transaction.cleanup.interval.ms`` expires the ids idle for
   ``transactional.id.expiration.ms`` (:meth:`remove_expired`: their tombstones, one batch
   per partition).
@@ -34,8 +35,9 @@ timestamps are logged). This shell
 It is the coordinator runtime's CoordinatorState for ``__transaction_state``
 (kqlite/server/coordinator/runtime.py): :meth:`load` takes a partition's ids over with the
 coordinator epoch the runtime owns it in and resends the markers of every id found in
-PrepareCommit or PrepareAbort (Ongoing ones are left to the timeout); :meth:`unload`
-drops them and cancels their markers.
+PrepareCommit or PrepareAbort (Ongoing ones are left to the timeout; on a shared data
+dir, not those of an id a live embedded handle owns, which is writing them itself);
+:meth:`unload` drops them and cancels their markers.
 
 Other writers. On a cluster the partition's leader is its only writer, so what was loaded
 and logged since is the whole state. The single broker's ``__transaction_state`` is the
@@ -52,6 +54,8 @@ import dataclasses
 import logging
 import time
 
+from ....db.transaction_owners import held_by_live_owner
+from ....db.transaction_recovery import recover_dead_owners
 from ....db.transaction_state import read_transaction_records, transaction_record
 from ....errors import KqliteError
 from ....format.transaction_records import TransactionStatus
@@ -92,6 +96,7 @@ class TransactionCoordinator(CoordinatorState):
         self._seen = {}         # transactional id -> offset of the stored record reconciled
         self._reconciled = {}   # partition -> every record up to this offset reconciled
         self._completions = {}  # transactional id -> the task writing its markers
+        self._resends = set()   # tasks deciding whether to resend a loaded decision
         database = runtime.state_log.shared_database
         self._store = None if database is None else database.transaction_state
         self._tasks = []
@@ -135,8 +140,9 @@ class TransactionCoordinator(CoordinatorState):
     async def stop(self):
         self._stopped = True
         await self.runtime.stop()
-        tasks = self._tasks + list(self._completions.values())
+        tasks = self._tasks + list(self._completions.values()) + list(self._resends)
         self._tasks = []
+        self._resends.clear()
         self._completions.clear()
         for task in tasks:
             task.cancel()
@@ -160,12 +166,38 @@ class TransactionCoordinator(CoordinatorState):
         for tid, meta in list(self._ids.items()):
             if self.runtime.partition_for(tid) == index and meta.state in (
                     S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                self._after_prepare(tid, meta.producer_id, meta.producer_epoch,
-                                    meta.state is S.PREPARE_COMMIT)
+                if self._store is None:
+                    self._after_prepare(tid, meta.producer_id, meta.producer_epoch,
+                                        meta.state is S.PREPARE_COMMIT)
+                else:
+                    self._resends.add(asyncio.get_running_loop().create_task(
+                        self._resend_unless_owned(tid, meta)))
                 resent += 1
         log.debug("transaction coordinator: %s-%d loaded in coordinator epoch %s: %d id(s), "
                   "markers resent for %d", self.runtime.topic.name, index, epoch,
                   len(replayed), resent)
+
+    async def _resend_unless_owned(self, tid, loaded):
+        """On a shared data dir, the markers of a decision found at load are resent unless
+        a live embedded handle owns the id (kqlite/db/transaction_owners.py): that handle
+        is writing them, and would find its next transaction fenced by a late Complete*
+        of ours. If it dies meanwhile, the next timed-out-transactions check finishes it."""
+        try:
+            try:
+                alive = await self.runtime.state_log.run(
+                    held_by_live_owner, self._store.db.fs, self._store.db.path, tid)
+            except (KqliteError, OSError) as exc:
+                log.warning("transaction coordinator: %s: cannot tell whether an embedded "
+                            "owner holds it (%s); resending its markers", tid, exc)
+                alive = False
+            meta = self._ids.get(tid)
+            if alive or meta is None or meta.pending is not None or \
+                    (meta.state, meta.producer_epoch) != (loaded.state, loaded.producer_epoch):
+                return
+            self._after_prepare(tid, meta.producer_id, meta.producer_epoch,
+                                meta.state is S.PREPARE_COMMIT)
+        finally:
+            self._resends.discard(asyncio.current_task())
 
     def unload(self, index):
         self._epochs.pop(index, None)
@@ -518,8 +550,11 @@ class TransactionCoordinator(CoordinatorState):
 
     async def abort_timed_out(self):
         """Fence and abort every transaction open past its timeout (Kafka's
-        abortTimedOutTransactions); the ids aborted."""
+        abortTimedOutTransactions); the ids aborted. On a shared data dir, first decide
+        what dead embedded owners left (kqlite/db/transaction_recovery.py: only ids with
+        an owner record whose lock is free), as any open of the data dir does."""
         if self._store is not None:
+            await self.runtime.state_log.run(recover_dead_owners, self._store.db, True)
             await self._catch_up(list(self._epochs))
         aborted = []
         for tid in [t for t, m in self._ids.items() if timed_out(m, self.now())]:
