@@ -9,8 +9,10 @@ Where the ACLs are (one of):
 - ``--zookeeper HOST:PORT[/CHROOT]``: a cluster's ``/kafka-acl`` znodes, written as Kafka's
   ``AclAuthorizer`` writes them, with the change notifications every broker follows (as
   kafka-acls.sh with ``--authorizer-properties zookeeper.connect=...``);
-- ``--bootstrap-server HOST:PORT``: CreateAcls, DescribeAcls and DeleteAcls sent to a
-  broker (kqlite's or Kafka's), which checks the caller's own ACLs first.
+- ``--bootstrap-server HOST:PORT[,...]``: CreateAcls, DescribeAcls and DeleteAcls sent to
+  a broker (kqlite's or Kafka's), which checks the caller's own ACLs first; with
+  ``--command-config FILE`` the caller connects over TLS and SASL as that file says
+  (admin_client.py), as kafka-acls.sh does.
 
 What, as kafka-acls.sh takes it: resources (``--topic``, ``--group``, ``--cluster``,
 ``--transactional-id``, ``--delegation-token``, ``--user-principal``; each repeatable),
@@ -29,7 +31,6 @@ Exit status: 0 when everything asked was done, 1 when an ACL was refused or a st
 unreachable, 2 for bad arguments.
 """
 
-import asyncio
 import json
 import sys
 
@@ -67,6 +68,9 @@ def _options(p, command):
                        help="a cluster's zookeeper.connect")
     where.add_argument("--bootstrap-server", metavar="HOST:PORT",
                        help="a broker, through the ACL APIs")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="with --bootstrap-server: the client's security properties "
+                        "(security.protocol, sasl.*, ssl.*), as Kafka's tools take them")
     p.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"give up reaching ZooKeeper or the broker after this long "
                         f"(default {_DEFAULT_TIMEOUT:g})")
@@ -208,11 +212,17 @@ def run(args):
             work = _bindings_to_add(args)
         else:
             work = _filters(args)
+        if args.command_config is not None and args.bootstrap_server is None:
+            raise _Usage("--command-config goes with --bootstrap-server")
     except _Usage as exc:
         print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
         return 2
+    from .admin_client import AdminConfigError
     try:
         store = _store(args)
+    except AdminConfigError as exc:   # --bootstrap-server or --command-config unusable
+        print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:          # noqa: BLE001 -- unreachable: reported, status 1
         print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
         return 1
@@ -326,25 +336,13 @@ class _ZooKeeperAcls:
 
 class _BrokerAcls:
     def __init__(self, args):
-        host, sep, port = args.bootstrap_server.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"--bootstrap-server takes HOST:PORT, not "
-                             f"{args.bootstrap_server!r}")
-        self.address = (host.strip("[]"), int(port))
-        self.timeout = args.timeout
+        from .admin_client import AdminClient, read_command_config
+        self.client = AdminClient(args.bootstrap_server,
+                                  security=read_command_config(args.command_config),
+                                  timeout=args.timeout, client_id="kqlite-acls")
 
     def _call(self, api_key, body):
-        from ..cluster.network.broker_client import BrokerConnection
-
-        async def call():
-            conn = await BrokerConnection.connect(*self.address, client_id="kqlite-acls",
-                                                  request_timeout=self.timeout)
-            try:
-                await conn.negotiate_versions()
-                return await conn.request(api_key, conn.version_for(api_key, (1, 3)), body)
-            finally:
-                await conn.close()
-        return asyncio.run(call())
+        return self.client.call(api_key, body, versions=(1, 3))
 
     def list(self, filters):
         from ..protocol import ApiKey, ErrorCode
@@ -390,7 +388,7 @@ class _BrokerAcls:
         return sorted(removed)
 
     def close(self):
-        pass
+        self.client.close()
 
 
 def _filter_fields(f):

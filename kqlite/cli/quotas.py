@@ -6,8 +6,9 @@ client library offers).
 Where the quotas are (one of): ``--data-dir DIR`` (``.kqlite/client-quotas.json``, which a
 running broker follows within a second), ``--zookeeper HOST:PORT[/CHROOT]``
 (``/config/users``, ``/config/clients`` and the ``/config/changes`` notification, beside a
-user's SCRAM credentials), ``--bootstrap-server HOST:PORT`` (the APIs, which need
-ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster).
+user's SCRAM credentials), ``--bootstrap-server HOST:PORT[,...]`` (the APIs, which need
+ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster; ``--command-config FILE`` for TLS and
+SASL, as kafka-configs.sh takes it).
 
 The entity: ``--user NAME`` or ``--user-default``, ``--client-id NAME`` or
 ``--client-id-default``, either or both. ``alter`` takes ``--add KEY=VALUE`` and
@@ -18,7 +19,6 @@ DescribeClientQuotas' exact and default matches, ``--strict`` leaving out entiti
 other parts. Exit status: 0 done, 1 refused or unreachable, 2 bad arguments.
 """
 
-import asyncio
 import json
 import sys
 
@@ -53,6 +53,9 @@ def _options(p, command):
                        help="a cluster's zookeeper.connect")
     where.add_argument("--bootstrap-server", metavar="HOST:PORT",
                        help="a broker, through the client quota APIs")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="with --bootstrap-server: the client's security properties "
+                        "(security.protocol, sasl.*, ssl.*), as Kafka's tools take them")
     p.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="SECONDS",
                    help=f"give up reaching ZooKeeper or the broker after this long "
                         f"(default {_DEFAULT_TIMEOUT:g})")
@@ -112,11 +115,17 @@ def run(args):
             if entity.user is None and entity.client_id is None:
                 raise _Usage("name the entity: --user, --client-id or their defaults")
             ops = _ops(args)
+        if args.command_config is not None and args.bootstrap_server is None:
+            raise _Usage("--command-config goes with --bootstrap-server")
     except _Usage as exc:
         print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
         return 2
+    from .admin_client import AdminConfigError
     try:
         store = _store(args)
+    except AdminConfigError as exc:   # --bootstrap-server or --command-config unusable
+        print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:          # noqa: BLE001 -- unreachable: reported, status 1
         print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
         return 1
@@ -208,25 +217,13 @@ class _ZooKeeperQuotas:
 
 class _BrokerQuotas:
     def __init__(self, args):
-        host, sep, port = args.bootstrap_server.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"--bootstrap-server takes HOST:PORT, not "
-                             f"{args.bootstrap_server!r}")
-        self.address = (host.strip("[]"), int(port))
-        self.timeout = args.timeout
+        from .admin_client import AdminClient, read_command_config
+        self.client = AdminClient(args.bootstrap_server,
+                                  security=read_command_config(args.command_config),
+                                  timeout=args.timeout, client_id="kqlite-quotas")
 
     def _call(self, api_key, body):
-        from ..cluster.network.broker_client import BrokerConnection
-
-        async def call():
-            conn = await BrokerConnection.connect(*self.address, client_id="kqlite-quotas",
-                                                  request_timeout=self.timeout)
-            try:
-                await conn.negotiate_versions()
-                return await conn.request(api_key, conn.version_for(api_key, (0, 1)), body)
-            finally:
-                await conn.close()
-        return asyncio.run(call())
+        return self.client.call(api_key, body, versions=(0, 1))
 
     def alter(self, entity, ops):
         from ..protocol import ApiKey, ErrorCode
@@ -260,7 +257,7 @@ class _BrokerQuotas:
         return out
 
     def close(self):
-        pass
+        self.client.close()
 
 
 def _entity_fields(entity):

@@ -86,3 +86,49 @@ def test_scram_users_are_held_to_their_acls(broker):
     while "Principal = User:bob is Denied operation = Write" not in broker.stderr():
         assert time.monotonic() < deadline, broker.stderr()[-3000:]
         time.sleep(0.1)
+
+
+def _command_config(tmp_path, user, mechanism):
+    path = tmp_path / f"{user}.properties"
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        f"sasl.mechanism={mechanism}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{PASSWORDS[user]}";\n')
+    return str(path)
+
+
+def test_kqlite_acls_manages_acls_over_sasl_as_the_principal_it_logs_in_as(broker, tmp_path):
+    server = broker.bootstrap("SASL_PLAINTEXT")
+    as_alice = ["--bootstrap-server", server,
+                "--command-config", _command_config(tmp_path, "alice", "SCRAM-SHA-256")]
+    topic = unique("managed")
+    grant = ["--allow-principal", "User:carol", "--operation", "Read", "--topic", topic]
+    # Logged in, but without ALTER on the cluster: Kafka's refusal, nothing stored.
+    refused = kqlite("acls", "add", *as_alice, *grant)
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr + \
+        refused.stdout, refused.stderr
+    granted = kqlite("acls", "add", "--data-dir", str(broker.data_dir), "--allow-principal",
+                     "User:alice", "--operation", "Alter", "--operation", "Describe",
+                     "--cluster")
+    assert granted.returncode == 0, granted.stderr
+    deadline = time.monotonic() + SECONDS
+    while (added := kqlite("acls", "add", *as_alice, *grant)).returncode != 0:
+        assert time.monotonic() < deadline, added.stderr
+        time.sleep(0.5)
+    listed = kqlite("acls", "list", *as_alice, "--topic", topic)
+    assert listed.returncode == 0 and "User:carol" in listed.stdout, listed.stderr
+    # The same listener without the credentials cannot even ask.
+    anonymous = kqlite("acls", "list", "--bootstrap-server", server, "--timeout", "5")
+    assert anonymous.returncode == 1 and "User:carol" not in anonymous.stdout
+
+
+@pytest.mark.parametrize("command", [["acls", "list"], ["quotas", "describe"]])
+def test_command_config_goes_with_a_bootstrap_server(broker, tmp_path, command):
+    config = _command_config(tmp_path, "bob", "SCRAM-SHA-512")
+    wrong = kqlite(*command, "--data-dir", str(broker.data_dir), "--command-config", config)
+    assert wrong.returncode == 2 and "--command-config goes with --bootstrap-server" in \
+        wrong.stderr
+    missing = kqlite(*command, "--bootstrap-server", broker.bootstrap("SASL_PLAINTEXT"),
+                     "--command-config", str(tmp_path / "absent.properties"))
+    assert missing.returncode == 2 and "absent.properties" in missing.stderr

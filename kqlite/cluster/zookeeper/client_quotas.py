@@ -1,17 +1,10 @@
 """A cluster's client quotas in ZooKeeper, where and as Kafka keeps them (``AdminZkClient``,
 ``ConfigEntityZNode``), and the store every broker's quota managers follow.
 
-The layout (kafka-security.md, sections 5 and 6.2)::
-
-    /config/users/<user>                      {"version":1,"config":{"producer_byte_rate":"1048576"}}
-    /config/users/<user>/clients/<client id>
-    /config/clients/<client id>
-    /config/changes/config_change_<N>         {"version":2,"entity_path":"users/<user>"}
-
-A name is sanitized (Kafka's ``Sanitizer``: URL-encoded, ``*`` as ``%2A``, a space as
-``%20``); the default entity is the literal ``<default>``, which a real name can never be
-(it would be ``%3Cdefault%3E``). A user's znode also holds its SCRAM credentials: a
-quota change reads the whole config and writes it back with only the quota keys changed.
+The znodes, names and default entity are entity_configs.py's (a quota is a key such as
+``"producer_byte_rate":"1048576"`` of the entity's config). A user's znode also holds its
+SCRAM credentials: a quota change reads the whole config and writes it back with only the
+quota keys changed.
 
 Theory of operation. Any broker (or a ``kqlite quotas --zookeeper`` command) changes an
 entity's quotas with :func:`alter_quotas`: read the config znode and its version, apply
@@ -24,36 +17,18 @@ and gives its quotas to the broker's quota managers; at start it reads every ent
 
 import logging
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
 from ...server.quotas.entities import DEFAULT, QUOTA_KEYS, QuotaEntity
 from ...server.quotas.store import QuotaStore, apply_ops, value_text
 from . import znodes as zn
+from .entity_configs import (DEFAULT_NAME, MAX_RETRIES, desanitize, notify_change,
+                             read_config, sanitize, write_config)
 
 __all__ = ["ZkQuotaStore", "sanitize", "desanitize", "entity_path", "parse_entity_path",
            "read_entity_quotas", "read_all_quotas", "alter_quotas", "DEFAULT_NAME"]
 
 log = logging.getLogger("kqlite.cluster")
-
-DEFAULT_NAME = "<default>"       # WIRE: Kafka's ZooKeeperInternals.DEFAULT_STRING
-_UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-_MAX_RETRIES = 10
-
-
-def sanitize(name):
-    """Kafka's ``Sanitizer.sanitize``: Java's URLEncoder, with ``*`` and a space as
-    ``%2A`` and ``%20``."""
-    out = []
-    for byte in name.encode("utf-8"):
-        out.append(chr(byte) if byte in _UNRESERVED else f"%{byte:02X}")
-    return "".join(out)
-
-
-def desanitize(text):
-    """Kafka's ``Sanitizer.desanitize``: Java's URLDecoder (``+`` is a space)."""
-    from urllib.parse import unquote_plus
-    return unquote_plus(text, encoding="utf-8")
-
 
 def _part(name):
     return DEFAULT_NAME if name is DEFAULT else sanitize(name)
@@ -103,21 +78,8 @@ def _quotas(config):
     return out
 
 
-def _read_config(zk, path):
-    """``(config dict, version)``; ``({}, -1)`` without a znode."""
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
-        return {}, -1
-    try:
-        return zn.decode_topic_config(path, data), stat.version
-    except zn.ZnodeFormatError as exc:
-        log.error("ignoring %s", exc)
-        return {}, stat.version
-
-
 def read_entity_quotas(zk, entity):
-    return _quotas(_read_config(zk, _config_path(entity))[0])
+    return _quotas(read_config(zk, _config_path(entity))[0])
 
 
 def read_all_quotas(zk):
@@ -149,27 +111,20 @@ def alter_quotas(zk, entity, ops):
     """Apply ``ops`` (``{key: value or None}``) to ``entity``'s config (module docstring);
     returns its quotas afterwards."""
     path = _config_path(entity)
-    for _attempt in range(_MAX_RETRIES + 1):
-        config, version = _read_config(zk, path)
+    for _attempt in range(MAX_RETRIES + 1):
+        config, version = read_config(zk, path)
         quotas = apply_ops(_quotas(config), ops)
         new = {k: v for k, v in config.items() if k not in QUOTA_KEYS}
         new.update((k, value_text(k, v)) for k, v in quotas.items())
         if new == config:
             return quotas
-        try:
-            if version < 0:
-                zk.create(path, zn.encode_topic_config(new), makepath=True)
-            else:
-                zk.set(path, zn.encode_topic_config(new), version=version)
-        except (BadVersionError, NodeExistsError, NoNodeError):
+        if not write_config(zk, path, new, version):
             continue
         if not new:
             _clean(zk, entity)
-        entity_type, name = entity_path(entity)
-        zk.create(f"{zn.CONFIG_CHANGES}/config_change_",
-                  zn.encode_config_change(entity_type, name), sequence=True, makepath=True)
+        notify_change(zk, *entity_path(entity))
         return quotas
-    raise RuntimeError(f"failed to update {path} after {_MAX_RETRIES} retries")
+    raise RuntimeError(f"failed to update {path} after {MAX_RETRIES} retries")
 
 
 def _clean(zk, entity):
@@ -186,7 +141,7 @@ def _clean(zk, entity):
         full = f"{base}/{candidate}"
         try:
             data, stat = zk.get(full)
-            if candidate.endswith("/clients") or not _read_config(zk, full)[0]:
+            if candidate.endswith("/clients") or not read_config(zk, full)[0]:
                 zk.delete(full, version=stat.version)
         except (NoNodeError, NotEmptyError, BadVersionError):
             return

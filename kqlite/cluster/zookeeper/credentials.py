@@ -9,8 +9,8 @@ The layout (kafka-security.md, section 5)::
     /config/changes/config_change_<N>    {"version":2,"entity_path":"users/<user>"}
     /kqlite/scram-server-secret          {"version":1,"secret":"<base64>"}   (kqlite's own)
 
-``<user>`` is the name sanitized as Kafka's ``Sanitizer`` does (URL-encoded, ``*`` as
-``%2A``, a space as ``%20``). A user's config holds its credentials beside other keys (its
+``<user>`` is the name sanitized as Kafka's ``Sanitizer`` does (entity_configs.py, which
+reads and writes these znodes for both their owners). A user's config holds its credentials beside other keys (its
 client quotas): a change of credentials reads the whole config with its znode version,
 changes only the mechanisms' keys, and writes it back on that version, reading again
 after a clash, so a quota written meanwhile is kept (:func:`alter_credentials`). Each
@@ -34,39 +34,23 @@ node's ZooKeeper threads.
 
 import base64
 import json
-import logging
 import secrets
-from urllib.parse import unquote_plus
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from ...protocol import ErrorCode
 from ...server.authentication import credential_changes, scram
 from ...server.authentication.credentials import CredentialStore
 from . import znodes as zn
+from .entity_configs import (DEFAULT_NAME as DEFAULT_ENTITY, MAX_RETRIES, desanitize,
+                             notify_change, read_config, sanitize, write_config)
 
 __all__ = ["ZkCredentials", "sanitize", "desanitize", "user_path", "read_user_config",
            "read_all_credentials", "alter_credentials", "server_secret", "USERS",
            "SECRET_PATH", "DEFAULT_ENTITY"]
 
-log = logging.getLogger("kqlite.cluster")
-
 USERS = "/config/users"                       # WIRE: Kafka's ConfigEntityTypeZNode(users)
-DEFAULT_ENTITY = "<default>"                  # WIRE: Kafka's ZooKeeperInternals.DEFAULT_STRING
 SECRET_PATH = "/kqlite/scram-server-secret"   # kqlite's own: Kafka has no such secret
-_UNRESERVED = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-_MAX_RETRIES = 10
-
-
-def sanitize(name):
-    """Kafka's ``Sanitizer.sanitize``: Java's URLEncoder over UTF-8, with ``*`` and a space
-    as ``%2A`` and ``%20``."""
-    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in name.encode("utf-8"))
-
-
-def desanitize(text):
-    """Kafka's ``Sanitizer.desanitize``: Java's URLDecoder (``+`` is a space)."""
-    return unquote_plus(text, encoding="utf-8")
 
 
 def user_path(user):
@@ -80,16 +64,7 @@ def _scram_keys(config):
 def read_user_config(zk, user):
     """``(config, znode version)`` of ``user``; ``({}, -1)`` without a znode. A znode that
     is not Kafka's JSON is logged and read as empty."""
-    path = user_path(user)
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
-        return {}, -1
-    try:
-        return zn.decode_topic_config(path, data), stat.version
-    except zn.ZnodeFormatError as exc:
-        log.error("ignoring %s", exc)
-        return {}, stat.version
+    return read_config(zk, user_path(user))
 
 
 def read_all_credentials(zk):
@@ -111,21 +86,11 @@ def read_all_credentials(zk):
 
 
 def _write_config(zk, user, config, version):
-    """Write ``config`` conditionally on ``version`` (-1: create); False on a clash."""
-    path, data = user_path(user), zn.encode_topic_config(config)
-    try:
-        if version < 0:
-            zk.create(path, data, makepath=True)
-        else:
-            zk.set(path, data, version=version)
-    except (BadVersionError, NodeExistsError, NoNodeError):
-        return False
-    return True
+    return write_config(zk, user_path(user), config, version)
 
 
 def _notify(zk, user):
-    zk.create(f"{zn.CONFIG_CHANGES}/config_change_",
-              zn.encode_config_change("users", sanitize(user)), sequence=True, makepath=True)
+    notify_change(zk, "users", sanitize(user))
 
 
 def alter_credentials(zk, planned):
@@ -136,7 +101,7 @@ def alter_credentials(zk, planned):
     results = {}
     for user, changes in planned.changes.items():
         one = credential_changes.Plan([user], {}, {user: changes})
-        for _attempt in range(_MAX_RETRIES + 1):
+        for _attempt in range(MAX_RETRIES + 1):
             config, version = read_user_config(zk, user)
             view = {user: _scram_keys(config)} if _scram_keys(config) else {}
             (result,) = credential_changes.apply(view, one)
@@ -160,7 +125,7 @@ def set_credentials(zk, user, texts):
     """Set ``user``'s SCRAM keys to ``texts`` (``{mechanism: stored text or None to
     delete}``), keeping its other keys; then the notification (``kqlite users
     --zookeeper``, as ``kafka-configs --zookeeper``)."""
-    for _attempt in range(_MAX_RETRIES + 1):
+    for _attempt in range(MAX_RETRIES + 1):
         config, version = read_user_config(zk, user)
         new = dict(config)
         for mechanism, text in texts.items():
