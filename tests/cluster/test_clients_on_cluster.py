@@ -129,15 +129,22 @@ def test_committed_answers_after_auto_and_manual_commits(cluster, busy_cpu):
         # The auto-commit of the position (100) becomes readable.
         until(lambda: consumer.committed([partition], timeout=30)[0].offset == 100,
               "the auto-commit of offset 100 read back")
-        consumer.unsubscribe()
-        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
-        for offset in range(1, COMMITS + 1):
-            consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, offset)],
-                            asynchronous=True)
-            [answer] = consumer.committed([partition], timeout=30)
-            assert answer.error is None and answer.offset == offset, answer
     finally:
         consumer.close()
+    # Manual async commits (no auto-commit to race them), each read back at once: the
+    # OffsetFetch follows the OffsetCommit on the coordinator's connection.
+    manual = confluent_kafka.Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": group,
+        "enable.auto.commit": False})
+    try:
+        manual.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        for offset in range(1, COMMITS + 1):
+            manual.commit(offsets=[confluent_kafka.TopicPartition(topic, 0, offset)],
+                          asynchronous=True)
+            [answer] = manual.committed([partition], timeout=30)
+            assert answer.error is None and answer.offset == offset, answer
+    finally:
+        manual.close()
 
 
 def test_a_cluster_leader_names_the_records_it_refuses(cluster):
