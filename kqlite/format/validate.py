@@ -212,8 +212,8 @@ def _keyless_refusal(view, pos, header, max_uncompressed, partition):
     (LogValidator.validateKey's message). Only a refused batch is decoded."""
     records = decode_records(bytes(view[pos:pos + header.size]), 0, header, verify=False,
                              max_output=max_uncompressed)
-    errors = [(i, f"Compacted topic cannot accept message without key in topic partition "
-                  f"{partition}") for i, r in enumerate(records) if r.key is None]
+    message = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    errors = [(i, message) for i, r in enumerate(records) if r.key is None]
     return InvalidRecordError(record_errors_message(errors), record_errors=errors)
 
 
@@ -224,12 +224,16 @@ def timestamp_type_refusal(data, pos):
     error reads as LogValidator.processRecordErrors' timestamp summary."""
     header = parse_header(data, pos)
     records = decode_records(bytes(data[pos:pos + header.size]), 0, header, verify=False)
-    errors = [(i, f"Invalid timestamp type in message DefaultRecord(offset={r.offset}, "
-                  f"timestamp={r.timestamp}, key={len(r.key or b'')} bytes, "
-                  f"value={len(r.value or b'')} bytes). Producer should not set timestamp "
-                  f"type to LogAppendTime.") for i, r in enumerate(records)]
+    errors = [(i, _timestamp_type_message(r)) for i, r in enumerate(records)]
     return InvalidTimestampError("One or more records have been rejected due to invalid "
                                  "timestamp", record_errors=errors)
+
+
+def _timestamp_type_message(record):
+    return (f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, "
+            f"timestamp={record.timestamp}, key={len(record.key or b'')} bytes, "
+            f"value={len(record.value or b'')} bytes). Producer should not set timestamp "
+            f"type to LogAppendTime.")
 
 
 def _not_v2(entry):
