@@ -4,8 +4,9 @@
 - a stream of 500 KB records produced with acks=all is delivered whole (every record
   acknowledged, the high watermark, which the whole ISR has reached, at the last one);
 - a consumer's ``committed()`` (OffsetFetch, which librdkafka sends with
-  ``require_stable``) answers right after auto-commits and after manual async commits,
-  with the offset just committed;
+  ``require_stable``) answers right after auto-commits and after manual commits: the
+  offset a synchronous commit stored, that of an asynchronous one or an earlier one
+  (librdkafka may send the OffsetFetch before the OffsetCommit), never a timeout;
 - a Produce refused for some of its records is answered by a cluster leader as by the
   single broker (KIP-467's ``record_errors``).
 
