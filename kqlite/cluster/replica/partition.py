@@ -312,11 +312,13 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             code = ls.check_follower_fetch(replica_id, current_leader_epoch)
             if code:
                 return ReadResult(code)
-            heard = last_fetched_epoch == ls.leader_epoch and offset <= self.log_end_offset
+            heard = (last_fetched_epoch == ls.leader_epoch
+                     and self.log_start_offset <= offset <= self.log_end_offset)
             if heard:
                 # The follower's last batch is of this leadership, so its log cannot
-                # diverge from ours and its position counts before the read: the HW an
-                # acks=all produce waits for moves without waiting for a storage thread.
+                # diverge from ours, and the offset is in range: its position counts
+                # before the read, and the HW an acks=all produce waits for moves
+                # without waiting for a storage thread.
                 self.leader_role.follower_fetched(ls, replica_id, offset,
                                                   follower_log_start_offset, None,
                                                   leader_end_offset=self.log_end_offset)
