@@ -44,7 +44,17 @@ class CorruptRecordError(KqliteError):
 
 
 class InvalidRecordError(KqliteError, ValueError):
-    """A record or batch handed to kqlite is not acceptable (bad type, bad field)."""
+    """A record or batch handed to kqlite is not acceptable (bad type, bad field).
+
+    ``record_errors`` names the records that made a produced batch unacceptable, as
+    ``(index in the batch, message)`` pairs, when the refusal is theirs alone (Kafka's
+    RecordValidationException, KIP-467): a keyless record for a compacted log, a record
+    whose timestamp the topic refuses. Empty when the batch as a whole is at fault.
+    """
+
+    def __init__(self, message, record_errors=()):
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
 
 
 class InvalidTimestampError(InvalidRecordError):

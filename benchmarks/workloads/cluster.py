@@ -12,6 +12,13 @@ Two cases per system, with 100-byte values over 3 partitions:
   producer is paced by the clock; a message sent late because the loop fell behind is
   charged the delay, so a stalled broker cannot hide behind a stalled producer).
 
+One case on the cluster alone, records of 500 KB in one partition (issue 33):
+
+- ``produce_500KB``: a producer streaming them with ``acks=all`` to a topic of
+  replication factor 3, and the same to a topic of replication factor 1 on the same
+  cluster; each request waits for the followers' fetch rounds, so the ratio is what
+  replication costs a large-record stream (target: at least half).
+
 The p99 target (under 20 ms) is checked through ``within_20ms_at_20k``: the messages
 per second, at the offered 20,000, that are delivered within 20 ms. It is at least
 19,800 (99 %) exactly when the p99 (nearest rank) is under 20 ms, and being a rate it
@@ -44,6 +51,10 @@ PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.mes
                  "compression.type": "none"}
 
 CLUSTER = "kqlite cluster (3 brokers, RF3, acks=all)"
+CLUSTER_RF1 = "kqlite cluster (3 brokers, RF1, acks=all)"
+BIG_VALUE_SIZE = 500_000
+BIG_PRODUCER_CONF = {"linger.ms": 5, "message.max.bytes": 2_000_000,
+                     "compression.type": "none"}
 SINGLE = "kqlite serve (1 broker, acks=1)"
 
 _LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
@@ -93,8 +104,9 @@ def run(ctx):
         missing = f"ZooKeeper not installed ({exc})"
     if missing:
         for case in ("produce_100B", "latency_20k_p50", "latency_20k_p99",
-                     "within_20ms_at_20k"):
+                     "within_20ms_at_20k", "produce_500KB"):
             ctx.skip(case, CLUSTER, missing)
+        ctx.skip("produce_500KB", CLUSTER_RF1, missing)
         return
     with ctx.workdir("cluster") as d:
         zk = ZooKeeperProcess(os.path.join(d, "zookeeper"))
@@ -117,6 +129,11 @@ def run(ctx):
             _wait_formed(AdminClient({"bootstrap.servers": bootstrap}), len(brokers))
             ctx.log("  cluster formed (3 brokers registered, a controller elected)")
             measure(CLUSTER, bootstrap, "all", 3, {"min.insync.replicas": "2"})
+            big = ctx.pick(100, 1_000)
+            for system, replication_factor in ((CLUSTER_RF1, 1), (CLUSTER, 3)):
+                ctx.log(f"  {system}: {big} records of {BIG_VALUE_SIZE} B")
+                _big_records(ctx, ck, AdminClient({"bootstrap.servers": bootstrap}),
+                             bootstrap, system, replication_factor, big)
         finally:
             # SIGTERM all first: each one's controlled shutdown then overlaps the others'.
             for b in brokers:
@@ -132,6 +149,19 @@ def _throughput(ctx, ck, conf, system, topic, count, value):
                                timeout=300)
     ctx.add_rate("produce_100B", system, count, elapsed,
                  note=f"acks={conf['acks']}, {PARTITIONS} partitions, linger.ms=5")
+
+
+def _big_records(ctx, ck, admin, bootstrap, system, replication_factor, count):
+    from confluent_kafka.admin import NewTopic
+    topic = f"bench-big-{replication_factor}-{time.monotonic_ns()}"
+    admin.create_topics([NewTopic(topic, 1, replication_factor)],
+                        request_timeout=60)[topic].result(timeout=90)
+    conf = dict(BIG_PRODUCER_CONF, **{"bootstrap.servers": bootstrap, "acks": "all"})
+    elapsed = produce_flat_out(ck.Producer(conf), topic, os.urandom(BIG_VALUE_SIZE), count,
+                               system=system, warm_up=[{"partition": 0}], timeout=600)
+    ctx.add_rate("produce_500KB", system, count, elapsed,
+                 note=f"acks=all, RF{replication_factor}, 1 partition, "
+                      f"{count * BIG_VALUE_SIZE / elapsed / 1e6:.0f} MB/s")
 
 
 def _latency(ctx, ck, conf, system, topic, seconds, value):

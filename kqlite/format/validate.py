@@ -66,7 +66,7 @@ exactly recordCount records, each        CL   InvalidRecordError     INVALID_REC
 length inside its record, no bytes
 left over [3]
 compacted log: every record has a key    CL   InvalidRecordError     INVALID_RECORD (87)
-(control batches excepted)
+(control batches excepted) [4]
 =======================================  ===  =====================  =======================
 
 Sources: ``ProduceRequest.validateRecords`` (one batch, v2), ``UnifiedLog.
@@ -84,6 +84,14 @@ decodes header keys leniently and lets a timestamp wrap: kqlite's own reader
 every consumer at its offset. Per-record offsetDelta values are not checked
 (Kafka does not check them in uncompressed v2 batches either).
 
+[4] A per-record refusal (KIP-467): the error's ``record_errors`` lists every keyless
+record as ``(index in the batch, message)``, and its message is Kafka's summary of
+them (``record_errors_message``), as LogValidator.processRecordErrors words it; the
+Produce handler answers them in ``record_errors`` and ``error_message`` (v8+), so a
+client fails only those records. A producer's LogAppendTime batch for a LogAppendTime
+topic is refused the same way, every record named (``timestamp_type_refusal``, applied
+by the appender, which knows the topic's timestamp type).
+
 Not here: timestamp rules (Kafka's message.timestamp.* defaults accept any
 timestamp; LogAppendTime is applied by the appender), zstd before Produce v7
 (only the handler knows the API version), and everything that depends on what the
@@ -97,10 +105,10 @@ and ``ProducerAppendInfo``). What a marker's record says is read there too
 import enum
 
 from .. import _native
-from ..errors import (CorruptRecordError, InvalidRecordError, RecordTooLargeError,
-                      UnsupportedCodecError)
+from ..errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+                      RecordTooLargeError, UnsupportedCodecError)
 from . import compression
-from .batch import entry_size
+from .batch import decode_records, entry_size
 from .constants import (
     ATTRIBUTES_OFFSET, BATCH_OVERHEAD, CODEC_MASK, CODEC_NAMES, CODEC_NONE, CONTROL_MASK,
     LEGACY_MAGIC_OFFSET, LOG_OVERHEAD, MAGIC_V2,
@@ -108,7 +116,8 @@ from .constants import (
 from .header import parse_header
 from .legacy import legacy_header
 
-__all__ = ["AppendOrigin", "validate_batches"]
+__all__ = ["AppendOrigin", "validate_batches", "record_errors_message",
+           "timestamp_type_refusal"]
 
 _MIN_LENGTH = {0: 14, 1: 22, 2: 49}           # smallest legal length field per magic
 _MIN_RECORD_SIZE = 7                          # a record with every field empty
@@ -124,7 +133,7 @@ class AppendOrigin(enum.Enum):
 
 
 def validate_batches(data, *, origin=AppendOrigin.CLIENT, max_batch_size=None, compacted=False,
-                     max_uncompressed=compression.DEFAULT_MAX_OUTPUT):
+                     max_uncompressed=compression.DEFAULT_MAX_OUTPUT, partition=None):
     """Check the v2 batches in ``data`` (any contiguous buffer) for an append from
     ``origin``; return the BatchHeader of each batch, in order, or raise (see the module
     doc). The headers are as the sender wrote them (offsets, leader epoch).
@@ -133,18 +142,19 @@ def validate_batches(data, *, origin=AppendOrigin.CLIENT, max_batch_size=None, c
     Kafka compares a batch's ``sizeInBytes`` with ``max.message.bytes``; None: no
     bound. ``compacted``: the log's cleanup.policy includes compact.
     ``max_uncompressed`` bounds what one compressed batch may expand to.
+    ``partition``: the log's ``topic-partition`` name, which per-record messages quote.
     """
     origin = AppendOrigin(origin)
     view = memoryview(data)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     try:
-        return _validate(view, origin, max_batch_size, compacted, max_uncompressed)
+        return _validate(view, origin, max_batch_size, compacted, max_uncompressed, partition)
     finally:
         view.release()      # an mmap cannot be closed while a view of it is alive
 
 
-def _validate(view, origin, max_batch_size, compacted, max_uncompressed):
+def _validate(view, origin, max_batch_size, compacted, max_uncompressed, partition):
     size = len(view)
     if not size:
         raise InvalidRecordError("no record batch to append: the records are empty")
@@ -182,12 +192,48 @@ def _validate(view, origin, max_batch_size, compacted, max_uncompressed):
             null_keys = _check_records(view, pos, batch_size, attributes, count, first_ts,
                                        max_uncompressed, where)
             if compacted and null_keys and not attributes & CONTROL_MASK:
-                raise InvalidRecordError(
-                    f"{where} holds {null_keys} record(s) without a key; a compacted log "
-                    f"(cleanup.policy=compact) cannot accept a record without a key")
+                raise _keyless_refusal(view, pos, header, max_uncompressed, partition)
         previous_last = last
         batches.append(header)
     return batches
+
+
+def record_errors_message(record_errors):
+    """Kafka's summary of a batch's per-record refusals (LogValidator.processRecordErrors):
+    how many, and the first three as Java's ``RecordError.toString`` prints them."""
+    shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
+                      for index, message in record_errors[:3])
+    return (f"One or more records have been rejected due to {len(record_errors)} record "
+            f"errors in total, and only showing the first three errors at most: [{shown}]")
+
+
+def _keyless_refusal(view, pos, header, max_uncompressed, partition):
+    """The InvalidRecordError naming each record of the batch at ``pos`` without a key
+    (LogValidator.validateKey's message). Only a refused batch is decoded."""
+    records = decode_records(bytes(view[pos:pos + header.size]), 0, header, verify=False,
+                             max_output=max_uncompressed)
+    message = f"Compacted topic cannot accept message without key in topic partition {partition}"
+    errors = [(i, message) for i, r in enumerate(records) if r.key is None]
+    return InvalidRecordError(record_errors_message(errors), record_errors=errors)
+
+
+def timestamp_type_refusal(data, pos):
+    """The InvalidTimestampError for a producer's LogAppendTime batch at ``pos`` of a
+    LogAppendTime topic: every record is named, with LogValidator.validateTimestamp's
+    message (the record as Java's DefaultRecord.toString prints it), and the whole
+    error reads as LogValidator.processRecordErrors' timestamp summary."""
+    header = parse_header(data, pos)
+    records = decode_records(bytes(data[pos:pos + header.size]), 0, header, verify=False)
+    errors = [(i, _timestamp_type_message(r)) for i, r in enumerate(records)]
+    return InvalidTimestampError("One or more records have been rejected due to invalid "
+                                 "timestamp", record_errors=errors)
+
+
+def _timestamp_type_message(record):
+    return (f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, "
+            f"timestamp={record.timestamp}, key={len(record.key or b'')} bytes, "
+            f"value={len(record.value or b'')} bytes). Producer should not set timestamp "
+            f"type to LogAppendTime.")
 
 
 def _not_v2(entry):

@@ -241,7 +241,8 @@ class LocalPartition(Partition):
         except KqliteError as exc:
             for kind, code in _REFUSALS.items():
                 if isinstance(exc, kind):
-                    return AppendResult(code, error_message=str(exc)), None
+                    return AppendResult(code, error_message=str(exc), record_errors=getattr(
+                        exc, "record_errors", ())), None
             self._storage_failed(exc, f"{what} {self.topic}-{self.index}")
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(exc)), None
         except OSError as exc:       # opening the log: its directory, metadata, files

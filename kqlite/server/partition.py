@@ -62,6 +62,8 @@ class AppendResult:
     record_count: int = 0          # records and bytes written (0 for a duplicate)
     size: int = 0
     log_append_time: int = -1      # the time stamped into a LogAppendTime topic's batch
+    # KIP-467: (index in the batch, message) of each record that made storage refuse it.
+    record_errors: tuple = ()
 
 
 @dataclass

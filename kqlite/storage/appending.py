@@ -52,8 +52,8 @@ from ..format.constants import (CODEC_NONE, CONTROL_MASK, MAGIC_V2, NO_PARTITION
 from ..format.control_records import read_marker
 from ..format.header import parse_header
 from ..format.record import Record
-from ..format.timestamps import InvalidTimestampError, set_timestamp_type
-from ..format.validate import AppendOrigin, validate_batches
+from ..format.timestamps import set_timestamp_type
+from ..format.validate import AppendOrigin, timestamp_type_refusal, validate_batches
 from . import cleaner, group_commit
 from .producer_state import ProducerStateManager
 from .segment import MAX_RELATIVE_OFFSET
@@ -284,7 +284,8 @@ def append_batches(lg, data, leader_epoch, assign_offsets, origin, verification_
     # Compacted logs need keys (a follower copies its leader's bytes as they are).
     batches = validate_batches(data, origin=origin, max_batch_size=limit,
                                compacted="compact" in lg.config["cleanup.policy"]
-                               and origin is not AppendOrigin.REPLICATION)
+                               and origin is not AppendOrigin.REPLICATION,
+                               partition=f"{lg.topic}-{lg.partition}")
     append_time = NO_TIMESTAMP
     if origin is not AppendOrigin.REPLICATION:
         append_time = _apply_timestamp_type(lg, data, batches, origin)
@@ -319,9 +320,8 @@ def _apply_timestamp_type(lg, data, batches, origin):
     for i, b in enumerate(batches):
         if append_time:
             if origin is AppendOrigin.CLIENT and b.timestamp_type:
-                raise InvalidTimestampError(
-                    f"the record batch at byte {position} has the LogAppendTime timestamp "
-                    f"type; a producer may not set it (the broker stamps it)")
+                # Kafka names every record of it (KIP-467).
+                raise timestamp_type_refusal(data, position)
             set_timestamp_type(data, position, True, now)
             batches[i] = parse_header(data, position)
         elif origin is AppendOrigin.CLIENT and b.timestamp_type:

@@ -109,7 +109,8 @@ class LogFollower(FollowerReplica):
         hw = log.set_high_watermark(min(high_watermark, end))
         if log_start_offset > log.start_offset:
             log.delete_records(min(log_start_offset, hw))
-        return end
+        return FetchPosition(end, log.epochs.latest_epoch, log.start_offset,
+                             self.leader_epoch)
 
     def _truncate_diverged(self, epoch, end_offset):
         log = self.log

@@ -225,6 +225,39 @@ def test_acks_all_completes_only_once_every_isr_member_has_the_batch(tmp_path):
     run(tmp_path, 3, test)
 
 
+def test_a_fetch_of_this_leadership_moves_the_hw_before_its_read(tmp_path):
+    """A follower whose last batch is of the current leader epoch cannot diverge, so the
+    leader counts its fetch offset as it arrives: the HW (and the acks=all produce
+    waiting on it) moves before the fetch's storage read; a fetch whose last epoch is
+    another waits for its read's divergence check."""
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        await c.produce(b"a", acks=1)
+        await c.replicate(1)
+        leader = c[0]
+        seen = []
+        storage_read = leader._read_checked
+
+        def read_checked(*args):
+            seen.append(leader.high_watermark)
+            return storage_read(*args)
+        leader._read_checked = read_checked
+        pos = await c[1].next_fetch_position()
+        assert (pos.fetch_offset, pos.last_fetched_epoch) == (1, 0)
+        await leader.read(1, 1 << 20, isolation=Isolation.LOG_END, replica_id=1,
+                          current_leader_epoch=0, zero_copy=False, last_fetched_epoch=0,
+                          follower_log_start_offset=0)
+        assert seen == [1] and leader.high_watermark == 1
+        await c.produce(b"b", acks=1)
+        await c.replicate(1)
+        seen.clear()
+        await leader.read(2, 1 << 20, isolation=Isolation.LOG_END, replica_id=1,
+                          current_leader_epoch=0, zero_copy=False, last_fetched_epoch=-1,
+                          follower_log_start_offset=0)
+        assert seen == [1] and leader.high_watermark == 2
+    run(tmp_path, 2, test)
+
+
 def test_acks_all_refused_before_the_append_while_the_isr_is_below_min_insync(tmp_path):
     async def test(c):
         await c.elect(0, [0], 0)

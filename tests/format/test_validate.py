@@ -9,12 +9,12 @@ from hypothesis import given, settings, strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kqlite import Record, _native
-from kqlite.errors import (CorruptRecordError, InvalidRecordError,
+from kqlite.errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError,
                            RecordTooLargeError, UnsupportedCodecError)
 from kqlite.format import compression
 from kqlite.format.batch import build_batch, decode_batch
 from kqlite.format import BatchHeader
-from kqlite.format.validate import AppendOrigin, validate_batches
+from kqlite.format.validate import AppendOrigin, timestamp_type_refusal, validate_batches
 
 CLIENT, LOCAL, REPLICATION = AppendOrigin.CLIENT, AppendOrigin.LOCAL, AppendOrigin.REPLICATION
 COORDINATOR = AppendOrigin.COORDINATOR
@@ -262,13 +262,47 @@ def test_compressed_data_that_does_not_decompress():
 def test_compacted_logs_need_keys():
     keyless = kafka_python_batch(3, keys=False)
     for origin in (CLIENT, LOCAL):
-        with pytest.raises(InvalidRecordError, match="without a key"):
-            validate_batches(keyless, origin=origin, compacted=True)
+        with pytest.raises(InvalidRecordError, match="3 record errors") as refused:
+            validate_batches(keyless, origin=origin, compacted=True, partition="t-0")
+        assert [i for i, _ in refused.value.record_errors] == [0, 1, 2]
+        assert refused.value.record_errors[0][1] == \
+            "Compacted topic cannot accept message without key in topic partition t-0"
         assert validate_batches(keyless, origin=origin)
         assert validate_batches(kafka_python_batch(3), origin=origin, compacted=True)
     assert validate_batches(keyless, origin=REPLICATION, compacted=True)
     control = raw_batch(records(1, key=None), 1, attributes=0x20)
     assert validate_batches(control, origin=LOCAL, compacted=True)[0].is_control
+
+
+def test_only_the_keyless_records_are_named():
+    """KIP-467: the refusal names the keyless records by their index in the batch, and
+    its message is LogValidator.processRecordErrors' summary of the first three."""
+    rows = [(None if i % 3 == 0 else b"k%d" % i, b"v") for i in range(10)]
+    body = _native.pure.encode_records([v for _, v in rows], [k for k, _ in rows])
+    for codec in ("none", "gzip"):
+        data = raw_batch(compression.compress(CODECS[codec], body), 10,
+                         attributes=CODECS[codec])
+        with pytest.raises(InvalidRecordError) as refused:
+            validate_batches(data, compacted=True, partition="logs-3")
+        assert [i for i, _ in refused.value.record_errors] == [0, 3, 6, 9]
+        assert str(refused.value) == (
+            "One or more records have been rejected due to 4 record errors in total, and only "
+            "showing the first three errors at most: [" + ", ".join(
+                f"RecordError(batchIndex={i}, message='Compacted topic cannot accept message "
+                f"without key in topic partition logs-3')" for i in (0, 3, 6)) + "]")
+
+
+def test_a_producers_log_append_time_batch_names_every_record():
+    data = raw_batch(_native.pure.encode_records([b"ab", None], [b"k", None]), 2,
+                     attributes=0x08)
+    refusal = timestamp_type_refusal(data, 0)
+    assert isinstance(refusal, InvalidTimestampError)
+    assert str(refusal) == "One or more records have been rejected due to invalid timestamp"
+    assert [i for i, _ in refusal.record_errors] == [0, 1]
+    assert refusal.record_errors[0][1].startswith(
+        "Invalid timestamp type in message DefaultRecord(offset=0, ")
+    assert refusal.record_errors[0][1].endswith(
+        "key=1 bytes, value=2 bytes). Producer should not set timestamp type to LogAppendTime.")
 
 
 # -- validated means readable -----------------------------------------------------------------

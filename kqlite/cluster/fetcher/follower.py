@@ -39,7 +39,9 @@ class FollowerReplica(abc.ABC):
     async def append_as_follower(self, records, *, high_watermark, log_start_offset):
         """Append the leader's batches as they are (no offsets assigned, epochs kept),
         then move the high watermark to min(``high_watermark``, log end) and the log
-        start up to ``log_start_offset``. Returns the new log end."""
+        start up to ``log_start_offset``. Returns the FetchPosition of the next fetch
+        (its ``fetch_offset`` is the new log end), read by the same storage call: the
+        fetcher's next round needs no call of its own to learn it."""
 
     @abc.abstractmethod
     async def truncate_for_diverging_epoch(self, epoch, end_offset):

@@ -16,7 +16,9 @@ Theory of operation:
   partition has no topic id is sent at v12, as Kafka does. Every round is a full,
   sessionless fetch (no KIP-227 fetch session).
 - **Answers per partition**: records (possibly none) go to ``append_as_follower`` with
-  the leader's high watermark and log start; a DivergingEpoch goes to
+  the leader's high watermark and log start, which answers the next FetchPosition from
+  the same storage call (one storage call per partition per round, not two: each is a
+  thread hand-off on the critical path of an acks=all produce); a DivergingEpoch goes to
   ``truncate_for_diverging_epoch`` and nothing is appended (KIP-320 truncation on
   fetch); OFFSET_OUT_OF_RANGE asks the leader for its log end and log start
   (ListOffsets LATEST and EARLIEST with our replica id) and calls
@@ -423,9 +425,11 @@ class ReplicaFetcher:
         hw, log_start = p["high_watermark"], p["log_start_offset"]
         if records or hw != part.leader_hw or log_start != part.leader_log_start:
             part.position = None
-            end = part.fetch_offset = await part.replica.append_as_follower(
+            # The append answers the next position, so the next round sends at once.
+            part.position = await part.replica.append_as_follower(
                 records if records is not None else b"", high_watermark=hw,
                 log_start_offset=log_start)
+            end = part.fetch_offset = part.position.fetch_offset
             part.lag = max(0, hw - end)
             if records:
                 got_records.append(part)

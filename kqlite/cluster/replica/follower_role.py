@@ -48,15 +48,16 @@ class FollowerRole:
         return FetchPosition(end, latest, start, self._role.leader_epoch)
 
     async def append_as_follower(self, records, *, high_watermark, log_start_offset):
-        return await self._as_follower("replicate", self._append_from_leader, records,
-                                       high_watermark, log_start_offset)
+        start, end, latest = await self._as_follower("replicate", self._append_from_leader,
+                                                     records, high_watermark, log_start_offset)
+        return FetchPosition(end, latest, start, self._role.leader_epoch)
 
     def _append_from_leader(self, log, records, leader_hw, leader_start):
         end = append_replicated(log, records) if records else log.end_offset
         hw = self._hw.set(log, min(leader_hw, end))
         if leader_start > log.start_offset:
             log.delete_records(min(leader_start, hw))
-        return end
+        return _fetch_state(log)
 
     async def truncate_for_diverging_epoch(self, epoch, end_offset):
         return await self._as_follower("truncate", self._truncate_diverging, epoch,

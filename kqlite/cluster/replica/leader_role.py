@@ -109,21 +109,31 @@ class LeaderRole:
             if ls.on_leader_append(end, self._clock()):
                 self.hw_moved()
 
-    def follower_fetched(self, ls, replica_id, fetch_offset, log_start_offset, result):
+    def follower_fetched(self, ls, replica_id, fetch_offset, log_start_offset, result, *,
+                         leader_end_offset=None, heard=False):
         """Follower ``replica_id`` fetched at ``fetch_offset`` under the leadership ``ls``
         and got ``result`` (a ReadResult without error or DivergingEpoch): the leader state
         hears where it is, and the follower learns the HW its own fetch may just have
-        moved. Nothing happens when the leadership changed during the read."""
+        moved. Nothing happens when the leadership changed during the read.
+
+        ``result`` None: the fetch is heard before its read, which only a fetch that
+        cannot diverge may be (its last fetched epoch is the leader's own), with
+        ``leader_end_offset``, the leader's log end as last observed; ``heard``: it was,
+        and its read's ``result`` only learns the HW."""
         if self._role.leader_state is not ls or replica_id not in ls.followers:
             return
-        outcome = ls.on_follower_fetch(replica_id, fetch_offset, log_start_offset,
-                                       self._clock(), leader_end_offset=result.log_end_offset)
-        if outcome.hw_advanced:
-            self.hw_moved()
-        if outcome.expand is not None:
-            self._spawn(self._alter(ls, outcome.expand), self._alters)
-        result.high_watermark = ls.high_watermark
-        result.last_stable_offset = last_stable_offset(ls.high_watermark)
+        if not heard:
+            if result is not None:
+                leader_end_offset = result.log_end_offset
+            outcome = ls.on_follower_fetch(replica_id, fetch_offset, log_start_offset,
+                                           self._clock(), leader_end_offset=leader_end_offset)
+            if outcome.hw_advanced:
+                self.hw_moved()
+            if outcome.expand is not None:
+                self._spawn(self._alter(ls, outcome.expand), self._alters)
+        if result is not None:
+            result.high_watermark = ls.high_watermark
+            result.last_stable_offset = last_stable_offset(ls.high_watermark)
 
     # -- ISR changes ------------------------------------------------------------------------
 

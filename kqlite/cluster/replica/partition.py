@@ -307,10 +307,21 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         ls = self._role.leader_state
         if ls is None:
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        heard = False
         if replica_id >= 0:
             code = ls.check_follower_fetch(replica_id, current_leader_epoch)
             if code:
                 return ReadResult(code)
+            heard = (last_fetched_epoch == ls.leader_epoch
+                     and self.log_start_offset <= offset <= self.log_end_offset)
+            if heard:
+                # The follower's last batch is of this leadership, so its log cannot
+                # diverge from ours, and the offset is in range: its position counts
+                # before the read, and the HW an acks=all produce waits for moves
+                # without waiting for a storage thread.
+                self.leader_role.follower_fetched(ls, replica_id, offset,
+                                                  follower_log_start_offset, None,
+                                                  leader_end_offset=self.log_end_offset)
         result = await self._io.run(self._read_checked, offset, max_bytes, isolation,
                                     last_fetched_epoch, zero_copy, on_abandon=ReadResult.release)
         if result.log_end_offset >= 0:
@@ -318,7 +329,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         if (replica_id >= 0 and result.error_code == ErrorCode.NONE
                 and result.diverging_epoch is None):
             self.leader_role.follower_fetched(ls, replica_id, offset, follower_log_start_offset,
-                                              result)
+                                              result, heard=heard)
         return result
 
     def fetch_position(self, isolation):

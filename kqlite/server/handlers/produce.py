@@ -13,6 +13,15 @@ batch in a storage thread (format/up_convert.py, Kafka's LogValidator conversion
 take the same path; Kafka does not check the magic of v0-2 requests, so a v2 batch in one
 is appended as it is. zstd needs v7+ (KIP-110).
 
+Per-record refusals (KIP-467, Produce v8+): when storage refuses a batch because of some
+of its records (a keyless record for a compacted topic, a producer's LogAppendTime batch
+for a LogAppendTime topic: format/validate.py), the partition's answer carries
+``record_errors``, each refused record's index in the batch with LogValidator's message,
+and ``error_message``, Kafka's summary of them; the error code is the partition's
+(INVALID_RECORD, or INVALID_TIMESTAMP when a timestamp is at fault). Nothing of the batch
+is appended, as in Kafka; a client fails the named records and may send the others again.
+Below v8 the answer has no place for them and carries the error code alone.
+
 Authorization, before anything is appended (Kafka's KafkaApis.handleProduceRequest): a
 request holding transactional batches needs a transactional id with WRITE on it, or the
 whole request is refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition); then
@@ -190,7 +199,9 @@ async def produce(broker, context, request):
             r = next(answers)
             parts.append({"index": p["index"], "error_code": r.error_code,
                           "base_offset": r.base_offset, "log_start_offset": r.log_start_offset,
-                          "log_append_time_ms": r.log_append_time, "record_errors": [],
+                          "log_append_time_ms": r.log_append_time,
+                          "record_errors": [{"batch_index": i, "batch_index_error_message": m}
+                                            for i, m in r.record_errors],
                           "error_message": r.error_message})
         responses.append({"name": topic["name"], "partition_responses": parts})
     return {"responses": responses, "throttle_time_ms": 0}
