@@ -74,6 +74,27 @@ def test_unseen_an_acked_value_beyond_every_read():
     assert report.errors() == {"unseen": 1}
 
 
+def test_an_ack_without_an_offset_is_checked_for_loss_only():
+    # librdkafka's idempotent producer reports a timed-out message delivered, offset
+    # unknown, once a later message of its partition is acknowledged.
+    h = History()
+    send(h, 0, 0, offset=0)
+    send(h, 0, 1, offset=None)
+    send(h, 0, 2, offset=2)
+    assign(h, 1)
+    poll(h, 1, [(0, 0), (1, 1), (2, 2)])
+    assert found(h) == {}
+    h = History()
+    send(h, 0, 0, offset=0)
+    send(h, 0, 1, offset=None)
+    assign(h, 1)
+    poll(h, 1, [(0, 0)])
+    report = check(h.ops())
+    assert report.anomalies["lost-write"] == [
+        {"key": K, "value": 1, "offset": None, "acked_at": 3, "highest_read": 0}]
+    assert found(h) == {"lost-write": 1}
+
+
 def test_inconsistent_offsets_two_values_at_one_offset():
     h = History()
     send(h, 0, "a", offset=0)

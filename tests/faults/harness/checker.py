@@ -20,6 +20,12 @@ a send acknowledged at an offset, or a value a consumer polled at an offset. Fro
                           offset than an earlier one (legal in Kafka without idempotence
                           and with several requests in flight; reported, never "bad").
 
+A send may be acknowledged with no offset: librdkafka's idempotent producer reports a
+message whose request timed out as delivered, offset unknown, once a later message of the
+same partition is acknowledged (it must have been written first). Such a value is checked
+for loss (an offset unknown counts as below every offset read: once a poll of its key
+returned anything, a value never polled is lost) and takes no part in the offset checks.
+
 Lost writes and unseen values are disjoint: together they are the acknowledged values no
 poll returned. A value acknowledged at one offset and polled at another is not lost (it is
 an inconsistent offset, a duplicate, or both).
@@ -71,8 +77,9 @@ def check(ops):
     at_offset = collections.defaultdict(lambda: collections.defaultdict(set))  # key->off->{v}
     offsets_of = collections.defaultdict(lambda: collections.defaultdict(set))  # key->v->{off}
     for key, value, offset, _op in acks:
-        at_offset[key][offset].add(value)
-        offsets_of[key][value].add(offset)
+        if offset is not None:
+            at_offset[key][offset].add(value)
+            offsets_of[key][value].add(offset)
     for _process, key, offset, value, _op in reads:
         at_offset[key][offset].add(value)
         offsets_of[key][value].add(offset)
@@ -124,7 +131,7 @@ def _lost_and_unseen(acks, reads, anomalies):
         if value in seen[key]:
             continue
         detail = {"key": key, "value": value, "offset": offset, "acked_at": op.index}
-        if highest.get(key, -1) > offset:
+        if highest.get(key, -1) > (-1 if offset is None else offset):
             anomalies["lost-write"].append(dict(detail, highest_read=highest[key]))
         else:
             anomalies["unseen"].append(detail)
@@ -164,6 +171,8 @@ def _send_order(ops, acks, anomalies):
     latest = {}   # (process, key) -> (value, offset) of its latest-invoked ack so far
     for key, value, offset, op in sorted(acks, key=lambda a: invoked.get((a[3].process, a[1]),
                                                                          a[3].index)):
+        if offset is None:
+            continue
         slot = (op.process, key)
         if slot in latest and offset < latest[slot][1]:
             anomalies["nonmonotonic-send"].append(
