@@ -36,10 +36,9 @@ import sys
 
 from ..protocol.acl import (CLUSTER_NAME, AclOperation as Op, AclPermissionType as Perm,
                             PatternType, ResourcePattern, ResourceType as R)
+from .locations import BrokerLocation, ZooKeeperLocation, add_location_options, check_location
 
 __all__ = ["add_parser", "run"]
-
-_DEFAULT_TIMEOUT = 10.0
 
 
 def add_parser(sub):
@@ -62,18 +61,7 @@ def _usage(parser):
 
 
 def _options(p, command):
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--data-dir", metavar="DIR", help="a single broker's data dir")
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                       help="a cluster's zookeeper.connect")
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                       help="a broker, through the ACL APIs")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="with --bootstrap-server: the client's security properties "
-                        "(security.protocol, sasl.*, ssl.*), as Kafka's tools take them")
-    p.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"give up reaching ZooKeeper or the broker after this long "
-                        f"(default {_DEFAULT_TIMEOUT:g})")
+    add_location_options(p, "the ACL APIs")
     for flag, text in (("--topic", "a topic"), ("--group", "a consumer group"),
                        ("--transactional-id", "a transactional id"),
                        ("--delegation-token", "a delegation token"),
@@ -212,8 +200,8 @@ def run(args):
             work = _bindings_to_add(args)
         else:
             work = _filters(args)
-        if args.command_config is not None and args.bootstrap_server is None:
-            raise _Usage("--command-config goes with --bootstrap-server")
+        if check_location(args):
+            raise _Usage(check_location(args))
     except _Usage as exc:
         print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
         return 2
@@ -296,12 +284,7 @@ class _DataDirAcls:
         pass
 
 
-class _ZooKeeperAcls:
-    def __init__(self, args):
-        from ..cluster.zookeeper.snapshot import connect
-        from .kazoo_logging import quiet_kazoo
-        quiet_kazoo(args)
-        self.zk = connect(args.zookeeper, args.timeout)
+class _ZooKeeperAcls(ZooKeeperLocation):
 
     def list(self, filters):
         from ..cluster.zookeeper.acls import read_all_acls
@@ -329,27 +312,17 @@ class _ZooKeeperAcls:
                                            for f in filters)))
         return removed
 
-    def close(self):
-        self.zk.stop()
-        self.zk.close()
 
-
-class _BrokerAcls:
-    def __init__(self, args):
-        from .admin_client import AdminClient, read_command_config
-        self.client = AdminClient(args.bootstrap_server,
-                                  security=read_command_config(args.command_config),
-                                  timeout=args.timeout, client_id="kqlite-acls")
-
-    def _call(self, api_key, body):
-        return self.client.call(api_key, body, versions=(1, 3))
+class _BrokerAcls(BrokerLocation):
+    VERSIONS = (1, 3)
+    CLIENT_ID = "kqlite-acls"
 
     def list(self, filters):
         from ..protocol import ApiKey, ErrorCode
         from ..server.authorization.bindings import AclBinding, AclEntry
         out = set()
         for f in filters:
-            answer = self._call(ApiKey.DESCRIBE_ACLS, _filter_fields(f))
+            answer = self.call(ApiKey.DESCRIBE_ACLS, _filter_fields(f))
             if answer["error_code"]:
                 raise RuntimeError(f"the broker refused: {ErrorCode(answer['error_code']).name}"
                                    f" ({answer['error_message']})")
@@ -362,7 +335,7 @@ class _BrokerAcls:
 
     def add(self, bindings):
         from ..protocol import ApiKey, ErrorCode
-        answer = self._call(ApiKey.CREATE_ACLS, {"creations": [
+        answer = self.call(ApiKey.CREATE_ACLS, {"creations": [
             {"resource_type": b.pattern.resource_type, "resource_name": b.pattern.name,
              "resource_pattern_type": b.pattern.pattern_type, "principal": b.entry.principal,
              "host": b.entry.host, "operation": b.entry.operation,
@@ -373,7 +346,7 @@ class _BrokerAcls:
     def remove(self, filters):
         from ..protocol import ApiKey, ErrorCode
         from ..server.authorization.bindings import AclBinding, AclEntry
-        answer = self._call(ApiKey.DELETE_ACLS, {"filters": [_filter_fields(f)
+        answer = self.call(ApiKey.DELETE_ACLS, {"filters": [_filter_fields(f)
                                                              for f in filters]})
         removed = []
         for result in answer["filter_results"]:
@@ -386,9 +359,6 @@ class _BrokerAcls:
                                                Perm(a["permission_type"])))
                            for a in result["matching_acls"])
         return sorted(removed)
-
-    def close(self):
-        self.client.close()
 
 
 def _filter_fields(f):

@@ -22,9 +22,10 @@ other parts. Exit status: 0 done, 1 refused or unreachable, 2 bad arguments.
 import json
 import sys
 
+from .locations import BrokerLocation, ZooKeeperLocation, add_location_options, check_location
+
 __all__ = ["add_parser", "run"]
 
-_DEFAULT_TIMEOUT = 10.0
 
 
 def add_parser(sub):
@@ -47,18 +48,7 @@ def _usage(parser):
 
 
 def _options(p, command):
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--data-dir", metavar="DIR", help="a single broker's data dir")
-    where.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
-                       help="a cluster's zookeeper.connect")
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                       help="a broker, through the client quota APIs")
-    p.add_argument("--command-config", metavar="FILE",
-                   help="with --bootstrap-server: the client's security properties "
-                        "(security.protocol, sasl.*, ssl.*), as Kafka's tools take them")
-    p.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help=f"give up reaching ZooKeeper or the broker after this long "
-                        f"(default {_DEFAULT_TIMEOUT:g})")
+    add_location_options(p, "the client quota APIs")
     user = p.add_mutually_exclusive_group()
     user.add_argument("--user", metavar="NAME", help="a user (a principal's name)")
     user.add_argument("--user-default", action="store_true", help="every user's default")
@@ -115,8 +105,8 @@ def run(args):
             if entity.user is None and entity.client_id is None:
                 raise _Usage("name the entity: --user, --client-id or their defaults")
             ops = _ops(args)
-        if args.command_config is not None and args.bootstrap_server is None:
-            raise _Usage("--command-config goes with --bootstrap-server")
+        if check_location(args):
+            raise _Usage(check_location(args))
     except _Usage as exc:
         print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
         return 2
@@ -193,12 +183,7 @@ class _DataDirQuotas:
         pass
 
 
-class _ZooKeeperQuotas:
-    def __init__(self, args):
-        from ..cluster.zookeeper.snapshot import connect
-        from .kazoo_logging import quiet_kazoo
-        quiet_kazoo(args)
-        self.zk = connect(args.zookeeper, args.timeout)
+class _ZooKeeperQuotas(ZooKeeperLocation):
 
     def alter(self, entity, ops):
         from ..cluster.zookeeper.client_quotas import alter_quotas
@@ -210,24 +195,14 @@ class _ZooKeeperQuotas:
         _components_, quota_filter = _components(entity, strict)
         return describe(list(read_all_quotas(self.zk).items()), quota_filter)
 
-    def close(self):
-        self.zk.stop()
-        self.zk.close()
 
-
-class _BrokerQuotas:
-    def __init__(self, args):
-        from .admin_client import AdminClient, read_command_config
-        self.client = AdminClient(args.bootstrap_server,
-                                  security=read_command_config(args.command_config),
-                                  timeout=args.timeout, client_id="kqlite-quotas")
-
-    def _call(self, api_key, body):
-        return self.client.call(api_key, body, versions=(0, 1))
+class _BrokerQuotas(BrokerLocation):
+    VERSIONS = (0, 1)
+    CLIENT_ID = "kqlite-quotas"
 
     def alter(self, entity, ops):
         from ..protocol import ApiKey, ErrorCode
-        answer = self._call(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [
+        answer = self.call(ApiKey.ALTER_CLIENT_QUOTAS, {"entries": [
             {"entity": _entity_fields(entity),
              "ops": [{"key": k, "value": v or 0.0, "remove": v is None}
                      for k, v in ops.items()]}], "validate_only": False})
@@ -242,7 +217,7 @@ class _BrokerQuotas:
         from ..protocol import ApiKey, ErrorCode
         from ..server.quotas.entities import CLIENT_ID, DEFAULT, USER, QuotaEntity
         components, _filter = _components(entity, strict)
-        answer = self._call(ApiKey.DESCRIBE_CLIENT_QUOTAS, {
+        answer = self.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, {
             "components": [{"entity_type": t, "match_type": m, "match": n}
                            for t, m, n in components], "strict": strict})
         if answer["error_code"]:
@@ -255,9 +230,6 @@ class _BrokerQuotas:
             out.append((QuotaEntity(parts.get(USER), parts.get(CLIENT_ID)),
                         {v["key"]: v["value"] for v in e["values"]}))
         return out
-
-    def close(self):
-        self.client.close()
 
 
 def _entity_fields(entity):
