@@ -116,6 +116,9 @@ async def _main(args):
         broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
                         transaction_config=_transaction_config(args), **options)
         await broker.start()
+    # The line below says the broker is ready: clients connecting before the coordinators
+    # have loaded what they keep are answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka's are.
+    await broker.loaded()
     print(f"kqlite broker {args.broker_id} listening on {host}:{broker.port}, "
           f"data dir {broker.db.path}", file=sys.stderr, flush=True)
     if len(broker.listeners) > 1 or broker.listeners[0].name != "PLAINTEXT":
