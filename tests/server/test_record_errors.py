@@ -126,8 +126,13 @@ def test_librdkafka_fails_only_the_keyless_records_as_invalid(broker, client, co
     assert invalid == keyless
     others = {i for i, err in reports.items()
               if err is not None and err.code() == KafkaError._INVALID_DIFFERENT_RECORD}
-    assert others == set(range(100)) - keyless
-    assert stored(broker, compacted) == []
+    # A record librdkafka sent in a batch of its own before the rest (the first, when
+    # its linger ends early) holds a key and is delivered.
+    delivered = {i for i, err in reports.items() if err is None}
+    assert others and others | delivered == set(range(100)) - keyless
+    assert not others & delivered
+    first = stored(broker, compacted)
+    assert first == [b"k%d" % i for i in sorted(delivered)]
 
     reports.clear()
     for i in sorted(others):
@@ -135,4 +140,4 @@ def test_librdkafka_fails_only_the_keyless_records_as_invalid(broker, client, co
                          on_delivery=report)
     assert producer.flush(30) == 0
     assert set(reports) == others and all(err is None for err in reports.values())
-    assert stored(broker, compacted) == [b"k%d" % i for i in sorted(others)]
+    assert stored(broker, compacted) == first + [b"k%d" % i for i in sorted(others)]
