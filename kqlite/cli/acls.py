@@ -36,7 +36,8 @@ import sys
 
 from ..protocol.acl import (CLUSTER_NAME, AclOperation as Op, AclPermissionType as Perm,
                             PatternType, ResourcePattern, ResourceType as R)
-from .locations import BrokerLocation, ZooKeeperLocation, add_location_options, check_location
+from .locations import (BrokerLocation, ZooKeeperLocation, add_location_options,
+                        check_location, open_location)
 
 __all__ = ["add_parser", "run"]
 
@@ -200,20 +201,15 @@ def run(args):
             work = _bindings_to_add(args)
         else:
             work = _filters(args)
-        if check_location(args):
-            raise _Usage(check_location(args))
+        problem = check_location(args)
+        if problem:
+            raise _Usage(problem)
     except _Usage as exc:
         print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
         return 2
-    from .admin_client import AdminConfigError
-    try:
-        store = _store(args)
-    except AdminConfigError as exc:   # --bootstrap-server or --command-config unusable
-        print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:          # noqa: BLE001 -- unreachable: reported, status 1
-        print(f"kqlite acls {args.acls_command}: {exc}", file=sys.stderr)
-        return 1
+    store, status = open_location(args, f"acls {args.acls_command}", _store)
+    if store is None:
+        return status
     try:
         if args.acls_command == "add":
             return _report_added(args, work, store.add(work))

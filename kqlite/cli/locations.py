@@ -9,10 +9,13 @@ one of three places, as Kafka's tools reach them:
   says (TLS and SASL, admin_client.py).
 
 :func:`add_location_options` declares the options, :func:`check_location` refuses the
-combinations argparse cannot (a ``--command-config`` without a broker).
+combinations argparse cannot (a ``--command-config`` without a broker), and
+:func:`open_location` opens the place or says why it cannot.
 """
 
-__all__ = ["DEFAULT_TIMEOUT", "add_location_options", "check_location",
+import sys
+
+__all__ = ["DEFAULT_TIMEOUT", "add_location_options", "check_location", "open_location",
            "ZooKeeperLocation", "BrokerLocation"]
 
 DEFAULT_TIMEOUT = 10.0
@@ -40,6 +43,21 @@ def check_location(args):
     if args.command_config is not None and args.bootstrap_server is None:
         return "--command-config goes with --bootstrap-server"
     return None
+
+
+def open_location(args, command, make):
+    """``(store, None)`` from ``make(args)``, or ``(None, exit status)`` once the reason
+    is printed: 2 for a ``--bootstrap-server`` or ``--command-config`` that cannot be
+    used, 1 for a place that cannot be reached."""
+    from .admin_client import AdminConfigError
+    try:
+        return make(args), None
+    except AdminConfigError as exc:
+        print(f"kqlite {command}: {exc}", file=sys.stderr)
+        return None, 2
+    except Exception as exc:          # noqa: BLE001 -- unreachable: reported, status 1
+        print(f"kqlite {command}: {exc}", file=sys.stderr)
+        return None, 1
 
 
 class ZooKeeperLocation:

@@ -22,7 +22,8 @@ other parts. Exit status: 0 done, 1 refused or unreachable, 2 bad arguments.
 import json
 import sys
 
-from .locations import BrokerLocation, ZooKeeperLocation, add_location_options, check_location
+from .locations import (BrokerLocation, ZooKeeperLocation, add_location_options,
+                        check_location, open_location)
 
 __all__ = ["add_parser", "run"]
 
@@ -105,20 +106,15 @@ def run(args):
             if entity.user is None and entity.client_id is None:
                 raise _Usage("name the entity: --user, --client-id or their defaults")
             ops = _ops(args)
-        if check_location(args):
-            raise _Usage(check_location(args))
+        problem = check_location(args)
+        if problem:
+            raise _Usage(problem)
     except _Usage as exc:
         print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
         return 2
-    from .admin_client import AdminConfigError
-    try:
-        store = _store(args)
-    except AdminConfigError as exc:   # --bootstrap-server or --command-config unusable
-        print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:          # noqa: BLE001 -- unreachable: reported, status 1
-        print(f"kqlite quotas {args.quotas_command}: {exc}", file=sys.stderr)
-        return 1
+    store, status = open_location(args, f"quotas {args.quotas_command}", _store)
+    if store is None:
+        return status
     try:
         if args.quotas_command == "alter":
             quotas = store.alter(entity, ops)
