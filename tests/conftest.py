@@ -28,7 +28,8 @@ def pytest_configure(config):
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                        f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
-                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py")
+                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
+                       f"{os.sep}tests{os.sep}docs{os.sep}")
 
 
 def _same_in_both_modes(item):
