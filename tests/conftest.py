@@ -29,7 +29,8 @@ _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                        f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
                        f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
-                       f"{os.sep}tests{os.sep}docs{os.sep}")
+                       f"{os.sep}tests{os.sep}docs{os.sep}",
+                       f"{os.sep}tests{os.sep}packaging{os.sep}")
 
 
 def _same_in_both_modes(item):
