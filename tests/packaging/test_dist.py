@@ -171,6 +171,18 @@ def test_the_sdist_carries_the_sources_licence_and_version(sdist):
     assert "pure-Python twins are used" in pkg_info
 
 
+def _package_files():
+    """Every file of the kqlite package in the checkout that a wheel must carry: its
+    modules and data (py.typed, stubs), not what a build or a run leaves there."""
+    out = []
+    for folder, dirs, files in os.walk(os.path.join(ROOT, "kqlite")):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if not name.endswith((".so", ".pyd", ".o", ".pyc")) and name != "_cnative.c":
+                out.append(os.path.relpath(os.path.join(folder, name), ROOT))
+    return out
+
+
 def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_quickstart(
         wheel, tmp_path):
     path, output = wheel
@@ -178,6 +190,8 @@ def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_quickstart(
     with zipfile.ZipFile(path) as whl:
         names = whl.namelist()
     assert [n for n in names if n.startswith("kqlite/_native/_cnative")], names
+    assert set(_package_files()) - set(names) == set(), "package files left out of the wheel"
+    assert "pyspark_kqlite.py" in names       # Spark's data source discovery imports it
     assert f"kqlite-{_version()}.dist-info/licenses/LICENSE" in names
     python = _fresh_env(tmp_path / "venv", path)
     where, version, dist_version, implementation = _installed(python, tmp_path)
