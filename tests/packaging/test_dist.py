@@ -189,7 +189,9 @@ def test_the_wheel_installs_into_a_fresh_environment_and_runs_the_quickstart(
     assert "Deprecat" not in output, output
     with zipfile.ZipFile(path) as whl:
         names = whl.namelist()
-    assert [n for n in names if n.startswith("kqlite/_native/_cnative")], names
+    assert [n for n in names if n.startswith("kqlite/_native/_cnative.abi3.")], names
+    # The extension uses the stable ABI only: one wheel for every CPython >= 3.10.
+    assert f"-{_version()}-cp310-abi3-" in os.path.basename(path)
     assert set(_package_files()) - set(names) == set(), "package files left out of the wheel"
     assert "pyspark_kqlite.py" in names       # Spark's data source discovery imports it
     assert f"kqlite-{_version()}.dist-info/licenses/LICENSE" in names
