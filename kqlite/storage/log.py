@@ -547,6 +547,9 @@ class Log:
         Raises OffsetOutOfRangeError if ``offset`` is below the log start or above the
         log end; reading at or past the limit yields nothing.
         """
+        if max_records is not None and 0 < max_records <= record_lookup.FEW_RECORDS:
+            # A few records of what may be a large batch: walked to, not decoded whole.
+            return record_lookup.read_few(self, offset, max_records, max_offset, isolation)
         return reads.read(self, offset, max_records, max_offset, isolation)
 
     def read_one(self, offset, *, isolation=Isolation.HIGH_WATERMARK):

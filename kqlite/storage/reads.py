@@ -18,7 +18,8 @@ and never closes a file mid-read, and a close in between is met by the next
 step's LogClosedError (no step reads a closed Log's files: log.py):
 
 * :func:`read` decodes one chunk of about 256 KiB at a time (with
-  ``max_records``, the first chunk ends with the batch holding the offset). A
+  ``max_records``, the first chunk ends with the batch holding the offset; with a
+  few, Log.read walks record boundaries instead: record_lookup.read_few). A
   chunk starts at the offset index entry in front of the offset, so that the
   batches the lookup stepped over by their unchecked headers are CRC-checked too,
   and offsets must rise within the segment (:func:`_rising`): baseOffset is
@@ -182,7 +183,8 @@ class RecordIterator(chain):
     __slots__ = ("_lists",)
 
     def close(self):
-        self._lists.close()
+        if self._lists is not None:     # None: read whole when made (record_lookup.read_few)
+            self._lists.close()
 
 
 def _filter(lg, isolation, offset, stop):
