@@ -57,6 +57,7 @@ come (16 bytes per mark, one mark per STRIDE bytes of records).
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from itertools import chain
+from typing import Optional
 
 from .. import _native
 from ..errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
@@ -158,7 +159,7 @@ def _settled_marks(lg):
     return marks
 
 
-def read_one(lg, offset, isolation):
+def read_one(lg, offset, isolation) -> Optional[Record]:
     """Log.read_one."""
     with lg._lock:
         marks = _settled_marks(lg)
@@ -354,7 +355,7 @@ def _mark(marks, seg, data, b, position, path, strict):
 
 # -- A few records by offset (Log.read with a small max_records) ---------------------------
 
-def read_few(lg, offset, max_records, max_offset, isolation):
+def read_few(lg, offset, max_records, max_offset, isolation) -> RecordIterator:
     """Log.read with ``max_records`` from 1 to :data:`FEW_RECORDS`: the records of the
     marked batches walked record by record, as read_one walks to one (a batch read here
     for the first time is read and marked as read_one's first read does), and from the
