@@ -45,10 +45,10 @@ class SentRecord:
     def __init__(self, batch, index):
         self._batch, self._index = batch, index
 
-    def done(self):
+    def done(self) -> bool:
         return self._batch.first_offset is not None or self._batch.error is not None
 
-    def result(self, timeout=None):
+    def result(self, timeout: "float | None" = None) -> RecordMetadata:
         """The RecordMetadata; the append's exception if it failed; InvalidTxnStateError
         before the record is appended."""
         b = self._batch
@@ -61,5 +61,5 @@ class SentRecord:
         return RecordMetadata(b.topic, b.partition, b.first_offset + self._index,
                               record.timestamp if isinstance(record, Record) else b.timestamp)
 
-    def exception(self, timeout=None):
+    def exception(self, timeout: "float | None" = None) -> "BaseException | None":
         return self._batch.error
