@@ -22,8 +22,8 @@ timestamps are logged). This shell
   its decision. The producer's next request for the id (its next transaction's
   AddPartitionsToTxn, a retried EndTxn, an InitProducerId) finds the id still completing
   when it comes sooner than the markers are written; Kafka answers it
-  CONCURRENT_TRANSACTIONS, after which the client backs off (librdkafka for tens of
-  milliseconds, several transactions' worth on a single broker). kqlite first waits for
+  CONCURRENT_TRANSACTIONS, after which the client backs off (librdkafka 20 ms for
+  AddPartitionsToTxn, several whole transactions on a single broker). kqlite first waits for
   the completion, at most ``completion_wait_ms`` (:meth:`_after_completion`): on a single
   broker the markers are local appends, written while the producer prepares its next
   transaction. The task delivers them through the marker channel (markers.py: which
