@@ -2,7 +2,10 @@
 messages to ``kqlite serve`` in transactions of 100 records, each committed (InitProducerId
 once, then per transaction AddPartitionsToTxn, the produce, EndTxn and its markers), next
 to the same client producing the same records as a plain idempotent producer (acks=all, as
-transactions require), in the same run on the same broker.
+transactions require), in the same run on the same broker. A transactional producer commits one transaction at
+a time, so its rate is bounded by the commit's round trips (AddPartitionsToTxn, the
+produce, EndTxn); ``produce_txn_1000`` (transactions of 1,000 records, no target) shows
+how that cost spreads over larger transactions.
 
 Embedded (``embedded_txn_100``): ``db.transaction()`` of 100 records of 100 bytes over two
 topics plus a consumer group's offset commit, committed durably (one parallel fsync round
@@ -27,6 +30,7 @@ NAME = "transactions"
 DESCRIPTION = "kqlite serve: 100-record transactions vs idempotent produce (confluent-kafka)"
 
 TXN_SIZE = 100
+LARGE_TXN_SIZE = 1000
 PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1 << 20,
                  "queue.buffering.max.messages": 1 << 20, "compression.type": "none",
                  "enable.idempotence": True, "acks": "all"}
@@ -143,6 +147,14 @@ def run_broker(ctx):
                 limit=ctx.limit)
             ctx.add_rate("produce_txn_100", "kqlite serve (transactions)", count, seconds,
                          note=f"{TXN_SIZE} records per committed transaction")
+            seconds = best_time(
+                ctx.repeats,
+                lambda state: _transactions(*state, value, count, size=LARGE_TXN_SIZE),
+                setup=lambda: _transactional(ck, conf, value, f"bench-txn-{next(topics)}"),
+                limit=ctx.limit)
+            ctx.add_rate("produce_txn_1000", "kqlite serve (transactions)", count, seconds,
+                         note=f"{LARGE_TXN_SIZE} records per committed transaction (no "
+                              f"target: how the commit's cost spreads)")
         finally:
             broker.stop()
 
@@ -162,10 +174,10 @@ def _transactional(ck, conf, value, topic):
     return p, topic
 
 
-def _transactions(p, topic, value, count):
-    for _ in range(max(1, count // TXN_SIZE)):
+def _transactions(p, topic, value, count, size=TXN_SIZE):
+    for _ in range(max(1, count // size)):
         p.begin_transaction()
-        _deliver(p, topic, value, min(TXN_SIZE, count), flush=False)
+        _deliver(p, topic, value, min(size, count), flush=False)
         p.commit_transaction(30)        # flushes, then EndTxn
 
 
