@@ -70,7 +70,7 @@ not by both: nothing arbitrates between two coordinators of one id.
 
 import threading
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional, Sequence,
+from typing import (TYPE_CHECKING, Any, cast, Iterable, Literal, Mapping, Optional, Sequence,
                     Union)
 
 from ..errors import (ConfigError, InvalidProducerEpochError, InvalidRecordError,
@@ -84,7 +84,7 @@ from ..format.validate import AppendOrigin
 from ..storage.producer_state import NO_VERIFICATION
 from .partitioner import StickyPartitioner, partition_for_key
 from .producer import _as_bytes
-from .transaction_batches import PartitionBatch, SentRecord
+from .transaction_batches import PartitionBatch, SentRecord, SentRecords
 from .transaction_owners import Owner, OwnerLock, read_owner, take_free_generated, write_owner
 from .transaction_recovery import (DEFAULT_TIMEOUT_MS, ends_header, recover_owned,
                                    state_value, write_markers)
@@ -342,6 +342,56 @@ class Transaction:
             self._write([(topic, p)])
         return sent
 
+    def send_many(self, topic: str, values: Iterable[Optional[bytes]], *,
+                  keys: Optional[Iterable[Optional[bytes]]] = None,
+                  partition: Optional[int] = None,
+                  timestamp: Optional[int] = None) -> SentRecords:
+        """Add one record per value of ``values`` to ``topic`` (what ``executemany`` is to
+        ``execute``); with ``keys``, the i-th key goes with the i-th value (each placed by
+        its key unless ``partition`` is given). Keyless values without a ``partition`` go
+        to the topic's sticky partition, all of one call to one partition. Returns a
+        SentRecords: the records' SentRecords in the order sent."""
+        self._check_usable()
+        values = list(values)
+        key_list = None if keys is None else list(keys)
+        if key_list is not None:
+            if len(key_list) != len(values):
+                raise ConfigError(f"send_many got {len(key_list)} keys for {len(values)} values")
+        sent = SentRecords()
+        if not values:
+            return sent
+        if key_list is not None or timestamp is not None or set(map(type, values)) != {bytes}:
+            # Keys place records one by one; a timestamp or a null value makes each a
+            # Record: the per-record path.
+            for i, value in enumerate(values):
+                one = self.send(topic, value=value, key=None if key_list is None else key_list[i],
+                                partition=partition, timestamp=timestamp)
+                sent.add_one(one)
+            return sent
+        data = cast("list[bytes]", values)          # every value is bytes, checked above
+        size = len(data) * _RECORD_OVERHEAD + sum(map(len, data))
+        key = (topic, self._choose_partition(topic, None, partition, size))
+        limit = self._topics[topic][1]
+        i, n = 0, len(data)
+        while i < n:
+            batch = self._pending.get(key)
+            if batch is None:
+                batch = self._pending[key] = PartitionBatch(*key)
+            j, part = _fitting(data, i, size, limit - batch.size)
+            if j == i:
+                if batch.records:
+                    self._write([key])          # full: the next value starts a batch
+                    continue
+                j, part = i + 1, _RECORD_OVERHEAD + len(data[i])   # too large alone
+            sent.add(batch, len(batch.records), j - i)
+            batch.records.extend(data if i == 0 and j == n else data[i:j])
+            batch.size += part
+            size -= part
+            i = j
+            if batch.size >= limit:
+                self._write([key])
+        return sent
+
     def commit_offsets(self, group: str,
                        offsets: Mapping[PartitionKey, Union[int, OffsetAndMetadata]],
                        metadata: str = "") -> None:
@@ -587,6 +637,18 @@ class Transaction:
     def __repr__(self) -> str:
         state = "ended" if self._ended else "fenced" if self._fenced else "open"
         return f"<kqlite.Transaction {self.transactional_id!r} {state}>"
+
+
+def _fitting(values: Sequence[bytes], i: int, rest: int, room: int) -> tuple[int, int]:
+    """``(j, bytes)``: ``values[i:j]`` is the longest run from ``i`` whose records fit in
+    ``room`` bytes, ``bytes`` their size; ``rest`` is the size of ``values[i:]``."""
+    if rest <= room:
+        return len(values), rest
+    j, size = i, 0
+    while j < len(values) and size + _RECORD_OVERHEAD + len(values[j]) <= room:
+        size += _RECORD_OVERHEAD + len(values[j])
+        j += 1
+    return j, size
 
 
 def _topic_partition(tp: PartitionKey) -> tuple[str, int]:
