@@ -303,17 +303,22 @@ class Producer:
         lease = self._leases.get(tp)
         if lease is not None:
             return lease[1]
+        # Opening and closing logs happen outside the producer's lock, which send() takes:
+        # an event loop sending (kqlite.aio) never waits for a file. tp's own delivery lock,
+        # held by the caller, keeps any other thread from leasing tp meanwhile.
         with self._lock:
+            oldest = list(self._leases)[:max(0, len(self._leases) - _LEASES + 1)]
+        for old in oldest:
             # The oldest leases go first, but never one a delivery is using now.
-            for old in list(self._leases)[:max(0, len(self._leases) - _LEASES + 1)]:
-                busy = self._delivery[old]
-                if busy.acquire(False):
-                    try:
-                        self._drop_lease(old)
-                    finally:
-                        busy.release()
-            lease = self.db.leased_log(*tp)
-            log = lease.__enter__()
+            busy = self._delivery[old]
+            if busy.acquire(False):
+                try:
+                    self._drop_lease(old)
+                finally:
+                    busy.release()
+        lease = self.db.leased_log(*tp)
+        log = lease.__enter__()
+        with self._lock:
             self._leases[tp] = (lease, log)
         return log
 
