@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Every call of ``kqlite.aio`` that reads or writes a file, waits for a lock or fsyncs runs
 in a thread; the event loop only hands the work over and is woken when it is done
-(:func:`in_thread`). The loop itself never touches the disk (tests/aio/test_group_commit.py
+(:func:`in_thread`). The loop itself never touches the disk (tests/aio/test_aio_group_commit.py
 checks it through the file-system seam).
 
 A thread cannot be stopped half way, and kqlite does not undo a write: once a write is

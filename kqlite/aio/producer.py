@@ -6,9 +6,10 @@ kqlite's :class:`~kqlite.db.producer.Producer` already does what an asyncio prod
 needs; this module only hands records to it and moves their results to the loop:
 
 * ``send`` hands its record to the Producer on the loop, which costs what adding to a
-  batch costs (the Producer's lock is never held across file I/O, and the topic's
-  definition is looked up in a thread first when it is not cached). The Producer's
-  sender thread appends the batch after ``linger_ms`` (Kafka's linger; ``0`` here means
+  batch costs: the Producer's lock is never held across file I/O, the topic's
+  definition is looked up in a thread first when it is not cached, and the sender
+  thread is started (``Producer.start_sender``) in a thread by the first send, and
+  stays until ``close``. The Producer's sender thread appends the batch after ``linger_ms`` (Kafka's linger; ``0`` here means
   "as soon as the sender thread sees it": the loop never appends itself), so the
   records of concurrent ``await send()`` calls share one append and, with
   ``fsync="always"``, one fdatasync; several partitions' appends share group-commit
@@ -94,6 +95,7 @@ class Producer:
         self._db = db
         self._producer = SyncProducer(db, linger_ms=linger_ms, **config)
         self._results: Optional[_Results] = None
+        self._sender_started = False
 
     @property
     def sync(self) -> SyncProducer:
@@ -107,6 +109,10 @@ class Producer:
         topic's flush policy says). A cancellation raises CancelledError when nothing was
         sent, :class:`~kqlite.aio.WriteCancelled` (whose ``outcome`` tells what became of
         the record) when the record was already handed over."""
+        if not self._sender_started:
+            # Starting a thread waits for it to run: not on the loop, and once.
+            await in_thread(None, self._producer.start_sender)
+            self._sender_started = True
         if self._db.topics.cached(topic) is None:
             # Reads the definition (or creates the topic, with auto_create_topics).
             await in_thread(None, self._db.partitions_for, topic)

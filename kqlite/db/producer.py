@@ -16,7 +16,8 @@ Log.append, its futures resolved at once) by whoever gets to it first:
   record's result delivers its batch at once (nothing is gained by lingering for a
   thread that stopped sending to wait), so ``send(...).result()`` in a loop costs one
   append per record, not ``linger_ms``. The sender thread runs only while batches
-  are pending; producers not closed are closed when the Database closes and when the
+  are pending, or from :meth:`Producer.start_sender` until ``close()`` (kqlite.aio:
+  a send on an event loop must not wait for a thread to start); producers not closed are closed when the Database closes and when the
   interpreter exits (atexit), so a program that ends without ``close()`` still
   appends what it sent.
 * ``linger_ms=0`` (Kafka 3.x's default): ``send`` delivers its partition's batch
@@ -126,6 +127,7 @@ class Producer:
         self._closed_batches = {}  # (topic, partition) -> [closed batches], oldest first
         self._delivery = {}      # (topic, partition) -> the lock held while delivering
         self._sender = None      # the sender thread while batches are pending (linger > 0)
+        self._standing = False   # start_sender: the sender thread stays until close
         self._leases = {}        # (topic, partition) -> (its lease, its Log), oldest first
         db.track_producer(self)
         _LIVE.add(self)
@@ -239,6 +241,8 @@ class Producer:
             self._sender = threading.Thread(target=self._run, name="kqlite-producer",
                                             daemon=True)
             self._sender.start()
+        elif self._standing:
+            self._cond.notify_all()     # a standing sender may be waiting for work
         return batch
 
     def _close_batch(self, tp, batch):
@@ -339,13 +343,28 @@ class Producer:
                     raise TimeoutError("the producer did not deliver the record in time")
                 self._cond.wait(left)
 
+    def start_sender(self):
+        """Start the sender thread now and keep it until ``close()``, so that no ``send``
+        starts it (which waits for the thread to run). Only with ``linger_ms`` > 0."""
+        if not self.linger:
+            raise ConfigError("a producer with linger_ms=0 has no sender thread")
+        with self._cond:
+            self._standing = True
+            if self._sender is None and not self._closed:
+                self._sender = threading.Thread(target=self._run, name="kqlite-producer",
+                                                daemon=True)
+                self._sender.start()
+
     def _run(self):
         """The sender thread: deliver closed batches now and open ones once their linger
-        has passed; end when nothing is pending."""
+        has passed; end when nothing is pending (a standing sender: once closed)."""
         while True:
             with self._cond:
                 while True:
                     if not self._open and not self._closed_batches:
+                        if self._standing and not self._closed:
+                            self._cond.wait()
+                            continue
                         self._sender = None
                         return
                     now = time.monotonic()
@@ -381,7 +400,9 @@ class Producer:
         try:
             self.flush(timeout)
         finally:
-            self._closed = True
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()        # a standing sender ends
             sender = self._sender
             if sender is not None and sender is not threading.current_thread():
                 sender.join(timeout)
