@@ -28,7 +28,10 @@ def pytest_configure(config):
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                        f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
-                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py")
+                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
+                       # kqlite.aio's API and loop checks; its cancellation test runs in both.
+                       f"{os.sep}tests{os.sep}aio{os.sep}test_aio_api.py",
+                       f"{os.sep}tests{os.sep}aio{os.sep}test_aio_group_commit.py")
 
 
 def _same_in_both_modes(item):

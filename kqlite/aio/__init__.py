@@ -13,8 +13,8 @@
 
 Every call that touches a file, waits for a lock or fsyncs runs in a thread; concurrent
 sends share the threaded producer's batches and group commit. A write cancelled after it
-was handed over goes on and raises :class:`WriteCancelled`, whose ``outcome`` says what
-became of it (handoff.py). This package and the server are the only ones that import
+was handed over goes on; :func:`write_outcome` of the CancelledError says what became
+of it (handoff.py). This package and the server are the only ones that import
 asyncio (docs/architecture.md); it builds on the embedded API only. docs/asyncio.md is
 its guide.
 """
@@ -24,10 +24,10 @@ from ..db.producer_batch import RecordMetadata as RecordMetadata
 from .consumer import Consumer as Consumer
 from .database import Database as Database
 from .database import open as open
-from .handoff import Opening as Opening, WriteCancelled as WriteCancelled
+from .handoff import Opening as Opening, write_outcome as write_outcome
 from .log import Log as Log
 from .producer import Producer as Producer
 from .transaction import Transaction as Transaction
 
 __all__ = ["open", "Database", "Producer", "Consumer", "Transaction", "Log", "Opening",
-           "WriteCancelled", "RecordMetadata", "ConsumerRecord"]
+           "write_outcome", "RecordMetadata", "ConsumerRecord"]

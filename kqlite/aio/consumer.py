@@ -141,13 +141,14 @@ class Consumer:
                                                       Union[int, OffsetAndMetadata]]] = None
                      ) -> None:
         """Commit ``{(topic, partition): next offset}``, by default the positions after the
-        records iteration has yielded (a write: a cancellation raises WriteCancelled)."""
+        records iteration has yielded (a write: see :func:`~kqlite.aio.write_outcome`)."""
         if offsets is not None:
             await outcome_of(in_thread(self._thread, self._consumer.commit, dict(offsets)))
         else:
             await outcome_of(in_thread(self._thread, self._commit_yielded, self._held_back()))
 
-    async def committed(self, tp: TopicPartition) -> Optional[OffsetAndMetadata]:
+    async def committed(self, tp: TopicPartition) -> Optional[int]:
+        """The group's committed offset of ``tp`` (None: none, or no group)."""
         return await self._run(self._consumer.committed, tp)  # type: ignore[no-any-return]
 
     async def position(self, tp: TopicPartition) -> int:

@@ -11,14 +11,18 @@ A thread cannot be stopped half way, and kqlite does not undo a write: once a wr
 handed over, it runs to its end. So a write is the one kind of work a cancellation cannot
 take back, and its waiter learns which way it went:
 
-* cancelled *before* the hand-off (the write was never given to a thread or to the
-  producer): a plain :class:`asyncio.CancelledError`. Nothing was written.
-* cancelled *after* it: :class:`WriteCancelled`, a ``CancelledError`` (tasks, TaskGroups,
-  ``asyncio.timeout`` and ``wait_for`` see the cancellation they asked for) carrying the
-  write's ``outcome``, an :class:`asyncio.Future`: awaiting it gives what the write
-  returned (for a send, its ``RecordMetadata``: the record is appended and durable as its
-  topic's flush policy says) or raises what it raised (then nothing of it was appended:
-  a batch is appended whole or not at all).
+* the waiter gets the :class:`asyncio.CancelledError` it was cancelled with, as always,
+  so that tasks, TaskGroups, ``asyncio.timeout`` and ``wait_for`` see the cancellation
+  they asked for (a subclass would not do: Python 3.11's TaskGroup and timeout test the
+  exception's type for identity);
+* :func:`write_outcome` of that exception (or of the TimeoutError an ``asyncio.timeout``
+  made of it, or of the CancelledError ``await task`` raises outside) tells which way it
+  went: None when the cancellation came *before* the hand-off (the write was never given
+  to a thread or to the producer: nothing was written); else the write's outcome, an
+  :class:`asyncio.Future` whose result is what the write returned (for a send, its
+  ``RecordMetadata``: the record is appended and durable as its topic's flush policy
+  says) or whose exception is what it raised (then nothing of it was appended: a batch
+  is appended whole or not at all).
 
 Something opened in a thread (a Database, a consumer, a transaction) whose opener was
 cancelled is closed once the thread has it (:func:`owned`): nobody else could.
@@ -36,22 +40,34 @@ from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Generator, Generic, Optional, Protocol, TypeVar
 
-__all__ = ["WriteCancelled", "Opening", "in_thread", "outcome_of", "owned"]
+__all__ = ["write_outcome", "Opening", "in_thread", "outcome_of", "owned"]
 
 log = logging.getLogger("kqlite")
 
 T = TypeVar("T")
 
 
-class WriteCancelled(asyncio.CancelledError):
-    """The task was cancelled while it waited for a write already handed over, which goes
-    on: ``await exc.outcome`` gives what the write returned (the record is appended) or
-    raises what it raised (nothing of it is). Inside ``asyncio.timeout`` it is the
-    ``__cause__`` of the TimeoutError."""
+_OUTCOME = "kqlite_write_outcome"     # the attribute a cancellation carries its write in
 
-    def __init__(self, outcome: asyncio.Future[Any], *args: object) -> None:
-        super().__init__(*args)
-        self.outcome = outcome
+
+def write_outcome(exc: BaseException) -> Optional[asyncio.Future[Any]]:
+    """The write a cancellation interrupted after its hand-off, or None when nothing was
+    handed over (nothing was written). ``exc`` is the CancelledError (or what it became:
+    ``asyncio.timeout``'s TimeoutError, the CancelledError of ``await task``); its causes
+    and contexts are searched. ``await`` the answer for what the write returned, e.g. a
+    send's RecordMetadata (it was appended), or the exception it raised (it was not)."""
+    seen: set[int] = set()
+    todo: list[Optional[BaseException]] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        outcome = getattr(e, _OUTCOME, None)
+        if outcome is not None:
+            return outcome  # type: ignore[no-any-return]
+        todo += [e.__cause__, e.__context__]
+    return None
 
 
 def in_thread(executor: Optional[Executor], fn: Callable[..., T],
@@ -71,14 +87,15 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
 
 async def outcome_of(fut: asyncio.Future[T]) -> T:
     """Wait for ``fut``, a write already handed over: its result, its exception, or, when
-    the waiting task is cancelled, :class:`WriteCancelled` holding ``fut`` (which goes on)."""
+    the waiting task is cancelled, the CancelledError, carrying ``fut`` (which goes on)
+    for :func:`write_outcome`."""
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError as exc:
-        if fut.cancelled():
-            raise                 # the write itself was cancelled: it never started
-        fut.add_done_callback(_retrieve)
-        raise WriteCancelled(fut, *exc.args) from exc
+        if not fut.cancelled():   # cancelled itself, the write never started
+            fut.add_done_callback(_retrieve)
+            setattr(exc, _OUTCOME, fut)
+        raise
 
 
 async def owned(fut: asyncio.Future[T], release: Callable[[T], object]) -> T:

@@ -13,9 +13,9 @@ threaded appenders do.
 records on the loop, up to the end of the log as each call finds it; a ``Log.read``
 iterator would read the files lazily, on the loop.
 
-An append is a write: cancelled after the hand-off, it raises
-:class:`~kqlite.aio.handoff.WriteCancelled`, whose ``outcome`` is the first offset (the
-records are all appended) or the append's error (none of them is).
+An append is a write: cancelled after the hand-off, :func:`~kqlite.aio.write_outcome`
+of its CancelledError gives the first offset (the records are all appended) or the
+append's error (none of them is).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Log:
         return await in_thread(None, lambda: self._log.start_offset)  # type: ignore
 
     async def flush(self) -> None:
-        """fsync what is appended (a write: WriteCancelled when cancelled)."""
+        """fsync what is appended (a write: see :func:`~kqlite.aio.write_outcome`)."""
         await outcome_of(in_thread(None, self._log.flush))
 
     async def close(self) -> None:

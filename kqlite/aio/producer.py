@@ -19,9 +19,9 @@ needs; this module only hands records to it and moves their results to the loop:
   results of a burst and wakes the loop once for all of them.
 * Cancellation: a record handed to the Producer is sent (Kafka's producer cannot take
   one back either). A ``send`` cancelled before the hand-off (while the topic's
-  definition is read) raises CancelledError and sent nothing; cancelled after it, it
-  raises :class:`~kqlite.aio.handoff.WriteCancelled`, whose ``outcome`` gives the
-  record's metadata (appended) or the append's error (not appended).
+  definition is read) sent nothing, and :func:`~kqlite.aio.write_outcome` of its
+  CancelledError is None; cancelled after it, ``write_outcome`` gives the record's
+  metadata (appended) or the append's error (not appended).
 """
 
 from __future__ import annotations
@@ -106,9 +106,9 @@ class Producer:
                    partition: Optional[int] = None, headers: Optional[Headers] = None,
                    timestamp: Optional[int] = None) -> RecordMetadata:
         """Send one record; returns its metadata once it is appended (and durable as its
-        topic's flush policy says). A cancellation raises CancelledError when nothing was
-        sent, :class:`~kqlite.aio.WriteCancelled` (whose ``outcome`` tells what became of
-        the record) when the record was already handed over."""
+        topic's flush policy says). On a cancellation, :func:`~kqlite.aio.write_outcome`
+        of the CancelledError is None when nothing was sent, else what became of the
+        record."""
         if not self._sender_started:
             # Starting a thread waits for it to run: not on the loop, and once.
             await in_thread(None, self._producer.start_sender)

@@ -10,9 +10,9 @@ its own: its open, every ``send`` (which writes once a partition's records reach
 
 ``async with`` commits when the block ends and aborts when an exception leaves it (a
 cancellation included), as ``with`` does. Commit and abort are writes: a cancelled
-``commit()`` raises :class:`~kqlite.aio.handoff.WriteCancelled`, whose ``outcome`` says
-whether the transaction committed (None) or not (the commit's error; it was then
-aborted). A transaction whose opener was cancelled while the thread opened it is aborted
+``commit()`` goes on, and :func:`~kqlite.aio.write_outcome` of its CancelledError
+says whether the transaction committed (its result, None) or not (the commit's error;
+it was then aborted). A transaction whose opener was cancelled while the thread opened it is aborted
 once open.
 """
 

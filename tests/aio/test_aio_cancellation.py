@@ -7,9 +7,10 @@ the loop, or after a random delay while appends and fsyncs run. Every task's ans
 then one of three, and the data dir, reopened, must hold exactly what they say:
 
 * the metadata (offset) of its record: the record is there, at that offset, whole;
-* a plain CancelledError: nothing was handed over, the record is nowhere;
-* WriteCancelled: its ``outcome`` gives the metadata (the record is there, at that
-  offset) or an error (it is nowhere).
+* a CancelledError whose ``write_outcome`` is None: nothing was handed over, the record
+  is nowhere;
+* a CancelledError of a write handed over: its ``write_outcome`` gives the metadata (the
+  record is there, at that offset) or an error (it is nowhere).
 """
 
 import asyncio
@@ -19,7 +20,7 @@ import pytest
 
 import kqlite
 import kqlite.aio
-from kqlite.aio import WriteCancelled
+from kqlite.aio import write_outcome
 
 ROUNDS = 4
 TASKS = 120
@@ -55,15 +56,17 @@ async def _answers(tasks, kinds, offset_of=lambda answer: answer):
         try:
             answers[value] = task.result()
             kinds["done"] += 1
-        except WriteCancelled as cancelled:
+        except asyncio.CancelledError as cancelled:
+            outcome = write_outcome(cancelled)
+            if outcome is None:
+                kinds["cancelled before the hand-off"] += 1
+                answers[value] = None
+                continue
             kinds["cancelled after the hand-off"] += 1
             try:
-                answers[value] = offset_of(await cancelled.outcome)
+                answers[value] = offset_of(await outcome)
             except Exception:                       # the append failed: not appended
                 answers[value] = None
-        except asyncio.CancelledError:
-            kinds["cancelled before the hand-off"] += 1
-            answers[value] = None
     return answers
 
 
