@@ -28,7 +28,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from ..db.consumer import Consumer as SyncConsumer, ConsumerRecord
 from ..db.database import Database as SyncDatabase
@@ -130,12 +130,15 @@ class Consumer:
         return held
 
     def _commit_yielded(self, held: dict[TopicPartition, int]) -> None:
-        consumer = self._consumer
+        """In the consumer's thread: commit the positions after what was yielded."""
+        # Typed names for the threaded Consumer's calls (it is not annotated yet).
+        commit: Callable[..., None] = self._consumer.commit
         if not held:
-            consumer.commit()
+            commit()
             return
-        consumer.commit({tp: held.get(tp, consumer.position(tp))
-                         for tp in consumer.assignment()})
+        position: Callable[[TopicPartition], int] = self._consumer.position
+        assignment: Callable[[], set[TopicPartition]] = self._consumer.assignment
+        commit({tp: held.get(tp, position(tp)) for tp in assignment()})
 
     async def commit(self, offsets: Optional[Mapping[TopicPartition,
                                                       Union[int, OffsetAndMetadata]]] = None
@@ -149,14 +152,16 @@ class Consumer:
 
     async def committed(self, tp: TopicPartition) -> Optional[int]:
         """The group's committed offset of ``tp`` (None: none, or no group)."""
-        return await self._run(self._consumer.committed, tp)  # type: ignore[no-any-return]
+        committed: Optional[int] = await self._run(self._consumer.committed, tp)
+        return committed
 
     async def position(self, tp: TopicPartition) -> int:
         """The offset of the next record iteration yields for ``tp``."""
-        held = self._held_back().get(tuple(tp))  # type: ignore[call-overload]
+        held = self._held_back().get((tp[0], tp[1]))
         if held is not None:
             return held
-        return await self._run(self._consumer.position, tp)  # type: ignore[no-any-return]
+        position: int = await self._run(self._consumer.position, tp)
+        return position
 
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         """Read ``tp`` from ``offset`` next (its buffered records are dropped)."""

@@ -41,7 +41,8 @@ class Database:
 
     @property
     def path(self) -> str:
-        return self._db.path  # type: ignore[no-any-return]
+        path: str = self._db.path
+        return path
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in a thread: any other call of the threaded API, e.g.
@@ -52,14 +53,14 @@ class Database:
                            config: Optional[dict[str, Any]] = None, *,
                            exist_ok: bool = False) -> dict[str, Any]:
         """Create a topic (``Database.create_topic``); its definition."""
-        return await outcome_of(in_thread(  # type: ignore[no-any-return]
+        return await outcome_of(in_thread(
             None, self._db.create_topic, name, partitions, config, exist_ok=exist_ok))
 
     async def delete_topic(self, name: str) -> None:
         await outcome_of(in_thread(None, self._db.delete_topic, name))
 
     async def list_topics(self, internal: bool = False) -> list[str]:
-        return await in_thread(None, self._db.list_topics, internal)  # type: ignore
+        return await in_thread(None, self._db.list_topics, internal)
 
     async def log(self, topic: str, partition: int) -> Log:
         """The log of one partition, open until the Database closes."""

@@ -63,9 +63,9 @@ def write_outcome(exc: BaseException) -> Optional[asyncio.Future[Any]]:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        outcome = getattr(e, _OUTCOME, None)
+        outcome: Optional[asyncio.Future[Any]] = getattr(e, _OUTCOME, None)
         if outcome is not None:
-            return outcome  # type: ignore[no-any-return]
+            return outcome
         todo += [e.__cause__, e.__context__]
     return None
 

@@ -64,7 +64,7 @@ class Log:
                      codec: Optional[str] = None) -> int:
         """Append records (bytes values, None tombstones or Records); the first offset,
         once they are as durable as the log's flush policy says."""
-        return await outcome_of(in_thread(None, self._log.append, records,  # type: ignore
+        return await outcome_of(in_thread(None, self._log.append, records,
                                           timestamp=timestamp, codec=codec))
 
     async def read(self, offset: Optional[int] = None, max_records: Optional[int] = None, *,
@@ -91,15 +91,15 @@ class Log:
     async def read_one(self, offset: int, *,
                        isolation: Isolation = Isolation.HIGH_WATERMARK) -> Optional[Record]:
         """The Record at ``offset``, or None (``Log.read_one``)."""
-        return await in_thread(None, self._log.read_one, offset,  # type: ignore
+        return await in_thread(None, self._log.read_one, offset,
                                isolation=isolation)
 
     async def end_offset(self) -> int:
         """The offset the next append gets (other processes' appends included)."""
-        return await in_thread(None, lambda: self._log.end_offset)  # type: ignore
+        return await in_thread(None, lambda: self._log.end_offset)
 
     async def start_offset(self) -> int:
-        return await in_thread(None, lambda: self._log.start_offset)  # type: ignore
+        return await in_thread(None, lambda: self._log.start_offset)
 
     async def flush(self) -> None:
         """fsync what is appended (a write: see :func:`~kqlite.aio.write_outcome`)."""

@@ -56,7 +56,10 @@ class _Results:
 
     def watch(self, record: RecordFuture) -> asyncio.Future[RecordMetadata]:
         fut: asyncio.Future[RecordMetadata] = self.loop.create_future()
-        record.add_done_callback(lambda done: self._post(fut, done))
+        # Typed names for the threaded producer's calls (it is not annotated yet).
+        add_done_callback: Callable[[Callable[[RecordFuture], None]], None] = \
+            record.add_done_callback
+        add_done_callback(lambda done: self._post(fut, done))
         return fut
 
     def _post(self, fut: asyncio.Future[RecordMetadata], record: RecordFuture) -> None:
@@ -75,9 +78,11 @@ class _Results:
         for fut, record in ready:
             if fut.done():
                 continue
-            error = record.exception()
+            exception: Callable[[], Optional[BaseException]] = record.exception
+            error = exception()
             if error is None:
-                fut.set_result(record.result())
+                result: Callable[[], RecordMetadata] = record.result
+                fut.set_result(result())
             else:
                 fut.set_exception(error)
 
@@ -93,7 +98,8 @@ class Producer:
         if isinstance(linger_ms, (int, float)) and linger_ms == 0:
             linger_ms = _NO_LINGER_MS
         self._db = db
-        self._producer = SyncProducer(db, linger_ms=linger_ms, **config)
+        make: Callable[..., SyncProducer] = SyncProducer    # not annotated yet
+        self._producer = make(db, linger_ms=linger_ms, **config)
         self._results: Optional[_Results] = None
         self._sender_started = False
 
@@ -130,7 +136,8 @@ class Producer:
         results = self._results
         if results is None or results.loop is not loop:
             results = self._results = _Results(loop)
-        record = self._producer.send(topic, value, key, partition, headers, timestamp)
+        send: Callable[..., RecordFuture] = self._producer.send      # not annotated yet
+        record = send(topic, value, key, partition, headers, timestamp)
         return results.watch(record)
 
     async def flush(self) -> None:

@@ -67,11 +67,13 @@ class Transaction:
 
     @property
     def transactional_id(self) -> str:
-        return self._tx.transactional_id  # type: ignore[no-any-return]
+        tid: str = self._tx.transactional_id
+        return tid
 
     @property
     def ended(self) -> bool:
-        return self._tx.ended  # type: ignore[no-any-return]
+        ended: bool = self._tx.ended
+        return ended
 
     async def send(self, topic: str, value: Optional[bytes] = None,
                    key: Optional[bytes] = None, partition: Optional[int] = None,
@@ -79,7 +81,7 @@ class Transaction:
                    timestamp: Optional[int] = None) -> SentRecord:
         """Add one record; its SentRecord's ``result()`` is its metadata once the
         transaction has committed (or its partition's records reached ``batch_bytes``)."""
-        return await outcome_of(in_thread(  # type: ignore[no-any-return]
+        return await outcome_of(in_thread(
             self._thread, self._tx.send, topic, value, key, partition, headers, timestamp))
 
     async def commit_offsets(self, group: str,
