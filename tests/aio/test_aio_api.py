@@ -222,3 +222,28 @@ def test_open_as_await_and_as_context_manager(tmp_path):
         await db.close()
         return topics
     assert asyncio.run(main()) == ["auto"]
+
+
+def test_what_a_cancelled_open_opened_is_closed(tmp_path, monkeypatch):
+    closed = []
+    real_close = kqlite.Log.close
+
+    def close(log):
+        closed.append(log)
+        real_close(log)
+
+    monkeypatch.setattr(kqlite.Log, "close", close)
+
+    async def main():
+        opening = asyncio.ensure_future(kqlite.aio.Log.open(tmp_path / "l"))
+        await asyncio.sleep(0)                   # the open runs in its thread
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        for _ in range(200):
+            if closed:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert len(closed) == 1

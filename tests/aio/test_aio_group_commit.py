@@ -63,3 +63,32 @@ def test_a_thousand_durable_sends_share_fsyncs_off_the_loop(tmp_path, monkeypatc
         with db.leased_log("t", 0) as log:
             values = [r.value for r in log.read(1)]
     assert values == [b"v%04d" % i for i in range(SENDS)]
+
+
+def test_consumer_transaction_and_log_calls_stay_off_the_loop(tmp_path, monkeypatch):
+    fs = WatchedFS()
+    watch_blocking_calls(monkeypatch, fs)
+
+    async def main():
+        fs.loop_thread = threading.get_ident()
+        async with kqlite.aio.open(tmp_path / "data", fs=fs) as db:
+            await db.create_topic("t")
+            async with db.transaction() as tx:
+                await tx.send("t", value=b"in a transaction")
+                await tx.commit_offsets("g", {("t", 0): 0})
+            async with db.producer(linger_ms=0) as producer:
+                await producer.send("t", value=b"sent")
+            async with db.consumer("t", group="g", consumer_timeout_ms=100) as consumer:
+                values = [bytes(r.value) async for r in consumer]
+                await consumer.commit()
+                await consumer.position(("t", 0))
+            log = await db.log("t", 0)
+            read = [bytes(r.value) async for r in log.read(0)]
+        async with kqlite.aio.Log.open(tmp_path / "log", fs=fs, fsync="always") as own:
+            await own.append([b"a", b"b"])
+            await own.flush()
+        return values, read
+
+    values, read = asyncio.run(main())
+    assert values == read == [b"in a transaction", b"sent"]
+    assert fs.on_loop == [], fs.on_loop[:10]
