@@ -93,6 +93,12 @@ class Consumer:
             polling.add_done_callback(self._take)
         await asyncio.shield(polling)
 
+    async def _settled(self) -> None:
+        """Wait for a poll still running (a cancelled iteration's): its records are in the
+        buffer afterwards, so commits, positions and seeks see them."""
+        if self._polling is not None:
+            await asyncio.shield(self._polling)
+
     async def poll(self, timeout_ms: float = 0,
                    max_records: Optional[int] = None) -> list[ConsumerRecord]:
         """Records (at most ``max_records``, by default ``max_poll_records``): the buffered
@@ -148,6 +154,7 @@ class Consumer:
         if offsets is not None:
             await outcome_of(in_thread(self._thread, self._consumer.commit, dict(offsets)))
         else:
+            await self._settled()
             await outcome_of(in_thread(self._thread, self._commit_yielded, self._held_back()))
 
     async def committed(self, tp: TopicPartition) -> Optional[int]:
@@ -157,6 +164,7 @@ class Consumer:
 
     async def position(self, tp: TopicPartition) -> int:
         """The offset of the next record iteration yields for ``tp``."""
+        await self._settled()
         held = self._held_back().get((tp[0], tp[1]))
         if held is not None:
             return held
@@ -165,10 +173,12 @@ class Consumer:
 
     async def seek(self, tp: TopicPartition, offset: int) -> None:
         """Read ``tp`` from ``offset`` next (its buffered records are dropped)."""
+        await self._settled()
         self._drop(tp)
         await self._run(self._consumer.seek, tp, offset)
 
     async def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        await self._settled()
         if not tps:
             self._buffer.clear()
         for tp in tps:
@@ -192,8 +202,7 @@ class Consumer:
             return
         self._closed = True
         try:
-            if self._polling is not None:
-                await asyncio.shield(self._polling)
+            await self._settled()
             if commit and self._consumer.auto_commit:
                 await outcome_of(in_thread(self._thread, self._commit_yielded,
                                            self._held_back()))
