@@ -54,7 +54,7 @@ def write_outcome(exc: BaseException) -> Optional[asyncio.Future[Any]]:
     """The write a cancellation interrupted after its hand-off, or None when nothing was
     handed over (nothing was written). ``exc`` is the CancelledError (or what it became:
     ``asyncio.timeout``'s TimeoutError, the CancelledError of ``await task``); its causes
-    and contexts are searched. ``await`` the answer for what the write returned, e.g. a
+    and contexts are searched (``asyncio.wait_for``'s TimeoutError has it as its cause). ``await`` the answer for what the write returned, e.g. a
     send's RecordMetadata (it was appended), or the exception it raised (it was not)."""
     seen: set[int] = set()
     todo: list[Optional[BaseException]] = [exc]
