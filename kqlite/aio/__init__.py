@@ -14,9 +14,9 @@
 Every call that touches a file, waits for a lock or fsyncs runs in a thread; concurrent
 sends share the threaded producer's batches and group commit. A write cancelled after it
 was handed over goes on; :func:`write_outcome` of the CancelledError says what became
-of it (handoff.py). This package and the server are the only ones that import
-asyncio (docs/architecture.md); it builds on the embedded API only. docs/asyncio.md is
-its guide.
+of it (handoff.py). It builds on the embedded API only, and is the one layer beside the
+broker (and the cluster and CLI above it) that imports asyncio (docs/architecture.md).
+docs/asyncio.md is its guide.
 """
 
 from ..db.consumer import ConsumerRecord as ConsumerRecord
