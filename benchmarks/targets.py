@@ -173,6 +173,13 @@ TARGETS = [
      "denominator": ("transactions", "embedded_txn_100",
                      "sqlite3 (WAL, synchronous=FULL, one txn)"),
      "required": 1.0},
+    # Issue 32: asyncio, durable one-record writes from 100 coroutines, same run.
+    {"id": "aio_send_vs_aiosqlite",
+     "description": "kqlite.aio durable sends from 100 coroutines >= 2x aiosqlite inserts",
+     "numerator": ("aio", "send_100_coroutines", "kqlite.aio (fsync=always)"),
+     "denominator": ("aio", "send_100_coroutines",
+                     "aiosqlite (WAL, synchronous=FULL, autocommit)"),
+     "required": 2.0},
     {"id": "cluster_throughput_vs_single",
      "description": "3-broker RF3 acks=all produce >= 50% of one broker acks=1",
      "numerator": ("cluster", "produce_100B", "kqlite cluster (3 brokers, RF3, acks=all)"),

@@ -7,6 +7,7 @@ General layout (each layer imports only the ones before it; docs/architecture.md
 ``kqlite.storage``   segments, indexes, recovery, retention: the ``Log``
 ``kqlite.db``        the embedded API: Database (``kqlite.open``), Producer, Consumer,
                      consumer groups and offsets, re-exported here
+``kqlite.aio``       the same API for asyncio (``import kqlite.aio``; not imported here)
 
     import kqlite
     with kqlite.Log.open("data/clicks-0") as log:

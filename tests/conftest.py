@@ -31,7 +31,10 @@ _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                        f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
                        f"{os.sep}tests{os.sep}docs{os.sep}",
                        f"{os.sep}tests{os.sep}packaging{os.sep}",
-                       f"{os.sep}tests{os.sep}typing{os.sep}")
+                       f"{os.sep}tests{os.sep}typing{os.sep}",
+                       # kqlite.aio's API and loop checks; its cancellation test runs in both.
+                       f"{os.sep}tests{os.sep}aio{os.sep}test_aio_api.py",
+                       f"{os.sep}tests{os.sep}aio{os.sep}test_aio_group_commit.py")
 
 
 def _same_in_both_modes(item):

@@ -9,7 +9,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
-WORKLOADS = {"machine", "native", "append", "read", "durable", "multiprocess", "retention",
+WORKLOADS = {"machine", "native", "append", "read", "durable", "aio", "multiprocess", "retention",
              "recovery", "broker", "transactions", "security", "authorization", "cluster",
              "spark"}
 # A figure that counts what met a latency bound may be 0 on a loaded machine; that is a
@@ -42,7 +42,8 @@ def test_quick_run_writes_the_json_report(tmp_path):
     ids = {t["id"] for t in doc["targets"]}
     assert {"append_100B_vs_lmdb", "append_100B_vs_sqlite", "append_1KiB_vs_page_cache",
             "seq_read_vs_sqlite", "batch_read_vs_page_cache", "group_commit_vs_fdatasync",
-            "crc32c_vs_crcmod", "txn_produce_vs_idempotent", "embedded_txn_vs_sqlite"} <= ids
+            "crc32c_vs_crcmod", "txn_produce_vs_idempotent", "embedded_txn_vs_sqlite",
+            "aio_send_vs_aiosqlite"} <= ids
     for t in doc["targets"]:
         assert t["status"] in ("PASS", "MISS", "n/a")
         if t["status"] != "n/a":

@@ -7,7 +7,8 @@ document and the code cannot drift apart.
 - "Layers": which package of ``kqlite/`` may import which. Besides the table, two rules
   from the same section: the protocol codec never touches sockets or the event loop,
   and the layers below the server never import asyncio (they are called from executor
-  threads and from applications with no event loop).
+  threads and from applications with no event loop); ``kqlite/aio/``, the embedded API
+  for asyncio, imports no socket, ssl or selectors.
 - "Inside kqlite/cluster": the import order of the cluster's subpackages (and of its
   top-level modules): an upward import between them fails.
 - No import cycles among the modules of any package. In each package the nodes are its
@@ -38,6 +39,8 @@ FORBIDDEN_STDLIB = {
     "format": {"asyncio", "socket"},
     "storage": {"asyncio", "socket"},
     "db": {"asyncio", "socket"},
+    # The embedded API on an event loop (kqlite.aio) is no network client.
+    "aio": {"socket", "selectors", "ssl"},
 }
 
 

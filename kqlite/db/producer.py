@@ -16,7 +16,8 @@ Log.append, its futures resolved at once) by whoever gets to it first:
   record's result delivers its batch at once (nothing is gained by lingering for a
   thread that stopped sending to wait), so ``send(...).result()`` in a loop costs one
   append per record, not ``linger_ms``. The sender thread runs only while batches
-  are pending; producers not closed are closed when the Database closes and when the
+  are pending, or from :meth:`Producer.start_sender` until ``close()`` (kqlite.aio:
+  a send on an event loop must not wait for a thread to start); producers not closed are closed when the Database closes and when the
   interpreter exits (atexit), so a program that ends without ``close()`` still
   appends what it sent.
 * ``linger_ms=0`` (Kafka 3.x's default): ``send`` delivers its partition's batch
@@ -139,6 +140,8 @@ class Producer:
         self._delivery: dict[tuple[str, int], threading.RLock] = {}
         # the sender thread while batches are pending (linger > 0)
         self._sender: Optional[threading.Thread] = None
+        # start_sender: the sender thread stays until close
+        self._standing = False
         # (topic, partition) -> (its lease, its Log), oldest first
         self._leases: dict[tuple[str, int], tuple[Any, Log]] = {}
         db.track_producer(self)
@@ -257,6 +260,8 @@ class Producer:
             self._sender = threading.Thread(target=self._run, name="kqlite-producer",
                                             daemon=True)
             self._sender.start()
+        elif self._standing:
+            self._cond.notify_all()     # a standing sender may be waiting for work
         return batch
 
     def _close_batch(self, tp: tuple[str, int], batch: ProducerBatch) -> None:
@@ -323,17 +328,22 @@ class Producer:
         lease = self._leases.get(tp)
         if lease is not None:
             return lease[1]
+        # Opening and closing logs happen outside the producer's lock, which send() takes:
+        # an event loop sending (kqlite.aio) never waits for a file. tp's own delivery lock,
+        # held by the caller, keeps any other thread from leasing tp meanwhile.
         with self._lock:
+            oldest = list(self._leases)[:max(0, len(self._leases) - _LEASES + 1)]
+        for old in oldest:
             # The oldest leases go first, but never one a delivery is using now.
-            for old in list(self._leases)[:max(0, len(self._leases) - _LEASES + 1)]:
-                busy = self._delivery[old]
-                if busy.acquire(False):
-                    try:
-                        self._drop_lease(old)
-                    finally:
-                        busy.release()
-            held = self.db.leased_log(*tp)
-            log: Log = held.__enter__()
+            busy = self._delivery[old]
+            if busy.acquire(False):
+                try:
+                    self._drop_lease(old)
+                finally:
+                    busy.release()
+        held = self.db.leased_log(*tp)
+        log: Log = held.__enter__()
+        with self._lock:
             self._leases[tp] = (held, log)
         return log
 
@@ -354,13 +364,28 @@ class Producer:
                     raise TimeoutError("the producer did not deliver the record in time")
                 self._cond.wait(left)
 
+    def start_sender(self) -> None:
+        """Start the sender thread now and keep it until ``close()``, so that no ``send``
+        starts it (which waits for the thread to run). Only with ``linger_ms`` > 0."""
+        if not self.linger:
+            raise ConfigError("a producer with linger_ms=0 has no sender thread")
+        with self._cond:
+            self._standing = True
+            if self._sender is None and not self._closed:
+                self._sender = threading.Thread(target=self._run, name="kqlite-producer",
+                                                daemon=True)
+                self._sender.start()
+
     def _run(self) -> None:
         """The sender thread: deliver closed batches now and open ones once their linger
-        has passed; end when nothing is pending."""
+        has passed; end when nothing is pending (a standing sender: once closed)."""
         while True:
             with self._cond:
                 while True:
                     if not self._open and not self._closed_batches:
+                        if self._standing and not self._closed:
+                            self._cond.wait()
+                            continue
                         self._sender = None
                         return
                     now = time.monotonic()
@@ -396,7 +421,9 @@ class Producer:
         try:
             self.flush(timeout)
         finally:
-            self._closed = True
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()        # a standing sender ends
             sender = self._sender
             if sender is not None and sender is not threading.current_thread():
                 sender.join(timeout)

@@ -134,9 +134,8 @@ class ProducerBatch:
     def watch(self, future):
         """``future`` now has waiters or callbacks (the caller holds the condition)."""
         if self.watched is None:
-            self.watched = []
-        if future not in self.watched:
-            self.watched.append(future)
+            self.watched = {}       # a dict as an ordered set: an asyncio producer watches
+        self.watched[future] = None  # every record of a batch (kqlite/aio/producer.py)
 
 
 class AppendedRecord:

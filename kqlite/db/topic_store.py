@@ -94,6 +94,11 @@ class TopicStore(abc.ABC):
     def refresh(self, name=None):
         """Forget what is cached about ``name`` (every topic when None)."""
 
+    def cached(self, name):
+        """The definition of ``name`` when it is at hand without any I/O, else None (an
+        event loop asks this before it calls ``get`` on its own thread: kqlite.aio)."""
+        return None
+
     def close(self):
         """Release what the store holds (files, sessions)."""
 
@@ -242,6 +247,9 @@ class FileTopicStore(TopicStore):
             if meta is not None:
                 self._cache[name] = meta
         return meta
+
+    def cached(self, name):
+        return self._cache.get(name)
 
     def names(self):
         try:

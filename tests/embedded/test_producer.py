@@ -111,3 +111,40 @@ def test_sticky_partitioner_branches():
     assert sticky.partition("one", 1, 5000, 1000) == 0         # nowhere else to go
     sticky._current["t"] = [4, 0]
     assert 0 <= sticky.partition("t", 2, 10, 1000) < 2         # the topic shrank
+
+
+def test_a_standing_sender_thread_delivers_until_close(db):
+    db.create_topic("standing")
+    producer = db.producer(linger_ms=1)
+    producer.start_sender()
+    sender = producer._sender
+    assert sender is not None and sender.is_alive()
+    first = producer.send("standing", b"a")
+    assert first.result(timeout=10).offset == 0
+    # Nothing pending: the thread stays, and the next batch is delivered without a waiter.
+    assert producer._sender is sender and sender.is_alive()
+    second = producer.send("standing", b"b")
+    for _ in range(1000):
+        if second.done():
+            break
+        sender.join(0.01)
+    assert second.done() and second.result().offset == 1
+    producer.close()
+    sender.join(10)
+    assert not sender.is_alive()
+
+
+def test_start_sender_needs_a_linger(db):
+    with pytest.raises(kqlite.errors.ConfigError):
+        db.producer(linger_ms=0).start_sender()
+
+
+def test_a_topic_store_answers_a_cached_definition_without_reading(db):
+    store = db.topics
+    assert store.cached("later") is None
+    db.create_topic("later")
+    assert store.cached("later")["partitions"] == 1
+    store.refresh("later")
+    assert store.cached("later") is None          # forgotten: get() would read the file
+    assert store.get("later")["partitions"] == 1
+    assert store.cached("later") is not None
