@@ -158,15 +158,18 @@ cut_values = _impl.cut_values
 encode_values_crc = _impl.encode_values_crc
 
 # Arrow columns for the Spark data source (csrc/arrow.c), documented in pure_arrow.py:
-# ``arrow_decode``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``
+# ``arrow_decode``, ``arrow_decode_run``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``
 # appends already decoded rows (legacy message sets) to the same buffers.
 from ._inputs import (  # noqa: E402
-    ARROW_COLUMNS, ARROW_FILL, ARROW_NO_SPACE, ARROW_TOO_LARGE,
+    ARROW_COLUMNS, ARROW_FILL, ARROW_NO_SPACE, ARROW_TOO_LARGE, RUN_ASIDE, RUN_END, RUN_FULL,
+    RUN_STOPPED,
 )
 
 arrow_decode = _impl.arrow_decode
+arrow_decode_run = _impl.arrow_decode_run
 arrow_encode = _impl.arrow_encode
 arrow_partitions = _impl.arrow_partitions
 arrow_append_rows = pure.arrow_append_rows
-__all__ += ["arrow_decode", "arrow_encode", "arrow_partitions", "arrow_append_rows",
-            "ARROW_COLUMNS", "ARROW_FILL", "ARROW_NO_SPACE", "ARROW_TOO_LARGE"]
+__all__ += ["arrow_decode", "arrow_decode_run", "arrow_encode", "arrow_partitions",
+            "arrow_append_rows", "ARROW_COLUMNS", "ARROW_FILL", "ARROW_NO_SPACE",
+            "ARROW_TOO_LARGE", "RUN_ASIDE", "RUN_END", "RUN_FULL", "RUN_STOPPED"]

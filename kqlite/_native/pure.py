@@ -10,7 +10,7 @@ catch-up's batch headers folded) and pure_rounds.py (group commit's rendezvous).
 """
 
 from .pure_arrow import (  # noqa: F401
-    arrow_append_rows, arrow_decode, arrow_encode, arrow_partitions, murmur2,
+    arrow_append_rows, arrow_decode, arrow_decode_run, arrow_encode, arrow_partitions, murmur2,
 )
 from .pure_codec import (  # noqa: F401
     MIN_RECORD_SIZE, SCAN_BAD_HEADER, SCAN_CORRUPT_CRC, SCAN_OK, SCAN_TRUNCATED, crc32, crc32c,
