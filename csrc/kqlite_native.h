@@ -170,6 +170,17 @@ int kq_find_record(const char *buf, int64_t start, int64_t end, int64_t count,
 int kq_scan_batches(const char *buf, int64_t start, int64_t end, int verify_crc,
                     int64_t max_size, int64_t *out, int64_t out_cap, int64_t *info);
 
+/* The extent a fetch at from_offset returns from the entries kq_scan_batches(buf,
+ * start, end, verify_crc 0) finds: passing over entries whose last offset is below
+ * from_offset, the entries from the first other one on, up to the first whose last
+ * offset is >= limit and while their total stays <= max_bytes (the first always
+ * counts). info: [0] the first entry's position (-1: none yet), [1] their total
+ * size, [2] where the scan stopped. Returns KQ_EXTENT_DONE once the extent is
+ * complete, else the scan status where buf ran out (KQ_SCAN_OK: at end). */
+enum { KQ_EXTENT_DONE = 4 };
+int kq_scan_extent(const char *buf, int64_t start, int64_t end, int64_t from_offset,
+                   int64_t limit, int64_t max_bytes, int64_t *info);
+
 /* kq_scan_batches(buf, start, end, verify_crc 0, no max_size)'s entries folded
  * (csrc/summary.c): out (6 slots) = [0] entries, [1] position after the last one,
  * [2] the first one's maxTimestamp, [3] the largest maxTimestamp, [4] the

@@ -408,6 +408,22 @@ def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_
             _release(cdata)
 
 
+_extent_c = lib.kq_scan_extent
+
+
+def scan_extent(buf, start, end, from_offset, limit, max_bytes):
+    """See kqlite/_native/__init__.py."""
+    ptr, size, cdata = _pointer(buf)
+    try:
+        info = _alloc("int64_t[3]")
+        status = _extent_c(ptr, start, min(end, size), max(from_offset, INT64_MIN),
+                           min(limit, INT64_MAX), min(max_bytes, INT64_MAX), info)
+        return status, (info[0] if info[0] >= 0 else None), info[1], info[2]
+    finally:
+        if cdata is not None:
+            _release(cdata)
+
+
 # -- Index search ---------------------------------------------------------------------------
 
 def index_search(buf, count, entry_size, target):

@@ -58,6 +58,7 @@ from bisect import bisect_right
 from itertools import chain
 from typing import NamedTuple
 
+from .. import _native
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import CONTROL_MASK, MAGIC_V2, TRANSACTIONAL_MASK
@@ -65,7 +66,7 @@ from ..format.control_records import read_marker
 from ..format.header import parse_header
 from ..format.legacy import read_legacy_entry
 from .isolation import read_limit
-from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
+from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, Chunk, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
 from .segments import NO_LIMIT
 from .txn_index import AbortedTransaction
@@ -455,7 +456,44 @@ def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
     seg = lg._segments.for_offset(offset)
     if seg is None:
         return None
-    walk = SegmentWalk(seg.log, seg.index.lookup(offset)[1], seg.size, headers_only=True,
+    position = seg.index.lookup(offset)[1]
+    if keep_chunks:
+        settled = _extent_in_one_read(seg, position, offset, max_bytes, limit)
+        if settled is not _UNSETTLED:
+            return settled
+    return _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks)
+
+
+# Bytes read past max_bytes: room for the batches between the index entry looked up
+# and the one holding the offset (index.interval.bytes, 4 KiB by default, apart).
+_LOOKUP_SLACK = 64 << 10
+_UNSETTLED = object()
+
+
+def _extent_in_one_read(seg, position, offset, max_bytes, limit):
+    """What _extent_walk answers, from one read of the bytes it would walk whose
+    entries are folded in one native pass (no object per batch: a log of one-record
+    batches has tens of thousands in a read); _UNSETTLED when that read does not
+    decide it (an entry it cuts off, damaged bytes), for the walk to answer. Only for
+    a caller that keeps the bytes: it reads them all, where a header walk steps over
+    large batches."""
+    want = min(seg.size - position, max(max_bytes, 0) + _LOOKUP_SLACK)
+    if want <= 0:
+        return _UNSETTLED
+    data = seg.log.pread(want, position)
+    if len(data) != want:
+        return _UNSETTLED
+    status, first, total, _ = _native.scan_extent(data, 0, want, offset, limit, max_bytes)
+    if status != _native.EXTENT_DONE and (status != SCAN_OK or want != seg.size - position):
+        return _UNSETTLED
+    if first is None:
+        return None
+    return seg, position + first, total, [Chunk(position, data, [])]
+
+
+def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks):
+    """_extent by a header walk from ``position``."""
+    walk = SegmentWalk(seg.log, position, seg.size, headers_only=True,
                        chunk=LOOKUP_READ, from_offset=offset, trust_end=True)
     chunks = []
     start, total = None, 0
