@@ -139,9 +139,9 @@ def _write_with_client(data, recs):
     from workloads.broker import _Broker
     with kqlite.open(data, retention_check_interval_ms=0) as db:
         db.create_topic(KQ_CLIENT[0], partitions=PARTITIONS)
+    from confluent_kafka import Producer
     broker = _Broker(data)
     try:
-        from confluent_kafka import Producer
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for value in recs:
             while True:
@@ -152,6 +152,7 @@ def _write_with_client(data, recs):
                     producer.poll(0.05)
             producer.poll(0)
         assert producer.flush(60) == 0
+        del producer        # its connections close before the broker goes
     finally:
         broker.stop()
 
