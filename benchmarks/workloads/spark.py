@@ -80,7 +80,7 @@ def _session():
     return spark
 
 
-def _prepare(root, recs):
+def _prepare(root, recs, client=True):
     import pyarrow as pa
     import pyarrow.parquet as pq
     data = os.path.join(root, "kq")
@@ -98,7 +98,8 @@ def _prepare(root, recs):
     finally:
         db.close()
     _write_small(data, recs, share)
-    _write_with_client(data, recs)
+    if client:
+        _write_with_client(data, recs)
     text_dir = os.path.join(root, "text")
     pq_dir = os.path.join(root, "parquet")
     os.makedirs(text_dir)
@@ -164,18 +165,16 @@ def run(ctx):
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         ctx.skip("read", KQ, "no Java runtime for Spark")
         return
-    if optional("confluent_kafka") is None:
-        ctx.skip("read", KQ_CLIENT[1], "confluent-kafka not installed (pip install -e '.[bench]')")
-        return
+    client = ctx.peer("confluent_kafka", "read_sum_lengths", KQ_CLIENT[1]) is not None
     n = ctx.pick(20_000, 500_000, 2_000_000)
     recs = _records(n)
     with ctx.workdir("data") as root:
-        data, text_dir, pq_dir = _prepare(root, recs)
+        data, text_dir, pq_dir = _prepare(root, recs, client)
         expected = sum(len(r) for r in recs)
         del recs
         spark = _session()
         try:
-            _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected)
+            _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client)
         finally:
             spark.stop()
 
@@ -205,7 +204,7 @@ def _interleaved(repeats, jobs, warm_rounds=2):
     return [(system, best[system]) for system, _job in jobs]
 
 
-def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected):
+def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client):
     from pyspark.sql import functions as F
 
     def total(df):
@@ -226,8 +225,8 @@ def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected):
                 (TEXT, lambda _: total(spark.read.text(text_dir))),
                 (PARQUET, lambda _: total(spark.read.parquet(pq_dir)))]
         jobs += [(system, lambda _, t=topic: total(kq(t))) for topic, system in
-                 SMALL + [KQ_CLIENT]]
-        for system, seconds in _interleaved(ctx.repeats, jobs):
+                 SMALL + ([KQ_CLIENT] if client else [])]
+        for system, seconds in _interleaved(ctx.repeats, jobs, ctx.pick(1, 2)):
             ctx.add_rate("read_sum_lengths", system, n, seconds,
                          note="sum(length(value))" + _NOTES.get(system, ""))
     finally:

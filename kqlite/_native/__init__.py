@@ -121,7 +121,8 @@ from ._inputs import (
 )
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32", "encode_records", "decode_records",
-           "iter_records", "scan_batches", "scan_extent", "EXTENT_DONE", "summarize_batches", "walk_records", "record_marks", "find_record",
+           "iter_records", "scan_batches", "scan_extent", "EXTENT_DONE", "summarize_batches",
+           "walk_records", "record_marks", "find_record",
            "index_search", "Rounds", "cut_values", "encode_values_crc",
            "pure", "c", "FIND_NONE",
            "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER",
@@ -169,8 +170,9 @@ cut_values = _impl.cut_values
 encode_values_crc = _impl.encode_values_crc
 
 # Arrow columns for the Spark data source (csrc/arrow.c), documented in pure_arrow.py:
-# ``arrow_decode``, ``arrow_decode_run``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``
-# appends already decoded rows (legacy message sets) to the same buffers.
+# ``arrow_decode``, ``arrow_decode_run``, ``arrow_encode``, ``arrow_partitions``;
+# ``pure.arrow_append_rows`` appends already decoded rows (legacy message sets) to the
+# same buffers.
 from ._inputs import (  # noqa: E402
     ARROW_COLUMNS, ARROW_FILL, ARROW_NO_SPACE, ARROW_TOO_LARGE, RUN_ASIDE, RUN_END, RUN_FULL,
     RUN_STOPPED,
