@@ -54,6 +54,7 @@ filter by the same algorithm.
 """
 
 import os
+import struct
 from bisect import bisect_right
 from itertools import chain
 from typing import NamedTuple
@@ -468,6 +469,8 @@ def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
 # and the one holding the offset (index.interval.bytes, 4 KiB by default, apart).
 _LOOKUP_SLACK = 64 << 10
 _UNSETTLED = object()
+_ENTRY_FRAME = 17           # offset, length, leader epoch, magic: what the scan judged
+_LENGTH = struct.Struct(">i")
 
 
 def _extent_in_one_read(seg, position, offset, max_bytes, limit):
@@ -476,19 +479,41 @@ def _extent_in_one_read(seg, position, offset, max_bytes, limit):
     batches has tens of thousands in a read); _UNSETTLED when that read does not
     decide it (an entry it cuts off, damaged bytes), for the walk to answer. Only for
     a caller that keeps the bytes: it reads them all, where a header walk steps over
-    large batches."""
+    large batches. When passing over the entries below ``offset`` took more than the
+    slack, the read is made again from the first entry of the extent (the entries
+    before it count for nothing)."""
     want = min(seg.size - position, max(max_bytes, 0) + _LOOKUP_SLACK)
-    if want <= 0:
-        return _UNSETTLED
-    data = seg.log.pread(want, position)
-    if len(data) != want:
-        return _UNSETTLED
-    status, first, total, _ = _native.scan_extent(data, 0, want, offset, limit, max_bytes)
-    if status != _native.EXTENT_DONE and (status != SCAN_OK or want != seg.size - position):
-        return _UNSETTLED
-    if first is None:
-        return None
-    return seg, position + first, total, [Chunk(position, data, [])]
+    for _attempt in range(2):
+        if want <= 0:
+            return _UNSETTLED
+        data = seg.log.pread(want, position)
+        if len(data) != want:
+            return _UNSETTLED
+        status, first, total, stop = _native.scan_extent(data, 0, want, offset, limit,
+                                                         max_bytes)
+        if status == SCAN_TRUNCATED and first is not None:
+            if _past_budget(data, stop, total, max_bytes):
+                status = _native.EXTENT_DONE
+            elif first:
+                position += first
+                want = min(seg.size - position, max(max_bytes, 0) + _ENTRY_FRAME)
+                continue
+        if status != _native.EXTENT_DONE and (status != SCAN_OK or
+                                              want != seg.size - position):
+            return _UNSETTLED
+        if first is None:
+            return None
+        return seg, position + first, total, [Chunk(position, data, [])]
+    return _UNSETTLED
+
+
+def _past_budget(data, at, total, max_bytes):
+    """Whether the entry the read cut off at ``data[at:]`` ends the extent whatever its
+    offsets: its length field says it takes the total past ``max_bytes`` (the walk
+    stops there too, stepping over it by its header or finding it damaged)."""
+    if len(data) - at < _ENTRY_FRAME:
+        return False
+    return total + _LENGTH.unpack_from(data, at + 8)[0] + 12 > max_bytes
 
 
 def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks):

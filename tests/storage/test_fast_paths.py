@@ -91,7 +91,10 @@ def test_one_read_extent_is_the_walks(tmp_path, seed):
         for _ in range(rng.randint(1, 300)):
             n = rng.choice([1, 1, 1, 10, 300])
             log.append([os.urandom(rng.choice([0, 40, 300])) for _ in range(n)])
-        log.append([os.urandom(1000)] * 300)        # past small reads: the walk settles it
+        for _ in range(3):      # batches past the slack of a read, then small ones again
+            log.append([os.urandom(1000)] * 300)
+            for _ in range(rng.randint(1, 30)):
+                log.append([os.urandom(40)])
         end, settled = log.end_offset, 0
         for _ in range(60):
             offset = rng.randrange(0, end)
