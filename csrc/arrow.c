@@ -152,6 +152,10 @@ int kq_arrow_decode_run(const char *data, int64_t len, int64_t start, int64_t lo
             why = KQ_RUN_ASIDE;                         /* damaged: the reader raises */
             break;
         }
+        if (has_prev && prev >= en.base) {
+            why = KQ_RUN_ASIDE;                         /* offsets out of order */
+            break;
+        }
         if (en.last < lo) {                             /* wholly below the cursor */
             prev = en.last;
             has_prev = 1;
@@ -162,8 +166,8 @@ int kq_arrow_decode_run(const char *data, int64_t len, int64_t start, int64_t lo
             why = KQ_RUN_STOPPED;
             break;
         }
-        if (en.magic != 2 || (has_prev && prev >= en.base) || en.base > en.last) {
-            why = KQ_RUN_ASIDE;                         /* legacy or out of order */
+        if (en.magic != 2 || en.base > en.last) {
+            why = KQ_RUN_ASIDE;                         /* legacy, or a negative delta */
             break;
         }
         int attributes = (int)(int16_t)((e[21] << 8) | e[22]);

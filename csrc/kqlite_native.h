@@ -232,8 +232,8 @@ int kq_arrow_decode(const char *data, int64_t len, int64_t count, int64_t base_o
                     int64_t lo, int64_t hi, int with_headers, char **cols,
                     const int64_t *caps, int64_t *fill, int64_t *info);
 
-/* kq_arrow_decode over the whole batches of data[start:len) as the Spark reader
- * walks them (CRC checked, offsets rising, records below lo skipped, the first at
+/* kq_arrow_decode over the whole batches of data[start:len) as the Spark readers
+ * walk them (CRC checked, offsets rising, records below lo skipped, the first at
  * or past hi ending the read), with prev / has_prev the last offset of the batch
  * before start. A control batch gives no rows; with txn_aside a transactional or
  * control batch with a producer id is set aside (a read_committed filter must see

@@ -133,11 +133,12 @@ _COMPRESSION, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x2
 
 def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, with_headers,
                      cols, fill):
-    """arrow_decode over the whole batches of ``data[start:]`` as the Spark reader walks
-    them (kqlite/spark/arrow_read.py): CRCs checked, offsets rising after ``prev`` (the
-    last offset before ``start``, or None), batches wholly below ``lo`` passed over, a
-    control batch giving no rows, the first record at or past ``hi`` ending the read.
-    A batch the reader takes through its per-batch path is set aside: damaged bytes, a
+    """arrow_decode over the whole batches of ``data[start:]`` as the Spark readers walk
+    them (kqlite/spark/arrow_read.py, fetched.py): CRCs checked, offsets rising after
+    ``prev`` (the last offset before ``start``, or None), batches wholly below ``lo``
+    passed over, a control batch giving no rows, the first record at or past ``hi``
+    ending the read. A batch the readers take through their per-batch paths is set
+    aside: damaged bytes, a
     legacy entry, offsets out of order, a compressed batch, records arrow_decode
     refuses, and with ``txn_aside`` a transactional or control batch with a producer id
     (a read_committed filter must see it). Ends there, at the end of ``data``, once
@@ -154,12 +155,14 @@ def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, w
         if status != SCAN_OK or not found:
             return 0, RUN_ASIDE, pos, lo, prev
         _, base, last, max_ts, size, magic = found[0]
+        if prev is not None and prev >= base:
+            return 0, RUN_ASIDE, pos, lo, prev
         if last < lo:
             prev, pos = last, pos + size
             continue
         if base >= hi:
             return 0, RUN_STOPPED, pos, lo, prev
-        if magic != 2 or (prev is not None and prev >= base) or base > last:
+        if magic != 2 or base > last:
             return 0, RUN_ASIDE, pos, lo, prev
         attributes, base_ts, pid, count = _BATCH_FIELDS.unpack_from(data, pos + 21)
         if attributes & _CONTROL:
