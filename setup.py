@@ -10,6 +10,8 @@ import glob
 import importlib.util
 import os
 import shutil
+import sys
+import sysconfig
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -61,7 +63,17 @@ def _cffi_modules():
     return ["csrc/build_native.py:ffibuilder"]
 
 
+def _wheel_options():
+    # cffi builds the extension against the stable ABI (_cnative.abi3.so), so one wheel
+    # serves every CPython from 3.10 (requires-python) on: tag it cp310-abi3. cffi
+    # leaves the stable ABI out on debug and free-threaded builds, and so does this.
+    if hasattr(sys, "gettotalrefcount") or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return {}
+    return {"bdist_wheel": {"py_limited_api": "cp310"}}
+
+
 setup(
     cffi_modules=_cffi_modules(),
     cmdclass={"build_ext": OptionalBuildExt},
+    options=_wheel_options(),
 )

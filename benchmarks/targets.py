@@ -74,6 +74,12 @@ TARGETS = [
      "numerator": ("read", "random_100B", KQ),
      "denominator": ("read", "random_100B", "sqlite3 (select by id)"),
      "required": 1.0},
+    # Issue #32: the obvious call is the fast call.
+    {"id": "read_few_vs_read_one",
+     "description": "read(o, max_records=1) on 1 MiB batches >= 0.5x read_one(o)",
+     "numerator": ("read", "random_100B", KQ + " read(o, 1)"),
+     "denominator": ("read", "random_100B", KQ),
+     "required": 0.5},
     {"id": "consumer_poll_1M",
      "description": "embedded consumer poll loop, 100 B records >= 1 M rec/s (absolute)",
      "numerator": ("read", "consumer_poll_100B", KQ + " Consumer.poll"),

@@ -36,3 +36,13 @@ from .db import Producer as Producer, RecordMetadata as RecordMetadata
 from .db import Consumer as Consumer, ConsumerRecord as ConsumerRecord
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "open", "Database", "Producer", "RecordMetadata", "Consumer", "ConsumerRecord", "Log",
+    "LogConfig", "Record", "errors",
+    "KqliteError", "ConfigError", "CorruptRecordError", "InvalidRecordError", "LogClosedError",
+    "LogFailedError", "LogLockedError", "OffsetOutOfRangeError", "RecordTooLargeError",
+    "StorageError", "UnsupportedCodecError", "UnknownTopicError", "TopicExistsError",
+    "ReplicatedPartitionError",
+    "CorruptRecord", "LogLocked", "OffsetOutOfRange", "RecordTooLarge",
+]

@@ -9,6 +9,8 @@ Kafka's exceptions where one exists (``CorruptRecordException`` becomes
 This module imports nothing from kqlite: every layer may use it.
 """
 
+from typing import Iterable, Optional
+
 __all__ = [
     "KqliteError", "CorruptRecordError", "OffsetOutOfRangeError", "RecordTooLargeError",
     "LogLockedError", "LogClosedError", "StorageError", "LogFailedError", "UnsupportedCodecError",
@@ -31,7 +33,12 @@ class CorruptRecordError(KqliteError):
     ``path`` and ``position`` say where, when the bytes came from a file.
     """
 
-    def __init__(self, reason, path=None, position=None):
+    reason: str
+    path: Optional[str]
+    position: Optional[int]
+
+    def __init__(self, reason: str, path: Optional[str] = None,
+                 position: Optional[int] = None) -> None:
         self.reason = reason
         self.path = path
         self.position = position
@@ -52,7 +59,9 @@ class InvalidRecordError(KqliteError, ValueError):
     whose timestamp the topic refuses. Empty when the batch as a whole is at fault.
     """
 
-    def __init__(self, message, record_errors=()):
+    record_errors: tuple[tuple[int, str], ...]
+
+    def __init__(self, message: str, record_errors: Iterable[tuple[int, str]] = ()) -> None:
         super().__init__(message)
         self.record_errors = tuple(record_errors)
 
@@ -65,7 +74,11 @@ class InvalidTimestampError(InvalidRecordError):
 class OffsetOutOfRangeError(KqliteError, IndexError):
     """The requested offset is below the log start offset or above the log end offset."""
 
-    def __init__(self, offset, start_offset, end_offset):
+    offset: int
+    start_offset: int
+    end_offset: int
+
+    def __init__(self, offset: int, start_offset: int, end_offset: int) -> None:
         self.offset = offset
         self.start_offset = start_offset
         self.end_offset = end_offset
@@ -76,7 +89,10 @@ class OffsetOutOfRangeError(KqliteError, IndexError):
 class RecordTooLargeError(KqliteError, ValueError):
     """A batch is larger than ``max.message.bytes`` (or a segment can hold)."""
 
-    def __init__(self, size, limit):
+    size: int
+    limit: int
+
+    def __init__(self, size: int, limit: int) -> None:
         self.size = size
         self.limit = limit
         super().__init__(f"record batch of {size} bytes exceeds max.message.bytes={limit}")
@@ -118,7 +134,7 @@ class ConfigError(KqliteError, ValueError):
 class UnknownTopicError(KqliteError, KeyError):
     """The topic does not exist in this data dir."""
 
-    def __str__(self):
+    def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown topic"
 
 
@@ -131,7 +147,9 @@ class OutOfOrderSequenceError(KqliteError):
     OUT_OF_ORDER_SEQUENCE_NUMBER): an earlier batch was lost, or this one is a retry
     older than the five batches a partition remembers per producer."""
 
-    def __init__(self, message, producer_id=None, epoch=None, sequence=None, expected=None):
+    def __init__(self, message: str, producer_id: Optional[int] = None,
+                 epoch: Optional[int] = None, sequence: Optional[int] = None,
+                 expected: Optional[int] = None) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.sequence = sequence
@@ -143,7 +161,8 @@ class InvalidProducerEpochError(KqliteError):
     """A batch carries an epoch older than its producer's latest (Kafka's
     INVALID_PRODUCER_EPOCH): a fenced ("zombie") producer instance."""
 
-    def __init__(self, message, producer_id=None, epoch=None, current_epoch=None):
+    def __init__(self, message: str, producer_id: Optional[int] = None,
+                 epoch: Optional[int] = None, current_epoch: Optional[int] = None) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.current_epoch = current_epoch
@@ -162,8 +181,9 @@ class TransactionCoordinatorFencedError(KqliteError):
     marker for that producer on the partition (Kafka's TRANSACTION_COORDINATOR_FENCED):
     a coordinator that lost its partition of ``__transaction_state`` to another."""
 
-    def __init__(self, message, producer_id=None, coordinator_epoch=None,
-                 current_coordinator_epoch=None):
+    def __init__(self, message: str, producer_id: Optional[int] = None,
+                 coordinator_epoch: Optional[int] = None,
+                 current_coordinator_epoch: Optional[int] = None) -> None:
         self.producer_id = producer_id
         self.coordinator_epoch = coordinator_epoch
         self.current_coordinator_epoch = current_coordinator_epoch

@@ -6,8 +6,8 @@ helper beneath it (formats, storage, the embedded API, the crash suite, the sing
 broker, Spark, the CLI) and leaves out the tests whose code is the same in both modes
 and calls no C helper itself: the protocol codec's schema checks, the cluster (its
 storage underneath is tested in both modes on its own) with its multi-broker and
-fault-injection scenarios, and the benchmark harness. That keeps the suite within CI's
-time budget; ``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
+fault-injection scenarios, the benchmark harness, and the static type check. That keeps
+the suite within CI's time budget; ``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
 """
 
 import os
@@ -28,7 +28,10 @@ def pytest_configure(config):
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                        f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
-                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py")
+                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
+                       f"{os.sep}tests{os.sep}docs{os.sep}",
+                       f"{os.sep}tests{os.sep}packaging{os.sep}",
+                       f"{os.sep}tests{os.sep}typing{os.sep}")
 
 
 def _same_in_both_modes(item):

@@ -6,9 +6,10 @@ about 1 MiB), written to every store: issue #16's read cases next to their peers
   the C part of decoding alone (no Python object) and the Python objects alone (value
   bytes and Records from what C found).
 * ``batches_zero_copy``: kqlite's ``read_batches`` in bytes/s.
-* ``random_100B``: one record at a random offset: ``Log.read_one`` against sqlite3's
-  select by id and LMDB's get (the general ``read(o, 1)``, which decodes the batch,
-  is the time-boxed extra row).
+* ``random_100B``: one record at a random offset: ``Log.read_one`` and
+  ``Log.read(o, max_records=1)`` (which walks record boundaries as read_one does)
+  against sqlite3's select by id and LMDB's get (the general read, reads.read, which
+  decodes the whole batch, is the time-boxed extra row).
 * ``consumer_poll_100B``: the embedded consumer's poll loop, one group member.
 """
 
@@ -18,6 +19,8 @@ import struct
 from itertools import repeat
 
 import kqlite
+from kqlite.storage import Isolation
+from kqlite.storage.reads import read as general_read
 
 import peers
 from common import best_time, pread_file, settle, timed_loop, values
@@ -26,6 +29,7 @@ NAME = "read"
 DESCRIPTION = "sequential read into records, zero-copy read_batches, random reads, poll loop"
 
 KQ = "kqlite"
+HIGH_WATERMARK = Isolation.HIGH_WATERMARK
 _HEAD = struct.Struct(">qi")
 _DELTA = struct.Struct(">i")
 _BATCH = struct.Struct(">qiibIhiqqqhii")
@@ -109,13 +113,23 @@ def run(ctx):
             rand(None)      # the first read of each batch marks it (read and checked whole)
             t = best_time(_tries(ctx), rand, sync=False)
             ctx.add_rate("random_100B", KQ, len(picks), t, note="log.read_one(o); ~1 MiB batches")
-            # The general read decodes the whole batch holding its offset: with appends of
-            # 10,000 records a batch holds ~9,000, so this is time-boxed.
-            it = iter(picks * 100)
+            # What a user writes to fetch one record: with a few max_records, read walks
+            # record boundaries as read_one does (record_lookup.read_few) instead of
+            # decoding the ~9,000 records of the batch (reads.read, time-boxed below).
             read = log.read
-            count, t = timed_loop(lambda: next(read(next(it), max_records=1)), ctx.budget)
-            ctx.add_rate("random_100B", KQ + " read(o, 1)", count, t,
-                         note="log.read(o, max_records=1): decodes the batch")
+
+            def rand_read(_):
+                for o in picks:
+                    for _rec in read(o, max_records=1):
+                        pass
+            t = best_time(_tries(ctx), rand_read, sync=False)
+            ctx.add_rate("random_100B", KQ + " read(o, 1)", len(picks), t,
+                         note="for rec in log.read(o, max_records=1)")
+            it = iter(picks * 100)
+            count, t = timed_loop(
+                lambda: next(general_read(log, next(it), 1, None, HIGH_WATERMARK)), ctx.budget)
+            ctx.add_rate("random_100B", KQ + " general read(o, 1)", count, t,
+                         note="reads.read: decodes the whole batch (time-boxed)")
             _record_cost(ctx, log, n)
 
     # The same records appended 100 at a time: batches of ~11 KiB.

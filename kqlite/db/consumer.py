@@ -29,9 +29,10 @@ reset drops it) and the partition is still assigned.
 
 import time
 import uuid
-from collections import namedtuple
 from itertools import repeat
 from operator import add
+from typing import (TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping,
+                    NamedTuple, Optional, Sequence, Union)
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, OffsetOutOfRangeError,
                       UnknownTopicError)
@@ -40,16 +41,40 @@ from ..storage.isolation import isolation_level as level_of
 from ..storage.isolation import isolation_of
 from .groups import GroupMembership, assign_range, assign_roundrobin
 
+if TYPE_CHECKING:
+    from ..storage.log import Log
+    from ..storage.reads import RecordList
+
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
 
-ConsumerRecord = namedtuple("ConsumerRecord", "topic partition offset timestamp key value headers")
-OffsetAndTimestamp = namedtuple("OffsetAndTimestamp", "offset timestamp")
+# A partition: (topic, partition number).
+TopicPartition = tuple[str, int]
+
+
+class ConsumerRecord(NamedTuple):
+    """One record a Consumer returns. ``key`` and ``value`` are bytes or None, or what
+    the consumer's ``key_deserializer``/``value_deserializer`` made of them."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+    headers: tuple[tuple[str, Optional[bytes]], ...]
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """An answer of :meth:`Consumer.offsets_for_times`."""
+
+    offset: int
+    timestamp: int
 
 _ASSIGNORS = {"range": assign_range, "roundrobin": assign_roundrobin}
 _new = tuple.__new__
 
 
-def _check_max_records(value, name):
+def _check_max_records(value: object, name: str) -> int:
     """``value`` when it is a count of records a poll may return, else ConfigError: an int
     of at least 1, the range Kafka's ConsumerConfig gives max.poll.records."""
     if type(value) is not int or value < 1:
@@ -58,12 +83,27 @@ def _check_max_records(value, name):
 
 
 class Consumer:
-    def __init__(self, db, topics=None, *, group=None, assign=None, auto_offset_reset="earliest",
-                 enable_auto_commit=True, auto_commit_interval_ms=5000, max_poll_records=500,
-                 consumer_timeout_ms=None, client_id="kqlite", key_deserializer=None,
-                 value_deserializer=None, partition_assignment_strategy="range",
-                 rebalance_check_interval_ms=100, on_assign=None, on_revoke=None,
-                 isolation_level="read_uncommitted"):
+    """Kafka's consumer over a Database (``db.consumer(topics, group=...)``): a group
+    member subscribing to ``topics``, a group-less reader of them, or of the partitions
+    ``assign`` lists. See the module docstring."""
+
+    # ``db``: the Database (Any to a type checker: database.py imports this module,
+    # and the layer rules allow no import back, not even one for types).
+    def __init__(self, db: Any, topics: Union[str, Iterable[str], None] = None, *,
+                 group: Optional[str] = None,
+                 assign: Optional[Iterable[Sequence[Any]]] = None,
+                 auto_offset_reset: Literal["earliest", "latest", "none"] = "earliest",
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: float = 5000,
+                 max_poll_records: int = 500, consumer_timeout_ms: Optional[float] = None,
+                 client_id: str = "kqlite",
+                 key_deserializer: Optional[Callable[[bytes], Any]] = None,
+                 value_deserializer: Optional[Callable[[bytes], Any]] = None,
+                 partition_assignment_strategy: Literal["range", "roundrobin"] = "range",
+                 rebalance_check_interval_ms: float = 100,
+                 on_assign: Optional[Callable[[list[TopicPartition]], object]] = None,
+                 on_revoke: Optional[Callable[[list[TopicPartition]], object]] = None,
+                 isolation_level: Literal["read_uncommitted", "read_committed"]
+                 = "read_uncommitted") -> None:
         if isinstance(topics, str):
             topics = [topics]
         if (topics is None) == (assign is None):
@@ -82,7 +122,7 @@ class Consumer:
             raise ConfigError(str(exc)) from None
         self.db = db
         self.group = group
-        self.topics = sorted(set(topics)) if topics is not None else None
+        self.topics: Optional[list[str]] = sorted(set(topics)) if topics is not None else None
         self.reset = auto_offset_reset
         self.auto_commit = enable_auto_commit and group is not None
         self.commit_interval = auto_commit_interval_ms / 1000.0
@@ -94,19 +134,22 @@ class Consumer:
         self._check_every = rebalance_check_interval_ms / 1000.0
         self._on_assign = on_assign
         self._on_revoke = on_revoke
-        self._positions = {}       # (topic, partition) -> next offset to read
-        self._buffers = {}         # (topic, partition) -> (records, index, position)
-        self._committed_pos = {}   # what we last committed, to skip no-op commits
+        # (topic, partition) -> next offset to read
+        self._positions: dict[TopicPartition, Optional[int]] = {}
+        # (topic, partition) -> (records, index, position)
+        self._buffers: dict[TopicPartition, tuple[RecordList, int, int]] = {}
+        # what we last committed, to skip no-op commits
+        self._committed_pos: dict[TopicPartition, int] = {}
         self._last_commit = time.monotonic()
         self._last_check = 0.0
         self._rotate = 0
         self._closed = False
-        self._membership = None
+        self._membership: Optional[GroupMembership] = None
         for t in self.topics or ():
             db.partitions_for(t)  # unknown topics fail here, not at the first poll
         if assign is not None:
             for tp in assign:
-                self._take(tuple(tp))
+                self._take((tp[0], tp[1]))
         elif group is not None:
             self.member_id = f"{client_id}-{uuid.uuid4().hex[:12]}"
             self._membership = GroupMembership(db.path, group, self.member_id, self.topics,
@@ -114,13 +157,13 @@ class Consumer:
             self._membership.join()
             self._rebalance()
         else:
-            for t in self.topics:
+            for t in self.topics or ():
                 for p in range(db.partitions_for(t)):
                     self._take((t, p))
 
     # -- Assignment ---------------------------------------------------------------------------
 
-    def _take(self, tp, committed=None):
+    def _take(self, tp: TopicPartition, committed: Optional[int] = None) -> None:
         if not 0 <= tp[1] < self.db.partitions_for(tp[0]):
             raise UnknownTopicError(f"topic {tp[0]!r} has no partition {tp[1]}")
         if committed is None and self.group is not None:
@@ -138,10 +181,11 @@ class Consumer:
         else:
             raise KqliteError(f"no committed offset for {tp} and auto_offset_reset=none")
 
-    def _rebalance(self):
+    def _rebalance(self) -> None:
         """Hand back partitions no longer ours; take newly assigned ones that are free."""
         self._last_check = time.monotonic()
-        members = self._membership.members()
+        membership: Any = self._membership
+        members = membership.members()
         counts = {t: self._refresh_partition_count(t)
                   for t in sorted({t for ts in members.values() for t in ts})}
         mine = set(self._assignor(members, counts).get(self.member_id, []))
@@ -150,39 +194,41 @@ class Consumer:
             if self._on_revoke:
                 self._on_revoke(revoked)
             if self.auto_commit:
-                self.commit({tp: self._positions[tp] for tp in revoked
-                             if self._positions[tp] is not None})
+                self.commit({tp: pos for tp in revoked
+                             if (pos := self._positions[tp]) is not None})
             for tp in revoked:
                 del self._positions[tp]
                 self._committed_pos.pop(tp, None)
                 self._buffers.pop(tp, None)
-            self._membership.release(revoked)
+            membership.release(revoked)
         wanted = [tp for tp in sorted(mine) if tp not in self._positions]
         if wanted:
             committed = self.db.offsets.committed(self.group)
-            gained = self._membership.claim(wanted)
+            gained = membership.claim(wanted)
             for tp in gained:
                 self._take(tp, committed.get(tp))
             if gained and self._on_assign:
                 self._on_assign(gained)
 
-    def _refresh_partition_count(self, topic):
+    def _refresh_partition_count(self, topic: str) -> int:
         try:   # refresh: another process may have added partitions
-            return self.db.partitions_for(topic, refresh=True)
+            count: int = self.db.partitions_for(topic, refresh=True)
+            return count
         except KqliteError:
             return 0
 
-    def assignment(self):
+    def assignment(self) -> set[TopicPartition]:
         """The partitions this consumer reads now."""
         return set(self._positions)
 
     # -- Poll ---------------------------------------------------------------------------------
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError("consumer is closed")
 
-    def poll(self, timeout_ms=0, max_records=None):
+    def poll(self, timeout_ms: float = 0,
+             max_records: Optional[int] = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions (a list of at most ``max_records``, by
         default ``max_poll_records``; empty when none arrived within ``timeout_ms``).
         Positions advance past what is returned."""
@@ -206,8 +252,8 @@ class Consumer:
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, 0.05)
 
-    def _fetch(self, limit):
-        out = []
+    def _fetch(self, limit: int) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
         tps = sorted(self._positions)
         if not tps:
             return out
@@ -216,7 +262,8 @@ class Consumer:
             want = limit - len(out)
             if want <= 0:
                 break
-            pos = self._positions[tp]
+            pos: Any = self._positions[tp]
+            records: Any
             records, i = self._buffered(tp, pos)
             if records is None:
                 try:
@@ -246,7 +293,8 @@ class Consumer:
             out.extend(self._consumer_records(tp, taken))
         return out
 
-    def _buffered(self, tp, pos):
+    def _buffered(self, tp: TopicPartition,
+                  pos: Optional[int]) -> tuple[Optional["RecordList"], int]:
         """(records, index of the next one) left by an earlier fetch of ``tp`` if they
         continue at ``pos``, else (None, 0)."""
         buffered = self._buffers.pop(tp, None)
@@ -254,12 +302,13 @@ class Consumer:
             return None, 0
         return buffered[0], buffered[1]
 
-    def _consumer_records(self, tp, records):
+    def _consumer_records(self, tp: TopicPartition,
+                          records: Any) -> Iterable[ConsumerRecord]:
         if self._key_de is None and self._value_de is None:
             # (topic, partition) + Record is a ConsumerRecord's fields in order: built at
             # C speed, without a Python-level call per record.
             return map(_new, repeat(ConsumerRecord), map(add, repeat(tp), records))
-        out = []
+        out: list[ConsumerRecord] = []
         for r in records:
             key, value = r[2], r[3]
             if self._key_de is not None and key is not None:
@@ -269,14 +318,14 @@ class Consumer:
             out.append(ConsumerRecord(tp[0], tp[1], r[0], r[1], key, value, r[4]))
         return out
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ConsumerRecord]:
         """Records one by one, polling for more (``max_poll_records`` at a time); with
         ``consumer_timeout_ms`` the iteration ends once that long passes without a record
         (kafka-python's rule), otherwise it waits for records for ever."""
         for batch in self._polls(self.max_poll_records):
             yield from batch
 
-    def batches(self, max_records=None):
+    def batches(self, max_records: Optional[int] = None) -> Iterator[list[ConsumerRecord]]:
         """Lists of records, each what one poll returned (never empty; at most
         ``max_records``, by default ``max_poll_records``), for callers that handle
         records a list at a time; ends as iteration does (``consumer_timeout_ms``)."""
@@ -284,12 +333,12 @@ class Consumer:
             max_records = self.max_poll_records
         return self._polls(_check_max_records(max_records, "max_records"))
 
-    def _polls(self, limit):
+    def _polls(self, limit: int) -> Iterator[list[ConsumerRecord]]:
         """The non-empty polls of iteration and batches(): ``limit`` records at most."""
         self._check_open()
         idle_since = time.monotonic()
         while not self._closed:
-            wait_ms = 100
+            wait_ms = 100.0
             if self.timeout is not None:
                 left = self.timeout - (time.monotonic() - idle_since)
                 if left <= 0:
@@ -302,7 +351,8 @@ class Consumer:
 
     # -- Offsets ------------------------------------------------------------------------------
 
-    def commit(self, offsets=None):
+    def commit(self, offsets: Optional[Mapping[TopicPartition,
+                                               Union[int, OffsetAndMetadata]]] = None) -> None:
         """Commit ``{(topic, partition): next offset}``, by default the current positions.
         A value may be an :class:`~kqlite.db.offsets.OffsetAndMetadata` to store metadata
         and a leader epoch with the offset, as Kafka clients do."""
@@ -310,70 +360,81 @@ class Consumer:
         if self.group is None:
             raise KqliteError("commit() needs a consumer group")
         if offsets is None:
-            offsets = {tp: pos for tp, pos in self._positions.items()
-                       if pos is not None and self._committed_pos.get(tp) != pos}
+            moved: dict[TopicPartition, Union[int, OffsetAndMetadata]] = {}
+            for tp, pos in self._positions.items():
+                if pos is not None and self._committed_pos.get(tp) != pos:
+                    moved[tp] = pos
+            offsets = moved
+        group: str = self.group
         self._last_commit = time.monotonic()
         if offsets:
-            self.db.offsets.commit(self.group, offsets)
+            self.db.offsets.commit(group, offsets)
             self._committed_pos.update(
-                (tuple(tp), o.offset if isinstance(o, OffsetAndMetadata) else o)
+                ((tp[0], tp[1]), o.offset if isinstance(o, OffsetAndMetadata) else o)
                 for tp, o in offsets.items())
 
-    def committed(self, tp):
+    def committed(self, tp: TopicPartition) -> Optional[int]:
+        """The group's committed offset of ``tp`` (None: none, or no group)."""
         if self.group is None:
             return None
-        return self.db.offsets.committed(self.group).get(tuple(tp))
+        offset: Optional[int] = self.db.offsets.committed(self.group).get(tuple(tp))
+        return offset
 
-    def position(self, tp):
-        tp = tuple(tp)
-        if self._positions[tp] is None:
+    def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record this consumer returns from ``tp``."""
+        tp = (tp[0], tp[1])
+        pos = self._positions[tp]
+        if pos is None:
             with self.db.leased_log(*tp) as log:
-                self._positions[tp] = log.start_offset
-        return self._positions[tp]
+                pos = self._positions[tp] = log.start_offset
+        return pos
 
-    def seek(self, tp, offset):
-        tp = tuple(tp)
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Read ``tp`` from ``offset`` on (an assigned partition)."""
+        tp = (tp[0], tp[1])
         if tp not in self._positions:
             raise KqliteError(f"{tp} is not assigned to this consumer")
         self._positions[tp] = offset
 
-    def seek_to_beginning(self, *tps):
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
         for tp in tps or list(self._positions):
             with self.db.leased_log(*tp) as log:
                 self.seek(tp, log.start_offset)
 
-    def seek_to_end(self, *tps):
+    def seek_to_end(self, *tps: TopicPartition) -> None:
         for tp in tps or list(self._positions):
             with self.db.leased_log(*tp) as log:
                 self.seek(tp, self._end_of(log))
 
-    def _end_of(self, log):
+    def _end_of(self, log: "Log") -> int:
         """Where this consumer's reads of ``log`` end: the log end offset as the
         consumer's isolation limits it (the high watermark, or the last stable offset)."""
         return log.offset_snapshot().read_limit(self.isolation)
 
-    def offsets_for_times(self, timestamps):
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int],
+                          ) -> dict[TopicPartition, Optional[OffsetAndTimestamp]]:
         """``{tp: OffsetAndTimestamp or None}``: the earliest offset at or after each time
         (below this consumer's read limit, as Kafka's ListOffsets answers it)."""
-        result = {}
+        result: dict[TopicPartition, Optional[OffsetAndTimestamp]] = {}
         for tp, ts in timestamps.items():
             with self.db.leased_log(*tp) as log:
                 found = log.find_by_time(ts, isolation=self.isolation)
-            result[tuple(tp)] = None if found is None else OffsetAndTimestamp(*found)
+            result[(tp[0], tp[1])] = None if found is None else OffsetAndTimestamp(*found)
         return result
 
-    def lag(self):
+    def lag(self) -> dict[TopicPartition, int]:
         """``{tp: end - position}`` for the assigned partitions, the end being where this
         consumer's reads end (log end offset under read_uncommitted, the LSO under
         read_committed)."""
-        lags = {}
+        lags: dict[TopicPartition, int] = {}
         for tp in list(self._positions):
             pos = self.position(tp)
             with self.db.leased_log(*tp) as log:
                 lags[tp] = self._end_of(log) - pos
         return lags
 
-    def close(self, commit=True):
+    def close(self, commit: bool = True) -> None:
+        """Commit the positions (with auto-commit) and leave the group."""
         if self._closed:
             return
         try:
@@ -384,8 +445,8 @@ class Consumer:
             if self._membership is not None:
                 self._membership.leave()
 
-    def __enter__(self):
+    def __enter__(self) -> "Consumer":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -26,7 +26,8 @@ import logging
 import os
 import threading
 import weakref
-from collections import namedtuple
+from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Mapping, NamedTuple,
+                    Optional, Union)
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, ReplicatedPartitionError,
                       StorageError, TopicExistsError, UnknownTopicError)
@@ -40,10 +41,11 @@ from .files import make_dirs_durable
 from .layout import partition_dir
 from .log_manager import LogManager
 from .offsets import OffsetStore
+from .producer import DEFAULT_LINGER_MS
 from .producer_ids import ProducerIdAllocator
 from .sync_round import SyncPool
 from .transaction import Transaction, TransactionRegistry
-from .transaction_recovery import recover_dead_owners
+from .transaction_recovery import DEFAULT_TIMEOUT_MS, recover_dead_owners
 from .transaction_state import TransactionStateStore
 from .partition_dirs import (delete_partition_dirs, drop_deletion_record, ensure_partition_dirs,
                              finish_pending_deletions, record_deletion,
@@ -56,8 +58,35 @@ __all__ = ["Database", "open_database", "TopicDescription", "PartitionInfo"]
 
 log = logging.getLogger("kqlite")
 
-PartitionInfo = namedtuple("PartitionInfo", "partition start_offset end_offset size segments")
-TopicDescription = namedtuple("TopicDescription", "name topic_id partitions config internal")
+if TYPE_CHECKING:
+    from ..storage.cleaner import CompactionReport
+    from ..storage.fs import OsFileSystem
+    from ..storage.log import Codec
+    from .consumer import Consumer
+    from .producer import Producer
+    from .topic_store import TopicStore
+
+
+class PartitionInfo(NamedTuple):
+    """One partition of :meth:`Database.describe_topic`."""
+
+    partition: int
+    start_offset: int
+    end_offset: int
+    size: int
+    segments: int
+
+
+class TopicDescription(NamedTuple):
+    """What :meth:`Database.describe_topic` answers: the topic's id (Kafka's Uuid in its
+    22-character text form), its partitions, its whole config (defaults included) and
+    whether it is internal (``__``-prefixed)."""
+
+    name: str
+    topic_id: str
+    partitions: list[PartitionInfo]
+    config: dict[str, Any]
+    internal: bool
 
 
 class Database:
@@ -72,17 +101,21 @@ class Database:
     ``fs`` (the file-system seam, for tests).
     """
 
-    def __init__(self, path, defaults=None, *, fs=None, retention_check_interval_ms=300000,
-                 auto_create_topics=False, default_partitions=1, max_open_logs=None,
-                 topic_store=None):
-        self.path = os.path.abspath(os.fspath(path))
+    def __init__(self, path: "str | os.PathLike[str]",
+                 defaults: Optional[Mapping[str, Any]] = None, *,
+                 fs: "Optional[OsFileSystem]" = None, retention_check_interval_ms: int = 300000,
+                 auto_create_topics: bool = False, default_partitions: int = 1,
+                 max_open_logs: Optional[int] = None,
+                 topic_store: "Optional[TopicStore]" = None) -> None:
+        self.path: str = os.path.abspath(os.fspath(path))
         self.fs = fs or DEFAULT_FS
         self.defaults = LogConfig(defaults).overrides()
         self.auto_create_topics = auto_create_topics
         self.default_partitions = default_partitions
         self._closed = False
         self.logs = LogManager(self._open_log, max_open_logs)
-        self._checked_dirs = set()   # (topic, partition, topic id) whose directory is right
+        # (topic, partition, topic id) whose directory is right
+        self._checked_dirs: set[tuple[str, int, str]] = set()
         make_dirs_durable(self.fs, self.path)
         write_meta_properties(self.fs, self.path)
         # A cluster broker's data dir, opened outside the broker: read-only (cluster_dir.py).
@@ -99,10 +132,11 @@ class Database:
         self.transaction_state = TransactionStateStore(self)
         self.transactions = TransactionRegistry()
         self.sync_pool = SyncPool(self)
-        self._producer_ids = None
+        self._producer_ids: Optional[ProducerIdAllocator] = None
         self._producer_ids_lock = threading.Lock()
-        self._producers = weakref.WeakSet()   # flushed and closed before the logs
-        self._retention = None
+        # flushed and closed before the logs
+        self._producers: "weakref.WeakSet[Producer]" = weakref.WeakSet()
+        self._retention: Optional[RetentionThread] = None
         if retention_check_interval_ms and retention_check_interval_ms > 0 and \
                 not self.replicated_read_only:
             self._retention = RetentionThread(self, retention_check_interval_ms / 1000.0)
@@ -116,7 +150,7 @@ class Database:
 
     # -- Topics -------------------------------------------------------------------------------
 
-    def _topic(self, name):
+    def _topic(self, name: str) -> dict[str, Any]:
         check_topic_name(name)
         meta = self.topics.get(name)
         if meta is None:
@@ -125,7 +159,7 @@ class Database:
             raise UnknownTopicError(f"unknown topic {name!r} in {self.path}")
         return meta
 
-    def topic_metadata(self, name, refresh=False):
+    def topic_metadata(self, name: str, refresh: bool = False) -> dict[str, Any]:
         """The definition of ``name``: ``{"name", "topic_id", "partitions", "config"}``
         (config: the per-topic overrides). ``refresh`` re-reads it, to see a change made
         by another process. Raises UnknownTopicError (InvalidTopicError, one of them,
@@ -134,7 +168,9 @@ class Database:
             self.topics.refresh(name)
         return dict(self._topic(name))
 
-    def create_topic(self, name, partitions=1, config=None, *, exist_ok=False, topic_id=None):
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: Optional[Mapping[str, Any]] = None, *, exist_ok: bool = False,
+                     topic_id: Optional[str] = None) -> dict[str, Any]:
         """Create ``name`` with ``partitions`` partitions and per-topic config overrides;
         returns its definition (see :meth:`topic_metadata`). ``topic_id`` (22 characters
         of url-safe base64, Kafka's Uuid text form) gives the topic an id decided
@@ -171,21 +207,21 @@ class Database:
         log.info("created topic %s with %d partition(s)", name, partitions)
         return meta
 
-    def _undo_create(self, meta):
+    def _undo_create(self, meta: Mapping[str, Any]) -> None:
         try:
             self.topics.delete(meta["name"])
             remove_new_partition_dirs(self.fs, self.path, meta)
         except (KqliteError, OSError) as exc:
             log.error("could not take back the half-created topic %s: %s", meta["name"], exc)
 
-    def create_partitions(self, name, total):
+    def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka's CreatePartitions)."""
         self.check_writable_topic(name, "add partitions to")
         self._topic(name)
         meta = self.topics.add_partitions(name, total)
         ensure_partition_dirs(self.fs, self.path, meta, range(meta["partitions"]))
 
-    def alter_topic_config(self, name, config):
+    def alter_topic_config(self, name: str, config: Mapping[str, Any]) -> None:
         """Set (or with value None, remove) per-topic config overrides."""
         self.check_writable_topic(name, "alter the config of")
         self._topic(name)
@@ -195,7 +231,7 @@ class Database:
             if topic == name:
                 lg.config = merged
 
-    def delete_topic(self, name):
+    def delete_topic(self, name: str) -> None:
         """Delete a topic and its data (like Kafka, the files go at once; see
         partition_dirs.py for what a crash part-way leaves and how it is finished)."""
         check_topic_name(name)
@@ -222,28 +258,32 @@ class Database:
                       name, exc)
         log.info("deleted topic %s", name)
 
-    def list_topics(self, internal=False):
+    def list_topics(self, internal: bool = False) -> list[str]:
+        """The topic names, internal ones (``__``-prefixed) only with ``internal``."""
         return [n for n in self.topics.names() if internal or not n.startswith("__")]
 
-    def topic_config(self, name):
+    def topic_config(self, name: str) -> LogConfig:
+        """The config of ``name``'s logs: the data dir's defaults and its overrides."""
         merged = dict(self.defaults)
         merged.update(self._topic(name)["config"])
         return LogConfig(merged)
 
-    def partitions_for(self, name, refresh=False):
+    def partitions_for(self, name: str, refresh: bool = False) -> int:
         """The partition count of ``name``; ``refresh`` re-reads the definition (another
         process may have added partitions)."""
         if refresh:
             self.topics.refresh(name)
-        return self._topic(name)["partitions"]
+        count: int = self._topic(name)["partitions"]
+        return count
 
-    def _existing_partitions(self, name):
+    def _existing_partitions(self, name: str) -> list[int]:
         try:
             return list(range(self._topic(name)["partitions"]))
         except UnknownTopicError:
             return []
 
-    def describe_topic(self, name):
+    def describe_topic(self, name: str) -> TopicDescription:
+        """The topic's id, config and partitions (offsets, bytes, segment count)."""
         meta = self._topic(name)
         parts = []
         for p in range(meta["partitions"]):
@@ -253,7 +293,7 @@ class Database:
         return TopicDescription(name, meta["topic_id"], parts, self.topic_config(name).as_dict(),
                                 name.startswith("__"))
 
-    def check_writable_topic(self, name, action="write to"):
+    def check_writable_topic(self, name: str, action: str = "write to") -> None:
         """Raise ReplicatedPartitionError when this is a cluster broker's data dir opened
         outside the broker: its topics change and its records arrive through the
         cluster only (``action`` names what was refused)."""
@@ -266,11 +306,11 @@ class Database:
 
     # -- Logs ---------------------------------------------------------------------------------
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"database {self.path} is closed")
 
-    def _open_log(self, key):
+    def _open_log(self, key: tuple[str, int]) -> Log:
         topic, partition = key
         self._check_open()
         meta = self._topic(topic)
@@ -283,7 +323,7 @@ class Database:
         return Log(partition_dir(self.path, topic, partition), self.topic_config(topic),
                    self.fs)
 
-    def leased_log(self, topic, partition):
+    def leased_log(self, topic: str, partition: int) -> ContextManager[Log]:
         """``with db.leased_log(topic, partition) as log:`` the Log of one partition,
         opened if needed and never closed before the block ends. Outside such blocks
         idle logs are closed when more than ``max_open_logs`` are open; use this for
@@ -291,53 +331,72 @@ class Database:
         self._check_open()
         return self.logs.lease((topic, partition))
 
-    def log(self, topic, partition):
+    def log(self, topic: str, partition: int) -> Log:
         """The open Log of one partition, which the caller may keep: it stays open until
         the Database closes (it is pinned, never closed to make room for others). Code
         that touches many partitions should use :meth:`leased_log` instead."""
         self._check_open()
         return self.logs.pin((topic, partition))
 
-    def producer(self, **config):
+    def producer(self, *, linger_ms: float = DEFAULT_LINGER_MS, batch_size: int = 16384,
+                 compression_type: "Codec" = None,
+                 partitioner: Optional[Callable[[Optional[bytes], int], int]] = None,
+                 key_serializer: Optional[Callable[[Any], bytes]] = None,
+                 value_serializer: Optional[Callable[[Any], bytes]] = None) -> "Producer":
+        """A :class:`~kqlite.db.producer.Producer` of this data dir (see it for the
+        options)."""
         from .producer import Producer
-        return Producer(self, **config)
+        return Producer(self, linger_ms=linger_ms, batch_size=batch_size,
+                        compression_type=compression_type, partitioner=partitioner,
+                        key_serializer=key_serializer, value_serializer=value_serializer)
 
-    def track_producer(self, producer):
+    def track_producer(self, producer: "Producer") -> None:
         """Close ``producer`` (appending what it holds) when the Database closes."""
         self._producers.add(producer)
 
-    def transaction(self, transactional_id=None, **options):
+    def transaction(self, transactional_id: Optional[str] = None, *,
+                    timeout_ms: int = DEFAULT_TIMEOUT_MS, lock_timeout_ms: float = 30000,
+                    batch_bytes: int = 1 << 20) -> Transaction:
         """An embedded transaction: ``with db.transaction() as tx: tx.send(...);
         tx.commit_offsets(group, {...})``, committed when the block ends, aborted by an
         exception (re-raised); or ``tx = db.transaction()`` then ``tx.commit()`` /
         ``tx.abort()``. See kqlite/db/transaction.py for the options and what is durable
         when."""
-        return Transaction(self, transactional_id, **options)
+        return Transaction(self, transactional_id, timeout_ms=timeout_ms,
+                           lock_timeout_ms=lock_timeout_ms, batch_bytes=batch_bytes)
 
-    def consumer(self, topics=None, group=None, **config):
+    def consumer(self, topics: Union[str, list[str], None] = None, group: Optional[str] = None,
+                 **config: Any) -> "Consumer":
+        """A :class:`~kqlite.db.consumer.Consumer` of ``topics`` (in ``group``, if
+        given); ``config`` are its keyword options (``assign``, ``auto_offset_reset``,
+        ...)."""
         from .consumer import Consumer
         return Consumer(self, topics, group=group, **config)
 
     # -- Maintenance --------------------------------------------------------------------------
 
-    def enforce_retention(self, now_ms=None):
+    def enforce_retention(self, now_ms: Optional[int] = None,
+                          ) -> dict[tuple[str, int], list[int]]:
         """Run retention on every partition that may have expired segments (see
         retention.py); returns {(topic, partition): [deleted base offsets]}. Nothing in a
         cluster broker's data dir opened outside the broker (the broker runs its own)."""
         if self.replicated_read_only:
             return {}
-        return enforce_retention(self, now_ms)
+        deleted: dict[tuple[str, int], list[int]] = enforce_retention(self, now_ms)
+        return deleted
 
-    def compact(self, now_ms=None):
+    def compact(self, now_ms: Optional[int] = None,
+                ) -> "dict[tuple[str, int], CompactionReport]":
         """Compact every partition whose cleanup.policy includes compact (and that may be
         dirty enough); returns {(topic, partition): CompactionReport}. Nothing in a cluster
         broker's data dir opened outside the broker."""
         if self.replicated_read_only:
             return {}
-        return compact(self, now_ms)
+        reports: "dict[tuple[str, int], CompactionReport]" = compact(self, now_ms)
+        return reports
 
     @property
-    def producer_ids(self):
+    def producer_ids(self) -> ProducerIdAllocator:
         """The data dir's :class:`~kqlite.db.producer_ids.ProducerIdAllocator`, made on
         first use (opening a data dir creates no file for it)."""
         with self._producer_ids_lock:
@@ -346,7 +405,9 @@ class Database:
                 self._producer_ids = ProducerIdAllocator(self.path, self.fs)
             return self._producer_ids
 
-    def close(self):
+    def close(self) -> None:
+        """Close the producers (appending what they hold), abandon open transactions and
+        close every log. Safe to call twice."""
         if self._retention is not None:
             self._retention.stop()
         if self._closed:
@@ -366,25 +427,26 @@ class Database:
             if self._producer_ids is not None:
                 self._producer_ids.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Database":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kqlite.Database {self.path}>"
 
 
 _TOPIC_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
-def _is_topic_id(text):
+def _is_topic_id(text: object) -> bool:
     # The id names files (partition.metadata): only the 22 characters of a 16-byte Uuid.
     return isinstance(text, str) and len(text) == 22 and set(text) <= _TOPIC_ID_CHARS
 
 
-def open_database(path, config=None, **options):
+def open_database(path: "str | os.PathLike[str]", config: Optional[Mapping[str, Any]] = None,
+                  **options: Any) -> Database:
     """Open (creating if needed) the data dir ``path``; ``config`` holds default topic
     settings, e.g. ``{"retention.ms": 3600000}``."""
     return Database(path, config, **options)

@@ -32,8 +32,12 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import ConfigError, LogClosedError
+
+if TYPE_CHECKING:
+    from ..storage.log import Log
 
 __all__ = ["LogManager", "default_max_open_logs"]
 
@@ -90,7 +94,7 @@ class LogManager:
     # -- Leases -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def lease(self, key):
+    def lease(self, key) -> "Iterator[Log]":
         """``with manager.lease(key) as log``: the log, opened if needed, never closed by
         the manager until the block ends."""
         entry = self._acquire(key, True)
@@ -109,7 +113,7 @@ class LogManager:
             if entry is not None:
                 self._release(entry)
 
-    def pin(self, key):
+    def pin(self, key) -> "Log":
         """The log of ``key``, kept open until the manager closes (or drops it)."""
         entry = self._acquire(key, True)
         entry.pinned = True

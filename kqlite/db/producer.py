@@ -46,11 +46,15 @@ import threading
 import time
 import weakref
 from time import time as _time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from ..errors import ConfigError, InvalidRecordError, KqliteError, LogClosedError
 from ..format.record import Record
 from .partitioner import StickyPartitioner, partition_for_key
 from .producer_batch import AppendedRecord, ProducerBatch, RecordFuture, RecordMetadata
+
+if TYPE_CHECKING:
+    from ..storage.log import Codec, Log
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture", "DEFAULT_LINGER_MS"]
 
@@ -65,11 +69,11 @@ _FIELD_TYPES = frozenset((bytes, bytearray, memoryview, type(None)))
 
 # Producers not closed yet, flushed when the interpreter exits (the sender thread is a
 # daemon: a program that ends without close() still appends what it sent, at once).
-_LIVE = weakref.WeakSet()
+_LIVE: "weakref.WeakSet[Producer]" = weakref.WeakSet()
 
 
 @atexit.register
-def _flush_at_exit():
+def _flush_at_exit() -> None:
     for producer in list(_LIVE):
         try:
             producer.close()
@@ -77,14 +81,15 @@ def _flush_at_exit():
             log.warning("closing a producer at exit failed: %s", exc)
 
 
-def _as_bytes(value, what):
+def _as_bytes(value: object, what: str) -> Union[bytes, bytearray, memoryview, None]:
     if value is None or isinstance(value, (bytes, bytearray, memoryview)):
         return value
     raise InvalidRecordError(f"{what} must be bytes or None, not {type(value).__name__} "
                              f"(encode str first, or pass key_serializer/value_serializer)")
 
 
-def _with_headers(headers, size):
+def _with_headers(headers: Iterable[tuple[str, Optional[bytes]]],
+                  size: int) -> tuple[tuple[tuple[str, Optional[bytes]], ...], int]:
     """``headers`` as the tuple a Record holds, and ``size`` with their bytes counted."""
     try:
         headers = tuple(headers)
@@ -100,9 +105,13 @@ class Producer:
     ``partitioner`` (``f(key, partition_count)``), ``key_serializer``,
     ``value_serializer``. See the module docstring for when records are appended."""
 
-    def __init__(self, db, *, linger_ms=DEFAULT_LINGER_MS, batch_size=16384,
-                 compression_type=None, partitioner=None, key_serializer=None,
-                 value_serializer=None):
+    # ``db``: the Database (Any to a type checker: database.py imports this module,
+    # and the layer rules allow no import back, not even one for types).
+    def __init__(self, db: Any, *, linger_ms: float = DEFAULT_LINGER_MS,
+                 batch_size: int = 16384, compression_type: "Codec" = None,
+                 partitioner: Optional[Callable[[Optional[bytes], int], int]] = None,
+                 key_serializer: Optional[Callable[[Any], bytes]] = None,
+                 value_serializer: Optional[Callable[[Any], bytes]] = None) -> None:
         if not isinstance(linger_ms, (int, float)) or linger_ms < 0:
             raise ConfigError(f"linger_ms must be a number >= 0, not {linger_ms!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -122,17 +131,25 @@ class Producer:
         # An RLock underneath: concurrent.futures.wait acquires it once per future.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
-        self._open = {}          # (topic, partition) -> the open ProducerBatch
-        self._closed_batches = {}  # (topic, partition) -> [closed batches], oldest first
-        self._delivery = {}      # (topic, partition) -> the lock held while delivering
-        self._sender = None      # the sender thread while batches are pending (linger > 0)
-        self._leases = {}        # (topic, partition) -> (its lease, its Log), oldest first
+        # (topic, partition) -> the open ProducerBatch
+        self._open: dict[tuple[str, int], ProducerBatch] = {}
+        # (topic, partition) -> [closed batches], oldest first
+        self._closed_batches: dict[tuple[str, int], list[ProducerBatch]] = {}
+        # (topic, partition) -> the lock held while delivering
+        self._delivery: dict[tuple[str, int], threading.RLock] = {}
+        # the sender thread while batches are pending (linger > 0)
+        self._sender: Optional[threading.Thread] = None
+        # (topic, partition) -> (its lease, its Log), oldest first
+        self._leases: dict[tuple[str, int], tuple[Any, Log]] = {}
         db.track_producer(self)
         _LIVE.add(self)
 
     # -- Sending ------------------------------------------------------------------------------
 
-    def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):
+    def send(self, topic: str, value: Any = None, key: Any = None,
+             partition: Optional[int] = None,
+             headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
+             timestamp: Optional[int] = None) -> RecordFuture:
         """Send one record; returns its :class:`RecordFuture` (``result()`` is its
         RecordMetadata once it is appended). Raises ReplicatedPartitionError in a cluster
         broker's data dir (produce through the cluster)."""
@@ -156,7 +173,7 @@ class Producer:
         meta = self._topics.get(topic)
         # An unknown topic: partitions_for raises, or auto-creates it.
         count = self.db.partitions_for(topic) if meta is None else meta["partitions"]
-        lock = None
+        lock: Union[threading.RLock, bool, None] = None
         with self._lock:
             if partition is not None:
                 if not 0 <= partition < count:
@@ -173,10 +190,11 @@ class Producer:
             batch = self._open.get(tp)
             if batch is None:
                 if not self.linger:
-                    lock = self._delivery.get(tp)
-                    if lock is None:
-                        lock = self._delivery[tp] = threading.RLock()
-                    if lock.acquire(False):
+                    delivery = self._delivery.get(tp)
+                    if delivery is None:
+                        delivery = self._delivery[tp] = threading.RLock()
+                    lock = delivery
+                    if delivery.acquire(False):
                         # Nobody is delivering to tp and nothing waits for it: this record
                         # is a batch of its own, appended below by this thread alone.
                         lock = True
@@ -221,14 +239,14 @@ class Producer:
             self._deliver(tp, batch)
         return future
 
-    def _serialize(self, key, value):
+    def _serialize(self, key: Any, value: Any) -> tuple[Any, Any]:
         if self._key_ser is not None and key is not None:
             key = self._key_ser(key)
         if self._value_ser is not None and value is not None:
             value = self._value_ser(value)
         return key, value
 
-    def _new_batch(self, tp):
+    def _new_batch(self, tp: tuple[str, int]) -> ProducerBatch:
         """Open a batch for ``tp`` (the caller holds the condition); with linger, make sure
         a sender thread will deliver it."""
         batch = self._open[tp] = ProducerBatch(tp[0], tp[1], time.monotonic(), self._cond,
@@ -241,7 +259,7 @@ class Producer:
             self._sender.start()
         return batch
 
-    def _close_batch(self, tp, batch):
+    def _close_batch(self, tp: tuple[str, int], batch: ProducerBatch) -> None:
         """No more records go into ``batch``: it waits for delivery behind the others."""
         del self._open[tp]
         self._closed_batches.setdefault(tp, []).append(batch)
@@ -250,7 +268,8 @@ class Producer:
 
     # -- Delivery -----------------------------------------------------------------------------
 
-    def _deliver(self, tp, batch=None, whole=True, timeout=None):
+    def _deliver(self, tp: tuple[str, int], batch: Optional[ProducerBatch] = None,
+                 whole: bool = True, timeout: Optional[float] = None) -> None:
         """Append ``tp``'s closed batches and, with ``whole``, its open one (or only those
         whose linger has passed), oldest first. With ``batch``: nothing to do once that
         batch is delivered (another thread appended it). Raises TimeoutError when the
@@ -273,7 +292,7 @@ class Producer:
         finally:
             lock.release()
 
-    def _append(self, batch):
+    def _append(self, batch: ProducerBatch) -> None:
         """Append ``batch`` and resolve its futures."""
         tp = (batch.topic, batch.partition)
         try:
@@ -288,7 +307,8 @@ class Producer:
         else:
             batch.complete(base, None)
 
-    def _append_again(self, tp, record, timestamp):
+    def _append_again(self, tp: tuple[str, int], record: Record,
+                      timestamp: int) -> tuple[Optional[int], Optional[Exception]]:
         """Append one record alone once more after its leased log was found closed (its
         topic was deleted, or the Database is closing): (offset, None) or (None, error)."""
         self._drop_lease(tp)
@@ -297,7 +317,7 @@ class Producer:
         except Exception as exc:
             return None, exc
 
-    def _log(self, tp):
+    def _log(self, tp: tuple[str, int]) -> "Log":
         """The Log of ``tp``, leased until the producer closes or has leased _LEASES others
         since (the caller holds tp's delivery lock)."""
         lease = self._leases.get(tp)
@@ -312,17 +332,17 @@ class Producer:
                         self._drop_lease(old)
                     finally:
                         busy.release()
-            lease = self.db.leased_log(*tp)
-            log = lease.__enter__()
-            self._leases[tp] = (lease, log)
+            held = self.db.leased_log(*tp)
+            log: Log = held.__enter__()
+            self._leases[tp] = (held, log)
         return log
 
-    def _drop_lease(self, tp):
+    def _drop_lease(self, tp: tuple[str, int]) -> None:
         lease = self._leases.pop(tp, None)
         if lease is not None:
             lease[0].__exit__(None, None, None)
 
-    def _await(self, batch, timeout):
+    def _await(self, batch: ProducerBatch, timeout: Optional[float]) -> None:
         """A caller waits for a record of ``batch``: deliver it now (ending its linger),
         then wait until it is done."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -334,7 +354,7 @@ class Producer:
                     raise TimeoutError("the producer did not deliver the record in time")
                 self._cond.wait(left)
 
-    def _run(self):
+    def _run(self) -> None:
         """The sender thread: deliver closed batches now and open ones once their linger
         has passed; end when nothing is pending."""
         while True:
@@ -345,11 +365,11 @@ class Producer:
                         return
                     now = time.monotonic()
                     due = list(self._closed_batches)
-                    oldest = None
+                    oldest = float("inf")      # (some batch is open here)
                     for tp, b in self._open.items():
                         if now - b.created >= self.linger:
                             due.append(tp)
-                        elif oldest is None or b.created < oldest:
+                        elif b.created < oldest:
                             oldest = b.created
                     if due:
                         break
@@ -357,7 +377,7 @@ class Producer:
             for tp in dict.fromkeys(due):
                 self._deliver(tp, whole=False)
 
-    def flush(self, timeout=None):
+    def flush(self, timeout: Optional[float] = None) -> None:
         """Append everything sent so far; returns when all their futures are done."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -369,7 +389,7 @@ class Producer:
             except TimeoutError:
                 raise TimeoutError("producer flush timed out") from None
 
-    def close(self, timeout=None):
+    def close(self, timeout: Optional[float] = None) -> None:
         """Flush, then refuse further sends."""
         if self._closed:
             return
@@ -384,8 +404,8 @@ class Producer:
                 with self._delivery[tp]:
                     self._drop_lease(tp)
 
-    def __enter__(self):
+    def __enter__(self) -> "Producer":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

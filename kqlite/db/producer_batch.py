@@ -30,7 +30,7 @@ Every batch of a producer shares the producer's condition (an RLock underneath:
 """
 
 import logging
-from collections import namedtuple
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 from concurrent.futures import Future
 from concurrent.futures._base import FINISHED, PENDING
 from itertools import repeat
@@ -44,7 +44,14 @@ log = logging.getLogger("kqlite")
 _new = tuple.__new__
 
 
-RecordMetadata = namedtuple("RecordMetadata", "topic partition offset timestamp")
+class RecordMetadata(NamedTuple):
+    """Where a sent record was appended: its topic, partition, offset and timestamp
+    (milliseconds; the append time on a LogAppendTime topic)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
 
 
 class ProducerBatch:
@@ -154,7 +161,7 @@ class AppendedRecord:
         FINISHED first, and nothing is left to notify."""
 
 
-class RecordFuture(Future):
+class RecordFuture(Future[RecordMetadata]):
     """The future of one sent record: its batch, its index in it and its timestamp
     (Kafka's FutureRecordMetadata). Its result is a RecordMetadata."""
 
@@ -166,7 +173,11 @@ class RecordFuture(Future):
         self._index = index
         self._timestamp = timestamp
 
-    def __getattr__(self, name):
+    if not TYPE_CHECKING:     # (no attribute of a RecordFuture is Any to a type checker)
+        def __getattr__(self, name):
+            return self._future_field(name)
+
+    def _future_field(self, name):
         # Only the Future fields that the functions of concurrent.futures read directly
         # come here (attributes found normally never do).
         batch = self._batch
@@ -186,24 +197,24 @@ class RecordFuture(Future):
             return made
         raise AttributeError(name)
 
-    def _metadata(self):
+    def _metadata(self) -> RecordMetadata:
         batch = self._batch
         return RecordMetadata(batch.topic, batch.partition, batch.base + self._index,
                               self._timestamp)
 
-    def done(self):
-        return self._batch.done
+    def done(self) -> bool:
+        return bool(self._batch.done)
 
-    def running(self):
+    def running(self) -> bool:
         return False
 
-    def cancelled(self):
+    def cancelled(self) -> bool:
         return False
 
-    def cancel(self):
+    def cancel(self) -> bool:
         return False
 
-    def result(self, timeout=None):
+    def result(self, timeout: Optional[float] = None) -> RecordMetadata:
         """The RecordMetadata once the record is appended (and durable as the topic's flush
         policy says); raises what the append raised, or TimeoutError."""
         batch = self._batch
@@ -213,13 +224,13 @@ class RecordFuture(Future):
             raise batch.error
         return self._metadata()
 
-    def exception(self, timeout=None):
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         batch = self._batch
         if not batch.done:
             batch.wait_for(batch, timeout)
         return batch.error
 
-    def add_done_callback(self, fn):
+    def add_done_callback(self, fn: "Callable[[Future[RecordMetadata]], object]") -> None:
         batch = self._batch
         with batch.condition:
             if not batch.done:

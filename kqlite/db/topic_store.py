@@ -41,6 +41,7 @@ import logging
 import os
 import threading
 import uuid
+from typing import Any, Optional
 
 from ..errors import ConfigError, KqliteError, StorageError, TopicExistsError, UnknownTopicError
 from ..storage.config import DEFAULTS, LogConfig, salvage
@@ -67,13 +68,13 @@ class TopicStore(abc.ABC):
     """Where topic definitions live; see the module docstring for the contract."""
 
     @abc.abstractmethod
-    def create(self, name, partitions, config, topic_id=None):
+    def create(self, name, partitions, config, topic_id=None) -> "dict[str, Any]":
         """Define a new topic with ``topic_id`` (Kafka's Uuid text form; a fresh one when
         None: a cluster broker passes the id ZooKeeper holds); returns its definition.
         Raises TopicExistsError when ``name`` is taken."""
 
     @abc.abstractmethod
-    def get(self, name):
+    def get(self, name) -> "Optional[dict[str, Any]]":
         """The definition of ``name``, or None when there is no such topic."""
 
     @abc.abstractmethod
@@ -215,7 +216,7 @@ class FileTopicStore(TopicStore):
             finally:
                 self._flock.unlock()
 
-    def create(self, name, partitions, config, topic_id=None):
+    def create(self, name, partitions, config, topic_id=None) -> "dict[str, Any]":
         check_topic_name(name)
         with self._locked():
             if self._read(name) is not None:
@@ -234,7 +235,7 @@ class FileTopicStore(TopicStore):
             self._cache[name] = meta
             return meta
 
-    def get(self, name):
+    def get(self, name) -> "Optional[dict[str, Any]]":
         meta = self._cache.get(name)
         if meta is None and valid_topic_name(name):
             meta = self._read(name)

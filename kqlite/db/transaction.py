@@ -69,6 +69,9 @@ not by both: nothing arbitrates between two coordinators of one id.
 """
 
 import threading
+from types import TracebackType
+from typing import (TYPE_CHECKING, Any, cast, Iterable, Literal, Mapping, Optional, Sequence,
+                    Union)
 
 from ..errors import (ConfigError, InvalidProducerEpochError, InvalidRecordError,
                       InvalidTxnStateError, LogClosedError, ProducerFencedError)
@@ -81,13 +84,20 @@ from ..format.validate import AppendOrigin
 from ..storage.producer_state import NO_VERIFICATION
 from .partitioner import StickyPartitioner, partition_for_key
 from .producer import _as_bytes
-from .transaction_batches import PartitionBatch, SentRecord
+from .transaction_batches import PartitionBatch, SentRecord, SentRecords
 from .transaction_owners import Owner, OwnerLock, read_owner, take_free_generated, write_owner
 from .transaction_recovery import (DEFAULT_TIMEOUT_MS, ends_header, recover_owned,
                                    state_value, write_markers)
 from .transaction_rules import NEW_PRODUCER_ID, bump, fenced
 
+if TYPE_CHECKING:
+    from .sync_round import Round as SyncRound
+
 __all__ = ["Transaction", "TransactionRegistry"]
+
+# A partition: (topic, partition number), or an object with ``topic`` and ``partition``
+# (a Kafka client's TopicPartition).
+PartitionKey = Any
 
 S = TransactionStatus
 MAX_TIMEOUT_MS = 900000            # Kafka's transaction.max.timeout.ms default
@@ -101,13 +111,13 @@ class TransactionRegistry:
     process ended cleanly, its owner, the record it left and where the id's partition
     ended then (``finished``)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.by_id = {}
-        self.finished = {}
+        self.by_id: dict[str, Transaction] = {}
+        self.finished: dict[str, tuple[Any, Any, Any]] = {}
         self.local = threading.local()
 
-    def open_ones(self):
+    def open_ones(self) -> "list[Transaction]":
         with self.lock:
             return list(self.by_id.values())
 
@@ -121,8 +131,11 @@ class Transaction:
     id), ``batch_bytes`` (records collected per partition before they are written, at most
     the topic's ``max.message.bytes``). One thread uses a transaction."""
 
-    def __init__(self, db, transactional_id=None, *, timeout_ms=DEFAULT_TIMEOUT_MS,
-                 lock_timeout_ms=30000, batch_bytes=1 << 20):
+    # ``db``: the Database (Any to a type checker: database.py imports this module,
+    # and the layer rules allow no import back, not even one for types).
+    def __init__(self, db: Any, transactional_id: Optional[str] = None, *,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, lock_timeout_ms: float = 30000,
+                 batch_bytes: int = 1 << 20) -> None:
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             raise ConfigError(f"timeout_ms must be in (0, {MAX_TIMEOUT_MS}], not {timeout_ms!r}")
         if transactional_id is not None and (not isinstance(transactional_id, str)
@@ -143,17 +156,29 @@ class Transaction:
         self.batch_bytes = batch_bytes
         self._fenced = False
         self._ended = False
-        self._lock = None
-        self._sticky = None       # made for the first keyless record without a partition
-        self._pending = {}        # (topic, partition) -> PartitionBatch collecting its records
-        self._topics = {}         # topic -> (partition count, batch byte limit), looked up once
-        self._offsets = {}        # group -> {(topic, partition): OffsetAndMetadata}
-        self._sequences = {}      # (topic, partition) -> next base sequence
-        self._partitions = frozenset()   # partitions in the transaction (logged Ongoing)
-        self._ends = {}           # (topic, partition) -> last offset written there
-        self._owner = None
-        self._state_end = None    # where the id's partition ended after this handle's record
-        self._last_value = None   # the id's latest record once this handle ended cleanly
+        self._lock: Optional[OwnerLock] = None
+        # made for the first keyless record without a partition
+        self._sticky: Optional[StickyPartitioner] = None
+        # (topic, partition) -> PartitionBatch collecting its records
+        self._pending: dict[tuple[str, int], PartitionBatch] = {}
+        # topic -> (partition count, batch byte limit), looked up once
+        self._topics: dict[str, tuple[int, int]] = {}
+        # group -> {(topic, partition): OffsetAndMetadata}
+        self._offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        # (topic, partition) -> next base sequence
+        self._sequences: dict[tuple[str, int], int] = {}
+        # partitions in the transaction (logged Ongoing)
+        self._partitions: frozenset[tuple[str, int]] = frozenset()
+        # (topic, partition) -> last offset written there
+        self._ends: dict[tuple[str, int], int] = {}
+        self._owner: Any = None
+        # where the id's partition ended after this handle's record
+        self._state_end: Optional[int] = None
+        # the id's latest record once this handle ended cleanly
+        self._last_value: Any = None
+        self._opened_from: Any = None
+        self.producer_id: int = -1
+        self.producer_epoch: int = -1
         self._start_ms = -1
         self.transactional_id = self._claim(registry, transactional_id, lock_timeout_ms)
         registry.local.current = self
@@ -165,13 +190,15 @@ class Transaction:
 
     # -- Open ---------------------------------------------------------------------------------
 
-    def _claim(self, registry, tid, lock_timeout_ms):
+    def _claim(self, registry: TransactionRegistry, tid: Optional[str],
+               lock_timeout_ms: float) -> str:
         db = self.db
         if tid is None:
             with registry.lock:
-                tid, self._lock = take_free_generated(db.fs, db.path, set(registry.by_id))
-                registry.by_id[tid] = self
-            return tid
+                generated: str
+                generated, self._lock = take_free_generated(db.fs, db.path, set(registry.by_id))
+                registry.by_id[generated] = self
+            return generated
         with registry.lock:
             older = registry.by_id.get(tid)
             if older is not None:
@@ -185,14 +212,14 @@ class Transaction:
         self._lock = lock
         return tid
 
-    def _fence(self):
+    def _fence(self) -> Optional[OwnerLock]:
         """A newer handle of this id in this process takes over: this one may do nothing
         more, and hands over its lock."""
         self._fenced = True
         lock, self._lock = self._lock, None
         return lock
 
-    def _open(self):
+    def _open(self) -> None:
         db, tid = self.db, self.transactional_id
         store = db.transaction_state
         with db.transactions.lock:
@@ -223,7 +250,7 @@ class Transaction:
 
     # -- Checks -------------------------------------------------------------------------------
 
-    def _check_usable(self):
+    def _check_usable(self) -> None:
         self.db._check_open()
         if self._fenced:
             self._end()
@@ -232,7 +259,7 @@ class Transaction:
         if self._ended:
             raise InvalidTxnStateError(f"transaction {self.transactional_id!r} has ended")
 
-    def _check_still_owner(self):
+    def _check_still_owner(self) -> None:
         """Raise ProducerFencedError when the id's latest record is no longer this
         handle's (a broker aborted it past its timeout, or another handle took over)."""
         store = self.db.transaction_state
@@ -256,7 +283,9 @@ class Transaction:
 
     # -- Writes -------------------------------------------------------------------------------
 
-    def _choose_partition(self, topic, key, partition, size):
+    def _choose_partition(self, topic: str, key: Union[bytes, bytearray, memoryview, None],
+                          partition: Optional[int],
+                          size: int) -> int:
         known = self._topics.get(topic)
         if known is None:
             self.db.check_writable_topic(topic, "produce to")
@@ -270,24 +299,32 @@ class Transaction:
                 raise InvalidRecordError(f"topic {topic!r} has no partition {partition!r}")
             return partition
         if key is not None:
-            return partition_for_key(bytes(key), count)
+            chosen: int = partition_for_key(bytes(key), count)
+            return chosen
         if self._sticky is None:
             self._sticky = StickyPartitioner()
-        return self._sticky.partition(topic, count, size, known[1])
+        sticky: int = self._sticky.partition(topic, count, size, known[1])
+        return sticky
 
-    def send(self, topic, value=None, key=None, partition=None, headers=None, timestamp=None):
+    def send(self, topic: str, value: Union[bytes, bytearray, memoryview, None] = None,
+             key: Union[bytes, bytearray, memoryview, None] = None,
+             partition: Optional[int] = None,
+             headers: Optional[Sequence[tuple[str, Optional[bytes]]]] = None,
+             timestamp: Optional[int] = None) -> SentRecord:
         """Add one record to the transaction; returns a SentRecord, whose ``result()`` is
         its RecordMetadata once the record is appended (when its partition's collected
         records reach ``batch_bytes``, or at commit)."""
         self._check_usable()
         key = _as_bytes(key, "key")
         value = _as_bytes(value, "value")
+        record: Union[bytes, bytearray, memoryview, Record]
         p = self._choose_partition(topic, key, partition, len(value or b""))
         if key is None and not headers and timestamp is None:
             # A bare value, stamped when its batch is built: the encoder's fast path.
             record = value if value is not None else Record(value=None, timestamp=now_ms())
         else:
-            record = Record(value=value, key=key, headers=headers or (),
+            # (Only encoded, never read back: bytes-like fields are fine.)
+            record = Record(value=value, key=key, headers=headers or (),  # type: ignore[arg-type]
                             timestamp=now_ms() if timestamp is None else timestamp)
         size = _RECORD_OVERHEAD + len(value or b"") + len(key or b"")
         if headers:
@@ -305,7 +342,59 @@ class Transaction:
             self._write([(topic, p)])
         return sent
 
-    def commit_offsets(self, group, offsets, metadata=""):
+    def send_many(self, topic: str, values: Iterable[Optional[bytes]], *,
+                  keys: Optional[Iterable[Optional[bytes]]] = None,
+                  partition: Optional[int] = None,
+                  timestamp: Optional[int] = None) -> SentRecords:
+        """Add one record per value of ``values`` to ``topic`` (what ``executemany`` is to
+        ``execute``); with ``keys``, the i-th key goes with the i-th value (each placed by
+        its key unless ``partition`` is given). Keyless values without a ``partition`` go
+        to the topic's sticky partition, all of one call to one partition. Returns a
+        SentRecords: the records' SentRecords in the order sent."""
+        self._check_usable()
+        values = list(values)
+        key_list = None if keys is None else list(keys)
+        if key_list is not None:
+            if len(key_list) != len(values):
+                raise ConfigError(f"send_many got {len(key_list)} keys for {len(values)} values")
+        sent = SentRecords()
+        if not values:
+            return sent
+        if key_list is not None or timestamp is not None or set(map(type, values)) != {bytes}:
+            # Keys place records one by one; a timestamp or a null value makes each a
+            # Record: the per-record path.
+            for i, value in enumerate(values):
+                one = self.send(topic, value=value, key=None if key_list is None else key_list[i],
+                                partition=partition, timestamp=timestamp)
+                sent.add_one(one)
+            return sent
+        data = cast("list[bytes]", values)          # every value is bytes, checked above
+        size = len(data) * _RECORD_OVERHEAD + sum(map(len, data))
+        key = (topic, self._choose_partition(topic, None, partition, size))
+        limit = self._topics[topic][1]
+        i, n = 0, len(data)
+        while i < n:
+            batch = self._pending.get(key)
+            if batch is None:
+                batch = self._pending[key] = PartitionBatch(*key)
+            j, part = _fitting(data, i, size, limit - batch.size)
+            if j == i:
+                if batch.records:
+                    self._write([key])          # full: the next value starts a batch
+                    continue
+                j, part = i + 1, _RECORD_OVERHEAD + len(data[i])   # too large alone
+            sent.add(batch, len(batch.records), j - i)
+            batch.records.extend(data if i == 0 and j == n else data[i:j])
+            batch.size += part
+            size -= part
+            i = j
+            if batch.size >= limit:
+                self._write([key])
+        return sent
+
+    def commit_offsets(self, group: str,
+                       offsets: Mapping[PartitionKey, Union[int, OffsetAndMetadata]],
+                       metadata: str = "") -> None:
         """Commit ``offsets`` (``{TopicPartition or (topic, partition): offset or
         OffsetAndMetadata}``) for consumer group ``group`` with the transaction (Kafka's
         sendOffsetsToTransaction): pending until it commits, gone if it aborts."""
@@ -321,9 +410,10 @@ class Transaction:
                 raise ConfigError(f"an offset is a non-negative integer, not {offset.offset!r}")
             collected[(topic, partition)] = offset
 
-    def _offset_batches(self):
+    def _offset_batches(self) -> dict[tuple[str, int], list[Record]]:
         """``{(__consumer_offsets, p): [Record]}`` of the collected commits."""
-        batches, ts = {}, now_ms()
+        batches: dict[tuple[str, int], list[Record]] = {}
+        ts = now_ms()
         for group, offsets in sorted(self._offsets.items()):
             key = (OFFSETS_TOPIC, self.db.offsets.partition_for_commit(group))
             records = batches.setdefault(key, [])
@@ -335,7 +425,7 @@ class Transaction:
                                       timestamp=ts))
         return batches
 
-    def _add_partitions(self, partitions):
+    def _add_partitions(self, partitions: Iterable[tuple[str, int]]) -> None:
         """Log the Ongoing record with ``partitions`` added (see the module docstring)."""
         wanted = self._partitions | frozenset(partitions)
         if wanted == self._partitions:
@@ -357,7 +447,9 @@ class Transaction:
                                                          values) + len(values)
         self._partitions = wanted
 
-    def _write(self, keys, offsets=None, sync_round=None):
+    def _write(self, keys: Iterable[tuple[str, int]],
+               offsets: Optional[Mapping[tuple[str, int], list[Record]]] = None,
+               sync_round: "Optional[SyncRound]" = None) -> None:
         """Append the collected records of the partitions ``keys`` (and the offsets
         batches ``offsets``) as transactional batches; with ``sync_round`` (a commit's),
         each partition's fsync starts once its append is done."""
@@ -378,15 +470,15 @@ class Transaction:
             if sync_round is not None:
                 sync_round.add(key)
 
-    def _append_data(self, key, records, timestamp):
+    def _append_data(self, key: tuple[str, int], records: list[Any], timestamp: int) -> int:
         sequence = self._sequences.get(key, 0)
         data = build_batch(records, timestamp=timestamp, producer_id=self.producer_id,
                            producer_epoch=self.producer_epoch, base_sequence=sequence,
                            transactional=True)
         try:
             with self.db.leased_log(*key) as log_:
-                first = log_.append_batches(data, origin=AppendOrigin.CLIENT,
-                                            verification_guard=NO_VERIFICATION)
+                first: int = log_.append_batches(data, origin=AppendOrigin.CLIENT,
+                                                 verification_guard=NO_VERIFICATION)
         except InvalidProducerEpochError as exc:
             self._fenced = True
             raise ProducerFencedError(f"transaction {self.transactional_id!r} was fenced on "
@@ -395,7 +487,7 @@ class Transaction:
         self._ends[key] = first + len(records) - 1
         return first
 
-    def _append_offsets(self, key, records):
+    def _append_offsets(self, key: tuple[str, int], records: list[Record]) -> None:
         data = build_batch(records, producer_id=self.producer_id,
                            producer_epoch=self.producer_epoch, base_sequence=0,
                            transactional=True)
@@ -412,7 +504,7 @@ class Transaction:
 
     # -- Ending -------------------------------------------------------------------------------
 
-    def commit(self):
+    def commit(self) -> None:
         """Make the transaction durable and visible (see the module docstring for what is
         durable when). Raises ProducerFencedError when it was fenced (and then aborted
         by whoever fenced it); any error before the commit point aborts it."""
@@ -443,7 +535,7 @@ class Transaction:
             raise
         self._complete(True)
 
-    def abort(self):
+    def abort(self) -> None:
         """Abort the transaction: nothing of it becomes visible to read_committed readers."""
         if self._fenced:
             self._end()
@@ -467,7 +559,7 @@ class Transaction:
             raise
         self._complete(False)
 
-    def _complete(self, commit):
+    def _complete(self, commit: bool) -> None:
         """The markers and Complete* of the decided transaction."""
         db, tid = self.db, self.transactional_id
         try:
@@ -481,13 +573,13 @@ class Transaction:
         finally:
             self._end()
 
-    def _drop_pending(self, exc):
+    def _drop_pending(self, exc: BaseException) -> None:
         for batch in self._pending.values():
             batch.error = exc
         self._pending.clear()
         self._offsets.clear()
 
-    def _abort_quietly(self):
+    def _abort_quietly(self) -> None:
         """Abort after a failure, keeping the failure the one raised; an abort that fails
         too leaves the transaction to recovery (its lock is released)."""
         if self._ended:
@@ -501,7 +593,7 @@ class Transaction:
         except Exception:   # noqa: BLE001 -- the first failure is the one to report
             self._end()
 
-    def _end(self):
+    def _end(self) -> None:
         if self._ended:
             return
         self._ended = True
@@ -519,20 +611,21 @@ class Transaction:
                         self._owner, self._last_value, self._state_end)
             lock.release()
 
-    def abandon(self):
+    def abandon(self) -> None:
         """The database closes under the open transaction: it ends, writing nothing, and
         its lock goes, so the next open of the data dir decides it (an owner gone)."""
         self._drop_pending(LogClosedError("the database was closed"))
         self._end()
 
     @property
-    def ended(self):
+    def ended(self) -> bool:
         return self._ended
 
-    def __enter__(self):
+    def __enter__(self) -> "Transaction":
         return self
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if self._ended:
             return False
         if exc_type is None:
@@ -541,12 +634,24 @@ class Transaction:
             self._abort_quietly()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "ended" if self._ended else "fenced" if self._fenced else "open"
         return f"<kqlite.Transaction {self.transactional_id!r} {state}>"
 
 
-def _topic_partition(tp):
+def _fitting(values: Sequence[bytes], i: int, rest: int, room: int) -> tuple[int, int]:
+    """``(j, bytes)``: ``values[i:j]`` is the longest run from ``i`` whose records fit in
+    ``room`` bytes, ``bytes`` their size; ``rest`` is the size of ``values[i:]``."""
+    if rest <= room:
+        return len(values), rest
+    j, size = i, 0
+    while j < len(values) and size + _RECORD_OVERHEAD + len(values[j]) <= room:
+        size += _RECORD_OVERHEAD + len(values[j])
+        j += 1
+    return j, size
+
+
+def _topic_partition(tp: PartitionKey) -> tuple[str, int]:
     if hasattr(tp, "topic") and hasattr(tp, "partition"):
         return tp.topic, tp.partition
     topic, partition = tp

@@ -14,13 +14,18 @@ the rest of ``send``.
 A record sent as a bare value (no key, no headers, no timestamp) is kept as the value
 itself and stamped with its batch's timestamp when the batch is built: the record encoder's
 fast path.
+
+``Transaction.send_many`` answers one :class:`SentRecords` for all its records: the runs
+of consecutive records that went to one batch, each a (batch, first index, count); a
+record's SentRecord is made only when it is asked for, so that sending a hundred values
+costs a few list operations, not a hundred objects.
 """
 
 from ..errors import InvalidTxnStateError
 from ..format.record import Record
 from .producer import RecordMetadata
 
-__all__ = ["PartitionBatch", "SentRecord"]
+__all__ = ["PartitionBatch", "SentRecord", "SentRecords"]
 
 
 class PartitionBatch:
@@ -45,10 +50,10 @@ class SentRecord:
     def __init__(self, batch, index):
         self._batch, self._index = batch, index
 
-    def done(self):
+    def done(self) -> bool:
         return self._batch.first_offset is not None or self._batch.error is not None
 
-    def result(self, timeout=None):
+    def result(self, timeout: "float | None" = None) -> RecordMetadata:
         """The RecordMetadata; the append's exception if it failed; InvalidTxnStateError
         before the record is appended."""
         b = self._batch
@@ -61,5 +66,45 @@ class SentRecord:
         return RecordMetadata(b.topic, b.partition, b.first_offset + self._index,
                               record.timestamp if isinstance(record, Record) else b.timestamp)
 
-    def exception(self, timeout=None):
+    def exception(self, timeout: "float | None" = None) -> "BaseException | None":
         return self._batch.error
+
+
+class SentRecords:
+    """What ``Transaction.send_many`` answers: a sequence of the SentRecords of its
+    records, in the order sent (``len``, indexing, iteration)."""
+    __slots__ = ("_runs", "_count")
+
+    def __init__(self):
+        self._runs, self._count = [], 0     # (batch, first index there, count)
+
+    def add(self, batch, first, count):
+        self._runs.append((batch, first, count))
+        self._count += count
+
+    def add_one(self, sent):
+        """Add the record ``sent`` (a SentRecord) answers for."""
+        self.add(sent._batch, sent._index, 1)
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, i):
+        if i < 0:
+            i += self._count
+        if not 0 <= i < self._count:
+            raise IndexError("SentRecords index out of range")
+        for batch, first, count in self._runs:
+            if i < count:
+                return SentRecord(batch, first + i)
+            i -= count
+        raise AssertionError("runs shorter than their count")
+
+    def __iter__(self):
+        for batch, first, count in self._runs:
+            for i in range(first, first + count):
+                yield SentRecord(batch, i)
+
+    def results(self):
+        """Every record's RecordMetadata (see SentRecord.result)."""
+        return [sent.result() for sent in self]

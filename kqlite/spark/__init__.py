@@ -11,12 +11,17 @@ not installed for the workers' Python, register it explicitly::
 See docs/spark.md for options and semantics.
 """
 
+from typing import TYPE_CHECKING
+
 from .source import KqliteDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["KqliteDataSource", "register"]
 
 
-def register(spark):
+def register(spark: "SparkSession") -> type[KqliteDataSource]:
     """Register the ``kqlite`` format in ``spark`` (a SparkSession); returns the class."""
     spark.dataSource.register(KqliteDataSource)
     return KqliteDataSource

@@ -40,7 +40,7 @@ def get_option(options, name, default=None):
     return default
 
 
-def _bool(options, name, default):
+def _bool(options, name, default) -> bool:
     raw = get_option(options, name)
     if raw is None:
         return default

@@ -15,7 +15,7 @@ _DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
 _HEADERS_DDL = ", headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 
 
-def ddl(include_headers):
+def ddl(include_headers: bool) -> str:
     """Spark's Kafka-source schema; ``headers`` only with includeHeaders=true (as Kafka)."""
     return _DDL + (_HEADERS_DDL if include_headers else "")
 

@@ -15,6 +15,7 @@ where ``latestOffset`` receives the start offset and the read limit.
 """
 
 import logging
+from typing import TYPE_CHECKING, Optional
 
 from pyspark.sql.datasource import (
     DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
@@ -36,6 +37,9 @@ from .options import (
     split_ranges,
 )
 from .schema import ddl, spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 __all__ = ["KqliteDataSource", "KqliteBatchReader", "KqliteStreamReader", "KqliteWriter",
            "KqliteStreamWriter", "OffsetRange", "WriteResult", "ADMISSION_CONTROL"]
@@ -71,30 +75,31 @@ class KqliteDataSource(DataSource):
     """``format("kqlite")``: topics of a kqlite data dir (the load/save path)."""
 
     @classmethod
-    def name(cls):
+    def name(cls) -> str:
         return "kqlite"
 
-    def _include_headers(self):
+    def _include_headers(self) -> bool:
         from .options import _bool
         return _bool(self.options, "includeHeaders", False)
 
-    def schema(self):
+    def schema(self) -> str:
+        """Spark's Kafka-source schema (DDL), with ``headers`` when includeHeaders."""
         return ddl(self._include_headers())
 
-    def reader(self, schema):
+    def reader(self, schema: "Optional[StructType]") -> "KqliteBatchReader":
         _check_schema(schema, self._include_headers())
         return KqliteBatchReader(self.options)
 
-    def streamReader(self, schema):
+    def streamReader(self, schema: "Optional[StructType]") -> "KqliteStreamReader":
         _check_schema(schema, self._include_headers())
         return KqliteStreamReader(self.options)
 
-    def writer(self, schema, overwrite):
+    def writer(self, schema: "StructType", overwrite: bool) -> "KqliteWriter":
         if overwrite:
             raise SparkOptionError("kqlite topics are append-only: use .mode('append')")
         return KqliteWriter(self.options, schema)
 
-    def streamWriter(self, schema, overwrite):
+    def streamWriter(self, schema: "StructType", overwrite: bool) -> "KqliteStreamWriter":
         # overwrite is set for outputMode("complete"); like Kafka's sink, every emitted row
         # is appended (a compacted topic then keeps the latest value per key).
         return KqliteStreamWriter(self.options, schema)

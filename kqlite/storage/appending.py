@@ -84,7 +84,7 @@ _BYTES_TYPES = frozenset((bytes, bytearray))
 _set_base_offset = batch_format.set_base_offset
 
 
-def append(lg, records, timestamp, codec, leader_epoch):
+def append(lg, records, timestamp, codec, leader_epoch) -> int:
     """Log.append."""
     kind = type(records)
     if (kind in _BYTES_TYPES or kind is Record) and codec is None and leader_epoch is None:
@@ -273,7 +273,8 @@ def _may_roll(seg, new_size, ts, offset, plan):
             or offset - seg.base_offset > MAX_RELATIVE_OFFSET)
 
 
-def append_batches(lg, data, leader_epoch, assign_offsets, origin, verification_guard=None):
+def append_batches(lg, data, leader_epoch, assign_offsets, origin,
+                   verification_guard=None) -> "AppendInfo":
     """Log.append_batches and Log.append_as_leader: validate the bytes once (format/
     validate.py: framing, CRC, Kafka's LogValidator rules for ``origin``), then append
     them; returns an AppendInfo. ``verification_guard`` is KIP-890's
@@ -331,7 +332,7 @@ def _apply_timestamp_type(lg, data, batches, origin):
     return now
 
 
-def producer_state(lg):
+def producer_state(lg) -> "ProducerStateManager":
     """The log's ProducerStateManager (caller holds the write lock), loaded on first use:
     a log no idempotent producer writes to never pays for it. Once loaded it follows
     every append, is snapshotted at each roll and at close, and catches up with what

@@ -140,7 +140,7 @@ def require_batch_keys(data, pos):
 
 # -- Entry point -----------------------------------------------------------------------------
 
-def compact(lg, now_ms=None, force=False):
+def compact(lg, now_ms=None, force=False) -> CompactionReport:
     """Compact ``lg`` (a CleanableLog); see the module docstring. Returns a
     CompactionReport."""
     now_ms = batch_format.now_ms() if now_ms is None else now_ms

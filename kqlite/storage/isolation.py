@@ -37,7 +37,7 @@ what its reads are limited by.
 """
 
 import enum
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 __all__ = ["Isolation", "OffsetSnapshot", "read_limit", "last_stable_offset", "isolation_of",
            "isolation_level", "READ_UNCOMMITTED", "READ_COMMITTED"]
@@ -57,13 +57,13 @@ class Isolation(enum.Enum):
     COMMITTED = "committed"
 
     @property
-    def limit_name(self):
+    def limit_name(self) -> str:
         """What the limit is called in messages: "log end offset", "high watermark" or
         "last stable offset"."""
         return _LIMIT_NAMES[self]
 
     @property
-    def skips_aborted(self):
+    def skips_aborted(self) -> bool:
         """Whether a reader under this isolation leaves out the batches of aborted
         transactions (Kafka's read_committed consumer, from the Fetch response's
         aborted-transaction list, which only such a fetch gets)."""
@@ -77,7 +77,8 @@ _LIMIT_NAMES = {_LOG_END: "log end offset", _HIGH_WATERMARK: "high watermark",
                 _COMMITTED: "last stable offset"}
 
 
-def read_limit(isolation, *, log_end, high_watermark, last_stable_offset):
+def read_limit(isolation: Isolation, *, log_end: int, high_watermark: int,
+               last_stable_offset: int) -> int:
     """The offset a read under ``isolation`` stops below (Kafka's ``UnifiedLog.read``:
     ``maxOffsetMetadata`` by FetchIsolation):
 
@@ -96,7 +97,7 @@ def read_limit(isolation, *, log_end, high_watermark, last_stable_offset):
                     f"HIGH_WATERMARK or COMMITTED), not {isolation!r}")
 
 
-def last_stable_offset(high_watermark, first_unstable_offset=None):
+def last_stable_offset(high_watermark: int, first_unstable_offset: Optional[int] = None) -> int:
     """Kafka's ``UnifiedLog.lastStableOffset``:
 
     - the first unstable offset, when there is one below the high watermark;
@@ -107,7 +108,7 @@ def last_stable_offset(high_watermark, first_unstable_offset=None):
     return high_watermark
 
 
-def isolation_level(name):
+def isolation_level(name: str) -> int:
     """The IsolationLevel id of Kafka's ``isolation.level`` setting ``name``
     (read_uncommitted or read_committed, in any case); ValueError for another name."""
     try:
@@ -117,7 +118,7 @@ def isolation_level(name):
                          f"not {name!r}") from None
 
 
-def isolation_of(replica_id, isolation_level):
+def isolation_of(replica_id: int, isolation_level: int) -> Isolation:
     """The isolation of a Fetch or ListOffsets request (Kafka's ``FetchIsolation.of``):
 
     - a replica (``replica_id`` >= 0, a broker id) reads to the log end;
@@ -140,7 +141,7 @@ class OffsetSnapshot(NamedTuple):
     high_watermark: int
     log_end_offset: int
 
-    def read_limit(self, isolation):
+    def read_limit(self, isolation: Isolation) -> int:
         """:func:`read_limit` of these offsets."""
         return read_limit(isolation, log_end=self[3], high_watermark=self[2],
                           last_stable_offset=self[1])

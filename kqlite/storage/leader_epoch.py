@@ -84,7 +84,7 @@ class LeaderEpochCache:
             self._save()
 
 
-def assign_epoch_start(lg, epoch, start_offset):
+def assign_epoch_start(lg, epoch, start_offset) -> bool:
     """Log.assign_epoch_start: under the write lock, so the cache this process changes is
     the one on disk (another process may have assigned an epoch since we last looked);
     a change bumps the shared generation, which makes other processes reload the cache."""

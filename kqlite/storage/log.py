@@ -62,7 +62,8 @@ import functools
 import os
 import threading
 import time
-from typing import NamedTuple
+from typing import (TYPE_CHECKING, Any, Callable, Concatenate, Iterable, Iterator, Literal,
+                    Mapping, NamedTuple, Optional, ParamSpec, TypeVar, Union, cast, overload)
 
 from ..errors import (KqliteError, LogClosedError, LogFailedError, ReplicatedPartitionError,
                       StorageError)
@@ -72,10 +73,12 @@ from . import appending, clean_mark, cleaner, cluster_dir, flusher, leader_epoch
 from . import record_lookup, retention
 from . import group_commit
 from .cleanable import CleanableLog
-from .config import LogConfig
+from .config import LogConfig, LogOptions
 from .data_dir import (
     REPLICATION_OFFSET_FILE, DataDir, is_data_dir, parse_topic_partition, write_meta_properties,
 )
+from ..format.header import BatchHeader
+from ..format.record import Record
 from ..format.validate import AppendOrigin
 from .fs import DEFAULT_FS
 from .isolation import Isolation, OffsetSnapshot, last_stable_offset
@@ -83,26 +86,48 @@ from .leader_epoch import LeaderEpochCache
 from .loader import load
 from .offset_checkpoints import PartitionCheckpoints
 from .producer_state import NO_VERIFICATION
+from .segments import LogSegments
+from .reads import Fetched, RecordIterator, RecordList
+from .txn_index import AbortedTxn
 from .sharing import Locked, SharedFiles, refresh, write_shared_state
 from .state import FLAG_CLEAN, NO_UNSTABLE, UNKNOWN_UNSTABLE
 
-__all__ = ["Log", "ProducerSummary", "NO_VERIFICATION"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .appending import AppendInfo
+    from .cleaner import CompactionReport
+    from .fs import OsFileSystem as FileSystem
+
+__all__ = ["Log", "ProducerSummary", "NO_VERIFICATION", "AppendValue", "Codec"]
+
+# What Log.append takes, one or an iterable of them: a value (bytes), None (a
+# tombstone) or a Record (key, headers, timestamp).
+AppendValue = Union[bytes, bytearray, memoryview, Record, None]
+# A compression codec: Kafka's name (case does not matter at run time) or id; None for
+# the topic's compression.type.
+Codec = Union[Literal["none", "uncompressed", "gzip", "snappy", "lz4", "zstd"], int, None]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
-def _fails_on_io_error(method):
+def _fails_on_io_error(
+        method: "Callable[Concatenate[Log, _P], _T]") -> "Callable[Concatenate[Log, _P], _T]":
     """An OSError from anywhere but the paths that undo their own writes (the .log
     write of an append) leaves memory and disk possibly out of step, so the log fails,
     as Kafka takes a log dir offline on an IOException: the call raises LogFailedError
     and every later write does too, until a reopen recovers from what is on disk."""
     @functools.wraps(method)
-    def guarded(self, *args, **kwargs):
+    def guarded(self: "Log", *args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return method(self, *args, **kwargs)
         except KqliteError:
             raise
         except OSError as exc:
             raise self._fail(exc, method.__name__) from exc
-    return guarded
+    # (functools.wraps' own type names the first parameter "self", not positional.)
+    return cast("Callable[Concatenate[Log, _P], _T]", guarded)
 
 
 class ProducerSummary(NamedTuple):
@@ -132,10 +157,18 @@ class Log:
     stays readable after a close.
     """
 
+    # Set by _load and clean_mark (their types, for the strict check of this module).
+    _segments: LogSegments
+    _high_watermark: int
+    _marked: bool
+    hw_follows_leo: bool
+
     # -- Open and close a log ----------------------------------------------------------------
 
     @classmethod
-    def open(cls, path, config=None, *, fs=None, create=True, **options):
+    def open(cls, path: "str | os.PathLike[str]", config: Optional[Mapping[str, Any]] = None,
+             *, fs: "Optional[FileSystem]" = None, create: bool = True,
+             **options: "Unpack[LogOptions]") -> "Log":
         """Open (creating if needed) the log in directory ``path``.
 
         ``config`` is a dict of Kafka topic settings (``{"segment.bytes": ...}``);
@@ -144,32 +177,33 @@ class Log:
         files cannot be read or written, FileNotFoundError with ``create=False`` and
         no log at ``path``.
         """
-        config = LogConfig(config, **options)
+        settings = LogConfig(config, **options)
         fs = fs or DEFAULT_FS
         if not create and not fs.exists(path):
             raise FileNotFoundError(f"no log at {os.path.abspath(os.fspath(path))}")
         try:
-            return cls(path, config, fs, create)
+            return cls(path, settings, fs, create)
         except KqliteError:
             raise
         except OSError as exc:
             raise StorageError(f"cannot open the log at {os.fspath(path)}: {exc}") from exc
 
-    def __init__(self, path, config, fs, create=True):
-        self.path = os.path.abspath(os.fspath(path))
+    def __init__(self, path: "str | os.PathLike[str]", config: LogConfig, fs: "FileSystem",
+                 create: bool = True) -> None:
+        self.path: str = os.path.abspath(os.fspath(path))
         self.config = config
         self.fs = fs
         self.topic, self.partition = parse_topic_partition(os.path.basename(self.path))
-        self.recovery_reports = []
+        self.recovery_reports: list[Any] = []
         self._closed = True
-        self._failed = None
+        self._failed: Optional[BaseException] = None
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
         # Roll listeners: callables(new_base_offset), called under the write lock right
         # after this process rolled a new segment (the producer state snapshots there, as
         # Kafka writes <offset>.snapshot at a roll). An exception propagates to the write
         # that rolled; the roll stays.
-        self._on_roll = []
+        self._on_roll: list[Callable[[int], object]] = []
         self._producer_state = None     # loaded on first use: appending.producer_state
         self._producer_state_cuts = 0   # the truncations it has followed (sharing.py)
         self._first_unstable = NO_UNSTABLE  # as published in the shared state (state.py)
@@ -182,7 +216,7 @@ class Log:
                 write_meta_properties(fs, parent)
                 fs.fsync_dir(os.path.dirname(parent))  # the new data dir's own entry
             fs.fsync_dir(parent)
-        self._data_dir = None
+        self._data_dir: Optional[DataDir] = None
         # In a cluster broker's data dir (cluster_dir.py) only the broker's process may
         # write, and a HW the replication layer did not pin is never checkpointed.
         self._replicated = self._read_only = self._hw_from_checkpoint = False
@@ -196,7 +230,7 @@ class Log:
         if self.config["flush.ms"] < 2 ** 62:
             flusher.register(self)
 
-    def _open(self, parent):
+    def _open(self, parent: str) -> None:
         users = self._shared.users
         alone = users.try_lock(exclusive=True)
         if not alone:
@@ -218,15 +252,15 @@ class Log:
             users.unlock()
             users.lock(exclusive=False)
 
-    def _load(self, state, recover):
+    def _load(self, state: Any, recover: bool) -> None:
         listing = sorted(self.fs.listdir(self.path))
         checkpoints = self._checkpoints.read()
         loaded = load(self.fs, self.path, self.config, state, checkpoints, recover)
         self.recovery_reports.extend(loaded.reports)
         self._segments = loaded.segments
         self._corrupt = loaded.corrupt
-        self.log_start_offset = loaded.log_start_offset
-        self.recovery_point = loaded.recovery_point
+        self.log_start_offset: int = loaded.log_start_offset
+        self.recovery_point: int = loaded.recovery_point
         self.epochs = LeaderEpochCache(self.fs, self.path)
         self._generation = (state.generation + 1) if state else 1
         end = self.next_offset
@@ -250,7 +284,7 @@ class Log:
         clean_mark.opened(self, state, recover, listing, checkpoints)
         self._settle_producer_state(state, loaded.producer_state)
 
-    def _settle_producer_state(self, state, recovered):
+    def _settle_producer_state(self, state: Any, recovered: Any) -> None:
         """At open, under the write lock: the first unstable offset, from the producer
         state recovery built, or the shared state's; when neither says (no record, or one
         written before kqlite had transactions) the producer state is loaded to learn it,
@@ -273,7 +307,7 @@ class Log:
             self._write_state()
 
     @_fails_on_io_error
-    def close(self):
+    def close(self) -> None:
         """Flush, checkpoint and release the log. Safe to call twice. The files are
         released even when flushing or checkpointing fails (which then raises)."""
         if self._closed:
@@ -318,19 +352,19 @@ class Log:
         if flush_error is not None:
             raise flush_error
 
-    def _release_files(self):
+    def _release_files(self) -> None:
         self._shared.release()
         if self._data_dir is not None:
             # A failed log needs recovery: it must not mark the data dir cleanly shut down.
             self._data_dir.release(clean=self._failed is None)
 
-    def __enter__(self):
+    def __enter__(self) -> "Log":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         try:
             state = f"[{self.start_offset}, {self.end_offset})"
         except LogClosedError:
@@ -340,12 +374,12 @@ class Log:
     # -- Offsets ------------------------------------------------------------------------------
 
     @property
-    def next_offset(self):
+    def next_offset(self) -> int:
         """The log end offset as this handle last saw it (:attr:`end_offset` catches up)."""
         return self._segments[-1].next_offset
 
     @property
-    def end_offset(self):
+    def end_offset(self) -> int:
         """The log end offset (LEO): the offset the next record will get."""
         with self._lock:
             self._check_open()
@@ -353,7 +387,7 @@ class Log:
             return self._segments[-1].next_offset
 
     @property
-    def start_offset(self):
+    def start_offset(self) -> int:
         """The log start offset: the first offset still readable."""
         with self._lock:
             self._check_open()
@@ -361,7 +395,7 @@ class Log:
             return self.log_start_offset
 
     @property
-    def high_watermark(self):
+    def high_watermark(self) -> int:
         """The offset below which consumers read (Isolation.HIGH_WATERMARK), caught up with
         other processes' appends: the log end, unless pinned by set_high_watermark."""
         with self._lock:
@@ -370,7 +404,7 @@ class Log:
             return self._high_watermark
 
     @property
-    def last_stable_offset(self):
+    def last_stable_offset(self) -> int:
         """The offset below which read_committed consumers read (Isolation.COMMITTED),
         caught up with other processes: Kafka's rule (isolation.last_stable_offset), the
         first offset of the oldest transaction that is undecided or whose marker the high
@@ -381,7 +415,7 @@ class Log:
             self._refresh()
             return self._last_stable_offset()
 
-    def offset_snapshot(self):
+    def offset_snapshot(self) -> OffsetSnapshot:
         """The log start, last stable offset, high watermark and log end at one moment,
         caught up with other processes: an isolation.OffsetSnapshot (Kafka's
         fetchOffsetSnapshot), whose ``read_limit`` gives each isolation's limit."""
@@ -393,20 +427,20 @@ class Log:
                                   self._segments[-1].next_offset)
 
     @property
-    def size(self):
+    def size(self) -> int:
         """Bytes in all segments."""
         with self._lock:
             self._check_open()
             return self._segments.size_in_bytes()
 
     @property
-    def segments(self):
+    def segments(self) -> list[int]:
         """Base offsets of the segments, oldest first."""
         with self._lock:
             self._check_open()
             return self._segments.bases()
 
-    def set_high_watermark(self, offset):
+    def set_high_watermark(self, offset: int) -> int:
         """Replication: pin the high watermark at ``offset`` (within [log start, log end]);
         it then stops following the log end. Only truncation lowers a pinned high
         watermark on its own. Returns the high watermark."""
@@ -417,7 +451,7 @@ class Log:
             self._high_watermark = max(self.log_start_offset, min(offset, self.next_offset))
             return self._high_watermark
 
-    def advance_high_watermark(self, offset):
+    def advance_high_watermark(self, offset: int) -> int:
         """Replication, on the leader: pin the high watermark and move it forward to
         ``offset`` (capped at the log end); a lower ``offset`` changes nothing (Kafka's
         maybeIncrementHighWatermark). Returns the high watermark."""
@@ -431,7 +465,9 @@ class Log:
     # -- Append -------------------------------------------------------------------------------
 
     @_fails_on_io_error
-    def append(self, records, *, timestamp=None, codec=None, leader_epoch=None):
+    def append(self, records: Union[AppendValue, Iterable[AppendValue]], *,
+               timestamp: Optional[int] = None, codec: Codec = None,
+               leader_epoch: Optional[int] = None) -> int:
         """Append records (bytes values, None tombstones or Record objects) as batches.
 
         Returns the offset of the first record. Long lists are split into batches of
@@ -441,8 +477,10 @@ class Log:
         return appending.append(self, records, timestamp, codec, leader_epoch)
 
     @_fails_on_io_error
-    def append_batches(self, data, *, leader_epoch=None, assign_offsets=True, origin=None,
-                       verification_guard=None):
+    def append_batches(self, data: Union[bytes, bytearray, memoryview], *,
+                       leader_epoch: Optional[int] = None, assign_offsets: bool = True,
+                       origin: Optional[AppendOrigin] = None,
+                       verification_guard: object = None) -> int:
         """Append bytes holding whole v2 batches (from an application or another log).
 
         The bytes are validated once, without building Python records: framing, CRC and
@@ -461,8 +499,9 @@ class Log:
                                         origin, verification_guard).first_offset
 
     @_fails_on_io_error
-    def append_as_leader(self, data, *, leader_epoch, origin=AppendOrigin.CLIENT,
-                         verification_guard=None):
+    def append_as_leader(self, data: Union[bytes, bytearray, memoryview], *,
+                         leader_epoch: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+                         verification_guard: object = None) -> "AppendInfo":
         """A produce request's batches, appended by the partition's leader (Kafka's
         appendAsLeader): validated as coming from a client, stamped with
         ``leader_epoch``, judged by the producer state (a retry of a batch already in the
@@ -478,8 +517,9 @@ class Log:
                                         verification_guard)
 
     @_fails_on_io_error
-    def append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit, *,
-                      leader_epoch=None, timestamp=None):
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool, *, leader_epoch: Optional[int] = None,
+                      timestamp: Optional[int] = None) -> int:
         """Append the COMMIT (``commit`` true) or ABORT marker of ``producer_id``'s
         transaction, as a partition leader does for WriteTxnMarkers (a 78-byte control
         batch stamped ``timestamp``, by default this clock; origin COORDINATOR). An ABORT
@@ -493,7 +533,7 @@ class Log:
         return appending.append_batches(self, data, leader_epoch, True,
                                         AppendOrigin.COORDINATOR).first_offset
 
-    def begin_verification(self, producer_id, sequence, epoch):
+    def begin_verification(self, producer_id: int, sequence: int, epoch: int) -> object:
         """KIP-890 part 1 (Kafka's maybeStartTransactionVerification): the guard to append
         ``producer_id``'s first transactional batch here with, once the transaction
         coordinator confirmed the partition is in the transaction; None when that
@@ -505,7 +545,7 @@ class Log:
                                                                      epoch, now_ms())
 
     @_fails_on_io_error
-    def roll(self):
+    def roll(self) -> None:
         """Start a new segment now (no-op if the active one is empty)."""
         with self._locked_write():
             self._check_writable()
@@ -516,19 +556,19 @@ class Log:
     # -- Flush --------------------------------------------------------------------------------
 
     @_fails_on_io_error
-    def flush(self):
+    def flush(self) -> None:
         """fsync everything appended so far (and the directory after a roll)."""
         self._check_usable()
         with self._lock:
             target = self.next_offset
         self._sync_to(target, force=True)
 
-    def _sync_to(self, offset, force=False):
+    def _sync_to(self, offset: int, force: bool = False) -> None:
         """Return once an fsync round covering ``offset`` (with ``force``: begun after this
         call) has finished; concurrent appenders share rounds (group_commit.py)."""
         group_commit.sync_to(self, offset, force)
 
-    def _flush_if_due(self, now):
+    def _flush_if_due(self, now: float) -> None:
         """Called by the background flusher for ``flush.ms``."""
         if self._closed or self._failed is not None or not self._unflushed:
             return
@@ -537,8 +577,9 @@ class Log:
 
     # -- Read ---------------------------------------------------------------------------------
 
-    def read(self, offset=None, max_records=None, *, max_offset=None,
-             isolation=Isolation.HIGH_WATERMARK):
+    def read(self, offset: Optional[int] = None, max_records: Optional[int] = None, *,
+             max_offset: Optional[int] = None,
+             isolation: Isolation = Isolation.HIGH_WATERMARK) -> RecordIterator:
         """Iterate Records from ``offset`` (default: the log start) up to the isolation's
         limit (by default the high watermark), and below ``max_offset`` if given. Markers
         are never returned; COMMITTED also leaves out the records of aborted transactions
@@ -547,9 +588,13 @@ class Log:
         Raises OffsetOutOfRangeError if ``offset`` is below the log start or above the
         log end; reading at or past the limit yields nothing.
         """
+        if max_records is not None and 0 < max_records <= record_lookup.FEW_RECORDS:
+            # A few records of what may be a large batch: walked to, not decoded whole.
+            return record_lookup.read_few(self, offset, max_records, max_offset, isolation)
         return reads.read(self, offset, max_records, max_offset, isolation)
 
-    def read_one(self, offset, *, isolation=Isolation.HIGH_WATERMARK):
+    def read_one(self, offset: int, *,
+                 isolation: Isolation = Isolation.HIGH_WATERMARK) -> Optional[Record]:
         """The Record at ``offset``, or None when there is none: ``offset`` is at or past
         the isolation's limit (by default the high watermark), compaction removed that
         record, it is a marker's, or (COMMITTED) its transaction was aborted. Raises
@@ -563,7 +608,8 @@ class Log:
         """
         return record_lookup.read_one(self, offset, isolation)
 
-    def fetch_records(self, offset, min_records=1, *, isolation=Isolation.HIGH_WATERMARK):
+    def fetch_records(self, offset: int, min_records: int = 1, *,
+                      isolation: Isolation = Isolation.HIGH_WATERMARK) -> RecordList:
         """A list of the Records from ``offset`` to the end of the batch in which
         ``min_records`` is reached (or to the isolation's limit): whole batches, as a
         consumer's fetch buffers them, so that no batch is decoded twice by consecutive
@@ -573,8 +619,19 @@ class Log:
         OffsetOutOfRangeError as :meth:`read` does."""
         return reads.fetch_records(self, offset, min_records, isolation)
 
-    def read_batches(self, offset, max_bytes=1 << 20, *, isolation=Isolation.HIGH_WATERMARK,
-                     aborted_transactions=False):
+    @overload
+    def read_batches(self, offset: int, max_bytes: int = ..., *,
+                     isolation: Isolation = ...,
+                     aborted_transactions: Literal[False] = ...) -> bytes: ...
+
+    @overload
+    def read_batches(self, offset: int, max_bytes: int = ..., *,
+                     isolation: Isolation = ...,
+                     aborted_transactions: Literal[True]) -> Fetched: ...
+
+    def read_batches(self, offset: int, max_bytes: int = 1 << 20, *,
+                     isolation: Isolation = Isolation.HIGH_WATERMARK,
+                     aborted_transactions: bool = False) -> Union[bytes, Fetched]:
         """Raw bytes of whole batches starting at the one that holds ``offset`` (no
         decoding), each ending below the isolation's limit (by default the high watermark).
 
@@ -587,8 +644,21 @@ class Log:
         """
         return reads.read_batches(self, offset, max_bytes, isolation, aborted_transactions)
 
-    def fetch_region(self, offset, max_bytes, max_offset=None, *,
-                     isolation=Isolation.HIGH_WATERMARK, aborted_transactions=False):
+    @overload
+    def fetch_region(self, offset: int, max_bytes: int, max_offset: Optional[int] = ..., *,
+                     isolation: Isolation = ...,
+                     aborted_transactions: Literal[False] = ...,
+                     ) -> Optional[tuple[int, int, int]]: ...
+
+    @overload
+    def fetch_region(self, offset: int, max_bytes: int, max_offset: Optional[int] = ..., *,
+                     isolation: Isolation = ...,
+                     aborted_transactions: Literal[True]) -> Fetched: ...
+
+    def fetch_region(self, offset: int, max_bytes: int, max_offset: Optional[int] = None, *,
+                     isolation: Isolation = Isolation.HIGH_WATERMARK,
+                     aborted_transactions: bool = False,
+                     ) -> Union[Optional[tuple[int, int, int]], Fetched]:
         """Where the whole batches from the one holding ``offset`` lie on disk, for
         sendfile: ``(fd, position, length)`` within one segment, at most ``max_bytes``
         (but at least one batch), every batch ending below the isolation's limit (by
@@ -600,18 +670,21 @@ class Log:
         return reads.fetch_region(self, offset, max_bytes, max_offset, isolation,
                                   aborted_transactions)
 
-    def offset_for_time(self, timestamp, *, isolation=Isolation.HIGH_WATERMARK):
+    def offset_for_time(self, timestamp: int, *,
+                        isolation: Isolation = Isolation.HIGH_WATERMARK) -> Optional[int]:
         """The earliest offset below the isolation's limit whose timestamp is >=
         ``timestamp`` (ms), or None. As Kafka's ListOffsets, every record counts, markers
         and aborted records included (only the limit depends on the isolation)."""
         return reads.offset_for_time(self, timestamp, isolation)
 
-    def find_by_time(self, timestamp, *, isolation=Isolation.HIGH_WATERMARK):
+    def find_by_time(self, timestamp: int, *, isolation: Isolation = Isolation.HIGH_WATERMARK,
+                     ) -> Optional[tuple[int, int]]:
         """``(offset, timestamp)`` of the record :meth:`offset_for_time` finds, or None: a
         ListOffsets answer (the record found may be a marker, which no read returns)."""
         return reads.find_by_time(self, timestamp, isolation)
 
-    def aborted_transactions(self, offset=None, upper_bound=None):
+    def aborted_transactions(self, offset: Optional[int] = None,
+                             upper_bound: Optional[int] = None) -> list[AbortedTxn]:
         """The ``.txnindex`` entries (AbortedTxn: producer_id, first_offset, last_offset,
         last_stable_offset) of the transactions aborted in [``offset``, ``upper_bound``)
         (Kafka's collectAbortedTransactions; by default the whole log), oldest marker
@@ -623,13 +696,13 @@ class Log:
             end = self._segments[-1].next_offset + 1 if upper_bound is None else upper_bound
             return reads.collect_aborted(self, start, end)
 
-    def max_timestamp(self):
+    def max_timestamp(self) -> tuple[int, int]:
         """``(offset, timestamp)`` of the record with the largest timestamp, ``(-1, -1)``
         for a log without timestamps (ListOffsets' MAX_TIMESTAMP). Like Kafka's, it looks
         at the whole log, the high watermark notwithstanding."""
         return reads.max_timestamp(self)
 
-    def active_producers(self):
+    def active_producers(self) -> list[ProducerSummary]:
         """The producers whose state the log keeps (Kafka's DescribeProducers), each a
         :class:`ProducerSummary`: epoch, last sequence, last timestamp, the coordinator
         epoch of its last marker (-1 before any) and the first offset of its open
@@ -640,14 +713,15 @@ class Log:
                                     e.coordinator_epoch, e.current_txn_first_offset)
                     for e in appending.producer_state(self).producers.values()]
 
-    def ongoing_transactions(self):
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
         """``[(producer id, first offset)]`` of the transactions open on this partition,
         oldest first (what ``kqlite transactions find-hanging`` compares with the
         coordinators' state). Read as :meth:`active_producers` is."""
         with self._locked_write():
             return appending.producer_state(self).ongoing_transactions()
 
-    def batch_headers(self, start_offset=None, *, isolation=Isolation.LOG_END):
+    def batch_headers(self, start_offset: Optional[int] = None, *,
+                      isolation: Isolation = Isolation.LOG_END) -> Iterator[BatchHeader]:
         """Iterate :class:`~kqlite.storage.BatchHeader` of the batches whose last offset is
         >= ``start_offset`` (default: the log start) and below the isolation's limit (by
         default the log end), reading headers only: the producer-state rebuild."""
@@ -656,13 +730,13 @@ class Log:
     # -- Retention, truncation, compaction -------------------------------------------------
 
     @_fails_on_io_error
-    def delete_records(self, before):
+    def delete_records(self, before: int) -> int:
         """Advance the log start offset to ``before`` (Kafka's DeleteRecords) and drop
         segments wholly below it. Returns the new log start offset."""
         return retention.delete_records(self, before)
 
     @_fails_on_io_error
-    def enforce_retention(self, now_ms=None):
+    def enforce_retention(self, now_ms: Optional[int] = None) -> list[int]:
         """Delete whole old segments by the log start offset and, with cleanup.policy
         delete, by retention.bytes and retention.ms (Kafka's order); the active segment
         and segments not wholly below the high watermark are never deleted. Returns the
@@ -670,7 +744,7 @@ class Log:
         return retention.enforce_retention(self, now_ms)
 
     @_fails_on_io_error
-    def truncate_to(self, offset):
+    def truncate_to(self, offset: int) -> int:
         """Remove every record at or after ``offset`` (replication's truncation, Kafka's
         truncateTo), and the leader epochs starting at or after it, even when no record
         goes.
@@ -683,7 +757,7 @@ class Log:
         return end
 
     @_fails_on_io_error
-    def truncate_fully_and_start_at(self, offset):
+    def truncate_fully_and_start_at(self, offset: int) -> int:
         """Delete every segment and start the log over, empty, at ``offset`` (Kafka's
         truncateFullyAndStartAt: a follower whose log lies wholly below its leader's log
         start): log start = log end = high watermark = ``offset``; the leader-epoch
@@ -693,7 +767,7 @@ class Log:
         return offset
 
     @_fails_on_io_error
-    def assign_epoch_start(self, epoch, start_offset):
+    def assign_epoch_start(self, epoch: int, start_offset: int) -> bool:
         """Record in the leader-epoch cache (``leader-epoch-checkpoint``) that leader epoch
         ``epoch`` starts at ``start_offset`` (Kafka's maybeAssignEpochStartOffset): an
         epoch not above the latest known one changes nothing; entries starting at or
@@ -701,7 +775,8 @@ class Log:
         return leader_epoch.assign_epoch_start(self, epoch, start_offset)
 
     @_fails_on_io_error
-    def compact(self, now_ms=None, *, force=False):
+    def compact(self, now_ms: Optional[int] = None, *,
+                force: bool = False) -> "CompactionReport":
         """Compact the log (``cleanup.policy`` compact or compact,delete): keep only the
         latest record of each key in the non-active segments; tombstones go
         ``delete.retention.ms`` after the compaction that first kept them. Runs only when
@@ -714,28 +789,28 @@ class Log:
 
     # -- Shared with the implementation modules -------------------------------------------
 
-    def _lock_timeout(self):
-        return self.config["lock.timeout.ms"] / 1000.0
+    def _lock_timeout(self) -> float:
+        return float(self.config["lock.timeout.ms"]) / 1000.0
 
-    def _locked_write(self, refresh=True):
+    def _locked_write(self, refresh: bool = True) -> Locked:
         """The write lock as a context (sharing.Locked): refreshed unless ``refresh`` is
         False, LogClosedError on a closed log."""
         return Locked(self, refresh)
 
-    def _refresh(self):
+    def _refresh(self) -> None:
         """Catch up with changes other processes made (caller holds self._lock)."""
         refresh(self)
         if self._read_only and self._hw_from_checkpoint:
             self._high_watermark = self._checkpoints.refreshed_high_watermark(
                 self._high_watermark, self.log_start_offset, self.next_offset)
 
-    def _write_state(self, flags=0, sync=False):
+    def _write_state(self, flags: int = 0, sync: bool = False) -> None:
         write_shared_state(self, flags, sync)
 
-    def _write_checkpoints(self):
+    def _write_checkpoints(self) -> None:
         clean_mark.write_checkpoints(self)
 
-    def _check_writable(self):
+    def _check_writable(self) -> None:
         if self._corrupt is not None:
             raise self._corrupt
         if self._read_only:
@@ -747,7 +822,7 @@ class Log:
         if not self._marked and self._shared.write_lock.held is not None:
             clean_mark.mark_not_clean(self)     # before the handle's first change lands
 
-    def _fail(self, exc, action):
+    def _fail(self, exc: BaseException, action: str) -> LogFailedError:
         """Put the log in the failed state (keeping the first cause) and return the
         LogFailedError to raise."""
         if self._failed is None:
@@ -755,7 +830,7 @@ class Log:
         return LogFailedError(f"{action} on log {self.path} failed: {exc}; the log refuses "
                               f"writes until reopened")
 
-    def _last_stable_offset(self):
+    def _last_stable_offset(self) -> int:
         """The last stable offset (caller holds self._lock, refreshed): isolation.py's rule
         over this process's first unstable offset (appending.first_unstable_offset)."""
         ps = self._producer_state
@@ -764,18 +839,18 @@ class Log:
         first = appending.first_unstable_offset(self)
         return last_stable_offset(self._high_watermark, first if first >= 0 else None)
 
-    def _producer_batches(self, offset):
+    def _producer_batches(self, offset: int) -> Iterator[tuple[BatchHeader, Any]]:
         """The producer state's view of the batches from ``offset`` (reads.producer_batches;
         caller holds the write lock)."""
         return reads.producer_batches(self._segments, offset)
 
-    def _check_open(self):
+    def _check_open(self) -> None:
         """LogClosedError on a closed log (caller holds self._lock: see the class
         docstring)."""
         if self._closed:
             raise LogClosedError(f"log {self.path} is closed")
 
-    def _check_usable(self):
+    def _check_usable(self) -> None:
         self._check_open()
         if self._failed is not None:
             raise LogFailedError(f"log {self.path} failed earlier ({self._failed}); "

@@ -490,7 +490,7 @@ class ProducerStateManager:
         UnifiedLog.hasOngoingTransaction)."""
         return _has_ongoing(self.producers.get(producer_id), epoch)
 
-    def ongoing_transactions(self):
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
         """``[(producer id, first offset)]`` of the undecided transactions, oldest first."""
         return [(self.ongoing[first], first) for first in sorted(self.ongoing)]
 

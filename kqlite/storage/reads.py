@@ -18,7 +18,8 @@ and never closes a file mid-read, and a close in between is met by the next
 step's LogClosedError (no step reads a closed Log's files: log.py):
 
 * :func:`read` decodes one chunk of about 256 KiB at a time (with
-  ``max_records``, the first chunk ends with the batch holding the offset). A
+  ``max_records``, the first chunk ends with the batch holding the offset; with a
+  few, Log.read walks record boundaries instead: record_lookup.read_few). A
   chunk starts at the offset index entry in front of the offset, so that the
   batches the lookup stepped over by their unchecked headers are CRC-checked too,
   and offsets must rise within the segment (:func:`_rising`): baseOffset is
@@ -57,20 +58,21 @@ import os
 import struct
 from bisect import bisect_right
 from itertools import chain
-from typing import NamedTuple
+from typing import Any, Iterator, NamedTuple, Optional, Union
 
 from .. import _native
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import CONTROL_MASK, MAGIC_V2, TRANSACTIONAL_MASK
 from ..format.control_records import read_marker
-from ..format.header import parse_header
+from ..format.header import BatchHeader, parse_header
 from ..format.legacy import read_legacy_entry
+from ..format.record import Record
 from .isolation import read_limit
 from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, Chunk, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
 from .segments import NO_LIMIT
-from .txn_index import AbortedTransaction
+from .txn_index import AbortedTransaction, AbortedTxn
 
 __all__ = ["read", "RecordIterator", "fetch_records", "read_batches", "fetch_region",
            "offset_for_time", "find_by_time", "max_timestamp", "batch_headers",
@@ -107,7 +109,7 @@ class Fetched(NamedTuple):
     aborted_transactions: object
 
 
-def collect_aborted(lg, offset, upper_bound):
+def collect_aborted(lg, offset, upper_bound) -> list[AbortedTxn]:
     """Kafka's collectAbortedTransactions (caller holds lg._lock): the AbortedTxns of the
     segments from the one holding ``offset`` on whose marker is at or past ``offset`` and
     whose first offset is below ``upper_bound``, up to the first entry whose last stable
@@ -159,7 +161,7 @@ class AbortedFilter:
         return bool(attributes & CONTROL_MASK)
 
 
-def read(lg, offset, max_records, max_offset, isolation):
+def read(lg, offset, max_records, max_offset, isolation) -> "RecordIterator":
     """Log.read."""
     with lg._lock:
         lg._check_open()
@@ -175,7 +177,7 @@ def read(lg, offset, max_records, max_offset, isolation):
     return records
 
 
-class RecordIterator(chain):
+class RecordIterator(chain[Record]):
     """What Log.read returns: an iterator of Records that decodes a batch at a time. It
     chains one list or iterator per batch (C-level iteration: no Python frame resumed
     per record); :meth:`close` ends the reading, as a generator's would, once the batch
@@ -183,8 +185,9 @@ class RecordIterator(chain):
 
     __slots__ = ("_lists",)
 
-    def close(self):
-        self._lists.close()
+    def close(self) -> None:
+        if self._lists is not None:     # None: read whole when made (record_lookup.read_few)
+            self._lists.close()
 
 
 def _filter(lg, isolation, offset, stop):
@@ -195,7 +198,7 @@ def _filter(lg, isolation, offset, stop):
     return AbortedFilter(collect_aborted(lg, offset, stop))
 
 
-def fetch_records(lg, offset, min_records, isolation):
+def fetch_records(lg, offset, min_records, isolation) -> "RecordList":
     """Log.fetch_records."""
     with lg._lock:
         lg._check_open()
@@ -215,13 +218,14 @@ def fetch_records(lg, offset, min_records, isolation):
     return out
 
 
-class RecordList(list):
+class RecordList(list[Record]):
     """What fetch_records returns: the Records, and ``next_offset``, the offset after the
     last batch it read. Markers and aborted batches return no records, yet a consumer's
     position moves past them (Kafka's consumer does): ``next_offset`` may lie past the
     last record's offset + 1."""
 
     __slots__ = ("next_offset",)
+    next_offset: int
 
 
 def _record_lists(lg, offset, stop, max_records, skip=None, controls=False, progress=None):
@@ -387,7 +391,8 @@ def _rising(batches, offset, entry, bounds, path):
 
 # -- Raw batches ------------------------------------------------------------------------------
 
-def read_batches(lg, offset, max_bytes, isolation, aborted_transactions=False):
+def read_batches(lg, offset, max_bytes, isolation,
+                 aborted_transactions=False) -> Union[bytes, Fetched]:
     """Log.read_batches."""
     with lg._lock:
         lg._check_open()
@@ -412,7 +417,8 @@ def read_batches(lg, offset, max_bytes, isolation, aborted_transactions=False):
         return Fetched(data, _fetch_aborted(lg, isolation, offset, extent, len(data)))
 
 
-def fetch_region(lg, offset, max_bytes, max_offset, isolation, aborted_transactions=False):
+def fetch_region(lg, offset, max_bytes, max_offset, isolation, aborted_transactions=False,
+                 ) -> Union[Optional[tuple[int, int, int]], Fetched]:
     """Log.fetch_region."""
     with lg._lock:
         lg._check_open()
@@ -564,13 +570,13 @@ def _bytes_from(chunks, position, length):
 
 # -- Time and headers -------------------------------------------------------------------------
 
-def offset_for_time(lg, timestamp, isolation):
+def offset_for_time(lg, timestamp, isolation) -> Optional[int]:
     """Log.offset_for_time."""
     found = find_by_time(lg, timestamp, isolation)
     return None if found is None else found[0]
 
 
-def find_by_time(lg, timestamp, isolation):
+def find_by_time(lg, timestamp, isolation) -> Optional[tuple[int, int]]:
     """Log.find_by_time: as Kafka's fetchOffsetByTimestamp, every record counts, markers
     and aborted records included; only the isolation's limit bounds the answer."""
     with lg._lock:
@@ -591,7 +597,7 @@ def find_by_time(lg, timestamp, isolation):
     return None
 
 
-def max_timestamp(lg):
+def max_timestamp(lg) -> tuple[int, int]:
     """Log.max_timestamp: as Kafka 3.9, the earliest record carrying the largest batch
     max timestamp, in the batch that first reached it."""
     with lg._lock:
@@ -619,7 +625,7 @@ def max_timestamp(lg):
     return found.last_offset, ts
 
 
-def batch_headers(lg, start_offset, isolation):
+def batch_headers(lg, start_offset, isolation) -> Iterator[BatchHeader]:
     """Log.batch_headers."""
     with lg._lock:
         lg._check_open()
@@ -659,7 +665,7 @@ def _iter_headers(lg, offset, limit):
         offset = headers[-1].last_offset + 1
 
 
-def producer_batches(segments, offset):
+def producer_batches(segments, offset) -> Iterator[tuple[BatchHeader, Any]]:
     """``(BatchHeader, marker)`` of every batch of ``segments`` (a LogSegments) whose last
     offset is >= ``offset``, for the producer state's replay (producer_state.py): the
     marker is the EndTransactionMarker of a producer's control batch with a record, None

@@ -1,4 +1,5 @@
-"""One record by offset (:meth:`Log.read_one`) without decoding the batch that holds it.
+"""A record by offset (:meth:`Log.read_one`), or a few (:meth:`Log.read` with a small
+``max_records``), without decoding the batch that holds them.
 
 Theory of operation
 -------------------
@@ -26,6 +27,16 @@ general read path would have decoded without error. A compressed batch is
 decompressed whole at each read and walked the same way (its records were checked
 once, when it was marked); a legacy message set is decoded.
 
+``Log.read(o, max_records=n)`` with n up to :data:`FEW_RECORDS` (:func:`read_few`)
+walks the same way: from the mark in front of ``o``, a span between two marks read at
+a time, the records at or after ``o`` are built one by one (a compressed batch is
+decompressed and walked from its first record), then the next batch's, each batch
+read and marked the first time; a batch that is never marked (a control batch, a
+legacy message set) hands what is left to the general read (reads.py). So the
+answer is the general read's, batch by batch: the same limit, and no marker nor
+(COMMITTED) record of an aborted transaction; the records are read when the call is
+made, not as the iterator is advanced.
+
 A control batch (a transaction marker) holds no record a reader sees: it is never
 marked, and reading its offset answers None, as reading a record compaction removed
 does. Under COMMITTED, a record of an aborted transaction answers None too: the
@@ -45,6 +56,8 @@ come (16 bytes per mark, one mark per STRIDE bytes of records).
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
+from itertools import chain
+from typing import Optional
 
 from .. import _native
 from ..errors import CorruptRecordError, LogClosedError, OffsetOutOfRangeError
@@ -53,13 +66,18 @@ from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_C
 from ..format.header import parse_header
 from ..format.record import Record
 from .isolation import read_limit
-from .reads import _decode, _read_chunk, collect_aborted
+from .reads import (RecordIterator, _decode, _filter, _limit, _read_chunk, _record_lists,
+                    collect_aborted)
 from .sharing import SharedFiles
 from .state import STATE_SIZE
 
-__all__ = ["read_one", "RecordMarks", "STRIDE", "MAX_BATCHES", "MAX_MARKS"]
+__all__ = ["read_one", "read_few", "RecordMarks", "STRIDE", "MAX_BATCHES", "MAX_MARKS",
+           "FEW_RECORDS"]
 
 STRIDE = 1024            # bytes of records between two marks: about what a read reads
+# Log.read walks record boundaries up to this max_records: past it, a read takes a good
+# share of a large batch and decoding it whole (reads.py, in C) costs about as much.
+FEW_RECORDS = 64
 MAX_BATCHES = 1 << 16    # marked batches per log
 MAX_MARKS = 1 << 20      # marks per log: 16 MiB of arrays
 
@@ -124,20 +142,27 @@ def _catch_up(lg, marks, raw):
         marks.reset(lg._generation)
 
 
-def read_one(lg, offset, isolation):
+def _settled_marks(lg):
+    """The Log's marks, after catching up with other processes as :func:`_catch_up` says
+    (caller holds lg._lock; LogClosedError on a closed log)."""
+    if lg._closed:
+        raise LogClosedError(f"log {lg.path} is closed")
+    marks = lg._record_marks
+    if marks is None:
+        marks = lg._record_marks = RecordMarks()
+    shared = lg._shared
+    raw = _state_raw(shared) if _state_raw is not None \
+        else shared.state_file.pread(STATE_SIZE, 0)
+    if raw != marks.state_raw or marks.generation != lg._generation \
+            or getattr(lg, "_read_only", False):
+        _catch_up(lg, marks, raw)
+    return marks
+
+
+def read_one(lg, offset, isolation) -> Optional[Record]:
     """Log.read_one."""
     with lg._lock:
-        if lg._closed:
-            raise LogClosedError(f"log {lg.path} is closed")
-        marks = lg._record_marks
-        if marks is None:
-            marks = lg._record_marks = RecordMarks()
-        shared = lg._shared
-        raw = _state_raw(shared) if _state_raw is not None \
-            else shared.state_file.pread(STATE_SIZE, 0)
-        if raw != marks.state_raw or marks.generation != lg._generation \
-                or getattr(lg, "_read_only", False):
-            _catch_up(lg, marks, raw)
+        marks = _settled_marks(lg)
         log_end = lg._segments[-1].next_offset
         if offset < lg.log_start_offset or offset > log_end:
             raise OffsetOutOfRangeError(offset, lg.log_start_offset, log_end)
@@ -161,6 +186,10 @@ def read_one(lg, offset, isolation):
                     at, stop = start, end
                 else:
                     j = bisect_right(deltas, offset - base)
+                    if not j:
+                        # Below the first record (the first mark): compaction removed it,
+                        # or the batch is empty.
+                        return None
                     at = positions[j - 1]
                     stop = positions[j] if j < len(positions) else end
                 data = seg.log.pread(stop - at, at)
@@ -181,17 +210,30 @@ def _aborted_at(lg, offset, producer_id):
                for e in collect_aborted(lg, offset, offset + 1))
 
 
-def _record(data, offset, base, base_ts, append_ts, where, position):
-    """The record at ``offset`` in records bytes ``data`` (from a record boundary), or
-    None when the first record at or after it has a larger offset."""
-    status, f = _find_record(data, offset, 0, None, None, base, base_ts)
+def _record(data, offset, base, base_ts, append_ts, where, position, start=0, end=None):
+    """The record at ``offset`` in records bytes data[start:end] (``start`` a record
+    boundary), or None when the first record at or after it has a larger offset."""
+    f = _find(data, offset, start, base, base_ts, where, position, end)
+    if f is None or f[3] != offset:
+        return None
+    return _built(data, f, base, base_ts, append_ts, where, position)
+
+
+def _find(data, offset, start, base, base_ts, where, position, end=None):
+    """find_record's fields of the first record at or after ``offset`` in data[:end] from
+    the record boundary ``start``, or None when the range ends first."""
+    status, f = _find_record(data, offset, start, end, None, base, base_ts)
     if status:
         if status == _FIND_NONE:
             return None
         raise CorruptRecordError(_WALK_TEXT.get(status, f"malformed records ({status})"),
                                  path=_path(where), position=position)
-    if f[3] != offset:
-        return None
+    return f
+
+
+def _built(data, f, base, base_ts, append_ts, where, position):
+    """The Record whose find_record fields are ``f`` in ``data``."""
+    offset = f[3]
     if f[9]:
         # Headers: decode this one record (which checks its header keys' UTF-8).
         try:
@@ -214,13 +256,14 @@ def _from_batch(data, pos, offset, where, file_pos):
     end = pos + h.size
     codec = h.compression
     append_ts = None if h.timestamp_type == TIMESTAMP_CREATE_TIME else h.max_timestamp
-    body = memoryview(data)[pos + BATCH_OVERHEAD:end]
-    if codec != CODEC_NONE:
-        try:
-            body = compression.decompress(codec, body)
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(exc.reason, path=_path(where), position=file_pos) \
-                from None
+    if codec == CODEC_NONE:
+        # Found where they lie: slices of ``data`` (bytes), not of a view of it.
+        return _record(data, offset, h.base_offset, h.base_timestamp, append_ts, where,
+                       file_pos, pos + BATCH_OVERHEAD, end)
+    try:
+        body = compression.decompress(codec, memoryview(data)[pos + BATCH_OVERHEAD:end])
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(exc.reason, path=_path(where), position=file_pos) from None
     return _record(body, offset, h.base_offset, h.base_timestamp, append_ts, where, file_pos)
 
 
@@ -239,12 +282,7 @@ def _first_read(lg, marks, offset, isolation):
             if rec[0] >= offset:
                 return rec if rec[0] == offset else None
         return None
-    with lg._lock:
-        seg = None if lg._closed else lg._segments.for_offset(offset)
-        if seg is None or seg.path() != path or marks.generation != lg._generation:
-            seg = None          # changed or closed meanwhile: answer, but mark nothing
-        for b in batches:
-            _mark(marks, seg, data, b, position, path, strict=b is found)
+    _mark_read(lg, marks, offset, step)
     if found.base_offset > offset:
         return None
     header = parse_header(data, at)
@@ -256,6 +294,18 @@ def _first_read(lg, marks, offset, isolation):
             if _aborted_at(lg, offset, header.producer_id):
                 return None
     return _from_batch(data, at, offset, path, found.position)
+
+
+def _mark_read(lg, marks, offset, step):
+    """Mark the v2 batches of ``step`` (what _read_chunk read at ``offset``), unless the
+    log changed or closed since."""
+    path, chunk, batches = step
+    with lg._lock:
+        seg = None if lg._closed else lg._segments.for_offset(offset)
+        if seg is None or seg.path() != path or marks.generation != lg._generation:
+            seg = None          # changed or closed meanwhile: mark nothing
+        for b in batches:
+            _mark(marks, seg, chunk.data, b, chunk.position, path, strict=b is batches[0])
 
 
 def _mark(marks, seg, data, b, position, path, strict):
@@ -301,3 +351,116 @@ def _mark(marks, seg, data, b, position, path, strict):
              append_ts, codec, deltas, positions, b.position, b.size,
              h.producer_id if h.is_transactional else -1)
     marks.add(b.last_offset, entry, count)
+
+
+# -- A few records by offset (Log.read with a small max_records) ---------------------------
+
+def read_few(lg, offset, max_records, max_offset, isolation) -> RecordIterator:
+    """Log.read with ``max_records`` from 1 to :data:`FEW_RECORDS`: the records of the
+    marked batches walked record by record, as read_one walks to one (a batch read here
+    for the first time is read and marked as read_one's first read does), and from the
+    first batch that has no marks (a control batch, a legacy message set, a log changed
+    meanwhile) the general read (reads.py) for what is left. The answer is the general
+    read's: the same limit, markers and (COMMITTED) aborted batches left out."""
+    with lg._lock:
+        _settled_marks(lg)
+        if offset is None:
+            offset = lg.log_start_offset
+        log_end = lg._segments[-1].next_offset
+        if offset < lg.log_start_offset or offset > log_end:
+            raise OffsetOutOfRangeError(offset, lg.log_start_offset, log_end)
+        stop = _limit(lg, isolation, max_offset)
+    found, left, marked_here = [], max_records, False
+    while left and offset < stop:
+        with lg._lock:
+            marks = _settled_marks(lg)
+            if offset < lg.log_start_offset:
+                raise OffsetOutOfRangeError(offset, lg.log_start_offset, lg.next_offset)
+            i = bisect_left(marks.lasts, offset)
+            entry = marks.batches[i] if i < len(marks.lasts) else None
+            if entry is not None and entry[0] <= offset:
+                records, offset = _walk_batch(lg, entry, marks.lasts[i], offset, left, stop,
+                                              isolation)
+                found += records
+                left -= len(records)
+                marked_here = False
+                continue
+        if marked_here:
+            break           # the batch at ``offset`` cannot be marked
+        step = _read_chunk(lg, offset, None, 0)
+        if step is None or step[2][0].magic != MAGIC_V2:
+            break
+        _mark_read(lg, marks, offset, step)
+        # No record lies in front of the first batch ending at or after ``offset``.
+        offset = max(offset, step[2][0].base_offset)
+        marked_here = True
+    if not left or offset >= stop:
+        records = RecordIterator.from_iterable((found,))
+        records._lists = None
+        return records
+    with lg._lock:
+        lg._check_open()
+        lg._refresh()
+        skip = _filter(lg, isolation, offset, stop)
+    lists = _record_lists(lg, offset, stop, left, skip)
+    records = RecordIterator.from_iterable(chain((found,), lists))
+    records._lists = lists
+    return records
+
+
+def _walk_batch(lg, entry, last, offset, left, stop, isolation):
+    """(at most ``left`` Records from ``offset`` below ``stop`` in the marked batch
+    ``entry`` whose last offset is ``last``, the offset to go on from): record boundaries
+    walked from the mark in front of ``offset``, a span between two marks read at a time
+    (caller holds lg._lock)."""
+    base, seg, base_ts, append_ts, txn_pid = entry[0], entry[1], entry[4], entry[5], entry[11]
+    if txn_pid >= 0 and isolation.skips_aborted and _aborted_batch(lg, offset, last, txn_pid):
+        return [], last + 1
+    records = []
+    for data, position in _spans(entry, offset):
+        pos = 0
+        while True:
+            f = _find(data, offset, pos, base, base_ts, seg, position)
+            if f is None:
+                break
+            if f[3] >= stop:
+                return records, stop
+            records.append(_built(data, f, base, base_ts, append_ts, seg, position))
+            offset, pos = f[3] + 1, f[2]
+            if len(records) == left:
+                return records, offset
+    return records, last + 1
+
+
+def _spans(entry, offset):
+    """``(records bytes, file position)`` of the marked batch ``entry`` from the mark in
+    front of ``offset``, a span between two marks at a time; a compressed batch's
+    records whole, decompressed (its file position for errors)."""
+    base, seg, start, end, _, _, codec, deltas, positions, batch_pos, batch_size, _ = entry
+    log = seg.log
+    if codec != CODEC_NONE:
+        data = memoryview(log.pread(batch_size, batch_pos))[BATCH_OVERHEAD:]
+        try:
+            body = compression.decompress(codec, data)
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(exc.reason, path=_path(seg), position=batch_pos) \
+                from None
+        yield body, batch_pos
+    elif deltas is None:
+        yield log.pread(end - start, start), start
+    else:
+        # From the first mark when compaction left no record between the base offset and
+        # ``offset``; no span at all in a batch compaction emptied.
+        last = len(positions) - 1
+        for k in range(max(bisect_right(deltas, offset - base) - 1, 0), last + 1):
+            at = positions[k]
+            yield log.pread((positions[k + 1] if k < last else end) - at, at), at
+
+
+def _aborted_batch(lg, offset, last, producer_id):
+    """Whether the transactional batch of ``producer_id`` holding ``offset`` and ending
+    at ``last`` belongs to an aborted transaction (caller holds lg._lock), decided as the
+    general read's AbortedFilter decides it: an aborted transaction of that producer
+    whose marker is at or past ``offset`` began at or before ``last``."""
+    return any(e.producer_id == producer_id and e.first_offset <= last
+               for e in collect_aborted(lg, offset, last + 1))

@@ -54,7 +54,7 @@ __all__ = ["delete_records", "enforce_retention", "truncate_to", "truncate_fully
 log = logging.getLogger("kqlite.storage")
 
 
-def delete_records(lg, before):
+def delete_records(lg, before) -> int:
     """Log.delete_records."""
     with lg._locked_write():
         lg._check_writable()
@@ -71,7 +71,7 @@ def delete_records(lg, before):
         return lg.log_start_offset
 
 
-def enforce_retention(lg, now_ms):
+def enforce_retention(lg, now_ms) -> list[int]:
     """Log.enforce_retention."""
     now_ms = batch_format.now_ms() if now_ms is None else now_ms
     with lg._locked_write():
@@ -148,7 +148,7 @@ def _delete_segments(lg, doomed):
     return [s.base_offset for s in doomed]
 
 
-def truncate_to(lg, offset):
+def truncate_to(lg, offset) -> int:
     """Log.truncate_to, up to the flush: returns the new log end offset."""
     with lg._locked_write():
         lg._check_writable()

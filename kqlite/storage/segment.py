@@ -63,7 +63,7 @@ class Segment:
         self.config = config
         self.log = log_file
         self.size = size
-        self.next_offset = base_offset
+        self.next_offset: int = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
         self.first_batch_timestamp = None

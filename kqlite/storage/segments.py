@@ -35,7 +35,7 @@ def list_segment_bases(fs, directory):
     return sorted(bases)
 
 
-class LogSegments(list):
+class LogSegments(list["Segment"]):
     """The ordered Segments of one log: a list (the hot paths index it at C speed), plus
     lookups and the changes a log makes to its segment set."""
 
@@ -58,10 +58,10 @@ class LogSegments(list):
     def active(self):
         return self[-1]
 
-    def bases(self):
+    def bases(self) -> list[int]:
         return [seg.base_offset for seg in self]
 
-    def size_in_bytes(self):
+    def size_in_bytes(self) -> int:
         return sum(seg.size for seg in self)
 
     def reset(self, segments):

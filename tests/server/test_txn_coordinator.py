@@ -224,7 +224,7 @@ def test_commit_answers_before_the_markers_then_completes():
     async def main():
         markers = Markers()
         markers.gate = asyncio.Event()
-        tc, log_ = _coordinator(markers=markers)
+        tc, log_ = _coordinator(markers=markers, completion_wait_ms=0)
         await _started(tc)
         pid, epoch = await _begin(tc)
         assert await tc.end_txn(TID, pid, epoch, True) == E.NONE
@@ -248,6 +248,45 @@ def test_commit_answers_before_the_markers_then_completes():
             (S.COMPLETE_COMMIT, None, frozenset())
         assert await tc.end_txn(TID, pid, epoch, True) == E.NONE          # a retry
         assert await tc.end_txn(TID, pid, epoch, False) == E.INVALID_TXN_STATE
+        await tc.stop()
+    asyncio.run(main())
+
+
+def test_the_next_request_waits_for_the_completion_instead_of_being_refused():
+    async def main():
+        markers = Markers()
+        markers.gate = asyncio.Event()
+        tc, log_ = _coordinator(markers=markers, completion_wait_ms=5000)
+        await _started(tc)
+        pid, epoch = await _begin(tc)
+        assert await tc.end_txn(TID, pid, epoch, True) == E.NONE   # markers held back
+        assert tc.metadata(TID).state is S.PREPARE_COMMIT
+        # The next transaction's AddPartitionsToTxn comes while they are written: it waits
+        # for the completion and is then answered as after it.
+        request = asyncio.ensure_future(tc.add_partitions(TID, pid, epoch, {A1}))
+        await settle()
+        assert not request.done()
+        markers.gate.set()
+        assert await request == E.NONE
+        assert _logged(log_)[-2:] == [S.COMPLETE_COMMIT, S.ONGOING]
+        assert tc.metadata(TID).partitions == {A1}
+        await tc.stop()
+    asyncio.run(main())
+
+
+def test_without_a_completion_wait_the_next_request_is_refused_at_once_as_kafka_does():
+    async def main():
+        markers = Markers()
+        markers.gate = asyncio.Event()
+        tc, log_ = _coordinator(markers=markers, completion_wait_ms=0)
+        await _started(tc)
+        pid, epoch = await _begin(tc)
+        assert await tc.end_txn(TID, pid, epoch, True) == E.NONE
+        assert await tc.add_partitions(TID, pid, epoch, {A1}) == E.CONCURRENT_TRANSACTIONS
+        assert (await tc.init_producer_id(TID, 60000))[0] == E.CONCURRENT_TRANSACTIONS
+        markers.gate.set()
+        await _done(tc)
+        assert await tc.add_partitions(TID, pid, epoch, {A1}) == E.NONE
         await tc.stop()
     asyncio.run(main())
 

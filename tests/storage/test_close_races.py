@@ -1,6 +1,6 @@
 """A Log closed, truncated or evicted by one thread while other threads read it.
 
-The rule under test (kqlite/storage/log.py, docs/guide.md "Sharing a log"): a read of a
+The rule under test (kqlite/storage/log.py, docs/log.md "Sharing a log"): a read of a
 Log that another thread closes either completes on the files it started with or
 raises LogClosedError; it never touches a closed descriptor (EBADF), nor one that a
 later open reused (another file's bytes). A read racing a truncation or a retention

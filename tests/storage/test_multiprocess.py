@@ -1,4 +1,4 @@
-"""Several processes on one log directory, as docs/guide.md promises (SQLite-like concurrency).
+"""Several processes on one log directory, as docs/log.md promises (SQLite-like concurrency).
 
 - 4 writer processes append 10,000 records each at the same time: exactly 40,000
   records come out, offsets 0..39999 dense and unique, each writer's records once

@@ -29,14 +29,16 @@ class TransactionConfig:
     retry_backoff_ms: int = 100
     # request.timeout.ms: how long a marker's acks=-1 append may wait.
     request_timeout_ms: int = 30000
-    # kqlite's: how long EndTxn's answer waits for the markers and the completion (0:
-    # answered at once, as Kafka answers). The decision is logged before either way.
-    end_txn_wait_ms: int = 100
+    # kqlite's: how long a request for an id whose decided transaction is still being
+    # completed (its markers, its Complete*) waits for that before the id's rules answer
+    # it (CONCURRENT_TRANSACTIONS while it is not done). 0: answered at once, as Kafka
+    # answers. EndTxn itself is answered once its decision is logged, as Kafka's.
+    completion_wait_ms: int = 100
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            least = 0 if field.name == "end_txn_wait_ms" else 1
+            least = 0 if field.name == "completion_wait_ms" else 1
             if field.type is int and (not isinstance(value, int) or value < least):
                 raise ValueError(f"{field.name} must be an integer of at least {least}, not "
                                  f"{value!r}")

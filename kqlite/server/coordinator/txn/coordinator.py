@@ -17,11 +17,16 @@ timestamps are logged). This shell
   Kafka does, that the partition is still loaded in the same coordinator epoch; if not,
   the answer is NOT_COORDINATOR and nothing is completed (the next owner reads the log);
 - once a PrepareCommit or PrepareAbort is logged, prepares the Complete* and hands the
-  markers to a task (:meth:`_complete`), and answers the EndTxn NONE once that task is done
-  or ``end_txn_wait_ms`` passed, whichever comes first (Kafka answers before any marker is
-  written; on a single broker the markers are local appends, and a producer whose next
-  transaction starts while this one completes would meet CONCURRENT_TRANSACTIONS and back
-  off). The task delivers them through the marker channel (markers.py: which
+  markers to a task (:meth:`_complete`), and answers the EndTxn NONE at once, before any
+  marker is written, as Kafka does: the producer's wait for a commit is the logging of
+  its decision. The producer's next request for the id (its next transaction's
+  AddPartitionsToTxn, a retried EndTxn, an InitProducerId) finds the id still completing
+  when it comes sooner than the markers are written; Kafka answers it
+  CONCURRENT_TRANSACTIONS, after which the client backs off (librdkafka 20 ms for
+  AddPartitionsToTxn, several whole transactions on a single broker). kqlite first waits for
+  the completion, at most ``completion_wait_ms`` (:meth:`_after_completion`): on a single
+  broker the markers are local appends, written while the producer prepares its next
+  transaction. The task delivers them through the marker channel (markers.py: which
   outcome retries, drops or abandons), removes each partition once its marker is written
   (so DescribeTransactions lists only those still waiting), and logs the Complete* when
   none is left, retrying that write while the log is unavailable;
@@ -313,6 +318,7 @@ class TransactionCoordinator(CoordinatorState):
         if not valid_timeout(timeout_ms, self.config.max_timeout_ms):
             return (E.INVALID_TRANSACTION_TIMEOUT, *_NO_PRODUCER)
         new_producer_id = None
+        await self._after_completion(transactional_id)
         while True:
             code = await self.owner_error(transactional_id)
             if code:
@@ -359,6 +365,7 @@ class TransactionCoordinator(CoordinatorState):
         request. ``partitions``: (topic, partition) pairs."""
         if not transactional_id:
             return E.INVALID_REQUEST
+        await self._after_completion(transactional_id)
         code = await self.owner_error(transactional_id)
         if code:
             return code
@@ -379,6 +386,7 @@ class TransactionCoordinator(CoordinatorState):
         """EndTxn: the error code (NONE once the decision is logged: the markers follow)."""
         if not transactional_id:
             return E.INVALID_REQUEST
+        await self._after_completion(transactional_id)
         code = await self.owner_error(transactional_id)
         if code:
             return code
@@ -387,15 +395,16 @@ class TransactionCoordinator(CoordinatorState):
         code = await self._apply(transactional_id, decision)
         if code or decision.transit is None:
             return code
-        code = self._after_prepare(transactional_id, producer_id,
+        return self._after_prepare(transactional_id, producer_id,
                                    decision.transit.producer_epoch, commit)
+
+    async def _after_completion(self, transactional_id):
+        """Wait, at most ``completion_wait_ms``, for the markers and the Complete* of the
+        id's decided transaction when they are being written (see the module docstring)."""
         completion = self._completions.get(transactional_id)
-        if not code and completion is not None and self.config.end_txn_wait_ms:
-            # kqlite's: the answer waits (a little) for the markers, so that the producer's
-            # next transaction does not meet this one still completing (Kafka answers at
-            # once, and the next AddPartitionsToTxn waits out CONCURRENT_TRANSACTIONS).
-            await asyncio.wait({completion}, timeout=self.config.end_txn_wait_ms / 1000.0)
-        return code
+        if completion is not None and not completion.done() and \
+                self.config.completion_wait_ms:
+            await asyncio.wait({completion}, timeout=self.config.completion_wait_ms / 1000.0)
 
     async def describe(self, transactional_id):
         """DescribeTransactions of one id: ``(error, TxnMetadata or None)``."""
