@@ -476,41 +476,54 @@ def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
 _LOOKUP_SLACK = 64 << 10
 _UNSETTLED = object()
 _ENTRY_FRAME = 17           # offset, length, leader epoch, magic: what the scan judged
+_LARGE_ENTRY = LOOKUP_READ // 2
 _LENGTH = struct.Struct(">i")
 
 
 def _extent_in_one_read(seg, position, offset, max_bytes, limit):
     """What _extent_walk answers, from one read of the bytes it would walk whose
     entries are folded in one native pass (no object per batch: a log of one-record
-    batches has tens of thousands in a read); _UNSETTLED when that read does not
-    decide it (an entry it cuts off, damaged bytes), for the walk to answer. Only for
-    a caller that keeps the bytes: it reads them all, where a header walk steps over
-    large batches. When passing over the entries below ``offset`` took more than the
-    slack, the read is made again from the first entry of the extent (the entries
-    before it count for nothing)."""
-    want = min(seg.size - position, max(max_bytes, 0) + _LOOKUP_SLACK)
-    for _attempt in range(2):
-        if want <= 0:
-            return _UNSETTLED
+    batches has tens of thousands in a read); _UNSETTLED when the reads do not decide
+    it (damaged bytes, the end of a file another process truncated), for the walk to
+    answer. Only for a caller that keeps the bytes.
+
+    A first read of LOOKUP_READ bytes settles small extents; one that cuts off a
+    large entry leaves the extent to the header walk, which steps over large batches
+    by their headers (reading them all here would read them twice). Otherwise the
+    read grows to ``max_bytes`` and the slack for the entries in front of the offset,
+    and is made again from the extent's first entry if passing over those took more
+    than the slack (the entries before it count for nothing)."""
+    room = seg.size - position
+    want = min(room, LOOKUP_READ)
+    while want > 0:
         data = seg.log.pread(want, position)
         if len(data) != want:
             return _UNSETTLED
         status, first, total, stop = _native.scan_extent(data, 0, want, offset, limit,
                                                          max_bytes)
-        if status == SCAN_TRUNCATED and first is not None:
-            if _past_budget(data, stop, total, max_bytes):
-                status = _native.EXTENT_DONE
-            elif first:
-                position += first
-                want = min(seg.size - position, max(max_bytes, 0) + _ENTRY_FRAME)
-                continue
-        if status != _native.EXTENT_DONE and (status != SCAN_OK or
-                                              want != seg.size - position):
+        if status == SCAN_TRUNCATED and first is not None and \
+                _past_budget(data, stop, total, max_bytes):
+            status = _native.EXTENT_DONE
+        if status == _native.EXTENT_DONE or (status == SCAN_OK and want == room):
+            if first is None:
+                return None
+            return seg, position + first, total, [Chunk(position, data, [])]
+        if status != SCAN_TRUNCATED or len(data) - stop < _ENTRY_FRAME \
+                or _entry_size(data, stop) > _LARGE_ENTRY:
             return _UNSETTLED
-        if first is None:
-            return None
-        return seg, position + first, total, [Chunk(position, data, [])]
+        if first:
+            position, room = position + first, room - first
+            grown = min(room, max(max_bytes, 0) + _ENTRY_FRAME)
+        else:
+            grown = min(room, max(max_bytes, 0) + _LOOKUP_SLACK)
+        if grown <= want and not first:
+            return _UNSETTLED
+        want = grown
     return _UNSETTLED
+
+
+def _entry_size(data, at):
+    return _LENGTH.unpack_from(data, at + 8)[0] + 12
 
 
 def _past_budget(data, at, total, max_bytes):
@@ -519,7 +532,7 @@ def _past_budget(data, at, total, max_bytes):
     stops there too, stepping over it by its header or finding it damaged)."""
     if len(data) - at < _ENTRY_FRAME:
         return False
-    return total + _LENGTH.unpack_from(data, at + 8)[0] + 12 > max_bytes
+    return total + _entry_size(data, at) > max_bytes
 
 
 def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks):
