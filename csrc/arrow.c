@@ -129,6 +129,97 @@ int kq_arrow_decode(const char *data, int64_t len, int64_t count, int64_t base_o
     return 0;
 }
 
+/* The whole batches of a fetched chunk go through one call here rather than one
+ * Python round per batch (a one-record batch costs about as much to set up as to
+ * decode). Every decision is the reader's (kqlite/spark/arrow_read.py, whose
+ * per-batch path handles what is set aside), taken in its order. */
+int kq_arrow_decode_run(const char *data, int64_t len, int64_t start, int64_t lo, int64_t hi,
+                        int64_t prev, int has_prev, int txn_aside, int64_t max_rows,
+                        int64_t max_data, int with_headers, char **cols, const int64_t *caps,
+                        int64_t *fill, int64_t *info) {
+    const uint8_t *buf = (const uint8_t *)data;
+    int64_t pos = start, dinfo[2];
+    int why = KQ_RUN_END, rc = 0;
+    kq_entry en;
+    while (pos < len) {
+        const uint8_t *e = buf + pos;
+        if (kq_entry_frame(buf, pos, len, -1, &en) != KQ_SCAN_OK
+                || (en.magic == 2 ? kq_be32(e + 17) != kq_crc32c(0, (const char *)e + 21,
+                                                                (size_t)(en.size - 21))
+                                  : kq_be32(e + 12) != kq_crc32(0, (const char *)e + 16,
+                                                                (size_t)(en.size - 16)))
+                || kq_entry_offsets(e, &en) != KQ_SCAN_OK) {
+            why = KQ_RUN_ASIDE;                         /* damaged: the reader raises */
+            break;
+        }
+        if (has_prev && prev >= en.base) {
+            why = KQ_RUN_ASIDE;                         /* offsets out of order */
+            break;
+        }
+        if (en.last < lo) {                             /* wholly below the cursor */
+            prev = en.last;
+            has_prev = 1;
+            pos += en.size;
+            continue;
+        }
+        if (en.base >= hi) {
+            why = KQ_RUN_STOPPED;
+            break;
+        }
+        if (en.magic != 2 || en.base > en.last) {
+            why = KQ_RUN_ASIDE;                         /* legacy, or a negative delta */
+            break;
+        }
+        int attributes = (int)(int16_t)((e[21] << 8) | e[22]);
+        int64_t pid = (int64_t)kq_be64(e + 43);
+        int stopped = 0;
+        if (attributes & KQ_CONTROL_MASK) {
+            if (txn_aside && pid >= 0) {                /* a marker the filter must see */
+                why = KQ_RUN_ASIDE;
+                break;
+            }
+            stopped = en.last + 1 >= hi;                /* a marker gives no rows */
+        } else {
+            if ((txn_aside && (attributes & KQ_TRANSACTIONAL_MASK))
+                    || (attributes & KQ_COMPRESSION_MASK)) {
+                why = KQ_RUN_ASIDE;
+                break;
+            }
+            int64_t count = (int64_t)(int32_t)kq_be32(e + 57);
+            int64_t base_ts = (int64_t)kq_be64(e + 27);
+            int fixed = (attributes & KQ_LOG_APPEND_TIME_MASK) != 0;
+            rc = kq_arrow_decode(data + pos + KQ_BATCH_OVERHEAD, en.size - KQ_BATCH_OVERHEAD,
+                                 count, en.base, base_ts, en.max_ts, fixed, lo, hi,
+                                 with_headers, cols, caps, fill, dinfo);
+            if (rc == KQ_ERR_NO_SPACE) break;           /* grow, then call again here */
+            if (rc) {
+                rc = 0;
+                why = KQ_RUN_ASIDE;                     /* refused bytes or an overflow */
+                break;
+            }
+            stopped = (int)dinfo[0];
+        }
+        prev = en.last;
+        has_prev = 1;
+        if (en.last + 1 > lo) lo = en.last + 1;
+        pos += en.size;
+        if (stopped) {
+            why = KQ_RUN_STOPPED;
+            break;
+        }
+        if (fill[0] >= max_rows || fill[1] + fill[2] + fill[4] + fill[5] >= max_data) {
+            why = KQ_RUN_FULL;
+            break;
+        }
+    }
+    info[0] = pos;
+    info[1] = lo;
+    info[2] = prev;
+    info[3] = has_prev;
+    info[4] = why;
+    return rc;
+}
+
 static inline int varint_size(uint64_t zz) {
     int n = 1;
     while (zz >= 0x80) {

@@ -13,7 +13,7 @@ import os
 
 from cffi import FFI
 
-KQLITE_NATIVE_ABI = 7       # bump with EXPECTED_ABI in kqlite/_native/_c.py
+KQLITE_NATIVE_ABI = 8       # bump with EXPECTED_ABI in kqlite/_native/_c.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = ["crc32c.c", "records.c", "scan.c", "walk.c", "arrow.c", "rounds.c", "summary.c"]

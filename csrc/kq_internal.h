@@ -14,6 +14,16 @@ static inline uint64_t kq_be64(const uint8_t *p) {
     return ((uint64_t)kq_be32(p) << 32) | kq_be32(p + 4);
 }
 
+/* A v2 batch: the 61 bytes before its records, and the bits of its attributes
+ * (Kafka's DefaultRecordBatch). */
+enum {
+    KQ_BATCH_OVERHEAD = 61,
+    KQ_COMPRESSION_MASK = 0x07,
+    KQ_LOG_APPEND_TIME_MASK = 0x08,
+    KQ_TRANSACTIONAL_MASK = 0x10,
+    KQ_CONTROL_MASK = 0x20
+};
+
 /* One log entry (magic 0, 1 or 2) at buf[pos:end], as kq_scan_batches checks it and
  * kq_summarize_batches folds it: both take these two steps, so that they stop at the
  * same entry with the same status. kq_entry_frame reads the framing: KQ_SCAN_OK

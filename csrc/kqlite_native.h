@@ -170,6 +170,17 @@ int kq_find_record(const char *buf, int64_t start, int64_t end, int64_t count,
 int kq_scan_batches(const char *buf, int64_t start, int64_t end, int verify_crc,
                     int64_t max_size, int64_t *out, int64_t out_cap, int64_t *info);
 
+/* The extent a fetch at from_offset returns from the entries kq_scan_batches(buf,
+ * start, end, verify_crc 0) finds: passing over entries whose last offset is below
+ * from_offset, the entries from the first other one on, up to the first whose last
+ * offset is >= limit and while their total stays <= max_bytes (the first always
+ * counts). info: [0] the first entry's position (-1: none yet), [1] their total
+ * size, [2] where the scan stopped. Returns KQ_EXTENT_DONE once the extent is
+ * complete, else the scan status where buf ran out (KQ_SCAN_OK: at end). */
+enum { KQ_EXTENT_DONE = 4 };
+int kq_scan_extent(const char *buf, int64_t start, int64_t end, int64_t from_offset,
+                   int64_t limit, int64_t max_bytes, int64_t *info);
+
 /* kq_scan_batches(buf, start, end, verify_crc 0, no max_size)'s entries folded
  * (csrc/summary.c): out (6 slots) = [0] entries, [1] position after the last one,
  * [2] the first one's maxTimestamp, [3] the largest maxTimestamp, [4] the
@@ -220,6 +231,29 @@ int kq_arrow_decode(const char *data, int64_t len, int64_t count, int64_t base_o
                     int64_t base_timestamp, int64_t fixed_timestamp, int use_fixed,
                     int64_t lo, int64_t hi, int with_headers, char **cols,
                     const int64_t *caps, int64_t *fill, int64_t *info);
+
+/* kq_arrow_decode over the whole batches of data[start:len) as the Spark readers
+ * walk them (CRC checked, offsets rising, records below lo skipped, the first at
+ * or past hi ending the read), with prev / has_prev the last offset of the batch
+ * before start. A control batch gives no rows; with txn_aside a transactional or
+ * control batch with a producer id is set aside (a read_committed filter must see
+ * it), as is anything else the reader takes through its per-batch path: damaged
+ * bytes, a legacy entry, offsets out of order, a compressed batch, records
+ * kq_arrow_decode refuses. The call ends there, at the end of data, once a batch
+ * leaves fill[0] >= max_rows or the binary bytes >= max_data, or when hi is
+ * reached. info: [0] the position reached (of the batch set aside or to retry),
+ * [1] lo past the batches done, [2] prev, [3] has_prev, [4] KQ_RUN_*. Returns 0
+ * or KQ_ERR_NO_SPACE (grow the buffers and call again from info[0]). */
+enum {
+    KQ_RUN_END = 0,             /* every whole batch of data is done */
+    KQ_RUN_ASIDE = 1,           /* the batch at info[0] goes through the per-batch path */
+    KQ_RUN_FULL = 2,            /* max_rows or max_data reached */
+    KQ_RUN_STOPPED = 3          /* hi reached: the read is complete */
+};
+int kq_arrow_decode_run(const char *data, int64_t len, int64_t start, int64_t lo, int64_t hi,
+                        int64_t prev, int has_prev, int txn_aside, int64_t max_rows,
+                        int64_t max_data, int with_headers, char **cols, const int64_t *caps,
+                        int64_t *fill, int64_t *info);
 
 /* Rows [lo, hi) of Arrow columns as v2 records (attributes 0, offsetDelta = row -
  * lo, timestampDelta = timestamps[row] - base_timestamp or 0 without timestamps),

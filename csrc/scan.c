@@ -41,6 +41,37 @@ int kq_scan_batches(const char *data, int64_t start, int64_t end, int verify_crc
     return status;
 }
 
+int kq_scan_extent(const char *data, int64_t start, int64_t end, int64_t from_offset,
+                   int64_t limit, int64_t max_bytes, int64_t *info) {
+    const uint8_t *buf = (const uint8_t *)data;
+    int64_t pos = start, first = -1, total = 0;
+    int status = KQ_SCAN_OK;
+    kq_entry en;
+    while (pos < end) {
+        status = kq_entry_frame(buf, pos, end, -1, &en);
+        if (status == KQ_SCAN_OK) status = kq_entry_offsets(buf + pos, &en);
+        if (status != KQ_SCAN_OK) break;
+        if (en.last >= from_offset) {
+            if (en.last >= limit || (first >= 0 && total + en.size > max_bytes)) {
+                status = KQ_EXTENT_DONE;
+                break;
+            }
+            if (first < 0) first = pos;
+            total += en.size;
+            if (total >= max_bytes) {                   /* no further entry can fit */
+                pos += en.size;
+                status = KQ_EXTENT_DONE;
+                break;
+            }
+        }
+        pos += en.size;
+    }
+    info[0] = first;
+    info[1] = total;
+    info[2] = pos;
+    return status;
+}
+
 int64_t kq_index_search(const char *data, int64_t count, int entry_size, int64_t target) {
     const uint8_t *buf = (const uint8_t *)data;
     int64_t lo = 0, hi = count - 1, answer = -1;

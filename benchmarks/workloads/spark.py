@@ -7,6 +7,13 @@ text files (one record a line) and to 4 Parquet files (one string column). Then:
 * **read**: ``sum(length(value))`` over all records, from each source, the kqlite
   source both from the data dir and through ``kqlite serve`` (kafka.bootstrap.servers,
   a broker child process serving the same data dir);
+* **read by batch size written**: the same rows in topics written the way users write
+  them, read from the data dir: by the embedded Producer with its defaults, one
+  ``send(...).result()`` per record (1-record batches) or 10 / 100 sends then
+  ``flush()`` (10- and 100-record batches), and by a Kafka client through ``kqlite
+  serve`` with its defaults (confluent-kafka: librdkafka's linger.ms=5, batches of
+  what arrives meanwhile). The source topic above is written in lists of 20,000
+  (``Log.append``): the large-batch case;
 * **write**: append all records (read back from the Parquet copy, so every sink gets
   the same DataFrame) to a kqlite topic, to Parquet and to text files;
 * **stream**: one ``readStream`` micro-batch (``trigger(availableNow=True)``) over the
@@ -41,6 +48,11 @@ DESCRIPTION = "Spark read/write/stream through the kqlite source vs text and Par
 KQ = "kqlite source"
 KQ_BROKER = "kqlite source (kqlite serve)"
 KQ_SINK = "kqlite sink"
+# Topics of the same rows by the batch size they were written in: (topic, system).
+SMALL = [("b1", "kqlite source, 1-record batches (Producer)"),
+         ("b10", "kqlite source, 10-record batches (Producer)"),
+         ("b100", "kqlite source, 100-record batches (Producer)")]
+KQ_CLIENT = ("ck", "kqlite source, confluent-kafka via kqlite serve")
 TEXT = "Spark text"
 PARQUET = "Spark Parquet"
 PARTITIONS = 4
@@ -68,7 +80,7 @@ def _session():
     return spark
 
 
-def _prepare(root, recs):
+def _prepare(root, recs, client=True):
     import pyarrow as pa
     import pyarrow.parquet as pq
     data = os.path.join(root, "kq")
@@ -85,6 +97,9 @@ def _prepare(root, recs):
             lg.flush()
     finally:
         db.close()
+    _write_small(data, recs, share)
+    if client:
+        _write_with_client(data, recs)
     text_dir = os.path.join(root, "text")
     pq_dir = os.path.join(root, "parquet")
     os.makedirs(text_dir)
@@ -98,6 +113,51 @@ def _prepare(root, recs):
     return data, text_dir, pq_dir
 
 
+def _write_small(data, recs, share):
+    """The rows by the embedded Producer with its defaults: each partition's share in
+    sends of 1, 10 or 100 records, each group delivered before the next is sent."""
+    with kqlite.open(data, retention_check_interval_ms=0) as db:
+        for (topic, _system), size in zip(SMALL, (1, 10, 100)):
+            db.create_topic(topic, partitions=PARTITIONS)
+            producer = db.producer()
+            try:
+                for p in range(PARTITIONS):
+                    part = recs[p * share:(p + 1) * share]
+                    for i in range(0, len(part), size):
+                        for value in part[i:i + size]:
+                            sent = producer.send(topic, value=value, partition=p)
+                        if size == 1:
+                            sent.result()
+                        else:
+                            producer.flush()
+            finally:
+                producer.close()
+
+
+def _write_with_client(data, recs):
+    """The rows through ``kqlite serve`` by confluent-kafka with its defaults (no key:
+    its partitioner spreads them)."""
+    from workloads.broker import _Broker
+    with kqlite.open(data, retention_check_interval_ms=0) as db:
+        db.create_topic(KQ_CLIENT[0], partitions=PARTITIONS)
+    from confluent_kafka import Producer
+    broker = _Broker(data)
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for value in recs:
+            while True:
+                try:
+                    producer.produce(KQ_CLIENT[0], value)
+                    break
+                except BufferError:         # its queue is full: let it deliver
+                    producer.poll(0.05)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        del producer        # its connections close before the broker goes
+    finally:
+        broker.stop()
+
+
 def run(ctx):
     if optional("pyspark") is None or optional("pyarrow") is None:
         ctx.skip("read", KQ, "pyspark or pyarrow not installed (pip install -e '.[spark]')")
@@ -105,17 +165,23 @@ def run(ctx):
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         ctx.skip("read", KQ, "no Java runtime for Spark")
         return
+    client = ctx.peer("confluent_kafka", "read_sum_lengths", KQ_CLIENT[1]) is not None
     n = ctx.pick(20_000, 500_000, 2_000_000)
     recs = _records(n)
     with ctx.workdir("data") as root:
-        data, text_dir, pq_dir = _prepare(root, recs)
+        data, text_dir, pq_dir = _prepare(root, recs, client)
         expected = sum(len(r) for r in recs)
         del recs
         spark = _session()
         try:
-            _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected)
+            _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client)
         finally:
             spark.stop()
+
+
+_NOTES = {KQ: ", written in lists of 20,000 (Log.append)",
+          KQ_BROKER: ", kafka.bootstrap.servers",
+          KQ_CLIENT[1]: ", written by its defaults, read from the data dir"}
 
 
 def _interleaved(repeats, jobs, warm_rounds=2):
@@ -138,14 +204,16 @@ def _interleaved(repeats, jobs, warm_rounds=2):
     return [(system, best[system]) for system, _job in jobs]
 
 
-def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected):
+def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client):
     from pyspark.sql import functions as F
 
     def total(df):
         got = df.select(F.sum(F.length("value"))).collect()[0][0]
         assert got == expected, (got, expected)
 
-    kq = lambda: spark.read.format("kqlite").option("subscribe", "src").load(data)  # noqa: E731
+    def kq(topic="src"):
+        return spark.read.format("kqlite").option("subscribe", topic).load(data)
+
     from workloads.broker import _Broker
     broker = _Broker(data)
     try:
@@ -156,10 +224,11 @@ def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected):
                 (KQ_BROKER, lambda _: total(via_broker())),
                 (TEXT, lambda _: total(spark.read.text(text_dir))),
                 (PARQUET, lambda _: total(spark.read.parquet(pq_dir)))]
-        for system, seconds in _interleaved(ctx.repeats, jobs):
+        jobs += [(system, lambda _, t=topic: total(kq(t))) for topic, system in
+                 SMALL + ([KQ_CLIENT] if client else [])]
+        for system, seconds in _interleaved(ctx.repeats, jobs, ctx.pick(1, 2)):
             ctx.add_rate("read_sum_lengths", system, n, seconds,
-                         note="sum(length(value))" + (", kafka.bootstrap.servers"
-                                                      if system == KQ_BROKER else ""))
+                         note="sum(length(value))" + _NOTES.get(system, ""))
     finally:
         broker.stop()
 

@@ -49,6 +49,15 @@ end=None)`` -> ``(first offset, last offset, iterator)``: decode_records with ev
     SCAN_TRUNCATED (an incomplete tail), SCAN_CORRUPT_CRC, SCAN_BAD_HEADER
     (unknown magic, length below the magic's minimum, size > max_size, or a last
     offset outside int64). Works in place on mmaps of any size.
+``scan_extent(buf, start, end, from_offset, limit, max_bytes)`` -> ``(status, first,
+total, stop)``
+    The whole entries a fetch at ``from_offset`` returns from those
+    ``scan_batches(buf, start, end, verify_crc=False)`` finds, without an object per
+    entry: entries whose last offset is below ``from_offset`` passed over, then from
+    ``first`` (a position, None when none yet) entries totalling ``total`` bytes, up
+    to the first whose last offset is >= ``limit`` and while the total stays <=
+    ``max_bytes`` (the first always counts). ``status`` is EXTENT_DONE when the
+    extent is complete, else the scan's status where ``buf`` ran out, at ``stop``.
 ``summarize_batches(buf, start=0, end=None)`` -> ``(count, stop, status, first_max_timestamp,
 max_timestamp, offset_of_max_timestamp, last_offset)``
     The entries ``scan_batches(buf, start, end, verify_crc=False)`` finds, folded
@@ -112,7 +121,8 @@ from ._inputs import (
 )
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32", "encode_records", "decode_records",
-           "iter_records", "scan_batches", "summarize_batches", "walk_records", "record_marks", "find_record",
+           "iter_records", "scan_batches", "scan_extent", "EXTENT_DONE", "summarize_batches",
+           "walk_records", "record_marks", "find_record",
            "index_search", "Rounds", "cut_values", "encode_values_crc",
            "pure", "c", "FIND_NONE",
            "SCAN_OK", "SCAN_TRUNCATED", "SCAN_CORRUPT_CRC", "SCAN_BAD_HEADER",
@@ -121,6 +131,7 @@ __all__ = ["IMPLEMENTATION", "crc32c", "crc32", "encode_records", "decode_record
            "WALK_HEADER_UTF8", "WALK_TEXT"]
 
 SCAN_OK, SCAN_TRUNCATED, SCAN_CORRUPT_CRC, SCAN_BAD_HEADER = 0, 1, 2, 3
+EXTENT_DONE = 4
 
 _forced_pure = os.environ.get("KQLITE_PURE_PYTHON", "") not in ("", "0")
 
@@ -148,6 +159,7 @@ encode_records = _impl.encode_records
 decode_records = _impl.decode_records
 iter_records = _impl.iter_records
 scan_batches = _impl.scan_batches
+scan_extent = _impl.scan_extent
 summarize_batches = _impl.summarize_batches
 walk_records = _impl.walk_records
 record_marks = _impl.record_marks
@@ -158,15 +170,19 @@ cut_values = _impl.cut_values
 encode_values_crc = _impl.encode_values_crc
 
 # Arrow columns for the Spark data source (csrc/arrow.c), documented in pure_arrow.py:
-# ``arrow_decode``, ``arrow_encode``, ``arrow_partitions``; ``pure.arrow_append_rows``
-# appends already decoded rows (legacy message sets) to the same buffers.
+# ``arrow_decode``, ``arrow_decode_run``, ``arrow_encode``, ``arrow_partitions``;
+# ``pure.arrow_append_rows`` appends already decoded rows (legacy message sets) to the
+# same buffers.
 from ._inputs import (  # noqa: E402
-    ARROW_COLUMNS, ARROW_FILL, ARROW_NO_SPACE, ARROW_TOO_LARGE,
+    ARROW_COLUMNS, ARROW_FILL, ARROW_NO_SPACE, ARROW_TOO_LARGE, RUN_ASIDE, RUN_END, RUN_FULL,
+    RUN_STOPPED,
 )
 
 arrow_decode = _impl.arrow_decode
+arrow_decode_run = _impl.arrow_decode_run
 arrow_encode = _impl.arrow_encode
 arrow_partitions = _impl.arrow_partitions
 arrow_append_rows = pure.arrow_append_rows
-__all__ += ["arrow_decode", "arrow_encode", "arrow_partitions", "arrow_append_rows",
-            "ARROW_COLUMNS", "ARROW_FILL", "ARROW_NO_SPACE", "ARROW_TOO_LARGE"]
+__all__ += ["arrow_decode", "arrow_decode_run", "arrow_encode", "arrow_partitions",
+            "arrow_append_rows", "ARROW_COLUMNS", "ARROW_FILL", "ARROW_NO_SPACE",
+            "ARROW_TOO_LARGE", "RUN_ASIDE", "RUN_END", "RUN_FULL", "RUN_STOPPED"]

@@ -29,7 +29,7 @@ from .pure_arrow import arrow_append_rows  # noqa: F401  (one implementation for
 from ._cnative import ffi, lib
 
 IMPLEMENTATION = "c"
-EXPECTED_ABI = 7            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
+EXPECTED_ABI = 8            # equal to KQLITE_NATIVE_ABI in csrc/build_native.py
 
 
 class StaleBuildError(RuntimeError):
@@ -408,6 +408,22 @@ def scan_batches(buf, start=0, end=None, verify_crc=True, max_batches=None, max_
             _release(cdata)
 
 
+_extent_c = lib.kq_scan_extent
+
+
+def scan_extent(buf, start, end, from_offset, limit, max_bytes):
+    """See kqlite/_native/__init__.py."""
+    ptr, size, cdata = _pointer(buf)
+    try:
+        info = _alloc("int64_t[3]")
+        status = _extent_c(ptr, start, min(end, size), max(from_offset, INT64_MIN),
+                           min(limit, INT64_MAX), min(max_bytes, INT64_MAX), info)
+        return status, (info[0] if info[0] >= 0 else None), info[1], info[2]
+    finally:
+        if cdata is not None:
+            _release(cdata)
+
+
 # -- Index search ---------------------------------------------------------------------------
 
 def index_search(buf, count, entry_size, target):
@@ -457,6 +473,32 @@ def arrow_decode(data, count, base_offset, base_timestamp, fixed_timestamp, lo, 
         if status == 0:
             fill[:] = _unpack(f, len(fill))
         return status, status == 0 and bool(info[0])
+    finally:
+        for h in held:
+            _release(h)
+        if cdata is not None:
+            _release(cdata)
+
+
+_arrow_decode_run_c = lib.kq_arrow_decode_run
+
+
+def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, with_headers,
+                     cols, fill):
+    arrow_check(cols, fill)
+    ptr, size, cdata = _pointer(data)
+    held = [_from_buffer(c, require_writable=True) for c in cols]
+    try:
+        ptrs = _alloc("char *[]", held)
+        caps = _alloc("int64_t[]", [len(c) for c in held])
+        f = _alloc("int64_t[]", fill)
+        info = _alloc("int64_t[5]")
+        status = _arrow_decode_run_c(ptr, size, start, max(lo, INT64_MIN), min(hi, INT64_MAX),
+                                     0 if prev is None else prev, prev is not None,
+                                     bool(txn_aside), max_rows, max_data, bool(with_headers),
+                                     ptrs, caps, f, info)
+        fill[:] = _unpack(f, len(fill))
+        return status, info[4], info[0], info[1], info[2] if info[3] else None
     finally:
         for h in held:
             _release(h)

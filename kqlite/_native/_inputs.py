@@ -150,6 +150,11 @@ ARROW_TOO_LARGE = -22       # an int32 Arrow offset would overflow: start a new 
 ARROW_COLUMNS = 14
 ARROW_FILL = 9      # rows, key/value bytes, headers, header key/value bytes, 3 null counts
 
+# How arrow_decode_run ended (KQ_RUN_* in csrc/kqlite_native.h).
+RUN_END = 0         # every whole batch of the data is done
+RUN_ASIDE = 1       # the batch at the position returned goes through the per-batch path
+RUN_FULL = 2        # max_rows or max_data reached
+RUN_STOPPED = 3     # hi reached: the read is complete
 
 def arrow_check(cols, fill):
     if len(cols) != ARROW_COLUMNS or len(fill) != ARROW_FILL:

@@ -10,11 +10,12 @@ catch-up's batch headers folded) and pure_rounds.py (group commit's rendezvous).
 """
 
 from .pure_arrow import (  # noqa: F401
-    arrow_append_rows, arrow_decode, arrow_encode, arrow_partitions, murmur2,
+    arrow_append_rows, arrow_decode, arrow_decode_run, arrow_encode, arrow_partitions, murmur2,
 )
 from .pure_codec import (  # noqa: F401
     MIN_RECORD_SIZE, SCAN_BAD_HEADER, SCAN_CORRUPT_CRC, SCAN_OK, SCAN_TRUNCATED, crc32, crc32c,
-    decode_records, encode_records, index_search, iter_records, scan_batches, walk_records,
+    EXTENT_DONE, decode_records, encode_records, index_search, iter_records, scan_batches,
+    scan_extent, walk_records,
 )
 from .pure_rounds import Rounds  # noqa: F401
 from .pure_seek import find_record, record_marks  # noqa: F401

@@ -12,9 +12,9 @@ from ._inputs import (
     INT64_MAX, INT64_MIN,
     AC_HKEY_DATA, AC_HKEY_OFFSETS, AC_HVALUE_VALID, AC_KEY_VALID, AC_LIST_OFFSETS,
     AC_OFFSET, AC_TIMESTAMP, AC_VALUE_VALID, ARROW_NO_SPACE, ARROW_TOO_LARGE, INT32_MAX,
-    WALK_OVERFLOW, arrow_check,
+    RUN_ASIDE, RUN_END, RUN_FULL, RUN_STOPPED, WALK_OVERFLOW, arrow_check,
 )
-from .pure_codec import decode_records, encode_records, walk_records
+from .pure_codec import SCAN_OK, decode_records, encode_records, scan_batches, walk_records
 
 _LE_I32 = struct.Struct("<i")
 _LE_I64 = struct.Struct("<q")
@@ -123,6 +123,69 @@ def arrow_decode(data, count, base_offset, base_timestamp, fixed_timestamp, lo, 
     if fixed_timestamp is not None:
         rows = [(r[0], fixed_timestamp, r[2], r[3], r[4]) for r in rows]
     return arrow_append_rows(rows, with_headers, cols, fill, lo, hi)
+
+
+# A v2 batch's attributes, base timestamp, producer id and record count, big-endian.
+_BATCH_FIELDS = struct.Struct(">h4xq8xq6xi")    # at offset 21
+_BATCH_OVERHEAD = 61
+_COMPRESSION, _LOG_APPEND_TIME, _TRANSACTIONAL, _CONTROL = 0x07, 0x08, 0x10, 0x20
+
+
+def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, with_headers,
+                     cols, fill):
+    """arrow_decode over the whole batches of ``data[start:]`` as the Spark readers walk
+    them (kqlite/spark/arrow_read.py, fetched.py): CRCs checked, offsets rising after
+    ``prev`` (the last offset before ``start``, or None), batches wholly below ``lo``
+    passed over, a control batch giving no rows, the first record at or past ``hi``
+    ending the read. A batch the readers take through their per-batch paths is set
+    aside: damaged bytes, a
+    legacy entry, offsets out of order, a compressed batch, records arrow_decode
+    refuses, and with ``txn_aside`` a transactional or control batch with a producer id
+    (a read_committed filter must see it). Ends there, at the end of ``data``, once
+    ``fill`` holds ``max_rows`` rows or ``max_data`` binary bytes, or at ``hi``.
+
+    Returns ``(status, why, position, lo, prev)``: status 0 or ARROW_NO_SPACE (grow
+    the buffers and call again from ``position``); why RUN_END, RUN_ASIDE (the batch at
+    ``position``), RUN_FULL or RUN_STOPPED; ``lo`` and ``prev`` past the batches done.
+    ``fill`` advances by every batch done."""
+    arrow_check(cols, fill)
+    pos, end = start, len(data)
+    while pos < end:
+        found, _, status = scan_batches(data, pos, verify_crc=True, max_batches=1)
+        if status != SCAN_OK or not found:
+            return 0, RUN_ASIDE, pos, lo, prev
+        _, base, last, max_ts, size, magic = found[0]
+        if prev is not None and prev >= base:
+            return 0, RUN_ASIDE, pos, lo, prev
+        if last < lo:
+            prev, pos = last, pos + size
+            continue
+        if base >= hi:
+            return 0, RUN_STOPPED, pos, lo, prev
+        if magic != 2 or base > last:
+            return 0, RUN_ASIDE, pos, lo, prev
+        attributes, base_ts, pid, count = _BATCH_FIELDS.unpack_from(data, pos + 21)
+        if attributes & _CONTROL:
+            if txn_aside and pid >= 0:
+                return 0, RUN_ASIDE, pos, lo, prev
+            stopped = last + 1 >= hi
+        else:
+            if (txn_aside and attributes & _TRANSACTIONAL) or attributes & _COMPRESSION:
+                return 0, RUN_ASIDE, pos, lo, prev
+            fixed = max_ts if attributes & _LOG_APPEND_TIME else None
+            body = memoryview(data)[pos + _BATCH_OVERHEAD:pos + size]
+            status, stopped = arrow_decode(body, count, base, base_ts, fixed, lo, hi,
+                                           with_headers, cols, fill)
+            if status == ARROW_NO_SPACE:
+                return status, RUN_END, pos, lo, prev
+            if status:
+                return 0, RUN_ASIDE, pos, lo, prev
+        prev, lo, pos = last, max(lo, last + 1), pos + size
+        if stopped:
+            return 0, RUN_STOPPED, pos, lo, prev
+        if fill[0] >= max_rows or fill[1] + fill[2] + fill[4] + fill[5] >= max_data:
+            return 0, RUN_FULL, pos, lo, prev
+    return 0, RUN_END, pos, lo, prev
 
 
 def _arrow_cells(column, lo, hi):

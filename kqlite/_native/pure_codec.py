@@ -436,3 +436,27 @@ def index_search(buf, count, entry_size, target):
             hi = mid - 1
     return answer
 
+
+
+EXTENT_DONE = 4
+
+
+def scan_extent(buf, start, end, from_offset, limit, max_bytes):
+    """See kqlite/_native/__init__.py."""
+    end = min(end, len(buf))
+    pos, first, total = start, None, 0
+    while pos < end:
+        found, _, status = scan_batches(buf, pos, end, verify_crc=False, max_batches=1)
+        if status != SCAN_OK or not found:
+            return status, first, total, pos
+        _, _, last, _, size, _ = found[0]
+        if last >= from_offset:
+            if last >= limit or (first is not None and total + size > max_bytes):
+                return EXTENT_DONE, first, total, pos
+            if first is None:
+                first = pos
+            total += size
+            if total >= max_bytes:      # no further entry can fit
+                return EXTENT_DONE, first, total, pos + size
+        pos += size
+    return SCAN_OK, first, total, pos

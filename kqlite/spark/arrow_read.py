@@ -20,6 +20,8 @@ aborted transactions the ``.txnindex`` files list for the range and shown every
 batch in offset order; a skipped batch's offsets are passed over like any other's.
 """
 
+import struct
+
 from .. import _native
 from ..format import compression
 from ..format.constants import BATCH_OVERHEAD, CODEC_NONE, MAGIC_V2, TIMESTAMP_CREATE_TIME
@@ -33,6 +35,7 @@ __all__ = ["ColumnBuilder", "read_arrow"]
 _FETCH_BYTES = 4 << 20
 _MAX_DATA = 1 << 30         # a RecordBatch's binary columns stay well inside int32 offsets
 _ROW_BUFFERS = ((0, 8), (1, 8), (2, 0), (3, 4), (5, 0), (6, 4), (8, 4))
+_SIZE = _COUNT = struct.Struct(">i")
 
 
 class ColumnBuilder:
@@ -92,6 +95,20 @@ class ColumnBuilder:
             if status != _native.ARROW_NO_SPACE:
                 return status, stopped
             self.grow(count, len(body))
+
+    def add_run(self, data, at, lo, hi, prev, txn_aside, max_rows):
+        """Decode the whole batches of ``data[at:]`` in one pass (_native.arrow_decode_run):
+        ``(why, at, lo, prev)`` as it returns them, after growing the buffers as often as
+        it needs."""
+        while True:
+            status, why, at, lo, prev = _native.arrow_decode_run(
+                data, at, lo, hi, prev, txn_aside, max_rows, _MAX_DATA, self.include_headers,
+                self.cols, self.fill)
+            if status != _native.ARROW_NO_SPACE:
+                return why, at, lo, prev
+            size, count = _SIZE.unpack_from(data, at + 8)[0] + 12, _COUNT.unpack_from(
+                data, at + 57)[0]
+            self.grow(max(count, 1024), max(size, 1 << 16))
 
     def add_rows(self, rows, lo, hi):
         """Append decoded rows (Records); ``(status, stopped)`` as add_batch."""
@@ -183,41 +200,58 @@ class _Reader:
 
 
 def _fill(reader, pos, end, builder, batch_rows):
-    """Decode into ``builder``, yielding (stopped) whenever it holds enough rows."""
+    """Decode into ``builder``, yielding (stopped) whenever it holds enough rows.
+
+    The runs of plain batches go through builder.add_run in one native pass each;
+    the batch it sets aside takes _one_batch, and the run goes on after it."""
     prev = None
+    txn_aside = bool(reader.skip.pending)
     while pos < end:
         data = reader.lg.read_batches(pos, _FETCH_BYTES, isolation=reader.isolation)
         if not data:
             yield _per_record(reader, builder, pos, end)
             return
-        batches, stop, status = _native.scan_batches(data, verify_crc=True)
-        view = memoryview(data)
-        for position, base, last, max_ts, size, magic in batches:
-            if last < pos:
-                prev = last
-                continue
-            if base >= end:
+        at = 0
+        while True:
+            why, at, pos, prev = builder.add_run(data, at, pos, end, prev, txn_aside,
+                                                 batch_rows)
+            if why == _native.RUN_END:
+                break
+            if why == _native.RUN_STOPPED:
                 yield True
                 return
-            header = parse_header(data, position) if magic == MAGIC_V2 else None
-            if header is None or not (prev is None or prev < base) or base > last:
-                stopped = _per_record(reader, builder, pos, min(end, last + 1), end)
-            elif reader.skip.skips(data, position, header):
-                stopped = last + 1 >= end
-            else:
-                stopped = _decode(reader, builder, view, position, size, header, pos, end)
-            prev = last
-            pos = max(pos, last + 1)
-            if stopped:
-                yield True
-                return
-            if builder.rows >= batch_rows or builder.full:
-                yield False
-        if status != _native.SCAN_OK or not batches:
-            # A damaged batch: the per-record path raises the error it deserves.
-            yield _per_record(reader, builder, pos, end)
-            return
+            if why == _native.RUN_ASIDE:
+                at, pos, prev, stopped = _one_batch(reader, builder, data, at, pos, end, prev)
+                if stopped:
+                    yield True
+                    return
+                if not (builder.rows >= batch_rows or builder.full):
+                    continue
+            yield False
     yield True
+
+
+def _one_batch(reader, builder, data, at, pos, end, prev):
+    """The batch at ``data[at:]`` the way Log.read gives it: ``(at, pos, prev, stopped)``
+    past it. A legacy entry, a batch out of order or one the decoder refuses is read
+    through Log.read; a batch the filter skips gives no rows; a damaged one makes the
+    per-record path raise its error."""
+    batches, _, status = _native.scan_batches(data, at, verify_crc=True, max_batches=1)
+    if status != _native.SCAN_OK or not batches:
+        return len(data), end, prev, _per_record(reader, builder, pos, end)
+    position, base, last, _max_ts, size, magic = batches[0]
+    if last < pos:
+        return position + size, pos, last, False
+    if base >= end:
+        return position + size, pos, prev, True
+    header = parse_header(data, position) if magic == MAGIC_V2 else None
+    if header is None or not (prev is None or prev < base) or base > last:
+        stopped = _per_record(reader, builder, pos, min(end, last + 1), end)
+    elif reader.skip.skips(data, position, header):
+        stopped = last + 1 >= end
+    else:
+        stopped = _decode(reader, builder, memoryview(data), position, size, header, pos, end)
+    return position + size, max(pos, last + 1), last, stopped
 
 
 def _decode(reader, builder, view, position, size, header, lo, hi):

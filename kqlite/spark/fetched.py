@@ -1,12 +1,15 @@
 """The records of one partition in a Fetch response, decoded into Arrow buffers
 (``arrow_read.ColumnBuilder``) without a Python object per record.
 
-Theory of operation: ``_native.scan_batches`` walks the entries of the response's
-records field, checking every CRC. Each v2 batch goes through the same columnar
-decoder as a data dir's (``arrow_read.ColumnBuilder.add_batch``, after decompression);
-a legacy (magic 0/1) entry from old Kafka data, or a batch the decoder refuses, is
-decoded by kqlite.format into Records whose rows are appended to the same buffers
-(or whose error is raised). What a Kafka consumer would do is done here too:
+Theory of operation: the entries of the response's records field go through the
+same columnar decoder as a data dir's, one native pass over every plain batch of
+the answer (``arrow_read.ColumnBuilder.add_run``: every CRC checked, offsets rising,
+markers passed over). What that pass sets aside is taken entry by entry: a
+compressed batch is decompressed and decoded (``ColumnBuilder.add_batch``); a legacy
+(magic 0/1) entry from old Kafka data, or a batch the decoder refuses, is decoded by
+kqlite.format into Records whose rows are appended to the same buffers (or whose
+error is raised); under READ_COMMITTED transactional batches and markers meet
+Kafka's filter. What a Kafka consumer would do is done here too:
 
 * a truncated entry at the end of the records is normal (the broker cuts the
   response at the partition's byte limit) and is dropped: the next fetch starts there;
@@ -55,42 +58,71 @@ class FetchedDecoder:
         """Decode ``records`` (the bytes of one partition's answer). A generator: it
         yields whenever the builder holds ``batch_rows`` rows or is full, for the caller
         to take them. ``aborted``: the response's aborted transactions
-        [(producer id, first offset)] under READ_COMMITTED, else None."""
+        [(producer id, first offset)] under READ_COMMITTED, else None.
+
+        The runs of plain batches go through one native pass each
+        (``ColumnBuilder.add_run``); an entry it sets aside takes :meth:`_entry`. Under
+        READ_COMMITTED transactional batches and markers are set aside, for Kafka's
+        filter to see every one of them in order."""
         self.progress = False
         self._last = None
         if not records:
             return
         view = memoryview(records)
-        entries, _stop, status = _native.scan_batches(view, verify_crc=True)
         pending = sorted((a, p) for p, a in aborted) if aborted else []
         aborted_now = set()
-        for position, base, last, _max_ts, size, magic in entries:
-            if self._last is not None and base <= self._last:
-                raise CorruptRecordError(f"{self.where}: the broker's entry at offset {base} "
-                                         f"does not follow offset {self._last}")
-            self._last = last
-            if last < self.position:
-                continue        # already read (an odd broker may send it again)
-            if base >= self.end:
+        committed = aborted is not None
+        start, at = self.position, 0
+        while True:
+            why, at, self.position, self._last = self.builder.add_run(
+                records, at, self.position, self.end, self._last, committed, batch_rows)
+            self.progress = self.position > start
+            if why == _native.RUN_STOPPED or self.position >= self.end:
                 self.stopped = True
                 return
-            if magic < 2:
-                self._rows(read_legacy_entry(view, position))
-            else:
-                header = parse_header(view, position)
-                if not self._skipped(view, position, header, pending, aborted_now,
-                                     aborted is not None):
-                    self._batch(view, position, size, header)
-            self.position = max(self.position, last + 1)
-            self.progress = True
-            if self.position >= self.end:
-                self.stopped = True
+            if why == _native.RUN_END:
                 return
-            if self.builder.rows >= batch_rows or self.builder.full:
-                yield
-        if status not in (_native.SCAN_OK, _native.SCAN_TRUNCATED) and not self.progress:
-            raise CorruptRecordError(f"{self.where}: the broker returned a damaged entry at "
-                                     f"offset {self.position} ({_SCAN_TEXT.get(status)})")
+            if why == _native.RUN_ASIDE:
+                at = self._entry(view, at, pending, aborted_now, committed)
+                self.progress = self.position > start
+                if at is None or self.position >= self.end:
+                    self.stopped = self.stopped or self.position >= self.end
+                    return
+                if not (self.builder.rows >= batch_rows or self.builder.full):
+                    continue
+            yield
+
+    def _entry(self, view, at, pending, aborted_now, committed):
+        """The entry at ``view[at:]`` the way Kafka's consumer takes it: the position of
+        the next entry, or None when the answer ends here (a truncated tail, dropped;
+        damage, raised unless the entries in front of it moved the position; an entry
+        at or past the end of the range, which ends the read)."""
+        entries, _stop, status = _native.scan_batches(view, at, verify_crc=True,
+                                                      max_batches=1)
+        if not entries:
+            if status not in (_native.SCAN_OK, _native.SCAN_TRUNCATED) and not self.progress:
+                raise CorruptRecordError(f"{self.where}: the broker returned a damaged entry "
+                                         f"at offset {self.position} "
+                                         f"({_SCAN_TEXT.get(status)})")
+            return None
+        position, base, last, _max_ts, size, magic = entries[0]
+        if self._last is not None and base <= self._last:
+            raise CorruptRecordError(f"{self.where}: the broker's entry at offset {base} "
+                                     f"does not follow offset {self._last}")
+        self._last = last
+        if last < self.position:
+            return position + size      # already read (an odd broker may send it again)
+        if base >= self.end:
+            self.stopped = True
+            return None
+        if magic < 2:
+            self._rows(read_legacy_entry(view, position))
+        else:
+            header = parse_header(view, position)
+            if not self._skipped(view, position, header, pending, aborted_now, committed):
+                self._batch(view, position, size, header)
+        self.position = max(self.position, last + 1)
+        return position + size
 
     def _skipped(self, view, position, header, pending, aborted_now, committed):
         """Whether a v2 batch gives no rows: a control batch, or under READ_COMMITTED a

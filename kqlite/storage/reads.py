@@ -55,10 +55,12 @@ filter by the same algorithm.
 """
 
 import os
+import struct
 from bisect import bisect_right
 from itertools import chain
 from typing import Any, Iterator, NamedTuple, Optional, Union
 
+from .. import _native
 from ..errors import CorruptRecordError, OffsetOutOfRangeError
 from ..format import batch as batch_format
 from ..format.constants import CONTROL_MASK, MAGIC_V2, TRANSACTIONAL_MASK
@@ -67,7 +69,7 @@ from ..format.header import BatchHeader, parse_header
 from ..format.legacy import read_legacy_entry
 from ..format.record import Record
 from .isolation import read_limit
-from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, SegmentWalk, batch_header
+from .scan import SCAN_OK, SCAN_TRUNCATED, STATUS_TEXT, Chunk, SegmentWalk, batch_header
 from .segment import LOOKUP_READ
 from .segments import NO_LIMIT
 from .txn_index import AbortedTransaction, AbortedTxn
@@ -461,7 +463,81 @@ def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
     seg = lg._segments.for_offset(offset)
     if seg is None:
         return None
-    walk = SegmentWalk(seg.log, seg.index.lookup(offset)[1], seg.size, headers_only=True,
+    position = seg.index.lookup(offset)[1]
+    if keep_chunks:
+        settled = _extent_in_one_read(seg, position, offset, max_bytes, limit)
+        if settled is not _UNSETTLED:
+            return settled
+    return _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks)
+
+
+# Bytes read past max_bytes: room for the batches between the index entry looked up
+# and the one holding the offset (index.interval.bytes, 4 KiB by default, apart).
+_LOOKUP_SLACK = 64 << 10
+_UNSETTLED = object()
+_ENTRY_FRAME = 17           # offset, length, leader epoch, magic: what the scan judged
+_LARGE_ENTRY = LOOKUP_READ // 2
+_LENGTH = struct.Struct(">i")
+
+
+def _extent_in_one_read(seg, position, offset, max_bytes, limit):
+    """What _extent_walk answers, from one read of the bytes it would walk whose
+    entries are folded in one native pass (no object per batch: a log of one-record
+    batches has tens of thousands in a read); _UNSETTLED when the reads do not decide
+    it (damaged bytes, the end of a file another process truncated), for the walk to
+    answer. Only for a caller that keeps the bytes.
+
+    A first read of LOOKUP_READ bytes settles small extents; one that cuts off a
+    large entry leaves the extent to the header walk, which steps over large batches
+    by their headers (reading them all here would read them twice). Otherwise the
+    read grows to ``max_bytes`` and the slack for the entries in front of the offset,
+    and is made again from the extent's first entry if passing over those took more
+    than the slack (the entries before it count for nothing)."""
+    room = seg.size - position
+    want = min(room, LOOKUP_READ)
+    while want > 0:
+        data = seg.log.pread(want, position)
+        if len(data) != want:
+            return _UNSETTLED
+        status, first, total, stop = _native.scan_extent(data, 0, want, offset, limit,
+                                                         max_bytes)
+        if status == SCAN_TRUNCATED and first is not None and \
+                _past_budget(data, stop, total, max_bytes):
+            status = _native.EXTENT_DONE
+        if status == _native.EXTENT_DONE or (status == SCAN_OK and want == room):
+            if first is None:
+                return None
+            return seg, position + first, total, [Chunk(position, data, [])]
+        if status != SCAN_TRUNCATED or len(data) - stop < _ENTRY_FRAME \
+                or _entry_size(data, stop) > _LARGE_ENTRY:
+            return _UNSETTLED
+        if first:
+            position, room = position + first, room - first
+            grown = min(room, max(max_bytes, 0) + _ENTRY_FRAME)
+        else:
+            grown = min(room, max(max_bytes, 0) + _LOOKUP_SLACK)
+        if grown <= want and not first:
+            return _UNSETTLED
+        want = grown
+    return _UNSETTLED
+
+
+def _entry_size(data, at):
+    return _LENGTH.unpack_from(data, at + 8)[0] + 12
+
+
+def _past_budget(data, at, total, max_bytes):
+    """Whether the entry the read cut off at ``data[at:]`` ends the extent whatever its
+    offsets: its length field says it takes the total past ``max_bytes`` (the walk
+    stops there too, stepping over it by its header or finding it damaged)."""
+    if len(data) - at < _ENTRY_FRAME:
+        return False
+    return total + _entry_size(data, at) > max_bytes
+
+
+def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks):
+    """_extent by a header walk from ``position``."""
+    walk = SegmentWalk(seg.log, position, seg.size, headers_only=True,
                        chunk=LOOKUP_READ, from_offset=offset, trust_end=True)
     chunks = []
     start, total = None, 0

@@ -173,3 +173,119 @@ def test_partitions_are_kafkas(keys, partitions):
     arr = pa.array(keys, pa.binary())
     for impl in IMPLS:
         assert list(impl.arrow_partitions(_binary_buffers(arr), len(keys), partitions)) == want
+
+
+# -- arrow_decode_run: a fetched chunk's batches in one pass ---------------------------------
+
+# A batch of the chunk: its records, and how it was written.
+KINDS = ["plain", "gzip", "idempotent", "transactional", "control", "log_append"]
+chunk_batch = st.tuples(st.lists(record, min_size=1, max_size=4), st.sampled_from(KINDS),
+                        st.booleans())     # True: the batch repeats the previous base offset
+
+
+def _chunk(batches):
+    from kqlite.format.batch import build_batch
+    from kqlite import Record
+    out, offset = [], 0
+    for recs, kind, repeat in batches:
+        if repeat and out:
+            offset -= 1
+        rows = [Record(key=k, value=v, headers=[(hk, hv) for hk, hv in hs],
+                       timestamp=10**6 + ts) for k, v, hs, ts in recs]
+        if kind == "control":
+            rows = rows[:1]
+        txn = kind in ("transactional", "control")
+        out.append(build_batch(
+            rows, base_offset=offset, codec=1 if kind == "gzip" else 0,
+            producer_id=7 if kind in ("idempotent", "transactional", "control") else -1,
+            producer_epoch=0 if kind in ("idempotent", "transactional", "control") else -1,
+            base_sequence=0 if kind in ("idempotent", "transactional", "control") else -1,
+            transactional=txn, control=kind == "control",
+            timestamp_type=1 if kind == "log_append" else 0))
+        offset += len(rows)
+    return b"".join(out), offset
+
+
+def _run_all(impl, data, lo, hi, txn_aside, max_rows, with_headers):
+    """Every call a reader makes over ``data``: growing on NO_SPACE, stepping over a
+    batch set aside (stopping at bytes that do not frame), going on after FULL."""
+    cols, fill = _fresh(with_headers)
+    at, prev, calls = 0, None, []
+    while at < len(data):
+        status, why, at, lo, prev = impl.arrow_decode_run(
+            data, at, lo, hi, prev, txn_aside, max_rows, 1 << 30, with_headers, cols, fill)
+        calls.append((status, why, at, lo, prev, tuple(fill)))
+        if status == _native.ARROW_NO_SPACE:
+            cols = [c + bytes(len(c) * 2 + 64) for c in cols]
+        elif why == _native.RUN_ASIDE:
+            found, _, _ = _native.pure.scan_batches(data, at, verify_crc=False, max_batches=1)
+            if not found:
+                break
+            at += found[0][4]
+        elif why in (_native.RUN_END, _native.RUN_STOPPED):
+            break
+        max_rows = fill[0] + max_rows
+    return calls, cols, fill
+
+
+@NATIVE
+@given(batches=st.lists(chunk_batch, min_size=1, max_size=8),
+       window=st.tuples(st.integers(0, 30), st.integers(0, 30)),
+       txn_aside=st.booleans(), max_rows=st.integers(1, 12), with_headers=st.booleans(),
+       damage=st.one_of(st.none(), st.tuples(st.integers(0, 10**4), st.integers(1, 255))))
+def test_run_is_the_same_in_both(batches, window, txn_aside, max_rows, with_headers, damage):
+    data, end = _chunk(batches)
+    if damage is not None:
+        data = bytearray(data)
+        data[damage[0] % len(data)] ^= damage[1]
+        data = bytes(data)
+    lo, hi = min(window), max(window)
+    results = [_run_all(impl, data, lo, hi, txn_aside, max_rows, with_headers)
+               for impl in IMPLS]
+    calls, cols, fill = results[0]
+    for other_calls, other_cols, other_fill in results[1:]:
+        assert other_calls == calls
+        assert other_fill == fill
+        assert _rows(other_cols, other_fill, with_headers) == _rows(cols, fill, with_headers)
+
+
+def test_run_decodes_plain_batches_and_leaves_out_markers():
+    recs = [(b"k%d" % i, b"v%d" % i, [], i) for i in range(6)]
+    data, _ = _chunk([(recs[:1], "plain", False), (recs[1:3], "idempotent", False),
+                      (recs[3:4], "control", False), (recs[4:6], "log_append", False)])
+    for impl in IMPLS:
+        cols, fill = _fresh(False, rows=16, data=64)
+        status, why, at, lo, prev = impl.arrow_decode_run(data, 0, 0, 99, None, False, 99,
+                                                          1 << 30, False, cols, fill)
+        assert (status, why, at, lo, prev) == (0, _native.RUN_END, len(data), 6, 5)
+        got = _rows(cols, fill, False)
+        assert [r[0] for r in got] == [0, 1, 2, 4, 5]      # offset 3 is the marker
+        assert [r[3] for r in got] == [b"v0", b"v1", b"v2", b"v4", b"v5"]
+
+
+def test_run_sets_aside_what_the_reader_takes_batch_by_batch():
+    recs = [(None, b"v%d" % i, [], i) for i in range(3)]
+    for kind, txn_aside in [("gzip", False), ("transactional", True), ("control", True)]:
+        data, _ = _chunk([(recs[:1], "plain", False), (recs[1:2], kind, False),
+                          (recs[2:], "plain", False)])
+        first = len(_chunk([(recs[:1], "plain", False)])[0])
+        for impl in IMPLS:
+            cols, fill = _fresh(False, rows=16, data=64)
+            got = impl.arrow_decode_run(data, 0, 0, 99, None, txn_aside, 99, 1 << 30, False,
+                                        cols, fill)
+            assert got == (0, _native.RUN_ASIDE, first, 1, 0), kind
+            assert fill[0] == 1
+
+
+def test_run_stops_at_hi_and_when_full():
+    recs = [(None, b"v%d" % i, [], i) for i in range(4)]
+    data, _ = _chunk([([r], "plain", False) for r in recs])
+    size = len(data) // 4
+    for impl in IMPLS:
+        cols, fill = _fresh(False, rows=16, data=64)
+        assert impl.arrow_decode_run(data, 0, 1, 3, None, False, 99, 1 << 30, False,
+                                     cols, fill) == (0, _native.RUN_STOPPED, 3 * size, 3, 2)
+        assert fill[0] == 2
+        cols, fill = _fresh(False, rows=16, data=64)
+        assert impl.arrow_decode_run(data, 0, 0, 99, None, False, 2, 1 << 30, False,
+                                     cols, fill) == (0, _native.RUN_FULL, 2 * size, 2, 1)

@@ -241,3 +241,33 @@ def test_mutated_logs_agree(magic, draw):
     batches, stop, status = results[0]
     assert stop == (batches[-1][0] + batches[-1][4] if batches else 0)
     assert status in (OK, TRUNCATED, CORRUPT_CRC, BAD_HEADER)
+
+
+def _extent_by_scan(data, from_offset, limit, max_bytes):
+    """scan_extent's answer from scan_batches' tuples, the fold _extent_walk makes."""
+    batches, stop, status = _native.pure.scan_batches(data, 0, None, False)
+    first, total = None, 0
+    for pos, _base, last, _ts, size, _magic in batches:
+        if last < from_offset:
+            continue
+        if last >= limit or (first is not None and total + size > max_bytes):
+            return _native.EXTENT_DONE, first, total, pos
+        first = pos if first is None else first
+        total += size
+        if total >= max_bytes:
+            return _native.EXTENT_DONE, first, total, pos + size
+    return status, first, total, stop
+
+
+@NATIVE
+@given(st.sampled_from([0, 1, 2]), st.integers(0, 30), st.integers(0, 40),
+       st.integers(-1, 3000), st.integers(0, 3000), st.one_of(st.none(), st.integers(0, 255)))
+def test_extent_is_the_fold_of_the_scan(magic, from_offset, limit, max_bytes, cut, flip):
+    data, _ = build_log(magic, n_entries=8)
+    data = bytearray(data[:cut] if cut < len(data) else data)
+    if flip is not None and data:
+        data[flip % len(data)] ^= 0x5A
+    data = bytes(data)
+    want = _extent_by_scan(data, from_offset, limit, max_bytes)
+    for impl in IMPLS:
+        assert impl.scan_extent(data, 0, len(data), from_offset, limit, max_bytes) == want

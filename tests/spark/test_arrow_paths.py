@@ -7,7 +7,7 @@ import random
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
@@ -70,6 +70,63 @@ def test_columnar_read_gives_the_per_record_rows(batches, legacy, window, includ
         slow = _read(path, start, stop, include_headers, False, batch_rows)
         assert fast == slow
         assert len(fast) == max(0, stop - start)
+
+
+# One step of a log written by producers: ("plain", n, codec) n records in batches of
+# one (as a Producer with linger_ms=0 writes them) or all in one batch, or a producer's
+# transactional batch, or its commit or abort.
+step = st.one_of(
+    st.tuples(st.just("plain"), st.integers(1, 5), st.sampled_from(["none", "gzip"]),
+              st.booleans()),
+    st.tuples(st.just("send"), st.integers(0, 2), st.integers(1, 3), st.sampled_from([0, 1])),
+    st.tuples(st.just("end"), st.integers(0, 2), st.booleans()))
+
+
+@FEW
+@example(steps=[("plain", 1, "none", False), ("send", 0, 2, 0), ("plain", 2, "none", True),
+                ("send", 1, 1, 1), ("end", 0, False), ("end", 1, True), ("plain", 1, "gzip", True)],
+         window=(0, 40), isolation="read_committed", batch_rows=3)
+@given(steps=st.lists(step, min_size=1, max_size=14),
+       window=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+       isolation=st.sampled_from(["read_committed", "read_uncommitted"]),
+       batch_rows=st.integers(1, 20))
+def test_columnar_read_of_small_and_transactional_batches(steps, window, isolation,
+                                                          batch_rows):
+    from kqlite.format.batch import build_batch
+    with tempfile.TemporaryDirectory() as path:
+        with kqlite.open(path, retention_check_interval_ms=0) as db:
+            db.create_topic("t", partitions=1)
+            pids = [db.producer_ids.allocate() for _ in range(3)]
+            seqs, open_txn = [0, 0, 0], [False, False, False]
+            with db.leased_log("t", 0) as lg:
+                n = 0
+                for kind, a, b, c in (s + (None,) * (4 - len(s)) for s in steps):
+                    if kind == "plain":
+                        recs = [kqlite.Record(value=b"p%d" % (n + i), timestamp=1_000 + i)
+                                for i in range(a)]
+                        for part in ([[r] for r in recs] if c else [recs]):
+                            lg.append(part, codec=b)
+                    elif kind == "send":
+                        recs = [kqlite.Record(value=b"t%d" % (n + i), key=b"k",
+                                              timestamp=2_000) for i in range(b)]
+                        lg.append_batches(build_batch(
+                            recs, codec=c, producer_id=pids[a], producer_epoch=0,
+                            base_sequence=seqs[a], transactional=True))
+                        seqs[a] += b
+                        open_txn[a] = True
+                    elif open_txn[a]:
+                        lg.append_marker(pids[a], 0, 0, b)
+                        open_txn[a] = False
+                    n = lg.end_offset
+                end = lg.last_stable_offset if isolation == "read_committed" else n
+        start, stop = min(window), min(max(window), end)
+        got = list(read_range(path, "t", 0, start, stop, batch_rows=batch_rows, fast=True,
+                              isolation=isolation))
+        want = list(read_range(path, "t", 0, start, stop, batch_rows=batch_rows, fast=False,
+                               isolation=isolation))
+        rows = pa.Table.from_batches(got).to_pylist() if got else []
+        assert rows == (pa.Table.from_batches(want).to_pylist() if want else [])
+        assert all(len(b) for b in got)
 
 
 def _topic(path, partitions=3, config=None):

@@ -7,6 +7,7 @@ import socket
 import threading
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 pa = pytest.importorskip("pyarrow")
 
@@ -139,3 +140,61 @@ def test_bad_bootstrap_lists_are_refused():
     with pytest.raises(BrokerError, match="names no broker"):
         KafkaClient(" , ")
     assert KafkaClient("[::1]:9092, h:1").bootstrap == [("::1", 9092), ("h", 1)]
+
+
+# One step of a partition written by producers: n plain records in 1-record batches or
+# in one batch (compressed or not), a transactional batch of producer 7 or 8, or that
+# producer's commit or abort.
+step = st.one_of(
+    st.tuples(st.just("plain"), st.integers(1, 4), st.booleans(), st.sampled_from([0, 1])),
+    st.tuples(st.just("txn"), st.sampled_from([7, 8]), st.integers(1, 3),
+              st.sampled_from([0, 1])),
+    st.tuples(st.just("end"), st.sampled_from([7, 8]), st.booleans(), st.just(0)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(step, min_size=1, max_size=16),
+       window=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+       committed=st.booleans(), batch_rows=st.integers(1, 20))
+def test_small_batches_and_transactions_read_as_kafkas_consumer(steps, window, committed,
+                                                                batch_rows):
+    data, offset, rows, aborted, open_txn = b"", 0, [], [], {}
+    for kind, a, b, c in steps:
+        if kind == "plain":
+            values = [b"p%d" % (offset + i) for i in range(a)]
+            for part in ([[v] for v in values] if b else [values]):
+                data += _batch(offset, part, codec=c)
+                rows += [(offset + i, v, None) for i, v in enumerate(part)]
+                offset += len(part)
+        elif kind == "txn":
+            values = [b"t%d" % (offset + i) for i in range(b)]
+            data += _batch(offset, values, codec=c, pid=a, txn=True)
+            open_txn.setdefault(a, offset)
+            rows += [(offset + i, v, a) for i, v in enumerate(values)]
+            offset += b
+        elif a in open_txn:
+            data += _batch(offset, [None], pid=a, txn=True, control=int(b))
+            first = open_txn.pop(a)
+            if not b:
+                aborted.append((a, first))
+                rows = [r for r in rows if not (r[2] == a and first <= r[0] < offset)]
+            offset += 1
+    start, end = min(window), max(window)
+    want = [(o, v) for o, v, pid in rows if start <= o < end]
+    if not committed:       # every record, aborted or not
+        want = [(o, v) for o, v in _all_records(data) if start <= o < end]
+    got, decoder = _decode([data], start=start, end=end, batch_rows=batch_rows,
+                           aborted=aborted if committed else None)
+    assert got == want
+
+
+def _all_records(data):
+    from kqlite import _native
+    from kqlite.format.header import parse_header
+    out = []
+    for position, *_ in _native.scan_batches(data)[0]:
+        header = parse_header(data, position)
+        if not header.is_control:
+            out += [(r[0], r[3]) for r in kqlite.format.batch.decode_records(
+                memoryview(data), position, header, verify=False)]
+    return out

@@ -80,6 +80,39 @@ def test_reads_match_whole_batch_walks(tmp_path, seed):
                                              if s is seg and b.last_offset >= o)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_one_read_extent_is_the_walks(tmp_path, seed):
+    """read_batches' extent from reads folded natively (reads._extent_in_one_read)
+    equals the header walk's whenever it settles, and settles for small batches (an
+    extent that meets a large batch is left to the walk)."""
+    from kqlite.storage import reads
+    rng = random.Random(seed)
+    with kqlite.Log.open(tmp_path / "t-0", segment_bytes=rng.choice([50_000, 1 << 30]),
+                         index_interval_bytes=rng.choice([1, 4096])) as log:
+        for _ in range(200):
+            log.append([os.urandom(rng.choice([0, 40, 200]))])
+        for _ in range(rng.randint(1, 300)):
+            n = rng.choice([1] * 16 + [10] * 3 + [300])
+            log.append([os.urandom(rng.choice([0, 40, 300])) for _ in range(n)])
+            if rng.random() < 0.02:
+                log.append([os.urandom(1000)] * 300)
+        end = log.end_offset
+        queries = [(0, 100, end), (0, 5000, end), (3, 5000, 50)] + [
+            (rng.randrange(0, end), rng.choice([1, 100, 5000, 1 << 16, 1 << 22]),
+             rng.choice([end, rng.randrange(0, end + 1)])) for _ in range(60)]
+        for i, (offset, max_bytes, limit) in enumerate(queries):
+            seg = log._segments.for_offset(offset)
+            position = seg.index.lookup(offset)[1]
+            walk = reads._extent_walk(seg, position, offset, max_bytes, limit, True)
+            one = reads._extent_in_one_read(seg, position, offset, max_bytes, limit)
+            assert one is not reads._UNSETTLED or i >= 3     # small batches settle
+            if one is not reads._UNSETTLED:
+                assert (one and one[:3]) == (walk and walk[:3])
+                if one:
+                    assert reads._bytes_from(one[3], one[1], one[2]) == \
+                        seg.read(one[1], one[2])
+
+
 def test_read_stops_at_max_offset_and_high_watermark(tmp_path):
     with kqlite.Log.open(tmp_path / "t-0") as log:
         for _ in range(5):
