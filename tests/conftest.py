@@ -4,10 +4,16 @@
 twins (``KQLITE_PURE_PYTHON=1``). The second pass runs the tests of code that has a C
 helper beneath it (formats, storage, the embedded API, the crash suite, the single
 broker, Spark, the CLI) and leaves out the tests whose code is the same in both modes
-and calls no C helper itself: the protocol codec's schema checks, the cluster (its
-storage underneath is tested in both modes on its own) with its multi-broker and
-fault-injection scenarios, the benchmark harness, and the static type check. That keeps
-the suite within CI's time budget; ``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
+and calls no C helper itself: the cluster (its storage underneath is tested in both modes
+on its own) with its multi-broker and fault-injection scenarios, the benchmark harness,
+the asyncio API's loop checks and the packaging test. That keeps the suite within CI's
+time budget; ``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
+
+The pure-Python pass ends well before the C pass, so ``scripts/test`` (which sets
+``KQLITE_TEST_SPLIT=1`` for both) hands it the checks that read the sources rather than
+run the C helpers: the protocol codec's schema checks, the docs site and its examples,
+the type check, and the layer and documentation rules. They run once, in that pass; a
+plain ``pytest`` run (no ``KQLITE_TEST_SPLIT``) runs them as any other test.
 """
 
 import os
@@ -25,30 +31,42 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long-running soak tests, run only with --soak")
 
 
-_SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}protocol{os.sep}",
-                       f"{os.sep}tests{os.sep}cluster{os.sep}",
+# Run once, in the pure-Python pass, when scripts/test splits the work between the passes.
+_PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
+                   f"{os.sep}tests{os.sep}docs{os.sep}",
+                   f"{os.sep}tests{os.sep}typing{os.sep}",
+                   f"{os.sep}tests{os.sep}test_layers.py",
+                   f"{os.sep}tests{os.sep}test_architecture_doc.py",
+                   f"{os.sep}tests{os.sep}test_configuration_doc.py",
+                   f"{os.sep}tests{os.sep}test_isolation_seam.py")
+
+_SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
                        f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
-                       f"{os.sep}tests{os.sep}docs{os.sep}",
                        f"{os.sep}tests{os.sep}packaging{os.sep}",
-                       f"{os.sep}tests{os.sep}typing{os.sep}",
                        # kqlite.aio's API and loop checks; its cancellation test runs in both.
                        f"{os.sep}tests{os.sep}aio{os.sep}test_aio_api.py",
                        f"{os.sep}tests{os.sep}aio{os.sep}test_aio_group_commit.py")
 
 
-def _same_in_both_modes(item):
+def _under(item, parts):
     path = str(item.path)
-    return any(part in path for part in _SAME_IN_BOTH_MODES)
+    return any(part in path for part in parts)
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("KQLITE_PURE_PYTHON") == "1" and \
-            os.environ.get("KQLITE_TEST_ALL_MODES") != "1":
-        left_out = [i for i in items if _same_in_both_modes(i)]
+    pure = os.environ.get("KQLITE_PURE_PYTHON") == "1"
+    if os.environ.get("KQLITE_TEST_ALL_MODES") != "1":
+        if pure:
+            left_out = [i for i in items if _under(i, _SAME_IN_BOTH_MODES)]
+        elif os.environ.get("KQLITE_TEST_SPLIT") == "1":
+            left_out = [i for i in items if _under(i, _PURE_PASS_ONLY)]
+        else:
+            left_out = []
         if left_out:
             config.hook.pytest_deselected(items=left_out)
-            items[:] = [i for i in items if not _same_in_both_modes(i)]
+            dropped = set(left_out)
+            items[:] = [i for i in items if i not in dropped]
     # The fault-injection scenarios run last: scripts/test runs the pure-Python pass
     # beside this one, and by then it is over, so their faults' timing is their own.
     faults = [i for i in items if f"{os.sep}tests{os.sep}faults{os.sep}" in str(i.path)]

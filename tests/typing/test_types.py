@@ -5,7 +5,7 @@ program that uses every exported name and the calls users make on them ([tool.my
 pyproject.toml lists both; the modules below the API are not annotated yet, and their
 own errors are not reported). The example also runs: its checks of what each call
 returned hold only if what the annotations promise is what the calls give. The same in
-both modes: run in the C pass only (tests/conftest.py).
+both modes: scripts/test runs it once, in the pure-Python pass (tests/conftest.py).
 """
 
 import os
