@@ -156,6 +156,13 @@ int kq_arrow_decode_run(const char *data, int64_t len, int64_t start, int64_t lo
             why = KQ_RUN_ASIDE;                         /* offsets out of order */
             break;
         }
+        /* The filter must see these also below lo: a marker there ends the aborted
+         * transaction that the batches after it would otherwise be dropped for. */
+        if (txn_aside && en.magic == 2 && (int64_t)kq_be64(e + 43) >= 0
+                && (((e[21] << 8) | e[22]) & (KQ_CONTROL_MASK | KQ_TRANSACTIONAL_MASK))) {
+            why = KQ_RUN_ASIDE;
+            break;
+        }
         if (en.last < lo) {                             /* wholly below the cursor */
             prev = en.last;
             has_prev = 1;
@@ -171,17 +178,11 @@ int kq_arrow_decode_run(const char *data, int64_t len, int64_t start, int64_t lo
             break;
         }
         int attributes = (int)(int16_t)((e[21] << 8) | e[22]);
-        int64_t pid = (int64_t)kq_be64(e + 43);
         int stopped = 0;
         if (attributes & KQ_CONTROL_MASK) {
-            if (txn_aside && pid >= 0) {                /* a marker the filter must see */
-                why = KQ_RUN_ASIDE;
-                break;
-            }
             stopped = en.last + 1 >= hi;                /* a marker gives no rows */
         } else {
-            if ((txn_aside && (attributes & KQ_TRANSACTIONAL_MASK))
-                    || (attributes & KQ_COMPRESSION_MASK)) {
+            if (attributes & KQ_COMPRESSION_MASK) {
                 why = KQ_RUN_ASIDE;
                 break;
             }

@@ -458,14 +458,7 @@ _I32_AT = struct.Struct("<i").unpack_from
 
 def arrow_decode(data, count, base_offset, base_timestamp, fixed_timestamp, lo, hi,
                  with_headers, cols, fill):
-    arrow_check(cols, fill)
-    ptr, size, cdata = _pointer(data)
-    held = [_from_buffer(c, require_writable=True) for c in cols]
-    try:
-        ptrs = _alloc("char *[]", held)
-        caps = _alloc("int64_t[]", [len(c) for c in held])
-        f = _alloc("int64_t[]", fill)
-        info = _alloc("int64_t[2]")
+    with _ArrowBuffers(data, cols, fill, 2) as (ptr, size, ptrs, caps, f, info):
         fixed = 0 if fixed_timestamp is None else fixed_timestamp
         status = _arrow_decode_c(ptr, size, count, base_offset, base_timestamp, fixed,
                                  fixed_timestamp is not None, max(lo, INT64_MIN),
@@ -473,11 +466,6 @@ def arrow_decode(data, count, base_offset, base_timestamp, fixed_timestamp, lo, 
         if status == 0:
             fill[:] = _unpack(f, len(fill))
         return status, status == 0 and bool(info[0])
-    finally:
-        for h in held:
-            _release(h)
-        if cdata is not None:
-            _release(cdata)
 
 
 _arrow_decode_run_c = lib.kq_arrow_decode_run
@@ -485,25 +473,36 @@ _arrow_decode_run_c = lib.kq_arrow_decode_run
 
 def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, with_headers,
                      cols, fill):
-    arrow_check(cols, fill)
-    ptr, size, cdata = _pointer(data)
-    held = [_from_buffer(c, require_writable=True) for c in cols]
-    try:
-        ptrs = _alloc("char *[]", held)
-        caps = _alloc("int64_t[]", [len(c) for c in held])
-        f = _alloc("int64_t[]", fill)
-        info = _alloc("int64_t[5]")
+    with _ArrowBuffers(data, cols, fill, 5) as (ptr, size, ptrs, caps, f, info):
         status = _arrow_decode_run_c(ptr, size, start, max(lo, INT64_MIN), min(hi, INT64_MAX),
                                      0 if prev is None else prev, prev is not None,
                                      bool(txn_aside), max_rows, max_data, bool(with_headers),
                                      ptrs, caps, f, info)
         fill[:] = _unpack(f, len(fill))
         return status, info[4], info[0], info[1], info[2] if info[3] else None
-    finally:
-        for h in held:
+
+
+class _ArrowBuffers:
+    """The C view of one Arrow decode call's buffers: the input bytes, the writable
+    columns with their capacities, the fill counters and ``n_info`` answer slots; the
+    buffers are released however the call ends."""
+
+    def __init__(self, data, cols, fill, n_info):
+        arrow_check(cols, fill)
+        self._data, self._cols, self._fill, self._n_info = data, cols, fill, n_info
+
+    def __enter__(self):
+        ptr, size, self._cdata = _pointer(self._data)
+        self._held = [_from_buffer(c, require_writable=True) for c in self._cols]
+        return (ptr, size, _alloc("char *[]", self._held),
+                _alloc("int64_t[]", [len(c) for c in self._held]),
+                _alloc("int64_t[]", self._fill), _alloc("int64_t[%d]" % self._n_info))
+
+    def __exit__(self, *exc):
+        for h in self._held:
             _release(h)
-        if cdata is not None:
-            _release(cdata)
+        if self._cdata is not None:
+            _release(self._cdata)
 
 
 def _c_buffer(buf, held):

@@ -157,6 +157,12 @@ def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, w
         _, base, last, max_ts, size, magic = found[0]
         if prev is not None and prev >= base:
             return 0, RUN_ASIDE, pos, lo, prev
+        if magic == 2:
+            attributes, base_ts, pid, count = _BATCH_FIELDS.unpack_from(data, pos + 21)
+            # The filter must see these also below lo: a marker there ends the aborted
+            # transaction that the batches after it would otherwise be dropped for.
+            if txn_aside and pid >= 0 and attributes & (_CONTROL | _TRANSACTIONAL):
+                return 0, RUN_ASIDE, pos, lo, prev
         if last < lo:
             prev, pos = last, pos + size
             continue
@@ -164,13 +170,10 @@ def arrow_decode_run(data, start, lo, hi, prev, txn_aside, max_rows, max_data, w
             return 0, RUN_STOPPED, pos, lo, prev
         if magic != 2 or base > last:
             return 0, RUN_ASIDE, pos, lo, prev
-        attributes, base_ts, pid, count = _BATCH_FIELDS.unpack_from(data, pos + 21)
         if attributes & _CONTROL:
-            if txn_aside and pid >= 0:
-                return 0, RUN_ASIDE, pos, lo, prev
             stopped = last + 1 >= hi
         else:
-            if (txn_aside and attributes & _TRANSACTIONAL) or attributes & _COMPRESSION:
+            if attributes & _COMPRESSION:
                 return 0, RUN_ASIDE, pos, lo, prev
             fixed = max_ts if attributes & _LOG_APPEND_TIME else None
             body = memoryview(data)[pos + _BATCH_OVERHEAD:pos + size]

@@ -111,7 +111,12 @@ class FetchedDecoder:
                                      f"does not follow offset {self._last}")
         self._last = last
         if last < self.position:
-            return position + size      # already read (an odd broker may send it again)
+            # Already read (an odd broker may send it again); Kafka's filter still sees it:
+            # a marker here ends an aborted transaction for the batches after it.
+            if magic >= 2 and committed:
+                self._skipped(view, position, parse_header(view, position), pending,
+                              aborted_now, committed)
+            return position + size
         if base >= self.end:
             self.stopped = True
             return None
