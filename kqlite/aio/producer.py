@@ -37,6 +37,7 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
+import weakref
 from asyncio import CancelledError, get_running_loop
 from types import TracebackType
 from typing import Any, Callable, Iterable, Optional, Union
@@ -79,6 +80,9 @@ class _Handoff:
         self._sending = False           # a _send_all is queued or running
         self._ready: list[tuple[asyncio.Future[RecordMetadata], _Done]] = []
         self._rescued: dict[asyncio.Future[RecordMetadata], asyncio.Future[RecordMetadata]] = {}
+        # Results of cancelled futures nobody asked for yet (gone with their future).
+        self._unclaimed: weakref.WeakKeyDictionary[asyncio.Future[RecordMetadata], _Done] = \
+            weakref.WeakKeyDictionary()
 
     def hand(self, entry: _Entry) -> None:
         """On the loop: queue one record (in call order) for the hand-off thread."""
@@ -131,25 +135,38 @@ class _Handoff:
                     continue
                 rescued = self._rescued.pop(fut, None)
                 if rescued is None:
+                    # Cancelled, and its sender not yet resumed to ask for the outcome.
+                    self._unclaimed[fut] = done
                     continue
                 fut = rescued
-            if isinstance(done, BaseException):
-                fut.set_exception(done)
-                continue
-            exception: Callable[[], Optional[BaseException]] = done.exception
-            error = exception()
-            if error is None:
-                result: Callable[[], RecordMetadata] = done.result
-                fut.set_result(result())
-            else:
-                fut.set_exception(error)
+            _settle(fut, done)
 
     def rescue(self, fut: asyncio.Future[RecordMetadata]) -> asyncio.Future[RecordMetadata]:
-        """On the loop: the outcome of a handed-over record whose future was cancelled
-        (its result has not been drained yet: the drain runs on the loop too)."""
-        outcome = self._rescued[fut] = self.loop.create_future()
+        """On the loop: the outcome of a handed-over record whose future was cancelled.
+        The task's cancellation cancels ``fut`` at once and resumes the task a turn later:
+        its result may have been drained in between (then it waits in ``_unclaimed``)."""
+        outcome: asyncio.Future[RecordMetadata] = self.loop.create_future()
         outcome.add_done_callback(_retrieve)
+        done = self._unclaimed.pop(fut, None)
+        if done is None:
+            self._rescued[fut] = outcome
+        else:
+            _settle(outcome, done)
         return outcome
+
+
+def _settle(fut: asyncio.Future[RecordMetadata], done: _Done) -> None:
+    # On the loop: what became of the record (its RecordFuture is resolved) to ``fut``.
+    if isinstance(done, BaseException):
+        fut.set_exception(done)
+        return
+    exception: Callable[[], Optional[BaseException]] = done.exception
+    error = exception()
+    if error is None:
+        result: Callable[[], RecordMetadata] = done.result
+        fut.set_result(result())
+    else:
+        fut.set_exception(error)
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:
@@ -194,7 +211,7 @@ class Producer:
         if handoff is None or self._preparing or handoff.loop is not get_running_loop() \
                 or self._cached(topic) is None:
             handoff = await self._prepared(topic)
-        fut = handoff.loop.create_future()
+        fut: asyncio.Future[RecordMetadata] = handoff.loop.create_future()
         handoff.hand((topic, value, key, partition, headers, timestamp, fut))
         try:
             return await fut
@@ -241,7 +258,7 @@ class Producer:
         if handoff is None or handoff.loop is not get_running_loop() \
                 or self._cached(topic) is None:
             raise RuntimeError(f"send_nowait before the producer's first send to {topic!r}")
-        fut = handoff.loop.create_future()
+        fut: asyncio.Future[RecordMetadata] = handoff.loop.create_future()
         handoff.hand((topic, value, key, partition, headers, timestamp, fut))
         return fut
 
