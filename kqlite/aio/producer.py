@@ -13,7 +13,9 @@ needs; this module only hands records to it and moves their results to the loop:
   (an ``asyncio.Lock``, first come, first served) so that records keep call order.
 * A hand-off thread of the producer takes the list a burst at a time and hands each
   record, in order, to the threaded Producer, whose lock is never held across file I/O
-  (an error of ``Producer.send`` is that record's). The Producer's sender thread appends
+  (an error of ``Producer.send`` is that record's); every 64 records it lets the loop's
+  thread have the interpreter, which would otherwise wait for it up to the switch
+  interval (5 ms) when the loop wakes meanwhile. The Producer's sender thread appends
   the batch after ``linger_ms`` (Kafka's linger; ``0`` here means "as soon as the sender
   thread sees it"), so the records of concurrent ``await send()`` calls share one
   append and, with ``fsync="always"``, one fdatasync; several partitions' appends share
@@ -37,12 +39,14 @@ import asyncio
 import concurrent.futures
 import functools
 import threading
+import time
 import weakref
 from asyncio import CancelledError, get_running_loop
 from types import TracebackType
 from typing import Any, Callable, Iterable, Optional, Union
 
 from ..db.database import Database as SyncDatabase
+from ..errors import LogClosedError
 from ..db.producer import DEFAULT_LINGER_MS, Producer as SyncProducer
 from ..db.producer_batch import RecordFuture, RecordMetadata
 from .handoff import _OUTCOME, in_thread, outcome_of
@@ -52,6 +56,11 @@ __all__ = ["Producer", "RecordMetadata"]
 # linger_ms=0 asks for no lingering; the sender thread then delivers a batch as soon as it
 # sees it (a linger of one nanosecond), while the loop goes on adding to the next one.
 _NO_LINGER_MS = 1e-6
+
+# The hand-off thread lets the loop's thread run every so many records of a burst: else
+# the loop, woken meanwhile, waits for the interpreter up to its switch interval (5 ms).
+_YIELD_EVERY = 64
+_yield_interpreter = functools.partial(time.sleep, 0)
 
 Headers = Iterable[tuple[str, Optional[bytes]]]
 
@@ -94,9 +103,12 @@ class _Handoff:
         try:
             self._thread.submit(self._send_all)
         except RuntimeError:
-            # The producer is closed (its hand-off thread with it): the Producer refuses
-            # the records at once, without I/O, each with its error.
-            self._send_all()
+            # The producer is closed (its hand-off thread with it), as the Producer is.
+            with self._lock:
+                entries, self._incoming = self._incoming, []
+                self._sending = False
+            for entry in entries:
+                self._post(entry[-1], LogClosedError("producer is closed"))
 
     def _send_all(self) -> None:
         # The hand-off thread: send each burst in order, until none is left.
@@ -108,7 +120,10 @@ class _Handoff:
                 if not entries:
                     self._sending = False
                     return
-            for topic, value, key, partition, headers, timestamp, fut in entries:
+            for n, (topic, value, key, partition, headers, timestamp, fut) in \
+                    enumerate(entries, 1):
+                if not n % _YIELD_EVERY:
+                    _yield_interpreter()
                 try:
                     record = send(topic, value, key, partition, headers, timestamp)
                 except Exception as exc:        # this record's error, not the burst's
