@@ -306,8 +306,10 @@ def evaluate_targets(results, targets):
             entry.update(ratio=None, status="n/a",
                          detail="not measured in this run (see --only / skipped peers)")
         else:
-            if den is None:       # an absolute target: value / required
+            if den is None and num["unit"] in HIGHER_IS_BETTER:   # absolute: value / scale
                 ratio = num["value"] / t["scale"]
+            elif den is None:     # absolute, a duration (lower is better): scale / value
+                ratio = t["scale"] / num["value"] if num["value"] else float("inf")
             else:
                 ratio = num["value"] / den["value"] if den["value"] else float("inf")
             entry.update(ratio=ratio, status="PASS" if ratio >= t["required"] else "MISS",

@@ -2,7 +2,8 @@
 
 A target is a ratio of two figures from the same run (``numerator`` /
 ``denominator``, each ``(workload, case, system)``), or for an absolute target a
-figure divided by ``scale``. It passes when the ratio is at least ``required``.
+figure divided by ``scale`` (a rate), or ``scale`` divided by the figure (a duration,
+unit ``s``: lower is better). It passes when the ratio is at least ``required``.
 """
 
 # Figures measured on the dev machine on 2026-11-22, quoted by the issue; printed
@@ -210,6 +211,12 @@ TARGETS = [
      "denominator": ("aio", "send_100_coroutines",
                      "aiosqlite (WAL, synchronous=FULL, autocommit)"),
      "required": 2.0},
+    # A duration: an absolute target on one passes when scale / figure >= required.
+    {"id": "aio_burst_ticker_delay",
+     "description": "1,000 concurrent durable aio sends: 1 ms ticker's worst delay <= 5 ms",
+     "numerator": ("aio", "burst_1000_sends", "kqlite.aio ticker worst delay"),
+     "denominator": None, "scale": 0.005,
+     "required": 1.0},
     {"id": "cluster_throughput_vs_single",
      "description": "3-broker RF3 acks=all produce >= 50% of one broker acks=1",
      "numerator": ("cluster", "produce_100B", "kqlite cluster (3 brokers, RF3, acks=all)"),
@@ -221,8 +228,7 @@ TARGETS = [
      "numerator": ("cluster", "produce_500KB", "kqlite cluster (3 brokers, RF3, acks=all)"),
      "denominator": ("cluster", "produce_500KB", "kqlite cluster (3 brokers, RF1, acks=all)"),
      "required": 0.5},
-    # Absolute targets want a figure that is better when higher, and a latency is not:
-    # "p99 < 20 ms" is the equivalent "at least 99 % of the 20,000 msgs/s offered are
+    # A percentile is not a figure of one run's durations: "p99 < 20 ms" is the equivalent "at least 99 % of the 20,000 msgs/s offered are
     # delivered within 20 ms" (nearest-rank p99), which the workload measures as a rate.
     {"id": "cluster_p99_at_20k",
      "description": "3-broker RF3 acks=all p99 produce latency < 20 ms at 20k msgs/s",

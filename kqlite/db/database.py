@@ -26,8 +26,8 @@ import logging
 import os
 import threading
 import weakref
-from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Mapping, NamedTuple,
-                    Optional, Union)
+from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Literal, Mapping,
+                    NamedTuple, Optional, Sequence, Union)
 
 from ..errors import (ConfigError, KqliteError, LogClosedError, ReplicatedPartitionError,
                       StorageError, TopicExistsError, UnknownTopicError)
@@ -365,13 +365,36 @@ class Database:
         return Transaction(self, transactional_id, timeout_ms=timeout_ms,
                            lock_timeout_ms=lock_timeout_ms, batch_bytes=batch_bytes)
 
-    def consumer(self, topics: Union[str, list[str], None] = None, group: Optional[str] = None,
-                 **config: Any) -> "Consumer":
+    def consumer(self, topics: Union[str, Iterable[str], None] = None,
+                 group: Optional[str] = None, *,
+                 assign: Optional[Iterable[Sequence[Any]]] = None,
+                 auto_offset_reset: Literal["earliest", "latest", "none"] = "earliest",
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: float = 5000,
+                 max_poll_records: int = 500, consumer_timeout_ms: Optional[float] = None,
+                 client_id: str = "kqlite",
+                 key_deserializer: Optional[Callable[[bytes], Any]] = None,
+                 value_deserializer: Optional[Callable[[bytes], Any]] = None,
+                 partition_assignment_strategy: Literal["range", "roundrobin"] = "range",
+                 rebalance_check_interval_ms: float = 100,
+                 on_assign: Optional[Callable[[list[tuple[str, int]]], object]] = None,
+                 on_revoke: Optional[Callable[[list[tuple[str, int]]], object]] = None,
+                 isolation_level: Literal["read_uncommitted", "read_committed"]
+                 = "read_uncommitted") -> "Consumer":
         """A :class:`~kqlite.db.consumer.Consumer` of ``topics`` (in ``group``, if
-        given); ``config`` are its keyword options (``assign``, ``auto_offset_reset``,
-        ...)."""
+        given); the keyword options are the Consumer's (see it for each)."""
         from .consumer import Consumer
-        return Consumer(self, topics, group=group, **config)
+        return Consumer(self, topics, group=group, assign=assign,
+                        auto_offset_reset=auto_offset_reset,
+                        enable_auto_commit=enable_auto_commit,
+                        auto_commit_interval_ms=auto_commit_interval_ms,
+                        max_poll_records=max_poll_records,
+                        consumer_timeout_ms=consumer_timeout_ms, client_id=client_id,
+                        key_deserializer=key_deserializer,
+                        value_deserializer=value_deserializer,
+                        partition_assignment_strategy=partition_assignment_strategy,
+                        rebalance_check_interval_ms=rebalance_check_interval_ms,
+                        on_assign=on_assign, on_revoke=on_revoke,
+                        isolation_level=isolation_level)
 
     # -- Maintenance --------------------------------------------------------------------------
 

@@ -217,6 +217,74 @@ def test_a_send_cancelled_after_the_hand_off_tells_its_outcome(tmp_path):
     assert metadata.offset == 1 and timed_out.offset == 2
 
 
+def test_a_send_cancelled_between_its_result_and_its_wake_up_still_tells_its_outcome(tmp_path):
+    """The task's cancellation cancels the future send awaits at once and resumes the task
+    a turn later; here the results arrive in that turn, before the task asks for its
+    outcome: the drain keeps the result for it."""
+    async def main():
+        async with kqlite.aio.open(tmp_path) as db:
+            await db.create_topic("t")
+            async with db.producer(linger_ms=0) as producer:
+                await producer.send("t", value=b"first")
+                handoff = producer._handoff
+                task = asyncio.ensure_future(producer.send("t", value=b"second"))
+                drain, kept = handoff._drain, []
+
+                def cancel_then_drain():
+                    task.cancel()
+                    drain()
+                    kept.append(len(handoff._unclaimed))
+                handoff._drain = cancel_then_drain
+                with pytest.raises(asyncio.CancelledError) as cancelled:
+                    await task
+                assert kept[0] == 1                 # kept by the drain, for the sender
+                assert len(handoff._unclaimed) == 0 and handoff._rescued == {}
+                return await write_outcome(cancelled.value)
+    assert asyncio.run(main()).offset == 1
+
+
+def test_send_nowait_hands_over_once_the_producer_has_sent_to_the_topic(tmp_path):
+    async def main():
+        async with kqlite.aio.open(tmp_path) as db:
+            await db.create_topic("t")
+            async with db.producer(linger_ms=0) as producer:
+                with pytest.raises(RuntimeError, match="first send"):
+                    producer.send_nowait("t", value=b"too early")
+                await producer.send("t", value=b"first")
+                futures = [producer.send_nowait("t", value=b"v%d" % i) for i in range(3)]
+                return [m.offset for m in await asyncio.gather(*futures)]
+    assert asyncio.run(main()) == [1, 2, 3]
+
+
+def test_a_send_the_producer_refuses_fails_alone(tmp_path):
+    """An error of the threaded Producer's send (here: no such partition) is that record's;
+    the records handed over with it are sent."""
+    async def main():
+        async with kqlite.aio.open(tmp_path) as db:
+            await db.create_topic("t")
+            async with db.producer() as producer:
+                await producer.send("t", value=b"first")
+                return await asyncio.gather(producer.send("t", value=b"a"),
+                                            producer.send("t", value=b"b", partition=7),
+                                            producer.send("t", value=b"c"),
+                                            return_exceptions=True)
+    a, refused, c = asyncio.run(main())
+    assert (a.offset, c.offset) == (1, 2)
+    assert isinstance(refused, kqlite.KqliteError) and "no partition 7" in str(refused)
+
+
+def test_a_send_after_close_is_refused(tmp_path):
+    async def main():
+        async with kqlite.aio.open(tmp_path) as db:
+            await db.create_topic("t")
+            producer = db.producer()
+            await producer.send("t", value=b"first")
+            await producer.close()
+            with pytest.raises(kqlite.errors.LogClosedError):
+                await producer.send("t", value=b"late")
+    asyncio.run(main())
+
+
 def test_an_unknown_topic_is_refused_without_sending(tmp_path):
     async def main():
         async with kqlite.aio.open(tmp_path) as db:

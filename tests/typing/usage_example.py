@@ -5,17 +5,21 @@ whose checks of what each call returned hold only if the annotations tell the tr
 Every name ``kqlite`` exports and the calls users make on them: the embedded Log (append,
 the reads, offsets, maintenance), LogConfig, Record, the errors, the Database (topics,
 logs), Producer and its futures, Consumer (poll, iteration, batches, commit, seek,
-position, lag), transactions, and ``kqlite.spark.register``.
+position, lag), transactions, ``kqlite.aio`` (open, the producer's sends, ``async for``
+over a consumer with its commit, a transaction, a log's append and reads, what
+``write_outcome`` makes of a cancelled send), and ``kqlite.spark.register``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Iterator, Optional
 
 import kqlite
+import kqlite.aio
 from kqlite import (
     ConsumerRecord, Database, KqliteError, Log, LogConfig, OffsetOutOfRange, Producer, Record,
     RecordMetadata,
@@ -161,6 +165,53 @@ def database_api(directory: str) -> None:
             check(isinstance(exc, kqlite.UnknownTopicError), "unknown topic")
 
 
+async def aio_api(directory: str) -> None:
+    db: kqlite.aio.Database
+    async with kqlite.aio.open(directory) as db:
+        await db.create_topic("events", config={"fsync": "always"})
+        producer: kqlite.aio.Producer
+        async with db.producer(linger_ms=0) as producer:
+            sent: kqlite.aio.RecordMetadata = await producer.send("events", b"e0", key=b"k")
+            check(sent.topic == "events" and sent.offset == 0, "aio send")
+            metas = await asyncio.gather(*(producer.send("events", b"e%d" % i)
+                                           for i in range(1, 4)))
+            check([m.offset for m in metas] == [1, 2, 3], "aio sends keep call order")
+            task = asyncio.ensure_future(producer.send("events", b"e4"))
+            await asyncio.sleep(0)         # its first step ran: the record is handed over
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError as cancelled:
+                outcome: Optional[asyncio.Future[object]] = kqlite.aio.write_outcome(cancelled)
+                check(outcome is not None and isinstance(await outcome, RecordMetadata),
+                      "write_outcome of a send cancelled after its hand-off")
+            else:
+                raise AssertionError("a cancelled task returned")
+            await producer.flush()
+        consumer: kqlite.aio.Consumer
+        async with db.consumer("events", group="g", consumer_timeout_ms=100,
+                               enable_auto_commit=False) as consumer:
+            record: ConsumerRecord
+            values = [record.value async for record in consumer]
+            check(values == [b"e0", b"e1", b"e2", b"e3", b"e4"], "aio consumer")
+            await consumer.commit()
+            check(await consumer.committed(("events", 0)) == 5, "aio commit")
+        tx: kqlite.aio.Transaction
+        async with db.transaction("aio-payments") as tx:
+            in_tx: SentRecord = await tx.send("events", b"paid")
+            await tx.commit_offsets("g", {("events", 0): 5})
+        check(in_tx.result().offset == 5, "aio transaction")
+        log: kqlite.aio.Log = await db.log("events", 0)
+        read: list[Optional[bytes]] = [r.value async for r in log.read(0, max_records=2)]
+        check(read == [b"e0", b"e1"], "aio log read")
+    own: kqlite.aio.Log
+    async with kqlite.aio.Log.open(os.path.join(directory, "own-0"), fsync="always") as own:
+        first: int = await own.append([b"a", b"b"])
+        one: Optional[Record] = await own.read_one(first + 1)
+        check(one is not None and one.value == b"b", "aio log append and read_one")
+        check(await own.end_offset() == first + 2, "aio end_offset")
+
+
 def register_spark(spark: SparkSession) -> None:
     """kqlite.spark's entry point (typed only: main does not start Spark)."""
     from kqlite.spark import KqliteDataSource, register
@@ -171,6 +222,7 @@ def register_spark(spark: SparkSession) -> None:
 def main(directory: str) -> None:
     log_api(os.path.join(directory, "log"))
     database_api(os.path.join(directory, "db"))
+    asyncio.run(aio_api(os.path.join(directory, "aio")))
 
 
 if __name__ == "__main__":
