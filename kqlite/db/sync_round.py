@@ -51,11 +51,12 @@ class SyncPool:
             sync_round.add(key)
         sync_round.finish(keys[0])
 
-    def begin(self):
+    def begin(self, lease=None):
         """A round whose fsyncs start as logs are added (:meth:`Round.add`, once the last
         append to each is done) while the caller goes on with other work;
-        :meth:`Round.finish` waits for them."""
-        return Round(self)
+        :meth:`Round.finish` waits for them. ``lease`` (default ``db.leased_log``) gives
+        each log: a transaction passes the one it holds leased."""
+        return Round(self, lease)
 
     def close(self):
         with self._lock:
@@ -67,15 +68,16 @@ class SyncPool:
 class Round:
     """One round of :class:`SyncPool` (see :meth:`SyncPool.begin`)."""
 
-    def __init__(self, pool):
+    def __init__(self, pool, lease=None):
         self._pool = pool
+        self._lease = lease or pool.db.leased_log
         self._leases = contextlib.ExitStack()
         self._futures = []
         self._done = False
 
     def add(self, key):
         """Start the fsync of the log of ``key`` ((topic, partition)) in a pool thread."""
-        log_ = self._leases.enter_context(self._pool.db.leased_log(*key))
+        log_ = self._leases.enter_context(self._lease(*key))
         self._futures.append(self._pool._executor().submit(log_.flush))
 
     def finish(self, key=None):
@@ -85,7 +87,7 @@ class Round:
         first_error = None
         try:
             if key is not None:
-                with self._pool.db.leased_log(*key) as log_:
+                with self._lease(*key) as log_:
                     log_.flush()
         except BaseException as exc:  # noqa: BLE001 -- raised once the others ended
             first_error = exc
