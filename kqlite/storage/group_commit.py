@@ -258,8 +258,10 @@ class Forced:
     (db/sync_round.py): the bookkeeping before and after the fsyncs needs the GIL, the
     fsyncs do not. :meth:`begin` leads the log's next round (its sync lock is held
     until :meth:`end`); :meth:`sync_files` does its fsyncs alone, in any thread;
-    :meth:`end` (in the thread that began) publishes the new recovery point, or fails
-    the log when an fsync failed, as a round of sync_to does. A thread leading several
+    :meth:`end` (in the thread that began) moves the recovery point, or fails the log
+    when an fsync failed, as a round of sync_to does. Like a round inside an append, it
+    does not publish the new recovery point: the caller's next write carries it (a
+    commit's markers and Complete record follow at once). A thread leading several
     rounds begins them in one global order (db/sync_round.py sorts by partition), so
     two such threads never wait for each other's rounds."""
 
@@ -310,7 +312,7 @@ class Forced:
                 if error is not None:
                     raise error
                 try:
-                    _advance(lg, self.plan, True)
+                    _advance(lg, self.plan, False)
                 except OSError as exc:      # its state or checkpoint write, as in flush
                     raise lg._fail(exc, "flush") from exc
             finally:
