@@ -72,8 +72,7 @@ import contextlib
 import threading
 from types import TracebackType
 from typing import (TYPE_CHECKING, Any, cast, ContextManager, Iterable, Literal, Mapping,
-                    Optional, Sequence,
-                    Union)
+                    Optional, Sequence, Union)
 
 from ..errors import (ConfigError, InvalidProducerEpochError, InvalidRecordError,
                       InvalidTxnStateError, LogClosedError, ProducerFencedError)

@@ -483,3 +483,19 @@ def test_a_log_its_topic_deletion_closes_under_a_transaction_is_leased_again(db)
     assert db.transaction_state.state("t10").status is S.COMPLETE_ABORT
     a = db.log("a", 0)
     assert a.ongoing_transactions() == [] and list(a.read(isolation=Isolation.COMMITTED)) == []
+
+
+def test_a_sync_round_with_a_closed_log_ends_the_rounds_it_began(db):
+    a, b = db.log("a", 0), db.log("b", 0)
+    a.append(b"x")
+    b.append(b"y")
+    before = a.recovery_point
+    sync_round = db.sync_pool.begin()
+    sync_round.add(("a", 0))
+    sync_round.add(("b", 0))
+    b.close()                       # after a's round began (key order), b's cannot
+    with pytest.raises(LogClosedError):
+        sync_round.finish()
+    assert a.recovery_point == before        # a's round was cancelled: nothing synced
+    a.flush()                                # and its sync lock and rendezvous are free
+    assert a.recovery_point == a.end_offset
