@@ -68,10 +68,11 @@ One transactional id is used by embedded handles or by Kafka clients through a b
 not by both: nothing arbitrates between two coordinators of one id.
 """
 
+import contextlib
 import threading
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, cast, Iterable, Literal, Mapping, Optional, Sequence,
-                    Union)
+from typing import (TYPE_CHECKING, Any, cast, ContextManager, Iterable, Literal, Mapping,
+                    Optional, Sequence, Union)
 
 from ..errors import (ConfigError, InvalidProducerEpochError, InvalidRecordError,
                       InvalidTxnStateError, LogClosedError, ProducerFencedError)
@@ -157,6 +158,9 @@ class Transaction:
         self._fenced = False
         self._ended = False
         self._lock: Optional[OwnerLock] = None
+        # (topic, partition) -> its Log, leased once until the transaction ends (_lease)
+        self._logs: dict[tuple[str, int], Any] = {}
+        self._held = contextlib.ExitStack()
         # made for the first keyless record without a partition
         self._sticky: Optional[StickyPartitioner] = None
         # (topic, partition) -> PartitionBatch collecting its records
@@ -224,7 +228,7 @@ class Transaction:
         store = db.transaction_state
         with db.transactions.lock:
             finished = db.transactions.finished.pop(tid, None)
-        end = store.end_offset(tid)          # before the read: a later write shows
+        end = store.end_offset(tid, self._lease)     # before the read: a later write shows
         if finished is not None and finished[2] == end:
             # This process ended the id's last transaction and nothing was logged in its
             # partition since: no other owner came (each logs before it writes).
@@ -236,7 +240,7 @@ class Transaction:
                 owner = Owner(tid, db.producer_ids.allocate())
                 write_owner(db.fs, db.path, owner)
             if recover_owned(db, owner):     # a dead (or fenced) previous owner's leftovers
-                end = store.end_offset(tid)
+                end = store.end_offset(tid, self._lease)
                 value = store.state(tid)
         self._opened_from = value
         self._state_end = end
@@ -247,6 +251,18 @@ class Transaction:
             producer = (owner.producer_id, 0)
         self._owner = owner
         self.producer_id, self.producer_epoch = producer
+
+    def _lease(self, topic: str, partition: int) -> ContextManager[Any]:
+        """``with self._lease(topic, partition) as log:`` the partition's log, leased once
+        for the transaction's life: its appends, fsync and marker would each take and
+        give back a lease otherwise. A log closed meanwhile (its topic deleted, the
+        database closing) is leased again, which raises what a first lease raises."""
+        key = (topic, partition)
+        log_ = self._logs.get(key)
+        if log_ is None or log_.closed:
+            log_ = self._logs[key] = self._held.enter_context(
+                self.db.leased_log(topic, partition))
+        return contextlib.nullcontext(log_)
 
     # -- Checks -------------------------------------------------------------------------------
 
@@ -264,7 +280,7 @@ class Transaction:
         handle's (a broker aborted it past its timeout, or another handle took over)."""
         store = self.db.transaction_state
         if self._state_end is not None and \
-                store.end_offset(self.transactional_id) == self._state_end:
+                store.end_offset(self.transactional_id, self._lease) == self._state_end:
             return                  # nothing was logged in the id's partition since ours
         value = store.state(self.transactional_id)
         if self._partitions:
@@ -443,8 +459,8 @@ class Transaction:
                                       self.timeout_ms, -1))
         values.append(state_value(self.producer_id, self.producer_epoch, S.ONGOING, wanted,
                                   self.timeout_ms, self._start_ms))
-        self._state_end = db.transaction_state.write_all(self.transactional_id,
-                                                         values) + len(values)
+        self._state_end = db.transaction_state.write_all(
+            self.transactional_id, values, lease=self._lease) + len(values)
         self._partitions = wanted
 
     def _write(self, keys: Iterable[tuple[str, int]],
@@ -476,7 +492,7 @@ class Transaction:
                            producer_epoch=self.producer_epoch, base_sequence=sequence,
                            transactional=True)
         try:
-            with self.db.leased_log(*key) as log_:
+            with self._lease(*key) as log_:
                 first: int = log_.append_batches(data, origin=AppendOrigin.CLIENT,
                                                  verification_guard=NO_VERIFICATION)
         except InvalidProducerEpochError as exc:
@@ -492,7 +508,7 @@ class Transaction:
                            producer_epoch=self.producer_epoch, base_sequence=0,
                            transactional=True)
         try:
-            with self.db.leased_log(*key) as log_:
+            with self._lease(*key) as log_:
                 guard = log_.begin_verification(self.producer_id, -1, self.producer_epoch)
                 first = log_.append_batches(data, origin=AppendOrigin.COORDINATOR,
                                             verification_guard=guard)
@@ -509,7 +525,7 @@ class Transaction:
         durable when). Raises ProducerFencedError when it was fenced (and then aborted
         by whoever fenced it); any error before the commit point aborts it."""
         self._check_usable()
-        sync_round = self.db.sync_pool.begin()
+        sync_round = self.db.sync_pool.begin(self._lease)
         try:
             keys, offsets = sorted(self._pending), self._offset_batches()
             for key in self._partitions - set(keys) - set(offsets):
@@ -527,7 +543,8 @@ class Transaction:
             # one round. Its header lets recovery check the records are all there.
             self._state_end = state.write(self.transactional_id, state_value(
                 self.producer_id, self.producer_epoch, S.PREPARE_COMMIT, self._partitions,
-                self.timeout_ms, self._start_ms), headers=ends_header(self._ends)) + 1
+                self.timeout_ms, self._start_ms), headers=ends_header(self._ends),
+                lease=self._lease) + 1
             sync_round.finish((TRANSACTIONS_TOPIC, state.partition_for(self.transactional_id)))
         except BaseException:
             sync_round.abandon()
@@ -553,7 +570,7 @@ class Transaction:
             # owner is gone, which recovery aborts.
             self.db.transaction_state.write(self.transactional_id, state_value(
                 self.producer_id, self.producer_epoch, S.PREPARE_ABORT, self._partitions,
-                self.timeout_ms, self._start_ms))
+                self.timeout_ms, self._start_ms), lease=self._lease)
         except BaseException:
             self._end()
             raise
@@ -564,11 +581,11 @@ class Transaction:
         db, tid = self.db, self.transactional_id
         try:
             write_markers(db, tid, self.producer_id, self.producer_epoch, self._partitions,
-                          commit)
+                          commit, self._lease)
             done = state_value(self.producer_id, self.producer_epoch,
                                S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT, (),
                                self.timeout_ms, self._start_ms)
-            self._state_end = db.transaction_state.write(tid, done) + 1
+            self._state_end = db.transaction_state.write(tid, done, lease=self._lease) + 1
             self._last_value = done
         finally:
             self._end()
@@ -603,6 +620,8 @@ class Transaction:
                 del registry.by_id[self.transactional_id]
         if getattr(registry.local, "current", None) is self:
             registry.local.current = None
+        self._logs = {}
+        self._held.close()
         lock, self._lock = self._lock, None
         if lock is not None:
             if self._last_value is not None and not self._fenced:

@@ -22,7 +22,11 @@ the transaction is already decided is legal and changes nothing but the epochs.
 Coordinator epoch: the latest leader epoch recorded for the id's ``__transaction_state``
 partition (its ``leader-epoch-checkpoint``), 0 when none, never higher. A broker later
 serving the data dir coordinates with at least that epoch (leader epochs only grow),
-so its own markers for the same producer are never refused as fenced.
+so its own markers for the same producer are never refused as fenced. The file is read
+once per partition and Database, and the epoch kept (an older one stays a correct
+lower bound). Only a marker it makes too old is refused: a broker serving the data dir
+meanwhile marked the producer with its newer epoch. Then the file is read again and the
+marker retried once; refused again, it is skipped as below.
 
 Recovery (:func:`recover_dead_owners`, run by every ``kqlite.open()`` of a data dir and
 so by ``kqlite serve`` before its coordinator loads ``__transaction_state``): for each
@@ -67,11 +71,16 @@ S = TransactionStatus
 DEFAULT_TIMEOUT_MS = 60000     # Kafka's producer transaction.timeout.ms default
 
 
-def coordinator_epoch(db, transactional_id):
-    """The coordinator epoch the markers of ``transactional_id`` carry (see above)."""
-    index = db.transaction_state.partition_for(transactional_id)
-    cache = LeaderEpochCache(db.fs, partition_dir(db.path, TRANSACTIONS_TOPIC, index))
-    return max(0, cache.latest_epoch)
+def coordinator_epoch(db, transactional_id, reread=False):
+    """The coordinator epoch the markers of ``transactional_id`` carry: the one kept for
+    its partition unless ``reread`` or none is kept yet (see above)."""
+    store = db.transaction_state
+    index = store.partition_for(transactional_id)
+    kept = store.coordinator_epochs.get(index)
+    if kept is None or reread:
+        cache = LeaderEpochCache(db.fs, partition_dir(db.path, TRANSACTIONS_TOPIC, index))
+        kept = store.coordinator_epochs[index] = max(0, cache.latest_epoch)
+    return kept
 
 
 def state_value(producer_id, epoch, status, partitions, timeout_ms, start_ms, now=None):
@@ -87,13 +96,22 @@ def state_value(producer_id, epoch, status, partitions, timeout_ms, start_ms, no
     return TransactionLogValue(producer_id, epoch, timeout_ms, status, grouped, now, start_ms)
 
 
-def write_markers(db, transactional_id, producer_id, epoch, partitions, commit):
-    """The markers of one decided transaction on ``partitions`` (step 2 above)."""
+def write_markers(db, transactional_id, producer_id, epoch, partitions, commit, lease=None):
+    """The markers of one decided transaction on ``partitions`` (step 2 above); ``lease``
+    (default ``db.leased_log``) gives each partition's log."""
+    lease = lease or db.leased_log
     epoch_of_coordinator = coordinator_epoch(db, transactional_id)
     for topic, partition in sorted(partitions):
         try:
-            with db.leased_log(topic, partition) as log_:
-                log_.append_marker(producer_id, epoch, epoch_of_coordinator, commit)
+            with lease(topic, partition) as log_:
+                try:
+                    log_.append_marker(producer_id, epoch, epoch_of_coordinator, commit)
+                except TransactionCoordinatorFencedError:
+                    newer = coordinator_epoch(db, transactional_id, reread=True)
+                    if newer == epoch_of_coordinator:
+                        raise
+                    epoch_of_coordinator = newer    # the kept epoch was too old: retried
+                    log_.append_marker(producer_id, epoch, epoch_of_coordinator, commit)
         except UnknownTopicError:
             log.info("transaction %s: no marker for %s-%d: no such partition any more",
                      transactional_id, topic, partition)

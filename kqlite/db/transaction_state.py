@@ -95,6 +95,9 @@ class TransactionStateStore:
         self._lock = threading.Lock()
         self._read_upto = {}   # partition -> next offset to read
         self._latest = {}      # partition -> {transactional id: StoredTransaction}
+        # partition -> the coordinator epoch last read from its leader-epoch checkpoint
+        # (transaction_recovery.coordinator_epoch says when it is read again)
+        self.coordinator_epochs = {}
 
     @staticmethod
     def partition_for(transactional_id):
@@ -138,31 +141,35 @@ class TransactionStateStore:
             transactional_id)
         return None if stored is None else stored.value
 
-    def end_offset(self, transactional_id):
+    def end_offset(self, transactional_id, lease=None):
         """The log end offset of the id's partition (0 before the topic exists): a writer
-        that knows where its last record ended learns from it that nobody wrote since."""
+        that knows where its last record ended learns from it that nobody wrote since.
+        ``lease`` (default ``db.leased_log``) gives the partition's log: a transaction
+        passes the one it holds for its whole life."""
         if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
             return 0
-        with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
-                as log_:
+        with (lease or self.db.leased_log)(TRANSACTIONS_TOPIC,
+                                           self.partition_for(transactional_id)) as log_:
             return log_.end_offset
 
-    def write(self, transactional_id, value, timestamp=None, *, headers=()):
+    def write(self, transactional_id, value, timestamp=None, *, headers=(), lease=None):
         """Append the id's record (``value`` None: its tombstone; ``headers``: the record's)
         and return its offset. The caller is the id's coordinator for this write (a
         broker, or the embedded transaction that owns the id): nothing here arbitrates
         between two writers of one id."""
-        return self.write_all(transactional_id, [value], timestamp, headers=headers)
+        return self.write_all(transactional_id, [value], timestamp, headers=headers,
+                              lease=lease)
 
-    def write_all(self, transactional_id, values, timestamp=None, *, headers=()):
+    def write_all(self, transactional_id, values, timestamp=None, *, headers=(), lease=None):
         """Append the id's records of ``values`` (in order, one append, each with
-        ``headers``) as :meth:`write` does; the offset of the first."""
+        ``headers``) as :meth:`write` does; the offset of the first. ``lease`` as for
+        :meth:`end_offset`."""
         self.db.check_writable_topic(TRANSACTIONS_TOPIC, "write the transaction state of "
                                      f"{transactional_id!r} into")
         if self.db.topics.get(TRANSACTIONS_TOPIC) is None:
             self.db.create_topic(TRANSACTIONS_TOPIC, TRANSACTIONS_PARTITIONS,
                                  TRANSACTIONS_CONFIG, exist_ok=True)
-        with self.db.leased_log(TRANSACTIONS_TOPIC, self.partition_for(transactional_id)) \
-                as log_:
+        with (lease or self.db.leased_log)(TRANSACTIONS_TOPIC,
+                                           self.partition_for(transactional_id)) as log_:
             return log_.append([transaction_record(transactional_id, value, timestamp, headers)
                                 for value in values])

@@ -52,11 +52,12 @@ starts a little earlier); a flush() publishes it.
 
 import threading
 import time
+from typing import NamedTuple
 
 from .. import _native
 from .sharing import truncations
 
-__all__ = ["sync_to", "writing", "GATHER"]
+__all__ = ["sync_to", "writing", "Forced", "GATHER"]
 
 GATHER = 0.0002     # s a leader waits at most for appends in progress to join its round
 _GATHER_NS = int(GATHER * 1e9)
@@ -176,7 +177,26 @@ def _lead_queue(lg, rounds, items, lock, write):
         rounds.leave()
 
 
+class _Plan(NamedTuple):
+    """What a round fsyncs, noted under the Log's lock when it begins."""
+    target: int         # the log end offset then: what the round makes durable
+    cuts: object        # the truncation count then
+    pending: list       # (segment, its change count, fsync it whole)
+    dir_dirty: bool     # the directory too (after a roll)
+
+
 def _round(lg, publish):
+    plan = _begin(lg)
+    try:
+        _sync_files(lg, plan)
+    except OSError as exc:
+        raise lg._fail(exc, "fsync") from exc
+    finally:
+        _release(lg, plan)
+    _advance(lg, plan, publish)
+
+
+def _begin(lg):
     with lg._lock:
         lg._check_usable()
         target = lg.next_offset
@@ -192,20 +212,28 @@ def _round(lg, publish):
             # close may drop the segment: they stay open until the round is done.
             seg.begin_sync()
         dir_dirty, lg._dir_dirty = lg._dir_dirty, False
-    try:
-        for seg, changes, whole in pending:
-            seg.sync(changes, whole)
-        if dir_dirty:
-            lg.fs.fsync_dir(lg.path)
-    except OSError as exc:
-        raise lg._fail(exc, "fsync") from exc
-    finally:
-        if pending:
-            with lg._lock:
-                for seg, _, _ in pending:
-                    seg.end_sync()
+    return _Plan(target, cuts, pending, dir_dirty)
+
+
+def _sync_files(lg, plan):
+    """The fsyncs of a round, and nothing else: no lock of the log is taken."""
+    for seg, changes, whole in plan.pending:
+        seg.sync(changes, whole)
+    if plan.dir_dirty:
+        lg.fs.fsync_dir(lg.path)
+
+
+def _release(lg, plan):
+    if plan.pending:
+        with lg._lock:
+            for seg, _, _ in plan.pending:
+                seg.end_sync()
+
+
+def _advance(lg, plan, publish):
+    target = plan.target
     with lg._lock:
-        if lg._closed or truncations(lg._generation) != cuts:
+        if lg._closed or truncations(lg._generation) != plan.cuts:
             # Records were cut during the round (truncate_to lowered both marks, then
             # flushes): ``target`` may now lie past the log end, over offsets that new,
             # unsynced appends will take. Or the log was closed meanwhile, and with it
@@ -222,3 +250,72 @@ def _round(lg, publish):
         interval = lg.config["recovery.point.checkpoint.interval.ms"] / 1000.0
         if time.monotonic() - lg._last_checkpoint >= interval:
             lg._write_checkpoints()
+
+
+class Forced:
+    """A forced round (what Log.flush waits for) split in three, so that one thread can
+    lead the rounds of several logs and have their fsyncs run at once in other threads
+    (db/sync_round.py): the bookkeeping before and after the fsyncs needs the GIL, the
+    fsyncs do not. :meth:`begin` leads the log's next round (its sync lock is held
+    until :meth:`end`); :meth:`sync_files` does its fsyncs alone, in any thread;
+    :meth:`end` (in the thread that began) moves the recovery point, or fails the log
+    when an fsync failed, as a round of sync_to does. Like a round inside an append, it
+    does not publish the new recovery point: the caller's next write carries it (a
+    commit's markers and Complete record follow at once). A thread leading several
+    rounds begins them in one global order (db/sync_round.py sorts by partition), so
+    two such threads never wait for each other's rounds."""
+
+    __slots__ = ("lg", "rounds", "plan")
+
+    def __init__(self, lg):
+        self.lg = lg
+        self.rounds = _state(lg)[0]
+        self.plan = None
+
+    def begin(self):
+        enter = self.rounds.enter
+        while not enter(_GATHER_NS):
+            pass
+        try:
+            self.lg._sync_lock.acquire()
+            try:
+                self.plan = _begin(self.lg)
+            except BaseException:
+                self.lg._sync_lock.release()
+                raise
+        except BaseException:
+            self.rounds.leave()
+            raise
+
+    def sync_files(self):
+        _sync_files(self.lg, self.plan)
+
+    def cancel(self):
+        """End a begun round whose fsyncs never ran: nothing is published."""
+        try:
+            try:
+                _release(self.lg, self.plan)
+            finally:
+                self.lg._sync_lock.release()
+        finally:
+            self.rounds.leave()
+
+    def end(self, error=None):
+        """End the round; ``error``: what :meth:`sync_files` raised (re-raised here, an
+        OSError failing the log)."""
+        lg = self.lg
+        try:
+            try:
+                _release(lg, self.plan)
+                if isinstance(error, OSError):
+                    raise lg._fail(error, "fsync") from error
+                if error is not None:
+                    raise error
+                try:
+                    _advance(lg, self.plan, False)
+                except OSError as exc:      # its state or checkpoint write, as in flush
+                    raise lg._fail(exc, "flush") from exc
+            finally:
+                lg._sync_lock.release()
+        finally:
+            self.rounds.leave()

@@ -306,6 +306,12 @@ class Log:
         if self._marked:
             self._write_state()
 
+    @property
+    def closed(self) -> bool:
+        """Whether the log is closed (by :meth:`close`, or by the manager that leased it,
+        when its topic is deleted or its database closes)."""
+        return self._closed
+
     @_fails_on_io_error
     def close(self) -> None:
         """Flush, checkpoint and release the log. Safe to call twice. The files are

@@ -20,8 +20,11 @@ decides what the dead owner left), and:
 import random
 import shutil
 
+import pytest
+
 import kqlite
 from faultyfs import MODES, FaultyFS, PowerLoss
+from kqlite.errors import LogFailedError
 from kqlite.format.internal_topics import OFFSETS_TOPIC
 from kqlite.format.transaction_records import TransactionStatus as S
 from kqlite.storage import Isolation
@@ -151,3 +154,37 @@ def test_embedded_transactions_survive_power_loss_at_every_fsync(disk, soak):
             shutil.rmtree(str(root) + ".inodes", ignore_errors=True)
     print(f"embedded transactions, power loss: {states} crash states at {total} fsyncs")
     assert not found, f"{len(found)} of {states} crash states:\n" + "\n".join(found[:10])
+
+
+def test_a_failed_fsync_of_the_commit_round_fails_the_commit_and_ends_every_round(disk):
+    fs = FaultyFS(str(disk / "eio"))
+    path = str(disk / "eio" / "data")
+    setup(fs, path)
+    fs.reset_faults()
+    fs.inject("sync", 1, match="b-0/00000000000000000000.log")
+    db = kqlite.open(path, fs=fs, retention_check_interval_ms=0)
+    try:
+        tx = db.transaction("eio")
+        tx.send("a", value=b"lost")
+        tx.send("b", value=b"lost", partition=0)
+        tx.commit_offsets("g", {("a", 0): 1})
+        with pytest.raises(LogFailedError):
+            tx.commit()              # before the commit point: never committed
+        assert fs.fault_hit and tx.ended
+        # The round of every other log ended (its sync lock is free, its rounds go on).
+        a = db.log("a", 0)
+        a.append(b"after")
+        a.flush()
+        assert [r.value for r in a.read(isolation=Isolation.COMMITTED)] == [b"after"]
+    finally:
+        db.close()
+    fs.clear_faults()
+    db = kqlite.open(path, fs=fs, retention_check_interval_ms=0)   # recovery decides it
+    try:
+        for t, p in (("a", 0), ("b", 0)):
+            lg = db.log(t, p)
+            assert b"lost" not in [r.value for r in lg.read(isolation=Isolation.COMMITTED)]
+            assert lg.ongoing_transactions() == [] and lg.last_stable_offset == lg.high_watermark
+        assert db.transaction_state.state("eio").status is S.COMPLETE_ABORT
+    finally:
+        db.close()

@@ -449,3 +449,53 @@ def test_recovery_passes_by_a_partition_whose_topic_was_deleted(tmp_path, db):
         assert a.ongoing_transactions() == [] and list(a.read(isolation=Isolation.COMMITTED)) == []
     finally:
         again.close()
+
+
+def test_a_kept_coordinator_epoch_a_marker_refuses_is_read_again(db, caplog):
+    with db.transaction("t-epoch") as tx:
+        tx.send("a", value=b"first", partition=0)
+    index = db.transaction_state.partition_for("t-epoch")
+    assert db.transaction_state.coordinator_epochs[index] == 0      # read once, kept
+    # A broker served the data dir meanwhile: its coordinator epoch 5 is in the state
+    # partition's checkpoint and on a marker of the id's producer in "a".
+    state_log = db.log(TRANSACTIONS_TOPIC, index)
+    state_log.assign_epoch_start(5, state_log.end_offset)
+    first = db.transaction_state.state("t-epoch")
+    a = db.log("a", 0)
+    a.append_marker(first.producer_id, first.producer_epoch, 5, True)
+    with db.transaction("t-epoch") as tx:
+        tx.send("a", value=b"second", partition=0)
+    assert db.transaction_state.coordinator_epochs[index] == 5
+    assert "refused" not in caplog.text
+    assert a.ongoing_transactions() == [] and a.last_stable_offset == a.high_watermark
+    assert [r.value for r in a.read(isolation=Isolation.COMMITTED)] == [b"first", b"second"]
+
+
+def test_a_log_its_topic_deletion_closes_under_a_transaction_is_leased_again(db):
+    db.create_topic("doomed", 1)
+    tx = db.transaction("t10", batch_bytes=1)
+    tx.send("doomed", value=b"x")                # written at once: its log is leased
+    tx.send("a", value=b"y", partition=0)
+    db.delete_topic("doomed")                    # closes the leased log
+    with pytest.raises(UnknownTopicError):
+        tx.commit()                              # the fresh lease finds no topic: aborted
+    assert tx.ended
+    assert db.transaction_state.state("t10").status is S.COMPLETE_ABORT
+    a = db.log("a", 0)
+    assert a.ongoing_transactions() == [] and list(a.read(isolation=Isolation.COMMITTED)) == []
+
+
+def test_a_sync_round_with_a_closed_log_ends_the_rounds_it_began(db):
+    a, b = db.log("a", 0), db.log("b", 0)
+    a.append(b"x")
+    b.append(b"y")
+    before = a.recovery_point
+    sync_round = db.sync_pool.begin()
+    sync_round.add(("a", 0))
+    sync_round.add(("b", 0))
+    b.close()                       # after a's round began (key order), b's cannot
+    with pytest.raises(LogClosedError):
+        sync_round.finish()
+    assert a.recovery_point == before        # a's round was cancelled: nothing synced
+    a.flush()                                # and its sync lock and rendezvous are free
+    assert a.recovery_point == a.end_offset
