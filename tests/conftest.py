@@ -5,15 +5,17 @@ twins (``KQLITE_PURE_PYTHON=1``). The second pass runs the tests of code that ha
 helper beneath it (formats, storage, the embedded API, the crash suite, the single
 broker, Spark, the CLI) and leaves out the tests whose code is the same in both modes
 and calls no C helper itself: the cluster (its storage underneath is tested in both modes
-on its own) with its multi-broker and fault-injection scenarios, the benchmark harness,
-the asyncio API's loop checks and the packaging test. That keeps the suite within CI's
-time budget; ``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
+on its own) with its multi-broker and fault-injection scenarios and the asyncio API's
+loop checks. That keeps the suite within CI's time budget; ``KQLITE_TEST_ALL_MODES=1``
+runs everything in both passes.
 
 The pure-Python pass ends well before the C pass, so ``scripts/test`` (which sets
 ``KQLITE_TEST_SPLIT=1`` for both) hands it the checks that read the sources rather than
-run the C helpers: the protocol codec's schema checks, the docs site and its examples,
-the type check, and the layer and documentation rules. They run once, in that pass; a
-plain ``pytest`` run (no ``KQLITE_TEST_SPLIT``) runs them as any other test.
+run the C helpers in the test process: the protocol codec's schema checks, the docs site
+and its examples, the type check, the layer and documentation rules, and the benchmark
+harness and packaging tests (their child processes run with the C helpers whichever
+pass starts them). They run once, in that pass; a plain ``pytest`` run (no
+``KQLITE_TEST_SPLIT``) runs them as any other test.
 """
 
 import os
@@ -38,12 +40,14 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    f"{os.sep}tests{os.sep}test_layers.py",
                    f"{os.sep}tests{os.sep}test_architecture_doc.py",
                    f"{os.sep}tests{os.sep}test_configuration_doc.py",
-                   f"{os.sep}tests{os.sep}test_isolation_seam.py")
+                   f"{os.sep}tests{os.sep}test_isolation_seam.py",
+                   # These run the C helpers in child processes whose environment they
+                   # set themselves, whichever pass starts them.
+                   f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
+                   f"{os.sep}tests{os.sep}packaging{os.sep}")
 
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
-                       f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
-                       f"{os.sep}tests{os.sep}packaging{os.sep}",
                        # kqlite.aio's API and loop checks; its cancellation test runs in both.
                        f"{os.sep}tests{os.sep}aio{os.sep}test_aio_api.py",
                        f"{os.sep}tests{os.sep}aio{os.sep}test_aio_group_commit.py")
