@@ -53,10 +53,8 @@ def ensure_partition_dirs(fs, data_dir, meta, partitions):
         if not fs.exists(pdir):
             fs.makedirs(pdir)
             made = True
-        found = read_partition_metadata(fs, pdir)
-        if found is None:
-            write_partition_metadata(fs, pdir, meta["topic_id"])
-        elif found != meta["topic_id"]:
+        found = _metadata_of(fs, pdir, meta["topic_id"])
+        if found != meta["topic_id"]:
             raise KqliteError(
                 f"partition directory {pdir} belongs to topic id {found}, not to topic "
                 f"{meta['name']!r} (id {meta['topic_id']}): it was copied from another data "
@@ -64,6 +62,27 @@ def ensure_partition_dirs(fs, data_dir, meta, partitions):
     if made:
         # A Log fsyncs the parent of a directory it makes itself; these are made here.
         fs.fsync_dir(data_dir)
+
+
+# Processes opening a new topic's partition race to write its partition.metadata: all
+# write the same bytes through the same temporary file, which another's rename (or a log
+# opening, which removes leftover temporary files) can take away from under a writer.
+_METADATA_TRIES = 3
+
+
+def _metadata_of(fs, pdir, topic_id):
+    """The topic id in ``pdir``'s partition.metadata, written as ``topic_id`` if missing."""
+    for attempt in range(_METADATA_TRIES):
+        found = read_partition_metadata(fs, pdir)
+        if found is not None:
+            return found
+        try:
+            write_partition_metadata(fs, pdir, topic_id)
+            return topic_id
+        except FileNotFoundError:
+            if attempt == _METADATA_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def remove_new_partition_dirs(fs, data_dir, meta):

@@ -171,3 +171,44 @@ def test_a_foreign_partition_directory_is_refused_not_removed(disk):
             with db.leased_log("t", 0):
                 pass
     assert os.listdir(os.path.join(disk.root, "data", "t-0"))
+
+
+class _RacedRenames(kqlite.storage.fs.OsFileSystem):
+    """The real disk, where another process wins the first ``losses`` renames of a
+    partition.metadata: it writes the same file first, and takes this writer's temporary
+    file away (its own rename of the shared temporary name, or a log opening that removes
+    leftover temporary files)."""
+
+    def __init__(self, losses, others_write=True):
+        self.losses, self.others_write, self.lost = losses, others_write, 0
+
+    def rename(self, src, dst):
+        if dst.endswith("partition.metadata") and self.lost < self.losses:
+            self.lost += 1
+            data = open(src, "rb").read()
+            os.remove(src)
+            if self.others_write:
+                with open(dst, "wb") as f:
+                    f.write(data)
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", src)
+        super().rename(src, dst)
+
+
+def test_a_partition_metadata_written_by_another_process_meanwhile_is_taken(tmp_path):
+    from kqlite.db.partition_dirs import ensure_partition_dirs
+    meta = {"name": "t", "topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "partitions": 2}
+    fs = _RacedRenames(losses=1)
+    ensure_partition_dirs(fs, str(tmp_path), meta, range(2))
+    assert fs.lost == 1
+    for p in range(2):
+        with open(tmp_path / f"t-{p}" / "partition.metadata") as f:
+            assert "topic_id: AAAAAAAAAAAAAAAAAAAAAA" in f.read()
+
+
+def test_a_partition_metadata_lost_again_and_again_is_an_error_not_a_loop(tmp_path):
+    from kqlite.db.partition_dirs import ensure_partition_dirs
+    meta = {"name": "t", "topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "partitions": 1}
+    fs = _RacedRenames(losses=10, others_write=False)
+    with pytest.raises(FileNotFoundError):
+        ensure_partition_dirs(fs, str(tmp_path), meta, range(1))
+    assert fs.lost == 3
