@@ -74,9 +74,19 @@ def _create(cluster, topic, config=None):
 def _watermarks(cluster, topic):
     consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap,
                                          "group.id": "watermarks"})
+    def asked():
+        # The broker librdkafka asks first may not have applied the controller's
+        # UpdateMetadata for a new topic yet; librdkafka then fails at once with
+        # _UNKNOWN_PARTITION instead of asking again, so the test asks again.
+        try:
+            return consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0),
+                                                  timeout=10)
+        except confluent_kafka.KafkaException as exc:
+            if exc.args[0].code() != confluent_kafka.KafkaError._UNKNOWN_PARTITION:
+                raise
+            return None
     try:
-        return consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, 0),
-                                              timeout=30)
+        return until(asked, f"the watermarks of {topic}-0")
     finally:
         consumer.close()
 
