@@ -19,6 +19,8 @@ import json
 import os
 import platform
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -220,6 +222,34 @@ class Context:
     def close(self):
         if self._own_root:
             shutil.rmtree(self.work_root, ignore_errors=True)
+
+
+def drain_socket(port, total, ready, rcvbuf=None):
+    """Connect to ``port`` on loopback and read ``total`` bytes (or until the sender
+    closes), setting ``ready`` once connected: the receiving end of a loopback limit
+    measurement, run in a child process. ``rcvbuf``: SO_RCVBUF to ask for."""
+    s = socket.create_connection(("127.0.0.1", port))
+    if rcvbuf is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    view = memoryview(bytearray(1 << 20))
+    ready.set()
+    left = total
+    while left:
+        n = s.recv_into(view)
+        if not n:
+            break
+        left -= n
+    s.close()
+
+
+def stop_process(proc, timeout=30):
+    """SIGTERM a broker the benchmark started, SIGKILL it if it is not gone in
+    ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def run_threads(count, target):

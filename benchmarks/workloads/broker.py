@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from common import best_time
+from common import best_time, drain_socket, stop_process
 from producing import produce_flat_out
 
 NAME = "broker"
@@ -100,20 +100,6 @@ def _consume(ctx, ck, conf, system, count):
 
 # -- Loopback sendfile limit ------------------------------------------------------------------
 
-def _reader(port, total, ready):
-    s = socket.create_connection(("127.0.0.1", port))
-    buf = bytearray(1 << 20)
-    view = memoryview(buf)
-    ready.set()
-    left = total
-    while left:
-        n = s.recv_into(view)
-        if not n:
-            break
-        left -= n
-    s.close()
-
-
 def _sendfile_limit(ctx):
     total = ctx.pick(64 << 20, 512 << 20, 2 << 30)
     size = min(total, 256 << 20)
@@ -127,7 +113,7 @@ def _sendfile_limit(ctx):
                 srv = socket.create_server(("127.0.0.1", 0))
                 ready = multiprocessing.Event()
                 child = multiprocessing.Process(
-                    target=_reader, args=(srv.getsockname()[1], total, ready))
+                    target=drain_socket, args=(srv.getsockname()[1], total, ready))
                 child.start()
                 conn, _ = srv.accept()
                 ready.wait()
@@ -168,8 +154,4 @@ class _Broker:
         raise RuntimeError("kqlite serve did not start:\n" + "".join(lines))
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)

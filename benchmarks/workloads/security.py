@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+from common import stop_process
 from producing import produce_flat_out
 
 from .broker import PRODUCER_CONF
@@ -131,10 +132,6 @@ class _SecuredBroker:
         return f"127.0.0.1:{self.ports[listener]}"
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
 
 

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Callable, Iterable, Mapping, Optional, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
 from ..db.consumer import Consumer as SyncConsumer, ConsumerRecord
 from ..db.database import Database as SyncDatabase
@@ -137,14 +137,12 @@ class Consumer:
 
     def _commit_yielded(self, held: dict[TopicPartition, int]) -> None:
         """In the consumer's thread: commit the positions after what was yielded."""
-        # Typed names for the threaded Consumer's calls (it is not annotated yet).
-        commit: Callable[..., None] = self._consumer.commit
+        consumer = self._consumer
         if not held:
-            commit()
+            consumer.commit()
             return
-        position: Callable[[TopicPartition], int] = self._consumer.position
-        assignment: Callable[[], set[TopicPartition]] = self._consumer.assignment
-        commit({tp: held.get(tp, position(tp)) for tp in assignment()})
+        consumer.commit({tp: held.get(tp, consumer.position(tp))
+                         for tp in consumer.assignment()})
 
     async def commit(self, offsets: Optional[Mapping[TopicPartition,
                                                       Union[int, OffsetAndMetadata]]] = None

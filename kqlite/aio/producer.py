@@ -43,12 +43,12 @@ import time
 import weakref
 from asyncio import CancelledError, get_running_loop
 from types import TracebackType
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from ..db.database import Database as SyncDatabase
 from ..errors import LogClosedError
 from ..db.producer import DEFAULT_LINGER_MS, Producer as SyncProducer
-from ..db.producer_batch import RecordFuture, RecordMetadata
+from ..db.producer_batch import RecordMetadata
 from .handoff import _OUTCOME, in_thread, outcome_of
 
 __all__ = ["Producer", "RecordMetadata"]
@@ -112,7 +112,7 @@ class _Handoff:
 
     def _send_all(self) -> None:
         # The hand-off thread: send each burst in order, until none is left.
-        send: Callable[..., RecordFuture] = self._producer.send
+        send = self._producer.send
         post = self._post
         while True:
             with self._lock:
@@ -175,11 +175,9 @@ def _settle(fut: asyncio.Future[RecordMetadata], done: _Done) -> None:
     if isinstance(done, BaseException):
         fut.set_exception(done)
         return
-    exception: Callable[[], Optional[BaseException]] = done.exception
-    error = exception()
+    error = done.exception()
     if error is None:
-        result: Callable[[], RecordMetadata] = done.result
-        fut.set_result(result())
+        fut.set_result(done.result())
     else:
         fut.set_exception(error)
 
@@ -201,8 +199,7 @@ class Producer:
         if isinstance(linger_ms, (int, float)) and linger_ms == 0:
             linger_ms = _NO_LINGER_MS
         self._db = db
-        make: Callable[..., SyncProducer] = SyncProducer    # not annotated yet
-        self._producer = make(db, linger_ms=linger_ms, **config)
+        self._producer = SyncProducer(db, linger_ms=linger_ms, **config)
         self._cached = db.topics.cached
         self._handoff: Optional[_Handoff] = None
         self._thread: Optional[concurrent.futures.ThreadPoolExecutor] = None
