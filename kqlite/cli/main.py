@@ -6,10 +6,10 @@ import sys
 
 from .. import __version__
 from . import (acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics,
-               transactions, users)
+               transactions, ui, users)
 
 COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users, acls, quotas,
-            transactions]
+            transactions, ui]
 
 
 def build_parser():

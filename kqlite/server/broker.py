@@ -179,6 +179,9 @@ class Broker:
         self.authentication_timeout = authentication_timeout_ms / 1000.0
         # Other brokers' addresses by (node id, listener name): a cluster broker sets it.
         self.peer_address = lambda node_id, listener_name: None
+        # What the HTTP listener (metrics_port) serves besides /metrics: an async
+        # HttpRequest -> HttpResponse the layer above may set (the web console).
+        self.http_app = None
         self.max_request_size = max_request_size
         self.auto_create_topics = auto_create_topics
         self.default_partitions = default_partitions

@@ -17,9 +17,10 @@ log for it; the counters, the gauges kept in memory and the sources added by
 :meth:`Metrics.add_source` are read on the event loop, where they live.
 """
 
-import asyncio
 import logging
 from typing import NamedTuple
+
+from .http_listener import HttpResponse, start_http
 
 __all__ = ["Metrics", "StorageSamples", "read_storage"]
 
@@ -171,26 +172,16 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
     async def start(self, host, port):
-        async def serve(reader, writer):
-            try:
-                request_line = await reader.readline()
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass
-                path = request_line.split()[1] if len(request_line.split()) > 1 else b"/"
-                if path == b"/metrics":
-                    body = (await self.scrape()).encode()
-                    head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                            b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
-                else:
-                    body = b"not found\n"
-                    head = (b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n"
-                            b"Connection: close\r\n\r\n" % len(body))
-                writer.write(head + body)
-                await writer.drain()
-            except Exception as exc:
-                log.warning("metrics request failed: %s", exc)
-            finally:
-                writer.close()
-        server = await asyncio.start_server(serve, host, port)
+        """Serve ``/metrics`` and, through ``broker.http_app`` when the layer above set
+        one (the console), every other path; see http_listener.py."""
+        async def metrics(_request):
+            body = (await self.scrape()).encode()
+            return HttpResponse(200, "text/plain; version=0.0.4", body)
+
+        def routes(request):
+            if request.path == "/metrics":
+                return metrics
+            return getattr(self.broker, "http_app", None)
+        server = await start_http(host, port, routes, name="metrics")
         log.info("metrics on http://%s:%d/metrics", host, server.sockets[0].getsockname()[1])
         return server
