@@ -125,12 +125,24 @@ async def _main(args):
         print("kqlite broker listeners: " + ", ".join(
             f"{listener.name}://{listener.endpoint.host}:{listener.endpoint.port}"
             for listener in broker.listeners), file=sys.stderr, flush=True)
+    console = None
+    if args.console and metrics_port is not None:
+        from ..console import attach_to_broker
+        console = attach_to_broker(broker, node, allow_writes=args.console_allow_writes)
+        print(f"kqlite console on http://{args.metrics_listen}/ "
+              f"({'read-write' if args.console_allow_writes else 'read-only'})",
+              file=sys.stderr, flush=True)
+    elif args.console:
+        print("kqlite serve: --console is served by --metrics-listen, which is not set",
+              file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("kqlite broker shutting down", file=sys.stderr, flush=True)
+    if console is not None:
+        await console.stop()
     if node is not None:
         await node.stop()       # controlled shutdown first
     else:

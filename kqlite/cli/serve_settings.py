@@ -161,6 +161,15 @@ SETTINGS = [
              doc="serve Prometheus metrics at `http://HOST:PORT/metrics` (Kafka publishes "
                  "JMX MBeans instead; a cluster broker adds its replication and controller "
                  "metrics under the names Prometheus' JMX exporter gives Kafka's)"),
+    _setting("--console", None, False, None, None, shown="off",
+             doc="serve the web console (docs/console.md) at `http://HOST:PORT/` of "
+                 "`--metrics-listen`, beside `/metrics`: read-only unless "
+                 "`--console-allow-writes`; when a listener authenticates clients, the "
+                 "console asks for a login checked by the broker's own SASL"),
+    _setting("--console-allow-writes", None, False, None, None, shown="off (read-only)",
+             doc="let the console create and delete topics, produce a test record and "
+                 "reset an empty group's offsets, each sent to the broker as a Kafka request "
+                 "of the logged-in user (authorized by the broker's ACLs)"),
     _setting("--broker-id", "broker.id", 0, int, "N", kafka_default="-1, a generated id",
              doc="this broker's id, in Metadata; in a cluster it must be unique"),
     _setting("--num-partitions", "num.partitions", 1, int, "N",

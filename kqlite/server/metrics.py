@@ -1,9 +1,10 @@
-"""Prometheus ``/metrics`` for the broker, in the text exposition format (no dependency).
+"""Prometheus ``/metrics`` for the broker, in the text exposition format.
 
 Counters: messages and bytes in, bytes out, requests and summed latency per API,
 protocol errors, connections refused over their address's cap, connections closed
 idle, failed accepts, operations failed for lack of disk space or descriptors;
-gauges: open connections and their cap, request bytes held (queued.max.request.bytes)
+a histogram of request time per API under Kafka's name (request_latency.py, through the
+prometheus_client library); gauges: open connections and their cap, request bytes held (queued.max.request.bytes)
 now and at most, connections waiting for that memory, open logs and their limit, log
 size/segments/end offset per open partition, committed-offset lag per consumer
 group and open partition. A scrape never opens a log: partitions whose logs are
@@ -21,6 +22,7 @@ import logging
 from typing import NamedTuple
 
 from .http_listener import HttpResponse, start_http
+from .request_latency import RequestLatency
 
 __all__ = ["Metrics", "StorageSamples", "read_storage"]
 
@@ -75,6 +77,7 @@ class Metrics:
         self.expired_sessions_closed = 0
         self.requests = {}     # api name -> [count, total seconds, request bytes]
         self.sources = []      # callables adding samples the server does not know of
+        self.latency = RequestLatency()   # Kafka's RequestMetrics TotalTimeMs, per request
 
     def add_source(self, source):
         """Add ``source()`` to every scrape: it runs on the event loop (no I/O) and
@@ -87,6 +90,11 @@ class Metrics:
         entry[0] += 1
         entry[1] += seconds
         entry[2] += size
+        self.latency.observe(api, seconds)
+
+    def latency_quantiles(self):
+        """``{api: (count, p50 ms, p99 ms)}`` of the request-time histogram."""
+        return self.latency.quantiles()
 
     async def scrape(self):
         """The text of one scrape: storage read in a storage thread, the rest here."""
@@ -169,7 +177,7 @@ class Metrics:
                 continue
             for name, kind, help_text, samples in families:
                 metric(name, kind, help_text, samples)
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + self.latency.exposition()
 
     async def start(self, host, port):
         """Serve ``/metrics`` and, through ``broker.http_app`` when the layer above set
