@@ -41,6 +41,9 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    f"{os.sep}tests{os.sep}test_architecture_doc.py",
                    f"{os.sep}tests{os.sep}test_configuration_doc.py",
                    f"{os.sep}tests{os.sep}test_isolation_seam.py",
+                   # The web console: its brokers and clusters are child processes started
+                   # with the C helpers, and one headless Chromium per module.
+                   f"{os.sep}tests{os.sep}console{os.sep}",
                    # These run the C helpers in child processes whose environment they
                    # set themselves, whichever pass starts them.
                    f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",

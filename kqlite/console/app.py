@@ -113,8 +113,9 @@ class Console:
             return HttpResponse.text(400, f"{exc}\n")
         except _Refused as exc:
             return HttpResponse.text(403, f"{exc}\n")
-        except (UnknownTopicError, OffsetOutOfRangeError) as exc:
-            return HttpResponse.text(404, f"{exc}\n")
+        except (UnknownTopicError, OffsetOutOfRangeError):
+            # the storage's message names the data dir's path: not for a browser
+            return HttpResponse.text(404, "no such topic, partition or offset\n")
 
     def _route(self, method: str, path: str) -> Optional[tuple]:
         parts = [p for p in path.split("/") if p]
