@@ -128,7 +128,8 @@ async def _main(args):
     console = None
     if args.console and metrics_port is not None:
         from ..console import attach_to_broker
-        console = attach_to_broker(broker, node, allow_writes=args.console_allow_writes)
+        console = attach_to_broker(broker, node, allow_writes=args.console_allow_writes,
+                                   interval=max(0.2, args.console_sample_interval))
         print(f"kqlite console on http://{args.metrics_listen}/ "
               f"({'read-write' if args.console_allow_writes else 'read-only'})",
               file=sys.stderr, flush=True)

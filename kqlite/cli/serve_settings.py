@@ -170,6 +170,9 @@ SETTINGS = [
              doc="let the console create and delete topics, produce a test record and "
                  "reset an empty group's offsets, each sent to the broker as a Kafka request "
                  "of the logged-in user (authorized by the broker's ACLs)"),
+    _setting("--console-sample-interval", None, 5.0, float, "SECONDS",
+             doc="seconds between two samples of consumer lag and throughput for the "
+                 "console's plots (an hour of them is kept in memory)"),
     _setting("--broker-id", "broker.id", 0, int, "N", kafka_default="-1, a generated id",
              doc="this broker's id, in Metadata; in a cluster it must be unique"),
     _setting("--num-partitions", "num.partitions", 1, int, "N",
