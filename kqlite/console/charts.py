@@ -48,7 +48,7 @@ def line_chart(title: str, series: dict, unit: str = "") -> str:
              f'y2="{_TOP + plot_h}" stroke="#999"/>',
              f'<line x1="{_LEFT}" y1="{_TOP}" x2="{_LEFT}" y2="{_TOP + plot_h}" stroke="#999"/>',
              f'<text x="{_LEFT - 4}" y="{_TOP + 10}" text-anchor="end">'
-             f'{_number(top)}{html.escape(unit)}</text>',
+             f'{_number(top)}</text>',
              f'<text x="{_LEFT - 4}" y="{_TOP + plot_h}" text-anchor="end">0</text>',
              f'<text x="{WIDTH - _RIGHT}" y="{HEIGHT - 6}" text-anchor="end">now</text>',
              f'<text x="{_LEFT}" y="{HEIGHT - 6}">-{_number(t1 - t0)}s</text>']

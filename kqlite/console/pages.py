@@ -118,7 +118,8 @@ def topic_page(page: Any, *, writes: bool, token: str, latest: bool) -> str:
                    f'read the offsets of these partitions</a> <span class="note">(offsets '
                    f'are shown for open logs; this opens the logs of this page)</span>')
     body += "<p>" + " · ".join(nav) + "</p>"
-    configs = [(_e(k) + (" <b>(set)</b>" if k in page.overrides else ""), _e(v))
+    configs = [(_e(k) + (" <b>(set)</b>" if k in page.overrides else ""),
+                _e(str(v).lower() if isinstance(v, bool) else v))
                for k, v in sorted(page.config.items())]
     body += "<h2>Configs</h2>" + _table(("config", "value"), configs, "configs")
     if writes:
