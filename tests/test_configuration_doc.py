@@ -138,12 +138,18 @@ def test_serve_defaults_are_the_brokers_and_the_cluster_nodes():
     assert acl_params["allow_everyone_if_no_acl_found"].default == \
         defaults["--allow-everyone-if-no-acl-found"]
     checked |= {"--super-users", "--allow-everyone-if-no-acl-found"}
+    # The console's are attach_to_broker's (kqlite/console/service.py).
+    from kqlite.console.service import attach_to_broker
+    console_params = inspect.signature(attach_to_broker).parameters
+    assert console_params["allow_writes"].default == defaults["--console-allow-writes"]
+    assert console_params["interval"].default == defaults["--console-sample-interval"]
+    checked |= {"--console-allow-writes", "--console-sample-interval"}
     # The others are computed (None: see their rows) or are not constructor parameters
     # (--listen is split into host and port, --no-auto-create-topics is negated,
     # --authorizer-class-name picks the authorizer).
     assert {s.flag for s in SETTINGS if s.flag} - checked == {
         "--config", "--override",
-        "--data-dir", "--listen", "--advertised-host", "--metrics-listen",
+        "--data-dir", "--listen", "--advertised-host", "--metrics-listen", "--console",
         "--no-auto-create-topics", "--io-threads", "--max-connections",
         "--max-connections-per-ip", "--max-connections-per-ip-overrides",
         "--queued-max-request-bytes", "--zookeeper", "--authorizer-class-name"}
