@@ -70,7 +70,7 @@ class Console:
         lags = await self.source.read(reads.lag_samples, catch_up)
         for (group, topic, p), lag in lags.items():
             self.samples.add(f"lag/{group}/{topic}-{p}", now, lag)
-        totals: dict = {}
+        totals: dict[Any, Any] = {}
         for (group, _t, _p), lag in lags.items():
             totals[group] = totals.get(group, 0) + lag
         for group, total in totals.items():
@@ -87,11 +87,12 @@ class Console:
                 return HttpResponse.text(403, "this broker authenticates clients by TLS "
                                               "certificate only; the console needs SASL "
                                               "credentials to check a login\n")
-            user = await self._login(request)
-            if user is None:
+            found = await self._login(request)
+            if found is None:
                 return HttpResponse(401, "text/plain; charset=utf-8", b"login required\n",
                                     (("WWW-Authenticate",
                                       'Basic realm="kqlite console", charset="UTF-8"'),))
+            user = found
         if request.method not in ("GET", "HEAD", "POST"):
             return HttpResponse.text(405, "GET or POST\n")
         if request.method == "POST":
@@ -108,7 +109,8 @@ class Console:
             return HttpResponse.text(404, "not found\n")
         handler, arg = route
         try:
-            return await handler(user, arg, form, now)
+            response: HttpResponse = await handler(user, arg, form, now)
+            return response
         except limits.BadRequest as exc:
             return HttpResponse.text(400, f"{exc}\n")
         except _Refused as exc:
@@ -117,10 +119,10 @@ class Console:
             # the storage's message names the data dir's path: not for a browser
             return HttpResponse.text(404, "no such topic, partition or offset\n")
 
-    def _route(self, method: str, path: str) -> Optional[tuple]:
+    def _route(self, method: str, path: str) -> Optional[tuple[Any, Any]]:
         parts = [p for p in path.split("/") if p]
         get = method in ("GET", "HEAD")
-        table: dict = {
+        table: dict[Any, Any] = {
             (True, ()): self._home, (True, ("topics",)): self._topics,
             (True, ("messages",)): self._messages, (True, ("groups",)): self._groups,
             (True, ("cluster",)): self._cluster, (True, ("chart", "lag")): self._lag_chart,
@@ -175,41 +177,41 @@ class Console:
             raise _Refused(f"{user.name} may not {operation.name} {resource.resource_type.name}"
                            f" {resource.name}")
 
-    def _visible(self, user: User, names: list, kind: ResourceType) -> list:
+    def _visible(self, user: User, names: list[Any], kind: ResourceType) -> list[Any]:
         return [n for n in names if self.source.authorize(user, AclOperation.DESCRIBE,
                                                           Resource(kind, n))]
 
-    async def _topic_rows(self, user: User) -> list:
+    async def _topic_rows(self, user: User) -> list[Any]:
         rows = await self.source.read(reads.list_topics)
         allowed = set(self._visible(user, [r.name for r in rows], ResourceType.TOPIC))
         return [r for r in rows if r.name in allowed]
 
     # -- pages --------------------------------------------------------------------------------
 
-    async def _home(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _home(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         return HttpResponse(303, "text/plain", b"", (("Location", "/topics"),))
 
-    async def _static(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _static(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         return HttpResponse(200, _JS, self._script)
 
-    async def _topics(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _topics(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         rows = await self._topic_rows(user)
         return self._page("Topics", pages.topics_page(rows, writes=self.writes,
                                                       token=self.token), user)
 
-    async def _topic_data(self, user: User, name: str, form: dict) -> Any:
+    async def _topic_data(self, user: User, name: str, form: dict[Any, Any]) -> Any:
         topic = limits.topic(name)
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.TOPIC, topic))
         first = limits.optional_integer(form, "first", 1 << 31) or 0
         latest = form.get("offsets") == "1"
         return await self.source.read(reads.topic_page, topic, first, latest), latest
 
-    async def _topic(self, user: User, name: str, form: dict, now: float) -> HttpResponse:
+    async def _topic(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
         page, latest = await self._topic_data(user, name, form)
         return self._page(f"Topic {page.name}", pages.topic_page(
             page, writes=self.writes, token=self.token, latest=latest), user)
 
-    async def _browse(self, user: User, form: dict) -> Optional[Any]:
+    async def _browse(self, user: User, form: dict[Any, Any]) -> Optional[Any]:
         if not form.get("topic"):
             return None
         topic = limits.topic(form.get("topic"))
@@ -224,25 +226,25 @@ class Console:
             lambda db: reads.browse(db, topic, partition, offset=offset, timestamp=timestamp,
                                     count=count, search=search, window=window))
 
-    async def _messages(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _messages(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         page = await self._browse(user, form)
         names = [r.name for r in await self._topic_rows(user)]
         return self._page("Messages", pages.messages_page(page, dict(form), names,
                                                           writes=self.writes,
                                                           token=self.token), user)
 
-    async def _group_list(self, user: User) -> list:
+    async def _group_list(self, user: User) -> list[Any]:
         stored = await self.source.read(reads.group_names)
         live = self.source.live_groups()
         names = self._visible(user, sorted(set(stored) | set(live)), ResourceType.GROUP)
         return [(g, live[g].state if g in live else "stored offsets",
                  len(live[g].members) if g in live else 0) for g in names]
 
-    async def _groups(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _groups(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         return self._page("Consumer groups", pages.groups_page(await self._group_list(user)),
                           user)
 
-    async def _group_data(self, user: User, name: str) -> tuple:
+    async def _group_data(self, user: User, name: str) -> tuple[Any, ...]:
         group = limits.group(name)
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.GROUP, group))
         offsets = await self.source.read(reads.group_offsets, group)
@@ -258,7 +260,7 @@ class Console:
         series["total"] = self.samples.get(f"lagtotal/{group}")
         return charts.line_chart(f"lag of {group}", series, " records")
 
-    async def _group(self, user: User, name: str, form: dict, now: float) -> HttpResponse:
+    async def _group(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
         group, view, offsets = await self._group_data(user, name)
         return self._page(f"Group {group}", pages.group_page(
             group, view, offsets, self._lag_svg(group), writes=self.writes,
@@ -268,38 +270,39 @@ class Console:
         return charts.line_chart("throughput per second", {
             n.split("/", 1)[1]: self.samples.get(n) for n in self.samples.names("rate/")})
 
-    async def _cluster(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _cluster(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
         return self._page("Cluster", pages.cluster_page(
             self.source.cluster(), self.source.kind, self._throughput_svg(),
             self.source.latencies()), user)
 
-    async def _lag_chart(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _lag_chart(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         group = limits.group(form.get("group"))
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.GROUP, group))
         return HttpResponse(200, _SVG, self._lag_svg(group).encode())
 
-    async def _throughput_chart(self, user: User, _arg: Any, form: dict,
+    async def _throughput_chart(self, user: User, _arg: Any, form: dict[Any, Any],
                                 now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
         return HttpResponse(200, _SVG, self._throughput_svg().encode())
 
     # -- JSON ---------------------------------------------------------------------------------
 
-    async def _api_topics(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _api_topics(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         return self._json([r._asdict() for r in await self._topic_rows(user)])
 
-    async def _api_topic(self, user: User, name: str, form: dict, now: float) -> HttpResponse:
+    async def _api_topic(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
         page, _latest = await self._topic_data(user, name, form)
         data = page._asdict()
         data["partitions"] = [r._asdict() for r in page.partitions]
         return self._json(data)
 
-    async def _api_messages(self, user: User, _arg: Any, form: dict,
+    async def _api_messages(self, user: User, _arg: Any, form: dict[Any, Any],
                             now: float) -> HttpResponse:
         if not form.get("topic"):
             raise limits.BadRequest("topic is required")
         page = await self._browse(user, form)
+        assert page is not None              # a topic was given
         fmt = form.get("format", "auto")
         data = page._asdict()
         data["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
@@ -308,11 +311,11 @@ class Console:
                            for r in page.records]
         return self._json(data)
 
-    async def _api_groups(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _api_groups(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         return self._json([{"group": g, "state": s, "members": n}
                            for g, s, n in await self._group_list(user)])
 
-    async def _api_group(self, user: User, name: str, form: dict, now: float) -> HttpResponse:
+    async def _api_group(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
         group, view, offsets = await self._group_data(user, name)
         return self._json({
             "group": group, "state": view.state if view else None,
@@ -322,7 +325,7 @@ class Console:
                         for t, p, c, e, lag in offsets],
             "lag": self.samples.get(f"lagtotal/{group}")})
 
-    async def _api_cluster(self, user: User, _arg: Any, form: dict,
+    async def _api_cluster(self, user: User, _arg: Any, form: dict[Any, Any],
                            now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
         view = self.source.cluster()
@@ -350,7 +353,7 @@ class Console:
             message = f"failed: {exc}"
         return await self._done(user, title, message, back)
 
-    async def _create_topic(self, user: User, _arg: Any, form: dict,
+    async def _create_topic(self, user: User, _arg: Any, form: dict[Any, Any],
                             now: float) -> HttpResponse:
         name = limits.topic(form.get("name"))
         count = limits.integer(form.get("partitions") or "1", "partitions")
@@ -359,13 +362,13 @@ class Console:
         return await self._write(user, f"Create {name}", "/topics",
                                  lambda: self.source.create_topic(user, name, count))
 
-    async def _delete_topic(self, user: User, name: str, form: dict,
+    async def _delete_topic(self, user: User, name: str, form: dict[Any, Any],
                             now: float) -> HttpResponse:
         topic = limits.topic(name)
         return await self._write(user, f"Delete {topic}", "/topics",
                                  lambda: self.source.delete_topic(user, topic))
 
-    async def _produce(self, user: User, _arg: Any, form: dict, now: float) -> HttpResponse:
+    async def _produce(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         topic = limits.topic(form.get("topic"))
         partition = limits.partition(form.get("partition") or "0")
         key = form.get("key", "").encode() or None
@@ -376,7 +379,7 @@ class Console:
             user, f"Produce to {topic}", f"/messages?topic={topic}&partition={partition}",
             lambda: self.source.produce(user, topic, partition, key, value))
 
-    async def _reset_group(self, user: User, name: str, form: dict,
+    async def _reset_group(self, user: User, name: str, form: dict[Any, Any],
                            now: float) -> HttpResponse:
         group = limits.group(name)
         to = form.get("to")
@@ -398,7 +401,7 @@ class _Refused(Exception):
     """The broker's authorizer refused the user."""
 
 
-def _form(request: HttpRequest) -> dict:
+def _form(request: HttpRequest) -> dict[Any, Any]:
     from urllib.parse import parse_qsl
     if not request.headers.get("content-type", "").startswith(
             "application/x-www-form-urlencoded"):

@@ -9,14 +9,14 @@ console shows what it can read.
 """
 
 import struct
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = ["assigned_partitions"]
 
 _MAX_ENTRIES = 100000      # a bound on what one member's bytes can make us build
 
 
-def assigned_partitions(data: Optional[bytes]) -> list:
+def assigned_partitions(data: Optional[bytes]) -> list[Any]:
     """``[(topic, partition)]`` of a ConsumerProtocolAssignment, [] when unreadable."""
     if not data:
         return []
@@ -24,7 +24,7 @@ def assigned_partitions(data: Optional[bytes]) -> list:
         pos = 2                                              # int16 version
         (topics,) = struct.unpack_from(">i", data, pos)
         pos += 4
-        out: list = []
+        out: list[Any] = []
         for _ in range(max(0, topics)):
             (length,) = struct.unpack_from(">h", data, pos)
             pos += 2

@@ -46,7 +46,7 @@ class BrokerLogin:
     def __init__(self, broker: Any, clock: Any = time.monotonic) -> None:
         self.broker = broker
         self.clock = clock
-        self._remembered: dict = {}
+        self._remembered: dict[Any, Any] = {}
         listeners = list(broker.listeners)
         sasl = [lst for lst in listeners if lst.sasl is not None and
                 any(m in lst.sasl.mechanisms for m in _PREFERRED)]

@@ -10,6 +10,7 @@ one from the server; the SVG is complete without it.
 """
 
 import html
+from typing import Any
 
 __all__ = ["line_chart"]
 
@@ -28,7 +29,7 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
 
 
-def line_chart(title: str, series: dict, unit: str = "") -> str:
+def line_chart(title: str, series: dict[Any, Any], unit: str = "") -> str:
     """An ``<svg>`` of up to MAX_LINES series ``{name: [(time s, value)]}``."""
     shown = [(name, points) for name, points in sorted(series.items()) if points][:MAX_LINES]
     label = html.escape(title)

@@ -83,7 +83,7 @@ def _token_field(token: str) -> str:
     return f'<input type="hidden" name="token" value="{_e(token)}">'
 
 
-def topics_page(topics: list, *, writes: bool, token: str) -> str:
+def topics_page(topics: list[Any], *, writes: bool, token: str) -> str:
     rows = [(f'<a href="/topics/{_e(t.name)}">{_e(t.name)}</a>', str(t.partitions),
              _size(t.size), "internal" if t.internal else "") for t in topics]
     body = _table(("topic", "partitions", "size", ""), rows, "topics")
@@ -134,7 +134,7 @@ def _shown(data: Optional[bytes], fmt: str) -> str:
     return f'<pre data-format="{used}">{_e(text)}</pre>'
 
 
-def messages_page(page: Optional[Any], form: dict, topics: list, *, writes: bool,
+def messages_page(page: Optional[Any], form: dict[Any, Any], topics: list[Any], *, writes: bool,
                   token: str) -> str:
     options = "".join(f'<option{" selected" if t == form.get("topic") else ""}>{_e(t)}'
                       f'</option>' for t in topics)
@@ -183,22 +183,22 @@ def messages_page(page: Optional[Any], form: dict, topics: list, *, writes: bool
     return body
 
 
-def groups_page(groups: list) -> str:
+def groups_page(groups: list[Any]) -> str:
     rows = [(f'<a href="/groups/{_e(g)}">{_e(g)}</a>', _e(state), str(members))
             for g, state, members in groups]
     return _table(("group", "state", "members"), rows, "groups")
 
 
-def group_page(group: str, view: Optional[Any], offsets: list, chart: str, *,
+def group_page(group: str, view: Optional[Any], offsets: list[Any], chart: str, *,
                writes: bool, token: str) -> str:
     body = ""
     if view is not None:
         body += f'<p>state {_e(view.state)} · protocol {_e(view.protocol or "—")}</p>'
-        rows = [(_e(member), _e(client), _e(host),
-                 _e(", ".join(f"{t}-{p}" for t, p in assigned) or "—"))
-                for member, client, host, assigned in view.members]
+        members = [(_e(member), _e(client), _e(host),
+                    _e(", ".join(f"{t}-{p}" for t, p in assigned) or "—"))
+                   for member, client, host, assigned in view.members]
         body += "<h2>Members</h2>" + _table(("member", "client", "host", "assignment"),
-                                            rows, "members")
+                                            members, "members")
     rows = [(_e(t), str(p), str(c), _opt(end), _opt(lag)) for t, p, c, end, lag in offsets]
     body += "<h2>Committed offsets</h2>" + _table(
         ("topic", "partition", "committed", "high watermark", "lag"), rows, "offsets")
@@ -216,7 +216,7 @@ def group_page(group: str, view: Optional[Any], offsets: list, chart: str, *,
 
 
 def cluster_page(view: Optional[Any], kind: str, throughput: str,
-                 latencies: dict) -> str:
+                 latencies: dict[Any, Any]) -> str:
     if view is None:
         body = (f'<p>{_e(kind)}: one {"broker" if kind == "broker" else "data dir"}, '
                 f'no replication.</p>')
@@ -228,7 +228,7 @@ def cluster_page(view: Optional[Any], kind: str, throughput: str,
         body = (f'<p>this broker: {view.broker_id} · controller: {view.controller} · '
                 f'{len(view.brokers)} live brokers</p>'
                 + _table(("broker", "host", "port", "rack", ""), rows, "brokers"))
-        leaders: dict = {}
+        leaders: dict[Any, Any] = {}
         under, offline, parts = [], [], []
         for topic, p, leader, isr, replicas, dead in view.partitions:
             leaders[leader] = leaders.get(leader, 0) + 1
@@ -253,10 +253,10 @@ def cluster_page(view: Optional[Any], kind: str, throughput: str,
     body += (f'<h2>Throughput</h2><div id="throughput-chart" data-refresh="/chart/throughput">'
              f'{throughput}</div>')
     if latencies:
-        rows = [(_e(api), str(n), f"{p50:.2f}", f"{p99:.2f}")
-                for api, (n, p50, p99) in sorted(latencies.items())]
+        timed = [(_e(api), str(n), f"{p50:.2f}", f"{p99:.2f}")
+                 for api, (n, p50, p99) in sorted(latencies.items())]
         body += "<h2>Request latency (ms)</h2>" + _table(("request", "count", "p50", "p99"),
-                                                         rows, "latency")
+                                                         timed, "latency")
     return body
 
 

@@ -41,7 +41,7 @@ class TopicRow(NamedTuple):
 class PartitionRow(NamedTuple):
     partition: int
     size: int
-    segment_files: list
+    segment_files: list[Any]
     open: bool
     start: Optional[int]
     end: Optional[int]
@@ -54,9 +54,9 @@ class TopicPage(NamedTuple):
     topic_id: str
     partition_count: int
     first: int                 # index of the first partition shown
-    partitions: list
-    config: dict
-    overrides: dict
+    partitions: list[Any]
+    config: dict[Any, Any]
+    overrides: dict[Any, Any]
 
 
 class Shown(NamedTuple):
@@ -65,7 +65,7 @@ class Shown(NamedTuple):
     timestamp: int
     key: Optional[bytes]
     value: Optional[bytes]
-    headers: tuple
+    headers: tuple[Any, ...]
 
 
 class MessagePage(NamedTuple):
@@ -73,13 +73,13 @@ class MessagePage(NamedTuple):
     partition: int
     start: int                 # the first offset read
     next: Optional[int]        # where the next page starts (None: nothing more now)
-    records: list
+    records: list[Any]
     scanned: int               # records looked at (a search looks at more than it shows)
     log_start: int
     log_end: int
 
 
-def segment_files(db: Database, topic: str, partition: int) -> list:
+def segment_files(db: Database, topic: str, partition: int) -> list[Any]:
     """``[(file name, bytes)]`` of one partition directory, sorted; [] when absent."""
     path = partition_dir(db.path, topic, partition)
     try:
@@ -90,11 +90,11 @@ def segment_files(db: Database, topic: str, partition: int) -> list:
     return sorted(found)
 
 
-def _log_bytes(files: list) -> int:
+def _log_bytes(files: list[Any]) -> int:
     return sum(size for name, size in files if name.endswith(".log"))
 
 
-def list_topics(db: Database, internal: bool = True) -> list:
+def list_topics(db: Database, internal: bool = True) -> list[Any]:
     """A TopicRow per topic; sizes from directory listings (no log is opened)."""
     rows = []
     for name in sorted(db.list_topics(internal=internal)):
@@ -165,6 +165,7 @@ def browse(db: Database, topic: str, partition: int, *, offset: Optional[int] = 
             iterator = lg.read(start, limit, isolation=Isolation.HIGH_WATERMARK)
             for record in iterator:
                 scanned += 1
+                assert record.offset is not None and record.timestamp is not None  # read
                 next_offset = record.offset + 1
                 if search is None or _matches(record, search):
                     records.append(Shown(record.offset, record.timestamp,
@@ -188,7 +189,7 @@ def _clip(data: Optional[bytes]) -> Optional[bytes]:
     return bytes(data[:limits.MAX_VALUE_SHOWN])
 
 
-def group_names(db: Database) -> list:
+def group_names(db: Database) -> list[Any]:
     """The groups with committed offsets in this data dir (reads the offsets topic)."""
     if OFFSETS_TOPIC not in db.list_topics(internal=True):
         return []
@@ -203,7 +204,7 @@ def _end_of(db: Database, topic: str, p: int) -> Optional[int]:
         return None
 
 
-def group_offsets(db: Database, group: str) -> list:
+def group_offsets(db: Database, group: str) -> list[Any]:
     """``[(topic, partition, committed, end, lag)]`` of one group, at most
     MAX_GROUP_PARTITIONS of them (each leases its partition's log)."""
     rows = []
@@ -215,7 +216,7 @@ def group_offsets(db: Database, group: str) -> list:
     return rows
 
 
-def group_bounds(db: Database, group: str) -> list:
+def group_bounds(db: Database, group: str) -> list[Any]:
     """``[(topic, partition, log start, high watermark)]`` of the partitions ``group`` has
     committed offsets for (at most MAX_GROUP_PARTITIONS): where a reset may move them."""
     rows = []
@@ -228,7 +229,7 @@ def group_bounds(db: Database, group: str) -> list:
     return rows
 
 
-def lag_samples(db: Database, catch_up: bool = False) -> dict:
+def lag_samples(db: Database, catch_up: bool = False) -> dict[Any, Any]:
     """``{(group, topic, partition): lag}`` of the committed offsets known, for partitions
     whose logs are open (a broker's sampler, every few seconds, opens no log, as a scrape
     does). ``catch_up`` (``kqlite ui``, where nothing else opens them) first reads the

@@ -12,7 +12,7 @@ between two consecutive samples.
 """
 
 from collections import OrderedDict, deque
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = ["Series", "Samples", "Rates", "WINDOW", "MAX_POINTS", "MAX_SERIES"]
 
@@ -23,7 +23,7 @@ MAX_SERIES = 2000
 
 class Series:
     def __init__(self) -> None:
-        self.points: deque = deque(maxlen=MAX_POINTS)
+        self.points: "deque[tuple[float, float]]" = deque(maxlen=MAX_POINTS)
 
     def add(self, now: float, value: float) -> None:
         self.points.append((now, value))
@@ -45,11 +45,11 @@ class Samples:
         while len(self._series) > MAX_SERIES:
             self._series.popitem(last=False)
 
-    def get(self, name: str) -> list:
+    def get(self, name: str) -> list[Any]:
         series = self._series.get(name)
         return list(series.points) if series is not None else []
 
-    def names(self, prefix: str = "") -> list:
+    def names(self, prefix: str = "") -> list[Any]:
         return sorted(n for n in self._series if n.startswith(prefix))
 
 
@@ -57,9 +57,9 @@ class Rates:
     """Per-second rates of counters between consecutive calls of :meth:`feed`."""
 
     def __init__(self) -> None:
-        self._last: Optional[tuple] = None
+        self._last: Optional[tuple[float, dict[Any, Any]]] = None
 
-    def feed(self, now: float, counters: dict) -> dict:
+    def feed(self, now: float, counters: dict[Any, Any]) -> dict[Any, Any]:
         """``{name: rate}`` since the previous feed ({} on the first, or when the
         clock did not move)."""
         last, self._last = self._last, (now, dict(counters))

@@ -33,7 +33,7 @@ class ConsoleService:
         self.console = console
         self.interval = interval
         self.clock = clock
-        self._task: Optional[asyncio.Task] = None
+        self._task: "Optional[asyncio.Task[None]]" = None
         self.server: Any = None
 
     async def app(self, request: HttpRequest) -> HttpResponse:

@@ -51,14 +51,14 @@ class GroupView(NamedTuple):
     group: str
     state: str
     protocol: str
-    members: list              # [(member id, client id, host, [(topic, partition)])]
+    members: list[Any]              # [(member id, client id, host, [(topic, partition)])]
 
 
 class ClusterView(NamedTuple):
     broker_id: int
     controller: int
-    brokers: list              # [(id, host, port, rack)]
-    partitions: list           # [(topic, p, leader, isr tuple, replicas tuple, offline tuple)]
+    brokers: list[Any]              # [(id, host, port, rack)]
+    partitions: list[Any]           # [(topic, p, leader, isr tuple, replicas tuple, offline tuple)]
 
 
 class EmbeddedSource:
@@ -76,16 +76,16 @@ class EmbeddedSource:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, self.db,
                                                                 *args)
 
-    def live_groups(self) -> dict:
+    def live_groups(self) -> dict[Any, Any]:
         return {}
 
     def cluster(self) -> Optional[ClusterView]:
         return None
 
-    def counters(self) -> dict:
+    def counters(self) -> dict[Any, Any]:
         return {}
 
-    def latencies(self) -> dict:
+    def latencies(self) -> dict[Any, Any]:
         return {}
 
     def authorize(self, user: User, operation: Any, resource: Resource) -> bool:
@@ -112,7 +112,7 @@ class EmbeddedSource:
                 return first
         return f"appended at offset {await self.read(append)}"
 
-    async def reset_offsets(self, user: User, group: str, offsets: dict) -> str:
+    async def reset_offsets(self, user: User, group: str, offsets: dict[Any, Any]) -> str:
         await self.read(lambda db: db.offsets.commit(group, offsets))
         return "committed"
 
@@ -136,7 +136,7 @@ class BrokerSource:
     async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self.broker.io.run(fn, self.broker.db, *args)
 
-    def live_groups(self) -> dict:
+    def live_groups(self) -> dict[Any, Any]:
         out = {}
         for group_id, g in list(self.broker.coordinator.groups.items()):
             members = [(m.member_id, m.client_id, m.client_host,
@@ -155,13 +155,14 @@ class BrokerSource:
                  for (t, p), info in sorted(cache.partitions.items())]
         return ClusterView(self.broker.broker_id, cache.controller_id, brokers, parts)
 
-    def counters(self) -> dict:
+    def counters(self) -> dict[Any, Any]:
         metrics = self.broker.metrics
         return {"records in": metrics.messages_in, "bytes in": metrics.bytes_in,
                 "bytes out": metrics.bytes_out}
 
-    def latencies(self) -> dict:
-        return self.broker.metrics.latency_quantiles()
+    def latencies(self) -> dict[Any, Any]:
+        quantiles: dict[Any, Any] = self.broker.metrics.latency_quantiles()
+        return quantiles
 
     def _context(self, user: User) -> RequestContext:
         return RequestContext(KafkaPrincipal("User", user.name), "CONSOLE",
@@ -174,7 +175,7 @@ class BrokerSource:
     async def check_login(self, name: str, password: str) -> bool:
         return self.login is None or await self.login.check(name, password)
 
-    async def _request(self, user: User, api: ApiKey, body: dict) -> dict:
+    async def _request(self, user: User, api: ApiKey, body: dict[Any, Any]) -> dict[Any, Any]:
         conn = await self.login.connect(user)
         try:
             return dict(await conn.request(api, conn.version_for(api), body))
@@ -204,9 +205,10 @@ class BrokerSource:
         entry = answer["responses"][0]["partition_responses"][0]
         return _error_of(entry, f"appended at offset {entry.get('base_offset')}")
 
-    async def reset_offsets(self, user: User, group: str, offsets: dict) -> str:
-        topics: dict = {}
-        for (topic, p), offset in sorted(offsets.items()):
+    async def reset_offsets(self, user: User, group: str, offsets: dict[Any, Any]) -> str:
+        topics: dict[Any, Any] = {}
+        for key, offset in sorted(offsets.items()):
+            topic, p = key
             topics.setdefault(topic, []).append({
                 "partition_index": p, "committed_offset": offset,
                 "committed_leader_epoch": -1, "committed_metadata": ""})
@@ -222,7 +224,7 @@ class BrokerSource:
         return "committed"
 
 
-def _error_of(entry: dict, success: str) -> str:
+def _error_of(entry: dict[Any, Any], success: str) -> str:
     from ..protocol.errors import ErrorCode
     code = entry.get("error_code", 0)
     if code == 0:

@@ -9,7 +9,7 @@ the page escapes it.
 """
 
 import json
-from typing import Optional
+from typing import Any, Optional
 
 __all__ = ["FORMATS", "show"]
 
@@ -40,7 +40,7 @@ def _json(data: bytes) -> Optional[str]:
         return None
 
 
-def show(data: Optional[bytes], fmt: str = "auto") -> tuple:
+def show(data: Optional[bytes], fmt: str = "auto") -> tuple[Any, ...]:
     """``(format used, text)`` of ``data`` in ``fmt`` (one of FORMATS)."""
     if data is None:
         return "null", "null"

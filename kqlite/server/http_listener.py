@@ -24,7 +24,7 @@ console reads storage through the broker's storage threads, as a scrape does).
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, NamedTuple, Optional
+from typing import Any, Awaitable, Callable, NamedTuple, Optional
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = ["HttpRequest", "HttpResponse", "HttpError", "read_request", "start_http",
@@ -50,8 +50,8 @@ class HttpRequest(NamedTuple):
     name, ``headers`` with lower-cased names, ``client`` the peer's address as text."""
     method: str
     path: str
-    query: dict
-    headers: dict
+    query: dict[Any, Any]
+    headers: dict[Any, Any]
     body: bytes
     client: str = ""
 
@@ -60,13 +60,13 @@ class HttpResponse(NamedTuple):
     status: int
     content_type: str
     body: bytes
-    headers: tuple = ()
+    headers: tuple[Any, ...] = ()
 
     @classmethod
-    def text(cls, status, text):
+    def text(cls, status: int, text: str) -> "HttpResponse":
         return cls(status, "text/plain; charset=utf-8", text.encode())
 
-    def encode(self):
+    def encode(self) -> bytes:
         reason = _REASONS.get(self.status, "Unknown")
         lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Type: {self.content_type}",
                  f"Content-Length: {len(self.body)}", "Connection: close",
@@ -78,12 +78,12 @@ class HttpResponse(NamedTuple):
 class HttpError(Exception):
     """A request refused before it reached the application: ``status`` says why."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
-async def _line(reader, status):
+async def _line(reader: asyncio.StreamReader, status: int) -> bytes:
     try:
         line = await reader.readuntil(b"\n")
     except asyncio.LimitOverrunError:
@@ -95,7 +95,7 @@ async def _line(reader, status):
     return line
 
 
-async def read_request(reader, client=""):
+async def read_request(reader: asyncio.StreamReader, client: str = "") -> HttpRequest:
     """Read one request from ``reader`` (a StreamReader whose limit is MAX_LINE), within
     the bounds of the module docstring; raises HttpError, or EOFError for a closed
     connection."""
@@ -135,11 +135,11 @@ App = Callable[[HttpRequest], Awaitable[HttpResponse]]
 
 
 async def start_http(host: str, port: int, routes: Callable[[HttpRequest], Optional[App]],
-                     name: str = "http"):
+                     name: str = "http") -> asyncio.Server:
     """Serve HTTP on ``host:port``: each request goes to ``routes(request)`` (the app that
     answers it, or None for 404). Returns the asyncio Server."""
 
-    async def serve(reader, writer):
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         client = str(peer[0]) if peer else ""
         try:

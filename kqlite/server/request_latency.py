@@ -14,7 +14,7 @@ is its text, which the broker's scrape appends to the families it writes itself.
 ``histogram_quantile`` does: linear within the bucket the rank falls in.
 """
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import generate_latest
@@ -58,9 +58,9 @@ class RequestLatency:
     def exposition(self) -> str:
         return generate_latest(self.registry).decode()
 
-    def quantiles(self) -> dict:
+    def quantiles(self) -> dict[Any, Any]:
         """``{request: (count, p50 ms, p99 ms)}``."""
-        buckets: dict = {}
+        buckets: dict[Any, Any] = {}
         for family in self.histogram.collect():
             for sample in family.samples:
                 if sample.name.endswith("_bucket"):
