@@ -9,6 +9,7 @@ order, each step with its own answer, before any page reads storage:
                   the broker authenticates only by TLS certificate      403
   method          GET (HEAD) for pages, POST for writes                 405
   writes          POST while the console is read-only                   403
+                  a form not UTF-8, or of more than 64 fields            400
                   POST without the console's form token                 403
   path            not one of ROUTES                                     404
   values          a topic, group or number outside limits.py            400
@@ -99,8 +100,11 @@ class Console:
             if not self.writes:
                 return HttpResponse.text(403, "this console is read-only (start it with "
                                               "--allow-writes to change anything)\n")
-            form = _form(request)
-            if not secrets.compare_digest(form.get("token", ""), self.token):
+            try:
+                form = _form(request)
+            except limits.BadRequest as exc:
+                return HttpResponse.text(400, f"{exc}\n")
+            if not secrets.compare_digest(form.get("token", "").encode(), self.token.encode()):
                 return HttpResponse.text(403, "the form token is missing or wrong\n")
         else:
             form = request.query
@@ -408,9 +412,11 @@ def _form(request: HttpRequest) -> dict[Any, Any]:
         return {}
     try:
         text = request.body.decode("utf-8")
+        return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=64))
     except UnicodeDecodeError:
-        return {}
-    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=64))
+        raise limits.BadRequest("a form is UTF-8") from None
+    except ValueError:
+        raise limits.BadRequest("a form has at most 64 fields") from None
 
 
 def _shown(data: Optional[bytes], fmt: str) -> Any:

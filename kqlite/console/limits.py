@@ -61,7 +61,8 @@ def group(text: Optional[str]) -> str:
 
 
 def integer(text: Optional[str], name: str, bound: int = _INT64) -> int:
-    if text is None or not text.strip().isdigit() or len(text) > 19:
+    # isascii: str.isdigit() also takes digits int() refuses, such as "²"
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 19:
         raise BadRequest(f"{name} must be a whole number")
     value = int(text)
     if value >= bound:

@@ -16,6 +16,7 @@ connection is closed:
   the body (Content-Length)    MAX_BODY (64 KiB)        413 Content Too Large
   a chunked body                                        411 Length Required
   a request line not METHOD TARGET HTTP/x.y             400 Bad Request
+  a query of more than MAX_FIELDS (64) fields            400 Bad Request
   no whole request within READ_TIMEOUT s                the connection is closed
 
 The application is awaited on the event loop: it must do no blocking work there (the
@@ -35,6 +36,7 @@ log = logging.getLogger("kqlite.server")
 MAX_LINE = 8192
 MAX_HEADERS = 64
 MAX_BODY = 65536
+MAX_FIELDS = 64
 READ_TIMEOUT = 10.0
 
 _REASONS = {200: "OK", 201: "Created", 204: "No Content", 303: "See Other",
@@ -127,7 +129,11 @@ async def read_request(reader: asyncio.StreamReader, client: str = "") -> HttpRe
         raise HttpError(413, f"a body holds at most {MAX_BODY} bytes")
     body = await reader.readexactly(length) if length else b""
     split = urlsplit(target)
-    query = dict(parse_qsl(split.query, keep_blank_values=True, max_num_fields=64))
+    try:
+        query = dict(parse_qsl(split.query, keep_blank_values=True,
+                               max_num_fields=MAX_FIELDS))
+    except ValueError:
+        raise HttpError(400, f"a query has at most {MAX_FIELDS} fields") from None
     return HttpRequest(method, unquote(split.path) or "/", query, headers, body, client)
 
 

@@ -357,3 +357,105 @@ def test_the_listener_refuses_oversized_requests():
             await server.wait_closed()
         assert [r.path for r in seen] == ["/ok"]
     asyncio.run(main())
+
+
+def test_hostile_forms_and_numbers(data_dir):
+    console, db = _console(data_dir, writes=True)
+    try:
+        headers = {"content-type": "application/x-www-form-urlencoded"}
+        many = "&".join(f"f{i}=x" for i in range(100)).encode()
+        for body, status in [(b"\xff\xfe", 400), (many, 400), (b"token=%C3%A9", 403),
+                             (b"name=x", 403)]:
+            answer = _run(console, _request("/topics", method="POST", body=body,
+                                            headers=headers))
+            assert answer.status == status, body
+        for value in ("²", "١٢", " 1", "+1", "0x1"):
+            answer = _run(console, _request("/messages", {"topic": "clicks",
+                                                          "offset": value}))
+            assert answer.status == 400, value
+    finally:
+        _close(console, db)
+
+
+def test_the_listener_refuses_a_query_of_too_many_fields():
+    async def main():
+        from kqlite.server.http_listener import HttpResponse
+
+        async def app(request):
+            return HttpResponse.text(200, "ok")
+        server = await start_http("127.0.0.1", 0, lambda request: app)
+        port = server.sockets[0].getsockname()[1]
+        query = "&".join(f"a{i}=1" for i in range(100)).encode()
+        try:
+            first = await asyncio.get_running_loop().run_in_executor(
+                None, _exchange, port, b"GET /?" + query + b" HTTP/1.1\r\n\r\n")
+        finally:
+            server.close()
+            await server.wait_closed()
+        assert b"400" in first
+    asyncio.run(main())
+
+
+# -- who may use a broker's console (auth.py's table) -------------------------------------------
+
+class _Listener:
+    def __init__(self, protocol, mechanisms=None):
+        from kqlite.protocol.security import SecurityProtocol
+        self.protocol = SecurityProtocol[protocol]
+        self.sasl = None if mechanisms is None else type("Sasl", (), {
+            "mechanisms": mechanisms})()
+
+
+class _Broker:
+    def __init__(self, *listeners):
+        self.listeners = list(listeners)
+
+
+def test_the_login_a_broker_needs():
+    from kqlite.console.auth import BrokerLogin
+    open_ = BrokerLogin(_Broker(_Listener("PLAINTEXT")))
+    assert not open_.required and not open_.refused
+    assert asyncio.run(open_.check("anyone", "anything"))
+    sasl = BrokerLogin(_Broker(_Listener("PLAINTEXT"),
+                               _Listener("SASL_SSL", ["SCRAM-SHA-256"]),
+                               _Listener("SASL_PLAINTEXT", ["SCRAM-SHA-512", "PLAIN"])))
+    assert sasl.required and not sasl.refused
+    assert sasl.sasl_listener.protocol.name == "SASL_PLAINTEXT" and sasl.mechanism == "PLAIN"
+    certificates = BrokerLogin(_Broker(_Listener("SSL")))
+    assert certificates.required and certificates.refused
+    assert not asyncio.run(certificates.check("alice", "alice-secret"))
+
+
+def test_a_login_is_remembered_for_a_while():
+    from kqlite.console.auth import REMEMBER, BrokerLogin
+    now = [0.0]
+    login = BrokerLogin(_Broker(_Listener("SASL_PLAINTEXT", ["PLAIN"])), clock=lambda: now[0])
+    handshakes = []
+
+    class _Connection:
+        async def close(self):
+            pass
+
+    async def handshake(name, password):
+        handshakes.append(name)
+        if password != "right":
+            raise PermissionError("refused")
+        return _Connection()
+    login._open = handshake
+    assert asyncio.run(login.check("alice", "right"))
+    assert asyncio.run(login.check("alice", "right"))
+    assert not asyncio.run(login.check("alice", "wrong"))
+    now[0] = REMEMBER + 1
+    assert asyncio.run(login.check("alice", "right"))
+    assert handshakes == ["alice", "alice", "alice"]
+
+
+def test_a_broker_with_certificates_only_refuses_the_console(tmp_path):
+    from kqlite.console.auth import BrokerLogin
+    from kqlite.console.sources import BrokerSource
+
+    class _Fake(_Broker):
+        db = None
+    source = BrokerSource(_Fake(_Listener("SSL")), login=BrokerLogin(_Fake(_Listener("SSL"))))
+    answer = asyncio.run(Console(source).handle(_request("/topics"), 0.0))
+    assert answer.status == 403 and b"TLS" in answer.body
