@@ -276,6 +276,9 @@ class Console:
 
     async def _cluster(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
+        if form.get("part") == "view":      # the fragment the script refreshes
+            return HttpResponse(200, _HTML, pages.cluster_view(
+                self.source.cluster(), self.source.kind).encode())
         return self._page("Cluster", pages.cluster_page(
             self.source.cluster(), self.source.kind, self._throughput_svg(),
             self.source.latencies()), user)

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 from . import limits, values
 
 __all__ = ["layout", "topics_page", "topic_page", "messages_page", "groups_page",
-           "group_page", "cluster_page", "message_page"]
+           "group_page", "cluster_page", "cluster_view", "message_page"]
 
 
 def _e(value: Any) -> str:
@@ -217,6 +217,22 @@ def group_page(group: str, view: Optional[Any], offsets: list[Any], chart: str, 
 
 def cluster_page(view: Optional[Any], kind: str, throughput: str,
                  latencies: dict[Any, Any]) -> str:
+    """The cluster page: its brokers and partitions (refreshed by the script from
+    ``/cluster?part=view``), the throughput plot, the request latencies."""
+    body = (f'<div id="cluster-view" data-refresh="/cluster?part=view">'
+            f'{cluster_view(view, kind)}</div>')
+    body += (f'<h2>Throughput</h2><div id="throughput-chart" data-refresh="/chart/throughput">'
+             f'{throughput}</div>')
+    if latencies:
+        timed = [(_e(api), str(n), f"{p50:.2f}", f"{p99:.2f}")
+                 for api, (n, p50, p99) in sorted(latencies.items())]
+        body += "<h2>Request latency (ms)</h2>" + _table(("request", "count", "p50", "p99"),
+                                                         timed, "latency")
+    return body
+
+
+def cluster_view(view: Optional[Any], kind: str) -> str:
+    """Brokers, the controller, partition health and leader balance (an HTML fragment)."""
     if view is None:
         body = (f'<p>{_e(kind)}: one {"broker" if kind == "broker" else "data dir"}, '
                 f'no replication.</p>')
@@ -250,13 +266,6 @@ def cluster_page(view: Optional[Any], kind: str, throughput: str,
                  + "<h2>Partitions</h2>" + _table(("topic", "partition", "leader", "isr",
                                                    "replicas", "state"), parts,
                                                   "cluster-partitions"))
-    body += (f'<h2>Throughput</h2><div id="throughput-chart" data-refresh="/chart/throughput">'
-             f'{throughput}</div>')
-    if latencies:
-        timed = [(_e(api), str(n), f"{p50:.2f}", f"{p99:.2f}")
-                 for api, (n, p50, p99) in sorted(latencies.items())]
-        body += "<h2>Request latency (ms)</h2>" + _table(("request", "count", "p50", "p99"),
-                                                         timed, "latency")
     return body
 
 

@@ -6,6 +6,7 @@ broker's event loop."""
 import asyncio
 import json
 import threading
+import time
 
 import pytest
 
@@ -43,6 +44,18 @@ def test_metrics_keep_their_families_and_add_the_request_histogram(broker):
         latency["Produce"]["p50"] >= 0
 
 
+def test_throughput_is_sampled_for_its_plot(broker):
+    def series():
+        return json.loads(get(f"{broker.url}/api/cluster")[1])["throughput"]
+    deadline = time.monotonic() + 60       # a liveness guard: samples every 0.5 s
+    while len(series().get("records in", [])) < 2:
+        assert time.monotonic() < deadline, series()
+        time.sleep(0.2)
+    assert set(series()) == {"records in", "bytes in", "bytes out"}
+    status, svg = get(f"{broker.url}/chart/throughput")
+    assert status == 200 and svg.count(b"<polyline") == 3
+
+
 def test_pages_and_writes_through_the_broker(broker):
     status, page = get(f"{broker.url}/topics")
     assert status == 200 and b"orders" in page
@@ -73,6 +86,9 @@ def test_reset_offsets_of_an_empty_group(broker):
         while not consumer.poll(1000):
             pass
         consumer.commit()
+        group = json.loads(get(f"{broker.url}/api/groups/resetters")[1])
+        assert group["state"] == "STABLE"
+        assert [m["assignment"] for m in group["members"]] == [[["orders", 0]]]
         token = form_token(get(f"{broker.url}/topics")[1])
         status, done = post(f"{broker.url}/groups/resetters/reset", {"to": "earliest",
                                                                       "token": token})

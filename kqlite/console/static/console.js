@@ -1,6 +1,7 @@
 // kqlite console: the one script of the console, served from the package (no network).
 // Every element with a data-refresh attribute is replaced, every REFRESH_MS, by what
-// the server renders at that URL (an SVG chart). Pages are complete without it.
+// the server renders at that URL (an SVG chart, the cluster's health). Pages are
+// complete without it.
 (function () {
   "use strict";
   var REFRESH_MS = 2000;
