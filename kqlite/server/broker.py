@@ -70,6 +70,7 @@ from .coordinator.txn.markers import LocalMarkerChannel
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
+from .request_latency import request_names
 from .quotas import DEFAULT_WINDOW_NUM, DEFAULT_WINDOW_SIZE_SECONDS, ClientQuotas
 from .quotas.store import DataDirQuotaStore
 from .replica_manager import ReplicaManager
@@ -632,7 +633,8 @@ class _Connection:
                     self.broker.replicas.regions.close(region)
                 raise
             await self._send(chunks)
-        self.broker.metrics.observe(name, time.perf_counter() - started, request.size)
+        self.broker.metrics.observe(name, time.perf_counter() - started, request.size,
+                                    request_names(name, request.api_version, request.body))
         return muted_until
 
     async def _send(self, chunks):

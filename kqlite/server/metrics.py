@@ -85,12 +85,14 @@ class Metrics:
         a layer above the server (the cluster) publishes its own metrics."""
         self.sources.append(source)
 
-    def observe(self, api, seconds, size):
+    def observe(self, api, seconds, size, names=None):
+        """A request of ``api`` answered in ``seconds``; ``names``: the labels of its
+        latency (request_latency.request_names; default the api alone)."""
         entry = self.requests.setdefault(api, [0, 0.0, 0])
         entry[0] += 1
         entry[1] += seconds
         entry[2] += size
-        self.latency.observe(api, seconds)
+        self.latency.observe(names or (api,), seconds)
 
     def latency_quantiles(self):
         """``{api: (count, p50 ms, p99 ms)}`` of the request-time histogram."""

@@ -4,8 +4,9 @@ Kafka measures each request's total time in ``kafka.network:type=RequestMetrics,
 name=TotalTimeMs,request=<name>`` (a histogram in milliseconds; ``request`` is the API's
 name, ``Produce``, ``Fetch``, ``Metadata``...). Prometheus' JMX exporter turns that into
 ``kafka_network_requestmetrics_totaltimems`` with a ``request`` label, the name kept
-here, so dashboards written for Kafka read it. (Kafka splits Fetch into
-``FetchConsumer`` and ``FetchFollower``; kqlite's histogram has one ``Fetch``.)
+here, so dashboards written for Kafka read it. As Kafka's ``RequestChannel`` does, a
+Fetch is counted twice (:func:`request_names`): under ``Fetch``, and under
+``FetchFollower`` when a replica sent it (replica id >= 0), else ``FetchConsumer``.
 
 The histogram is the ``prometheus_client`` library's, in a registry of its own per broker
 (two brokers in one process keep their own counts); :meth:`RequestLatency.exposition`
@@ -19,11 +20,25 @@ from typing import Any, Sequence
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.exposition import generate_latest
 
-__all__ = ["RequestLatency", "quantile", "BUCKETS_MS", "METRIC"]
+__all__ = ["RequestLatency", "quantile", "request_names", "BUCKETS_MS", "METRIC"]
 
 METRIC = "kafka_network_requestmetrics_totaltimems"
 BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
               5000.0, 10000.0, 30000.0)
+
+
+_FIRST_REPLICA_STATE_VERSION = 15    # Fetch v15 moved replica_id into replica_state
+
+
+def request_names(name: str, version: int, body: Any) -> tuple[str, ...]:
+    """The ``request`` labels one request counts under (see the module docstring)."""
+    if name != "Fetch":
+        return (name,)
+    if version >= _FIRST_REPLICA_STATE_VERSION:
+        replica_id = (body.get("replica_state") or {}).get("replica_id", -1)
+    else:
+        replica_id = body.get("replica_id", -1)
+    return ("FetchFollower" if replica_id >= 0 else "FetchConsumer", name)
 
 
 def quantile(q: float, bounds: Sequence[float], cumulative: Sequence[float]) -> float:
@@ -52,8 +67,10 @@ class RequestLatency:
                     "(Kafka's kafka.network RequestMetrics TotalTimeMs).",
             ["request"], buckets=BUCKETS_MS, registry=self.registry)
 
-    def observe(self, request: str, seconds: float) -> None:
-        self.histogram.labels(request=request).observe(seconds * 1000.0)
+    def observe(self, names: Sequence[str], seconds: float) -> None:
+        """One request of total time ``seconds``, under each of ``names``."""
+        for name in names:
+            self.histogram.labels(request=name).observe(seconds * 1000.0)
 
     def exposition(self) -> str:
         return generate_latest(self.registry).decode()

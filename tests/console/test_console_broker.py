@@ -89,6 +89,10 @@ def test_reset_offsets_of_an_empty_group(broker):
         group = json.loads(get(f"{broker.url}/api/groups/resetters")[1])
         assert group["state"] == "STABLE"
         assert [m["assignment"] for m in group["members"]] == [[["orders", 0]]]
+        text = get(f"{broker.url}/metrics")[1].decode()
+        for name in ("FetchConsumer", "Fetch"):    # Kafka counts a fetch under both
+            assert f'kafka_network_requestmetrics_totaltimems_count{{request="{name}"}}' \
+                in text
         token = form_token(get(f"{broker.url}/topics")[1])
         status, done = post(f"{broker.url}/groups/resetters/reset", {"to": "earliest",
                                                                       "token": token})

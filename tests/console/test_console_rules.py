@@ -311,11 +311,21 @@ def test_assignment_bytes():
 def test_latency_quantiles_from_the_histogram():
     latency = RequestLatency()
     for ms in [1] * 98 + [400, 400]:
-        latency.observe("Produce", ms / 1000)
+        latency.observe(["Produce"], ms / 1000)
     count, p50, p99 = latency.quantiles()["Produce"]
     assert count == 100 and 0.5 <= p50 <= 1.0 and 250 <= p99 <= 500
     assert "kafka_network_requestmetrics_totaltimems_bucket" in latency.exposition()
     assert quantile(0.5, [1.0], [0, 0]) == 0.0
+
+
+def test_a_fetch_counts_as_kafka_counts_it():
+    from kqlite.server.request_latency import request_names
+    assert request_names("Produce", 9, {}) == ("Produce",)
+    assert request_names("Fetch", 12, {"replica_id": -1}) == ("FetchConsumer", "Fetch")
+    assert request_names("Fetch", 12, {"replica_id": 2}) == ("FetchFollower", "Fetch")
+    assert request_names("Fetch", 15, {"replica_state": {"replica_id": 2}}) == \
+        ("FetchFollower", "Fetch")
+    assert request_names("Fetch", 16, {}) == ("FetchConsumer", "Fetch")
 
 
 # -- the HTTP listener's bounds -------------------------------------------------------------
