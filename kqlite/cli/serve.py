@@ -59,9 +59,9 @@ async def _main(args):
         print(f"kqlite serve: {exc}", file=sys.stderr)
         return 2
     host, port = _split(args.listen)
-    metrics_port = None
+    metrics_host = metrics_port = None
     if args.metrics_listen:
-        _mhost, metrics_port = _split(args.metrics_listen)
+        metrics_host, metrics_port = _split(args.metrics_listen)
     options = {"io_threads": args.io_threads} if args.io_threads else {}
     if args.queued_max_request_bytes is not None and \
             args.queued_max_request_bytes < args.max_request_bytes:
@@ -69,7 +69,7 @@ async def _main(args):
               f"must be at least --max-request-bytes ({args.max_request_bytes})",
               file=sys.stderr)
         return 2
-    options.update(listeners=listeners, metrics_port=metrics_port,
+    options.update(listeners=listeners, metrics_port=metrics_port, metrics_host=metrics_host,
                    max_request_size=args.max_request_bytes,
                    auto_create_topics=not args.no_auto_create_topics,
                    default_partitions=args.num_partitions,

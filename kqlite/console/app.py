@@ -40,6 +40,8 @@ from .sources import ANONYMOUS_USER, User
 
 __all__ = ["Console"]
 
+Form = dict[str, str]       # a request's query, or a POST's form fields
+
 _HTML = "text/html; charset=utf-8"
 _JSON = "application/json"
 _SVG = "image/svg+xml"
@@ -192,30 +194,30 @@ class Console:
 
     # -- pages --------------------------------------------------------------------------------
 
-    async def _home(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _home(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return HttpResponse(303, "text/plain", b"", (("Location", "/topics"),))
 
-    async def _static(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _static(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return HttpResponse(200, _JS, self._script)
 
-    async def _topics(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _topics(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         rows = await self._topic_rows(user)
         return self._page("Topics", pages.topics_page(rows, writes=self.writes,
                                                       token=self.token), user)
 
-    async def _topic_data(self, user: User, name: str, form: dict[Any, Any]) -> Any:
+    async def _topic_data(self, user: User, name: str, form: Form) -> Any:
         topic = limits.topic(name)
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.TOPIC, topic))
         first = limits.optional_integer(form, "first", 1 << 31) or 0
         latest = form.get("offsets") == "1"
         return await self.source.read(reads.topic_page, topic, first, latest), latest
 
-    async def _topic(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _topic(self, user: User, name: str, form: Form, now: float) -> HttpResponse:
         page, latest = await self._topic_data(user, name, form)
         return self._page(f"Topic {page.name}", pages.topic_page(
             page, writes=self.writes, token=self.token, latest=latest), user)
 
-    async def _browse(self, user: User, form: dict[Any, Any]) -> Optional[Any]:
+    async def _browse(self, user: User, form: Form) -> Optional[Any]:
         if not form.get("topic"):
             return None
         topic = limits.topic(form.get("topic"))
@@ -230,7 +232,7 @@ class Console:
             lambda db: reads.browse(db, topic, partition, offset=offset, timestamp=timestamp,
                                     count=count, search=search, window=window))
 
-    async def _messages(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _messages(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         page = await self._browse(user, form)
         names = [r.name for r in await self._topic_rows(user)]
         return self._page("Messages", pages.messages_page(page, dict(form), names,
@@ -244,7 +246,7 @@ class Console:
         return [(g, live[g].state if g in live else "stored offsets",
                  len(live[g].members) if g in live else 0) for g in names]
 
-    async def _groups(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _groups(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return self._page("Consumer groups", pages.groups_page(await self._group_list(user)),
                           user)
 
@@ -264,7 +266,7 @@ class Console:
         series["total"] = self.samples.get(f"lagtotal/{group}")
         return charts.line_chart(f"lag of {group}", series, " records")
 
-    async def _group(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _group(self, user: User, name: str, form: Form, now: float) -> HttpResponse:
         group, view, offsets = await self._group_data(user, name)
         return self._page(f"Group {group}", pages.group_page(
             group, view, offsets, self._lag_svg(group), writes=self.writes,
@@ -274,7 +276,7 @@ class Console:
         return charts.line_chart("throughput per second", {
             n.split("/", 1)[1]: self.samples.get(n) for n in self.samples.names("rate/")})
 
-    async def _cluster(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _cluster(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
         if form.get("part") == "view":      # the fragment the script refreshes
             return HttpResponse(200, _HTML, pages.cluster_view(
@@ -283,28 +285,28 @@ class Console:
             self.source.cluster(), self.source.kind, self._throughput_svg(),
             self.source.latencies()), user)
 
-    async def _lag_chart(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _lag_chart(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         group = limits.group(form.get("group"))
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.GROUP, group))
         return HttpResponse(200, _SVG, self._lag_svg(group).encode())
 
-    async def _throughput_chart(self, user: User, _arg: Any, form: dict[Any, Any],
+    async def _throughput_chart(self, user: User, _arg: Any, form: Form,
                                 now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
         return HttpResponse(200, _SVG, self._throughput_svg().encode())
 
     # -- JSON ---------------------------------------------------------------------------------
 
-    async def _api_topics(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _api_topics(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return self._json([r._asdict() for r in await self._topic_rows(user)])
 
-    async def _api_topic(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _api_topic(self, user: User, name: str, form: Form, now: float) -> HttpResponse:
         page, _latest = await self._topic_data(user, name, form)
         data = page._asdict()
         data["partitions"] = [r._asdict() for r in page.partitions]
         return self._json(data)
 
-    async def _api_messages(self, user: User, _arg: Any, form: dict[Any, Any],
+    async def _api_messages(self, user: User, _arg: Any, form: Form,
                             now: float) -> HttpResponse:
         if not form.get("topic"):
             raise limits.BadRequest("topic is required")
@@ -318,11 +320,11 @@ class Console:
                            for r in page.records]
         return self._json(data)
 
-    async def _api_groups(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _api_groups(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return self._json([{"group": g, "state": s, "members": n}
                            for g, s, n in await self._group_list(user)])
 
-    async def _api_group(self, user: User, name: str, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _api_group(self, user: User, name: str, form: Form, now: float) -> HttpResponse:
         group, view, offsets = await self._group_data(user, name)
         return self._json({
             "group": group, "state": view.state if view else None,
@@ -332,7 +334,7 @@ class Console:
                         for t, p, c, e, lag in offsets],
             "lag": self.samples.get(f"lagtotal/{group}")})
 
-    async def _api_cluster(self, user: User, _arg: Any, form: dict[Any, Any],
+    async def _api_cluster(self, user: User, _arg: Any, form: Form,
                            now: float) -> HttpResponse:
         self._check(user, AclOperation.DESCRIBE, CLUSTER)
         view = self.source.cluster()
@@ -360,7 +362,7 @@ class Console:
             message = f"failed: {exc}"
         return await self._done(user, title, message, back)
 
-    async def _create_topic(self, user: User, _arg: Any, form: dict[Any, Any],
+    async def _create_topic(self, user: User, _arg: Any, form: Form,
                             now: float) -> HttpResponse:
         name = limits.topic(form.get("name"))
         count = limits.integer(form.get("partitions") or "1", "partitions")
@@ -369,13 +371,13 @@ class Console:
         return await self._write(user, f"Create {name}", "/topics",
                                  lambda: self.source.create_topic(user, name, count))
 
-    async def _delete_topic(self, user: User, name: str, form: dict[Any, Any],
+    async def _delete_topic(self, user: User, name: str, form: Form,
                             now: float) -> HttpResponse:
         topic = limits.topic(name)
         return await self._write(user, f"Delete {topic}", "/topics",
                                  lambda: self.source.delete_topic(user, topic))
 
-    async def _produce(self, user: User, _arg: Any, form: dict[Any, Any], now: float) -> HttpResponse:
+    async def _produce(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         topic = limits.topic(form.get("topic"))
         partition = limits.partition(form.get("partition") or "0")
         key = form.get("key", "").encode() or None
@@ -386,7 +388,7 @@ class Console:
             user, f"Produce to {topic}", f"/messages?topic={topic}&partition={partition}",
             lambda: self.source.produce(user, topic, partition, key, value))
 
-    async def _reset_group(self, user: User, name: str, form: dict[Any, Any],
+    async def _reset_group(self, user: User, name: str, form: Form,
                            now: float) -> HttpResponse:
         group = limits.group(name)
         to = form.get("to")

@@ -106,7 +106,7 @@ class Broker:
 
     def __init__(self, data_dir, host="127.0.0.1", port=9092, *, broker_id=0,
                  advertised_host=None, max_request_size=104857600, auto_create_topics=True,
-                 default_partitions=1, topic_defaults=None, metrics_port=None,
+                 default_partitions=1, topic_defaults=None, metrics_port=None, metrics_host=None,
                  group_initial_rebalance_delay_ms=300, io_threads=DEFAULT_IO_THREADS, fs=None,
                  connections_max_idle_ms=DEFAULT_CONNECTIONS_MAX_IDLE_MS, max_connections=None,
                  max_connections_per_ip=None, max_connections_per_ip_overrides=None,
@@ -189,6 +189,7 @@ class Broker:
         self.cluster_id = self._cluster_id()
         self.metrics = Metrics(self)
         self.metrics_port = metrics_port
+        self.metrics_host = metrics_host     # None: the broker's own host
         self.io = StorageExecutor(io_threads)      # before the coordinator, which uses it
         self.fetch_sessions = FetchSessionCache(fetch_session_cache_slots)
         self.acl_store = make_acl_store(self) if make_acl_store is not None else \
@@ -284,7 +285,8 @@ class Broker:
                                   names=[name for _, name in listening])
         self._acceptor.start()
         if self.metrics_port is not None:
-            self._metrics_server = await self.metrics.start(self.host, self.metrics_port)
+            self._metrics_server = await self.metrics.start(self.metrics_host or self.host,
+                                                            self.metrics_port)
         self.coordinator.start()
         if self.transactions is not None:
             self.transactions.start()

@@ -4,10 +4,10 @@ Counters: messages and bytes in, bytes out, requests and summed latency per API,
 protocol errors, connections refused over their address's cap, connections closed
 idle, failed accepts, operations failed for lack of disk space or descriptors;
 a histogram of request time per API under Kafka's name (request_latency.py, through the
-prometheus_client library); gauges: open connections and their cap, request bytes held (queued.max.request.bytes)
-now and at most, connections waiting for that memory, open logs and their limit, log
-size/segments/end offset per open partition, committed-offset lag per consumer
-group and open partition. A scrape never opens a log: partitions whose logs are
+prometheus_client library); gauges: open connections and their cap, request bytes held
+(queued.max.request.bytes) now and at most, connections waiting for that memory, open
+logs and their limit, log size/segments/end offset per open partition, committed-offset
+lag per consumer group and open partition. A scrape never opens a log: partitions whose logs are
 closed (idle, see kqlite/db/log_manager.py) have no per-partition samples.
 
 Theory of operation: a scrape (:meth:`Metrics.scrape`) reads everything that lives in
