@@ -187,3 +187,18 @@ def test_no_console_page_reads_storage_on_the_event_loop(tmp_path):
             await broker.stop()
         assert on_loop == []
     asyncio.run(main())
+
+
+def test_the_http_listener_binds_the_metrics_listen_host(tmp_path):
+    from console_processes import free_port
+    from kqlite.server import Broker
+
+    async def main():
+        broker = Broker(tmp_path / "data", "0.0.0.0", 0, metrics_port=free_port(),
+                        metrics_host="127.0.0.1")
+        await broker.start()
+        try:
+            return [s.getsockname()[0] for s in broker._metrics_server.sockets]
+        finally:
+            await broker.stop()
+    assert asyncio.run(main()) == ["127.0.0.1"]
