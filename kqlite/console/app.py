@@ -11,11 +11,12 @@ order, each step with its own answer, before any page reads storage:
   writes          POST while the console is read-only                   403
                   a form not UTF-8, or of more than 64 fields            400
                   POST without the console's form token                 403
-  path            not one of ROUTES                                     404
+  path            not one of :meth:`Console._route`'s                   404
   values          a topic, group or number outside limits.py            400
-  authorization   the broker's authorizer refuses the user (DESCRIBE   403
+  authorization   the broker's authorizer refuses the user: DESCRIBE   403
                   a topic or group, READ a topic's records, DESCRIBE
-                  the cluster, CREATE / DELETE / WRITE for writes)
+                  the cluster (a write is the user's Kafka request:
+                  the broker answers it with its own refusal, shown)
   storage         an unknown topic or partition                         404
 
 Pages are HTML (pages.py); the same data is JSON under ``/api/``; plots are SVG under
