@@ -122,7 +122,7 @@ def secured(tmp_path_factory):
         "sasl.enabled.mechanisms=PLAIN",
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={_JAAS}",
         "authorizer.class.name=kqlite.AclAuthorizer", "super.users=User:alice", ""]))
-    b = ConsoleBroker(None, config=config)
+    b = ConsoleBroker(None, ["--console-allow-writes"], config=config)
     try:
         yield b
     finally:
@@ -145,11 +145,40 @@ def test_the_broker_acls_apply_to_the_console(secured):
     assert get(f"{secured.url}/topics/__consumer_offsets", ("bob", "bob-secret"))[0] == 403
 
 
-def test_read_only_by_default(secured):
+def test_writes_are_the_users_kafka_requests_under_the_broker_acls(secured):
     status, page = get(f"{secured.url}/topics", ("alice", "alice-secret"))
-    assert b'id="create"' not in page
-    assert post(f"{secured.url}/topics", {"name": "x", "token": "t"},
-                ("alice", "alice-secret"))[0] == 403
+    token = form_token(page)
+    status, done = post(f"{secured.url}/topics", {"name": "bobs", "token": token},
+                        ("bob", "bob-secret"))
+    assert status == 200 and b"refused: TOPIC_AUTHORIZATION_FAILED" in done, done
+    status, done = post(f"{secured.url}/topics", {"name": "alices", "token": token},
+                        ("alice", "alice-secret"))
+    assert status == 200 and b"created" in done, done
+    assert b"alices" in get(f"{secured.url}/topics", ("alice", "alice-secret"))[1]
+    # a topic bob may not describe is not listed to him
+    assert b"alices" not in get(f"{secured.url}/topics", ("bob", "bob-secret"))[1]
+
+
+def test_a_broker_console_is_read_only_without_the_flag(tmp_path):
+    from kqlite.console.app import Console
+    from kqlite.console.sources import BrokerSource
+    from kqlite.server import Broker
+    from kqlite.server.http_listener import HttpRequest
+
+    async def main():
+        broker = Broker(tmp_path / "data", "127.0.0.1", 0)
+        await broker.start()
+        try:
+            console = Console(BrokerSource(broker))
+            page = await console.handle(HttpRequest("GET", "/topics", {}, {}, b""), 0.0)
+            answer = await console.handle(HttpRequest(
+                "POST", "/topics", {}, {"content-type": "application/x-www-form-urlencoded"},
+                f"name=x&token={console.token}".encode()), 0.0)
+            return page, answer
+        finally:
+            await broker.stop()
+    page, answer = asyncio.run(main())
+    assert b'id="create"' not in page.body and answer.status == 403
 
 
 # -- the event loop never reads storage -------------------------------------------------------
