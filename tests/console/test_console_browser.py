@@ -135,3 +135,54 @@ def test_the_lag_plot_updates_while_a_consumer_runs(page, broker, screenshots):
         stop.set()
         for t in threads:
             t.join(30)
+
+
+def test_pages_over_1000_partitions_open_no_log(browser, tmp_path, screenshots):
+    """``kqlite ui``'s console (in this process, so its log manager can be watched) over
+    a data dir of one 1,000-partition topic: its pages open no log. Load times are
+    printed, not asserted."""
+    import asyncio
+
+    import kqlite
+    from kqlite.console import serve_data_dir
+
+    with kqlite.open(tmp_path / "wide") as db:
+        db.create_topic("wide", 1000)
+        with db.producer() as producer:
+            for i in range(100):
+                producer.send("wide", b"r%d" % i, partition=i % 10)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    service = asyncio.run_coroutine_threadsafe(
+        serve_data_dir(str(tmp_path / "wide"), "127.0.0.1", 0), loop).result(60)
+    db = service.console.source.db
+    opened = []
+    opener = db.logs._opener
+
+    def counting(key):
+        opened.append(key)
+        return opener(key)
+    db.logs._opener = counting
+    port = service.server.sockets[0].getsockname()[1]
+    page = browser.new_page()
+    try:
+        times = {}
+        for path in ("/topics", "/groups", "/cluster", "/topics/wide",
+                     "/topics/wide?first=900"):
+            started = time.perf_counter()
+            page.goto(f"http://127.0.0.1:{port}{path}")
+            times[path] = time.perf_counter() - started
+        page.screenshot(path=str(screenshots / "wide-topic.png"), full_page=True)
+        # the last page: partitions 900-999, sized from their directories
+        assert page.locator("#partitions tbody tr").count() == 100
+        assert page.inner_text("#partitions tbody tr:first-child td:first-child") == "900"
+        print("\nload times over 1,000 partitions: " + ", ".join(
+            f"{path} {seconds * 1000:.0f} ms" for path, seconds in times.items()))
+        assert opened == [] and len(db.logs) == 0
+    finally:
+        page.close()
+        asyncio.run_coroutine_threadsafe(service.stop(), loop).result(60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
