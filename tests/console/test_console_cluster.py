@@ -5,6 +5,7 @@ to the page showing it is printed (a liveness bound guards the
 wait; the time is reported, not asserted)."""
 
 import time
+import urllib.request
 
 import pytest
 
@@ -48,6 +49,9 @@ def test_a_killed_broker_shows_on_the_cluster_page(tmp_path, zk_hosts, browser, 
         before = until(lambda: loaded(lambda ps: all(s == "ok" for _l, _i, s in ps.values())),
                        "the topic's three partitions fully replicated on the page")
         led_by_3 = [p for p, (leader, _isr, _s) in before.items() if leader == 3]
+        # followers fetch from the leaders: Kafka's FetchFollower request metric
+        metrics = urllib.request.urlopen(url.replace("/cluster", "/metrics"), timeout=30)
+        assert 'totaltimems_count{request="FetchFollower"}' in metrics.read().decode()
         page.screenshot(path=str(screenshots / "cluster-before.png"), full_page=True)
         killed = time.monotonic()
         cluster[3].kill()
