@@ -242,7 +242,7 @@ class Console:
 
     async def _group_list(self, user: User) -> list[Any]:
         stored = await self.source.read(reads.group_names)
-        live = self.source.live_groups()
+        live = await self.source.live_groups()
         names = self._visible(user, sorted(set(stored) | set(live)), ResourceType.GROUP)
         return [(g, live[g].state if g in live else "stored offsets",
                  len(live[g].members) if g in live else 0) for g in names]
@@ -257,7 +257,7 @@ class Console:
         offsets = await self.source.read(reads.group_offsets, group)
         offsets = [row for row in offsets if self.source.authorize(
             user, AclOperation.DESCRIBE, Resource(ResourceType.TOPIC, row[0]))]
-        return group, self.source.live_groups().get(group), offsets
+        return group, (await self.source.live_groups()).get(group), offsets
 
     def _lag_svg(self, group: str) -> str:
         series = {n.split("/", 2)[2]: self.samples.get(n)
@@ -395,7 +395,7 @@ class Console:
         to = form.get("to")
         if to not in ("earliest", "latest"):
             raise limits.BadRequest("to is earliest or latest")
-        view = self.source.live_groups().get(group)
+        view = (await self.source.live_groups()).get(group)
         if view is not None and view.members:
             return await self._done(user, f"Reset {group}", "refused: the group has "
                                     "members (Kafka resets only an empty group)",

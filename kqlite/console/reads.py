@@ -11,23 +11,30 @@ them for a page would evict the logs in use, so:
   partition whose log is open shows its offsets (start, end, high watermark, last
   stable offset), a closed one its segment files and sizes from the listing, and its
   offsets only when asked for (``open_logs``, one page's worth at most);
-- a partition's messages, and a group's lag, lease the logs they need, a bounded number.
+- a partition's messages, and a group's lag, lease the logs they need, a bounded number;
+- the members of an embedded group (db/groups.py) are the member files whose lock is
+  held: a lock this function can take belongs to a dead member, whose file it leaves
+  for the group's next member to remove (it only looks).
 
 Every count, window and size is capped by limits.py before a function here is called.
 """
 
+import json
 import os
 from typing import Any, NamedTuple, Optional
 
 from ..db.database import Database
+from ..db.groups import group_dir, groups_root
 from ..db.layout import partition_dir
 from ..errors import OffsetOutOfRangeError, UnknownTopicError
 from ..format.internal_topics import OFFSETS_TOPIC
 from ..storage.isolation import Isolation
+from ..storage.locking import FileLock
 from . import limits
 
 __all__ = ["PartitionRow", "TopicRow", "TopicPage", "MessagePage", "Shown", "list_topics",
            "topic_page", "browse", "group_offsets", "group_names", "group_bounds", "lag_samples",
+           "embedded_groups",
            "segment_files"]
 
 
@@ -227,6 +234,63 @@ def group_bounds(db: Database, group: str) -> list[Any]:
         except UnknownTopicError:
             continue
     return rows
+
+
+def _json_file(db: Database, path: str, default: Any) -> Any:
+    try:
+        f = db.fs.open(path)
+    except OSError:
+        return default
+    try:
+        return json.loads(f.pread(min(f.size(), limits.MAX_MEMBER_FILE), 0) or b"null")
+    except ValueError:
+        return default
+    finally:
+        f.close()
+
+
+def _alive(db: Database, path: str) -> bool:
+    try:
+        f = db.fs.open(path)
+    except OSError:
+        return False
+    lock = FileLock(f)
+    try:
+        if lock.try_lock():
+            lock.unlock()
+            return False
+        return True
+    finally:
+        f.close()
+
+
+def _listing(db: Database, path: str) -> list[str]:
+    try:
+        return sorted(db.fs.listdir(path))
+    except OSError:
+        return []
+
+
+def embedded_groups(db: Database) -> dict[str, Any]:
+    """``{group: (state, [(member id, client id, host, [(topic, partition)])])}`` of the
+    embedded consumer groups of the data dir (at most MAX_GROUPS groups, MAX_MEMBERS
+    members each): their live members and the partitions each owns now."""
+    out: dict[str, Any] = {}
+    for group in _listing(db, groups_root(db.path))[:limits.MAX_GROUPS]:
+        base = group_dir(db.path, group)
+        members = []
+        names = [n for n in _listing(db, os.path.join(base, "members")) if n.endswith(".json")]
+        for name in names[:limits.MAX_MEMBERS]:
+            path = os.path.join(base, "members", name)
+            if not _alive(db, path):
+                continue
+            info = _json_file(db, path, {})
+            owned = _json_file(db, os.path.join(base, "owned", name), [])
+            members.append((name[:-5], str(info.get("client_id", "")),
+                            str(info.get("host", "")),
+                            [(str(t), int(p)) for t, p in owned][:limits.MAX_GROUP_PARTITIONS]))
+        out[group] = ("STABLE" if members else "EMPTY", members)
+    return out
 
 
 def lag_samples(db: Database, catch_up: bool = False) -> dict[Any, Any]:

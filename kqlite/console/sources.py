@@ -7,7 +7,9 @@ Theory of operation. The console's pages (app.py) ask a source for four things:
   never the event loop;
 - ``live_groups()``, ``cluster()``, ``counters()`` and ``latencies()``: what lives in the
   broker's memory (group members, the metadata cache, the request counters), read on
-  the event loop where it lives; an embedded source has none of it;
+  the event loop where it lives; an embedded source has no cluster and no counters, and
+  reads its groups' members from their files in the data dir (db/groups.py), in its
+  storage thread;
 - ``authorize(user, operation, resource)``: the broker's authorizer, asked as the
   principal the console's user authenticated as (everything is allowed embedded,
   where nothing is written);
@@ -31,6 +33,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.security import KafkaPrincipal, SecurityProtocol
 from ..server.request_context import RequestContext
 from .assignment import assigned_partitions
+from .reads import embedded_groups
 
 __all__ = ["EmbeddedSource", "BrokerSource", "ClusterView", "GroupView", "User"]
 
@@ -76,8 +79,11 @@ class EmbeddedSource:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, self.db,
                                                                 *args)
 
-    def live_groups(self) -> dict[Any, Any]:
-        return {}
+    async def live_groups(self) -> dict[Any, Any]:
+        """The embedded groups' live members (db/groups.py), read in the storage thread."""
+        groups = await self.read(embedded_groups)
+        return {g: GroupView(g, state, "embedded", members)
+                for g, (state, members) in groups.items()}
 
     def cluster(self) -> Optional[ClusterView]:
         return None
@@ -136,7 +142,8 @@ class BrokerSource:
     async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self.broker.io.run(fn, self.broker.db, *args)
 
-    def live_groups(self) -> dict[Any, Any]:
+    async def live_groups(self) -> dict[Any, Any]:
+        """The groups this broker coordinates, from its memory (on the event loop)."""
         out = {}
         for group_id, g in list(self.broker.coordinator.groups.items()):
             members = [(m.member_id, m.client_id, m.client_host,

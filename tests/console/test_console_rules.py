@@ -469,3 +469,27 @@ def test_a_broker_with_certificates_only_refuses_the_console(tmp_path):
     source = BrokerSource(_Fake(_Listener("SSL")), login=BrokerLogin(_Fake(_Listener("SSL"))))
     answer = asyncio.run(Console(source).handle(_request("/topics"), 0.0))
     assert answer.status == 403 and b"TLS" in answer.body
+
+
+def test_embedded_group_members_and_reset_of_an_empty_group_only(data_dir):
+    console, db = _console(data_dir, writes=True)
+    member = kqlite.open(data_dir)
+    consumer = member.consumer("clicks", group="readers", enable_auto_commit=False,
+                               client_id="reader-1")
+    try:
+        while not consumer.poll(timeout_ms=100):
+            pass
+        group = json.loads(_run(console, _request("/api/groups/readers")).body)
+        assert group["state"] == "STABLE"
+        assert [(m["client"], sorted(map(tuple, m["assignment"]))) for m in group["members"]] \
+            == [("reader-1", [("clicks", 0), ("clicks", 1)])]
+        assert b"refused" in _form(console, "/groups/readers/reset", to="earliest").body
+        assert db.offsets.committed("readers") == {("clicks", 0): 10}
+    finally:
+        consumer.close()
+        member.close()
+    group = json.loads(_run(console, _request("/api/groups/readers")).body)
+    assert group["state"] == "EMPTY" and group["members"] == []
+    assert b"committed" in _form(console, "/groups/readers/reset", to="earliest").body
+    assert db.offsets.committed("readers") == {("clicks", 0): 0}
+    _close(console, db)
