@@ -243,7 +243,8 @@ class Console:
     async def _group_list(self, user: User) -> list[Any]:
         stored = await self.source.read(reads.group_names)
         live = await self.source.live_groups()
-        names = self._visible(user, sorted(set(stored) | set(live)), ResourceType.GROUP)
+        names = self._visible(user, sorted(set(stored) | set(live))[:limits.MAX_GROUPS],
+                              ResourceType.GROUP)
         return [(g, live[g].state if g in live else "stored offsets",
                  len(live[g].members) if g in live else 0) for g in names]
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 from . import limits, values
 
 __all__ = ["layout", "topics_page", "topic_page", "messages_page", "groups_page",
-           "group_page", "cluster_page", "cluster_view", "message_page"]
+           "group_page", "cluster_page", "cluster_view", "partition_state", "message_page"]
 
 
 def _e(value: Any) -> str:
@@ -231,6 +231,22 @@ def cluster_page(view: Optional[Any], kind: str, throughput: str,
     return body
 
 
+def partition_state(leader: int, isr: Any, replicas: Any, alive: Any) -> str:
+    """A partition's health as Kafka's gauges count it:
+
+    - ``offline``: no live leader (Kafka's OfflinePartitionsCount: "partitions that do
+      not have an active leader");
+    - ``under-replicated``: a live leader, an ISR smaller than the replica set (Kafka's
+      UnderReplicatedPartitions: ``isr.size < replicas.size``);
+    - ``ok`` otherwise.
+    """
+    if leader < 0 or leader not in alive:
+        return "offline"
+    if len(isr) < len(replicas):
+        return "under-replicated"
+    return "ok"
+
+
 def cluster_view(view: Optional[Any], kind: str) -> str:
     """Brokers, the controller, partition health and leader balance (an HTML fragment)."""
     if view is None:
@@ -245,27 +261,32 @@ def cluster_view(view: Optional[Any], kind: str) -> str:
                 f'{len(view.brokers)} live brokers</p>'
                 + _table(("broker", "host", "port", "rack", ""), rows, "brokers"))
         leaders: dict[Any, Any] = {}
-        under, offline, parts = [], [], []
-        for topic, p, leader, isr, replicas, dead in view.partitions:
+        states = []
+        for topic, p, leader, isr, replicas, _offline_replicas in view.partitions:
             leaders[leader] = leaders.get(leader, 0) + 1
-            is_offline = leader < 0 or leader not in alive
-            is_under = len(isr) < len(replicas)
-            if is_offline:
-                offline.append(f"{topic}-{p}")
-            elif is_under:
-                under.append(f"{topic}-{p}")
-            state = "offline" if is_offline else "under-replicated" if is_under else "ok"
-            parts.append((_e(topic), str(p), str(leader), _e(",".join(map(str, isr))),
-                          _e(",".join(map(str, replicas))),
-                          f'<span class="{"bad" if state != "ok" else ""}">{state}</span>'))
+            states.append((partition_state(leader, isr, replicas, alive), topic, p, leader,
+                           isr, replicas))
+        counts = {state: sum(1 for row in states if row[0] == state)
+                  for state in ("offline", "under-replicated")}
         balance = [(str(b), str(leaders.get(b, 0))) for b in sorted(alive)]
-        body += (f'<p id="health">under-replicated partitions: <b id="under">{len(under)}'
-                 f'</b> · offline partitions: <b id="offline">{len(offline)}</b></p>'
+        # the partitions with a problem first, then the others, up to the page's bound
+        states.sort(key=lambda row: row[0] == "ok")
+        listed = (f'<p class="note">{limits.MAX_CLUSTER_ROWS} of {len(states)} partitions '
+                  f'listed, those with a problem first</p>'
+                  if len(states) > limits.MAX_CLUSTER_ROWS else "")
+        parts = [(_e(topic), str(p), str(leader), _e(",".join(map(str, isr))),
+                  _e(",".join(map(str, replicas))),
+                  f'<span class="{"bad" if state != "ok" else ""}">{state}</span>')
+                 for state, topic, p, leader, isr, replicas
+                 in states[:limits.MAX_CLUSTER_ROWS]]
+        body += (f'<p id="health">under-replicated partitions: <b id="under">'
+                 f'{counts["under-replicated"]}</b> · offline partitions: <b id="offline">'
+                 f'{counts["offline"]}</b></p>'
                  + "<h2>Leader balance</h2>" + _table(("broker", "leaders"), balance,
                                                       "balance")
-                 + "<h2>Partitions</h2>" + _table(("topic", "partition", "leader", "isr",
-                                                   "replicas", "state"), parts,
-                                                  "cluster-partitions"))
+                 + "<h2>Partitions</h2>" + listed
+                 + _table(("topic", "partition", "leader", "isr", "replicas", "state"), parts,
+                          "cluster-partitions"))
     return body
 
 

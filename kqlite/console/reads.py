@@ -41,7 +41,7 @@ __all__ = ["PartitionRow", "TopicRow", "TopicPage", "MessagePage", "Shown", "lis
 class TopicRow(NamedTuple):
     name: str
     partitions: int
-    size: int
+    size: Optional[int]        # None: past the listing budget (MAX_PARTITIONS_SIZED)
     internal: bool
 
 
@@ -102,15 +102,20 @@ def _log_bytes(files: list[Any]) -> int:
 
 
 def list_topics(db: Database, internal: bool = True) -> list[Any]:
-    """A TopicRow per topic; sizes from directory listings (no log is opened)."""
+    """A TopicRow per topic (the first MAX_TOPICS by name); sizes from directory
+    listings (no log is opened), of at most MAX_PARTITIONS_SIZED partitions in all: a
+    topic past that budget has no size, so a page never lists without bound."""
     rows = []
-    for name in sorted(db.list_topics(internal=internal)):
+    budget = limits.MAX_PARTITIONS_SIZED
+    for name in sorted(db.list_topics(internal=internal))[:limits.MAX_TOPICS]:
         meta = db.topics.get(name)
         if meta is None:
             continue
         count = meta["partitions"]
-        size = sum(_log_bytes(segment_files(db, name, p))
-                   for p in range(min(count, limits.MAX_PARTITIONS_SIZED)))
+        size = None
+        if count <= budget:
+            budget -= count
+            size = sum(_log_bytes(segment_files(db, name, p)) for p in range(count))
         rows.append(TopicRow(name, count, size, name.startswith("__")))
     return rows
 

@@ -113,9 +113,7 @@ class EmbeddedSource:
         def append(db: Database) -> int:
             db.check_writable_topic(topic)
             with db.leased_log(topic, partition) as lg:
-                first = lg.end_offset
-                lg.append([Record(value, key)])
-                return first
+                return lg.append([Record(value, key)])
         return f"appended at offset {await self.read(append)}"
 
     async def reset_offsets(self, user: User, group: str, offsets: dict[Any, Any]) -> str:

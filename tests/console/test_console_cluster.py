@@ -49,9 +49,11 @@ def test_a_killed_broker_shows_on_the_cluster_page(tmp_path, zk_hosts, browser, 
         before = until(lambda: loaded(lambda ps: all(s == "ok" for _l, _i, s in ps.values())),
                        "the topic's three partitions fully replicated on the page")
         led_by_3 = [p for p, (leader, _isr, _s) in before.items() if leader == 3]
-        # followers fetch from the leaders: Kafka's FetchFollower request metric
-        metrics = urllib.request.urlopen(url.replace("/cluster", "/metrics"), timeout=30)
-        assert 'totaltimems_count{request="FetchFollower"}' in metrics.read().decode()
+        # followers fetch from the leaders: Kafka's FetchFollower request metric (a
+        # follower's fetch waits up to replica.fetch.wait.max.ms before it is answered)
+        until(lambda: 'totaltimems_count{request="FetchFollower"}' in urllib.request.urlopen(
+            url.replace("/cluster", "/metrics"), timeout=30).read().decode(),
+            "a follower's fetch counted as FetchFollower by broker 1")
         page.screenshot(path=str(screenshots / "cluster-before.png"), full_page=True)
         killed = time.monotonic()
         cluster[3].kill()

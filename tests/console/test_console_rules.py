@@ -493,3 +493,36 @@ def test_embedded_group_members_and_reset_of_an_empty_group_only(data_dir):
     assert b"committed" in _form(console, "/groups/readers/reset", to="earliest").body
     assert db.offsets.committed("readers") == {("clicks", 0): 0}
     _close(console, db)
+
+
+def test_partition_health_as_kafka_counts_it():
+    from kqlite.console.pages import partition_state
+    assert partition_state(-1, (), (1, 2), {1, 2}) == "offline"
+    assert partition_state(3, (3,), (1, 3), {1, 2}) == "offline"       # leader not alive
+    assert partition_state(1, (1,), (1, 2), {1, 2}) == "under-replicated"
+    assert partition_state(1, (1, 2), (1, 2), {1, 2}) == "ok"
+
+
+def test_the_cluster_page_lists_problems_first_and_a_bounded_number():
+    from kqlite.console.pages import cluster_view
+    from kqlite.console.sources import ClusterView
+    parts = [("t", p, 1, (1, 2), (1, 2), ()) for p in range(limits.MAX_CLUSTER_ROWS + 50)]
+    parts.append(("t", 99999, 1, (1,), (1, 2), ()))
+    html = cluster_view(ClusterView(1, 1, [(1, "h", 1, None), (2, "h", 2, None)], parts),
+                        "cluster")
+    assert html.count("<tr><td>t</td>") == limits.MAX_CLUSTER_ROWS
+    assert html.index("<td>t</td><td>99999</td>") < html.index("<td>t</td><td>0</td>")
+    assert f"{limits.MAX_CLUSTER_ROWS} of {len(parts)} partitions" in html
+    assert '<b id="under">1</b>' in html
+
+
+def test_the_topic_list_sizes_a_bounded_number_of_partitions(tmp_path, monkeypatch):
+    db = kqlite.open(tmp_path / "d")
+    db.create_topic("a", 3)
+    db.create_topic("b", 3)
+    monkeypatch.setattr(limits, "MAX_PARTITIONS_SIZED", 4)
+    try:
+        assert [(r.name, r.size is None) for r in reads.list_topics(db, internal=False)] == \
+            [("a", False), ("b", True)]
+    finally:
+        db.close()
