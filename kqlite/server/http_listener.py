@@ -68,13 +68,15 @@ class HttpResponse(NamedTuple):
     def text(cls, status: int, text: str) -> "HttpResponse":
         return cls(status, "text/plain; charset=utf-8", text.encode())
 
-    def encode(self) -> bytes:
+    def encode(self, head_only: bool = False) -> bytes:
+        """The response's bytes; ``head_only`` (a HEAD request): without the body."""
         reason = _REASONS.get(self.status, "Unknown")
         lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Type: {self.content_type}",
                  f"Content-Length: {len(self.body)}", "Connection: close",
                  "X-Content-Type-Options: nosniff", "Cache-Control: no-store"]
         lines += [f"{name}: {value}" for name, value in self.headers]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head if head_only else head + self.body
 
 
 class HttpError(Exception):
@@ -152,8 +154,9 @@ async def start_http(host: str, port: int, routes: Callable[[HttpRequest], Optio
             try:
                 request = await asyncio.wait_for(read_request(reader, client), READ_TIMEOUT)
             except HttpError as exc:
-                response = HttpResponse.text(exc.status, f"{exc}\n")
+                response, head_only = HttpResponse.text(exc.status, f"{exc}\n"), False
             else:
+                head_only = request.method == "HEAD"
                 app = routes(request)
                 if app is None:
                     response = HttpResponse.text(404, "not found\n")
@@ -164,7 +167,7 @@ async def start_http(host: str, port: int, routes: Callable[[HttpRequest], Optio
                         log.exception("%s request %s %s failed", name, request.method,
                                       request.path)
                         response = HttpResponse.text(500, "internal error\n")
-            writer.write(response.encode())
+            writer.write(response.encode(head_only))
             await writer.drain()
         except (EOFError, asyncio.TimeoutError, asyncio.IncompleteReadError, OSError):
             pass

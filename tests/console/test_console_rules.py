@@ -330,13 +330,18 @@ def test_a_fetch_counts_as_kafka_counts_it():
 
 # -- the HTTP listener's bounds -------------------------------------------------------------
 
-def _exchange(port, data):
+def _whole(port, data):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(data)
         answer = b""
         while chunk := s.recv(65536):
             answer += chunk
-    return answer.split(b"\r\n", 1)[0]
+    return answer
+
+
+def _exchange(port, data):
+    """The status line of the answer to ``data``."""
+    return _whole(port, data).split(b"\r\n", 1)[0]
 
 
 def test_the_listener_refuses_oversized_requests():
@@ -359,13 +364,17 @@ def test_the_listener_refuses_oversized_requests():
                 (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", b"411"),
                 (b"NONSENSE\r\n\r\n", b"400"),
                 (b"GET /ok HTTP/1.1\r\n\r\n", b"200")]
+            head = await loop.run_in_executor(None, _whole, port,
+                                              b"HEAD /ok HTTP/1.1\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200") and head.endswith(b"\r\n\r\n") and \
+                b"Content-Length: 2" in head
             for data, status in cases:
                 first = await loop.run_in_executor(None, _exchange, port, data)
                 assert status in first, (data[:40], first)
         finally:
             server.close()
             await server.wait_closed()
-        assert [r.path for r in seen] == ["/ok"]
+        assert [r.path for r in seen] == ["/ok", "/ok"]
     asyncio.run(main())
 
 
