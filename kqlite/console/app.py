@@ -6,7 +6,7 @@ order, each step with its own answer, before any page reads storage:
   step            rule                                                  answer
   login           the source needs one and the request has no valid     401 + Basic challenge
                   HTTP Basic credentials (auth.py)
-                  the broker authenticates only by TLS certificate      403
+                  the broker has TLS listeners and no SASL listener     403
   method          GET (HEAD) for pages, POST for writes                 405
   writes          POST while the console is read-only                   403
                   a form not UTF-8, or of more than 64 fields            400

@@ -14,14 +14,14 @@ The same connection, authenticated as the user, carries the console's writes
 (``connect``): create and delete a topic, produce a test record, commit offsets. The
 broker then authorizes them with its ACLs as it would a client's requests.
 
-A broker whose only authentication is a TLS client certificate gives the console no
-password to check: the console then refuses every request (403), as it cannot tell
-who asks.
+A broker with TLS listeners and no SASL listener (its clients are known by their
+certificates, or it authenticates nobody but encrypts) gives the console no password to
+check: the console then refuses every request (403) rather than guess who asks.
 
   broker's listeners                   console
   none authenticates                   open (User:ANONYMOUS), writes as ANONYMOUS
   a SASL listener (PLAIN or SCRAM)     HTTP Basic, checked by that listener
-  TLS client authentication only       403 for every request
+  TLS listeners, no SASL listener      403 for every request
 """
 
 import hashlib
@@ -56,7 +56,7 @@ class BrokerLogin:
         self.required = any(lst.protocol != SecurityProtocol.PLAINTEXT for lst in listeners)
         plain = [lst for lst in listeners if lst.protocol == SecurityProtocol.PLAINTEXT]
         self.plain_listener = plain[0] if plain else None
-        # TLS client authentication alone: nobody can log in
+        # TLS without SASL: no password to check a login against
         self.refused = self.required and self.sasl_listener is None
         self.mechanism = None
         if self.sasl_listener is not None:
