@@ -88,9 +88,9 @@ class Console:
         user = ANONYMOUS_USER._replace(client=request.client)
         if self.source.needs_login:
             if self.source.login.refused:
-                return HttpResponse.text(403, "this broker authenticates clients by TLS "
-                                              "certificate only; the console needs SASL "
-                                              "credentials to check a login\n")
+                return HttpResponse.text(403, "this broker has TLS listeners and no SASL "
+                                              "listener: the console needs SASL to check "
+                                              "a login\n")
             found = await self._login(request)
             if found is None:
                 return HttpResponse(401, "text/plain; charset=utf-8", b"login required\n",
