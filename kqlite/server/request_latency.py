@@ -66,11 +66,15 @@ class RequestLatency:
             METRIC, "Total time of a request, from read to response sent (ms), by request "
                     "(Kafka's kafka.network RequestMetrics TotalTimeMs).",
             ["request"], buckets=BUCKETS_MS, registry=self.registry)
+        self._children: dict[str, Any] = {}
 
     def observe(self, names: Sequence[str], seconds: float) -> None:
         """One request of total time ``seconds``, under each of ``names``."""
         for name in names:
-            self.histogram.labels(request=name).observe(seconds * 1000.0)
+            child = self._children.get(name)
+            if child is None:    # labels() costs a lock and a lookup: once per name
+                child = self._children[name] = self.histogram.labels(request=name)
+            child.observe(seconds * 1000.0)
 
     def exposition(self) -> str:
         return generate_latest(self.registry).decode()
