@@ -17,6 +17,7 @@ connection is closed:
   a chunked body                                        411 Length Required
   a request line not METHOD TARGET HTTP/x.y             400 Bad Request
   a query of more than MAX_FIELDS (64) fields            400 Bad Request
+  more than MAX_CONNECTIONS (64) connections at once     503 Service Unavailable
   no whole request within READ_TIMEOUT s                the connection is closed
 
 The application is awaited on the event loop: it must do no blocking work there (the
@@ -37,6 +38,7 @@ MAX_LINE = 8192
 MAX_HEADERS = 64
 MAX_BODY = 65536
 MAX_FIELDS = 64
+MAX_CONNECTIONS = 64
 READ_TIMEOUT = 10.0
 
 _REASONS = {200: "OK", 201: "Created", 204: "No Content", 303: "See Other",
@@ -147,7 +149,21 @@ async def start_http(host: str, port: int, routes: Callable[[HttpRequest], Optio
     """Serve HTTP on ``host:port``: each request goes to ``routes(request)`` (the app that
     answers it, or None for 404). Returns the asyncio Server."""
 
+    open_connections = 0
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_connections
+        if open_connections >= MAX_CONNECTIONS:
+            writer.write(HttpResponse.text(503, "too many connections\n").encode())
+            writer.close()
+            return
+        open_connections += 1
+        try:
+            await _serve(reader, writer)
+        finally:
+            open_connections -= 1
+
+    async def _serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         client = str(peer[0]) if peer else ""
         try:

@@ -535,3 +535,32 @@ def test_the_topic_list_sizes_a_bounded_number_of_partitions(tmp_path, monkeypat
             [("a", False), ("b", True)]
     finally:
         db.close()
+
+
+def test_the_listener_holds_a_bounded_number_of_connections():
+    from kqlite.server.http_listener import MAX_CONNECTIONS
+
+    async def main():
+        server = await start_http("127.0.0.1", 0, lambda request: None)
+        port = server.sockets[0].getsockname()[1]
+        idle = [await asyncio.open_connection("127.0.0.1", port)
+                for _ in range(MAX_CONNECTIONS)]
+        try:
+            # once the listener has taken every idle one (it waits for their requests),
+            # the next is refused at once; until then one more may be taken, so ask again
+            for _ in range(100):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                try:
+                    answer = await asyncio.wait_for(reader.read(), 0.2)
+                except asyncio.TimeoutError:
+                    answer = b""
+                writer.close()
+                if answer:
+                    break
+        finally:
+            for _reader, w in idle:
+                w.close()
+            server.close()
+            await server.wait_closed()
+        return answer
+    assert asyncio.run(main()).startswith(b"HTTP/1.1 503")
