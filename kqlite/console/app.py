@@ -4,6 +4,9 @@ Theory of operation. :meth:`Console.handle` decides everything about a request i
 order, each step with its own answer, before any page reads storage:
 
   step            rule                                                  answer
+  host            no login is asked and the Host header names neither   403
+                  an IP address, localhost nor this machine (a DNS
+                  rebinding page must not read a loopback console)
   login           the source needs one and the request has no valid     401 + Basic challenge
                   HTTP Basic credentials (auth.py)
                   the broker has TLS listeners and no SASL listener     403
@@ -27,8 +30,10 @@ thread; the sampler (:meth:`Console.sample`) is fed by a task of the caller's
 
 import base64
 import binascii
+import ipaddress
 import json
 import secrets
+import socket
 from importlib import resources
 from typing import Any, Awaitable, Callable, Optional
 
@@ -86,6 +91,9 @@ class Console:
 
     async def handle(self, request: HttpRequest, now: float) -> HttpResponse:
         user = ANONYMOUS_USER._replace(client=request.client)
+        if not self.source.needs_login and not trusted_host(request.headers.get("host")):
+            return HttpResponse.text(403, "open this console by its address (an IP "
+                                          "address, localhost or this machine's name)\n")
         if self.source.needs_login:
             if self.source.login.refused:
                 return HttpResponse.text(403, "this broker has TLS listeners and no SASL "
@@ -406,6 +414,27 @@ class Console:
                    for t, p, start, end in bounds}
         return await self._write(user, f"Reset {group}", f"/groups/{group}",
                                  lambda: self.source.reset_offsets(user, group, offsets))
+
+
+def trusted_host(header: Optional[str]) -> bool:
+    """Whether a request's Host header may reach a console that asks no login: absent
+    (HTTP/1.0), an IP address, ``localhost`` or this machine's name, with any port.
+    Another name may be a DNS-rebinding page's, which resolves to this machine only to
+    read what it serves."""
+    if not header:
+        return True
+    host = header.strip().lower()
+    if host.startswith("["):                           # [IPv6]:port
+        host = host[1:host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.rsplit(":", 1)[0]
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    # gethostname, not getfqdn: a name lookup would wait on DNS on the event loop
+    return host in ("localhost", "localhost.", socket.gethostname().lower())
 
 
 class _Refused(Exception):

@@ -564,3 +564,21 @@ def test_the_listener_holds_a_bounded_number_of_connections():
             await server.wait_closed()
         return answer
     assert asyncio.run(main()).startswith(b"HTTP/1.1 503")
+
+
+def test_a_console_without_login_answers_only_its_own_addresses(data_dir):
+    import socket as sockets
+    from kqlite.console.app import trusted_host
+    for host in (None, "127.0.0.1:8090", "[::1]:8090", "localhost:8090", "10.0.0.7",
+                 f"{sockets.gethostname()}:8090"):
+        assert trusted_host(host), host
+    for host in ("evil.example:8090", "attacker.test", "127.0.0.1.nip.io:8090"):
+        assert not trusted_host(host), host
+    console, db = _console(data_dir)
+    try:
+        assert _run(console, _request("/topics", headers={
+            "host": "evil.example:8090"})).status == 403
+        assert _run(console, _request("/topics", headers={
+            "host": "127.0.0.1:8090"})).status == 200
+    finally:
+        _close(console, db)
