@@ -35,9 +35,7 @@ APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admi
 CLUSTER_ONLY = frozenset(a.key for a in interbroker.APIS)
 REQUEST_HEADER_V0 = interbroker.REQUEST_HEADER_V0
 
-# The transaction coordinator's APIs (``transactions``): served by a broker that has a
-# transaction coordinator (the single broker), not advertised by one that has none yet
-# (a cluster broker: connection.CLUSTER_SUPPORTED).
+# The transaction coordinator's APIs (``transactions``).
 TRANSACTIONS = frozenset(a.key for a in transactions.APIS)
 
 # Every API key Kafka defines, by name (api_keys.ApiKey): kept as a dict for the callers
