@@ -150,9 +150,10 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
     assert report.errors() == {} and report.committed == 2, report.summary()
 
 
-def _coordinator_fault(kind, cluster, topic):
+def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
     """The nemesis ``kind`` aimed at producer 0's transaction coordinator, a partition
-    leader or the controller (see the module docstring)."""
+    leader or the controller (see the module docstring). A bounce waits for ``settle``
+    partitions of ``__transaction_state`` to be led elsewhere and back in full ISR."""
     tid = producer_tid(0)
 
     def coordinator():
@@ -161,8 +162,7 @@ def _coordinator_fault(kind, cluster, topic):
     def fault():
         victim = coordinator()
         if kind == "kill-coordinator":
-            return hard_bounce(cluster, victim, TXN_STATE, TXN_STATE_PARTITIONS) + \
-                " (the coordinator)"
+            return hard_bounce(cluster, victim, TXN_STATE, settle) + " (the coordinator)"
         if kind == "pause-coordinator":
             return pause_past_session(cluster, victim, TXN_STATE) + " (the coordinator)"
         if kind == "power-loss-coordinator":
@@ -184,8 +184,10 @@ def _coordinator_fault(kind, cluster, topic):
 def test_exactly_once_through_a_coordinator_crash(fault_cluster):
     cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
     topic = "eos"
+    # The quick tier: the bounce waits for one state partition only, and a short pipeline.
     outcome = run_txn_scenario(cluster, topic, [_coordinator_fault("kill-coordinator",
-                                                                   cluster, topic)])
+                                                                   cluster, topic, settle=1)],
+                               inputs=120, warmup=5)
     print(outcome.describe())
     assert outcome.report.committed > 0 and outcome.report.aborted > 0, outcome.describe()
     assert outcome.errors() == {}, outcome.describe()
@@ -205,7 +207,7 @@ def test_exactly_once_soak(fault_cluster, monkeypatch, kind):
     cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
     topic = f"eos-{kind}"
     outcome = run_txn_scenario(cluster, topic, [_coordinator_fault(kind, cluster, topic)] * 3,
-                               inputs=1000, warmup=30)
+                               inputs=1000, warmup=30, cooldown=30.0)
     print(outcome.describe())
     assert outcome.report.committed > 0, outcome.describe()
     assert outcome.errors() == {}, outcome.describe()

@@ -4,7 +4,7 @@ checks.
 
 :class:`TxnProducerWorker` runs transactions one after another, each writing one value to
 every partition of the topic, ``"<process>-<n>-<partition>"``; every ``abort_every``-th
-is aborted on purpose. A transaction is recorded ``ok`` once ``commit_transaction()``
+is aborted on purpose, once its records are written. A transaction is recorded ``ok`` once ``commit_transaction()``
 returned, ``fail`` once ``abort_transaction()`` returned (on purpose, or after an
 abortable error), ``info`` otherwise (a commit that failed for good, a fenced or fatal
 producer, which is then made anew: its ``init_transactions()`` finishes or aborts what
@@ -78,6 +78,9 @@ class _Transactional(threading.Thread):
                 producer.send_offsets_to_transaction(
                     offsets, consumer.consumer_group_metadata(), _TIMEOUT)
             if abort:
+                # Written first, so that the abort is one of records in the log (an
+                # abort purges what librdkafka has not sent yet).
+                producer.flush(_TIMEOUT)
                 producer.abort_transaction(_TIMEOUT)
                 return self._done(txn_id, FAIL, "aborted on purpose")
             return self._commit(txn_id)
