@@ -127,7 +127,8 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
     assert successor not in (None, coordinator)
     cluster.wait_for(lambda: _read_committed(cluster, topic, 2) ==
                      ["mid-commit-0", "mid-commit-1"], "the commit finished by the successor")
-    assert _describe(cluster, successor, tid)["transaction_state"] == "CompleteCommit"
+    cluster.wait_for(lambda: _describe(cluster, successor, tid)["transaction_state"] ==
+                     "CompleteCommit", "the commit completed by the successor")
 
     # A late ABORT from the deposed coordinator, as it would send it: fenced.
     answer = _ask(cluster[cut_from].address, ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [
@@ -144,7 +145,9 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
     producer.produce(topic, value=b"after-0", partition=0)
     producer.commit_transaction(WAIT)
     history.add(0, OK, "txn", ("t1", "committed"))
-    assert _read_committed(cluster, topic, 2) == ["after-0", "mid-commit-0", "mid-commit-1"]
+    # commit_transaction() returns once the decision is logged; the markers follow.
+    cluster.wait_for(lambda: _read_committed(cluster, topic, 2) ==
+                     ["after-0", "mid-commit-0", "mid-commit-1"], "the next commit read")
     final_read(history, 999, cluster.bootstrap, topic, 2, quiet=1.0)
     report = check_transactions(history.ops(), readers=[], final=999)
     assert report.errors() == {} and report.committed == 2, report.summary()
