@@ -24,9 +24,18 @@ The broker's ACLs (when it has the ACL authorizer) and client quotas are ZooKeep
 ``/config/clients``, read when the broker starts, which is after the ZooKeeper session is
 up.
 
+The coordinators are the server's, on this broker's state partitions
+(coordinators/): the group coordinator over ``__consumer_offsets`` and the transaction
+coordinator over ``__transaction_state``, each loaded and unloaded as LeaderAndIsr moves
+their partitions' leadership; the transaction coordinator's markers go to partition
+leaders as WriteTxnMarkers (coordinators/txn_markers.py), and a partition leader asks a
+producer's coordinator, wherever it is, to verify its first batch
+(coordinators/txn_verification.py), both over :attr:`ClusterNode.peers`.
+
 Other brokers are reached on the inter-broker listener (``inter_broker``,
 network/inter_broker.py), with its TLS and SASL: the controller's channels, the replica
-fetchers, the channel to the controller and the coordinators' reads of partner partitions.
+fetchers, the channel to the controller, the coordinators' reads of partner partitions,
+and the markers and verifications (``peers``, network/peers.py).
 Clients are told each broker's endpoint of the listener they connected on.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
