@@ -13,7 +13,9 @@ producer's first batch with the coordinator, wherever it is (KIP-890 part 1).
   whose coordinator is on a third broker, neither the transaction coordinator's nor the
   output's leader; the committed offset follows the transaction's outcome;
 - kafka-python's transactional producer commits and aborts on the same cluster;
-- a second producer with the same transactional id fences the first (its commit fails).
+- a second producer with the same transactional id fences the first (its commit fails);
+- only an id's coordinator answers its InitProducerId (the others NOT_COORDINATOR), and
+  the producer ids of coordinators on different brokers never collide.
 
 The brokers run with the C helpers whichever pass starts them (this file runs in the
 pure-Python pass only). Timings are never asserted.
@@ -295,3 +297,33 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster):
         first.commit_transaction(WAIT)
     assert failed.value.args[0].fatal()
     assert _consume(cluster, topic, "read_committed", 1) == [b"successor"]
+
+
+def test_only_the_coordinator_answers_and_producer_ids_are_unique_across_brokers(cluster):
+    """FindCoordinator names the leader of the id's ``__transaction_state`` partition; the
+    other brokers answer InitProducerId NOT_COORDINATOR; the producer ids the coordinators
+    hand out, from their blocks of ``/latest_producer_id_block``, never collide."""
+    from cluster_processes import request
+    from kqlite.protocol import ApiKey, ErrorCode
+    _producer(cluster, "probe-coordinators").init_transactions(WAIT)
+    until(lambda: _all_led(cluster, "__transaction_state", TXN_PARTITIONS),
+          "__transaction_state led")
+    pids, coordinators = {}, set()
+    for n in range(12):
+        tid = f"unique-{n}"
+        found = until(lambda: (a := request(cluster[1], ApiKey.FIND_COORDINATOR, 3, {
+            "key": tid, "key_type": 1}))["error_code"] == ErrorCode.NONE and a,
+            f"the coordinator of {tid}")
+        coordinator = found["node_id"]
+        coordinators.add(coordinator)
+        body = {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                "producer_id": -1, "producer_epoch": -1}
+        for other in set(cluster.brokers) - {coordinator}:
+            assert request(cluster[other], ApiKey.INIT_PRODUCER_ID, 4, body)["error_code"] \
+                == ErrorCode.NOT_COORDINATOR
+        answer = until(lambda: (a := request(cluster[coordinator], ApiKey.INIT_PRODUCER_ID,
+                                             4, body))["error_code"] == ErrorCode.NONE and a,
+                       f"{tid} initialized")
+        pids[tid] = answer["producer_id"]
+    assert len(set(pids.values())) == len(pids)
+    assert len(coordinators) > 1
