@@ -10,7 +10,8 @@ Default run (short):
   written; it is SIGKILLed; the broker elected in its place loads the partition, finds
   the PrepareCommit and writes the missing marker, and the deposed coordinator's marker
   epoch is fenced by that partition's leader (TRANSACTION_COORDINATOR_FENCED); the
-  producer's next transaction commits;
+  producer's next transaction commits; then that partition's leader fails over, and its
+  new leader's last stable offset is the old one's;
 - the scenario (two transactional producers over three partitions led by three brokers,
   one transaction in four aborted, the pipeline, a read_committed and a read_uncommitted
   reader) through a hard bounce of the transaction coordinator: 0 anomalies; the same
@@ -63,6 +64,18 @@ def _describe(cluster, broker_id, tid):
     (state,) = _ask(cluster[broker_id].address, ApiKey.DESCRIBE_TRANSACTIONS, 0,
                     {"transactional_ids": [tid]})["transaction_states"]
     return state
+
+
+def _latest(cluster, broker_id, topic, *, read_committed):
+    """ListOffsets LATEST of partition 0 from ``broker_id``: the last stable offset with
+    ``read_committed``, else the high watermark."""
+    answer = _ask(cluster[broker_id].address, ApiKey.LIST_OFFSETS, 4, {
+        "replica_id": -1, "isolation_level": 1 if read_committed else 0,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    (partition,) = answer["topics"][0]["partitions"]
+    assert partition["error_code"] == E.NONE, partition
+    return partition["offset"]
 
 
 def _read_committed(cluster, topic, partitions):
@@ -151,6 +164,14 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
     final_read(history, 999, cluster.bootstrap, topic, 2, quiet=1.0)
     report = check_transactions(history.ops(), readers=[], final=999)
     assert report.errors() == {} and report.committed == 2, report.summary()
+
+    # Partition 0's leader fails over: its follower, now leader, has the same last stable
+    # offset, which is its high watermark (nothing is undecided there).
+    stable = _latest(cluster, cut_from, topic, read_committed=True)
+    hard_shutdown(cluster, cut_from, topic, 2)
+    new_leader = leader_of(cluster, topic, 0)
+    assert _latest(cluster, new_leader, topic, read_committed=True) == stable == \
+        _latest(cluster, new_leader, topic, read_committed=False)
 
 
 def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
