@@ -11,10 +11,10 @@ Theory of operation.
   ``transaction.state.log.num.partitions``, ``transaction.state.log.replication.factor``)
   and Kafka's configs for it (compact, 100 MiB segments; the producer's compression for
   the offsets, none and ``min.insync.replicas`` = ``transaction.state.log.min.isr`` for
-  the transactions, whose every record is written with acks=-1). With fewer live brokers than the replication
-  factor the creation fails (logged) and, as for any FindCoordinator while the topic
-  has no leader for the key's partition, the answer is COORDINATOR_NOT_AVAILABLE;
-  clients retry.
+  the transactions, whose every record is written with acks=-1). With fewer live
+  brokers than the replication factor the creation fails (logged) and, as for any
+  FindCoordinator while the topic has no leader for the key's partition, the answer is
+  COORDINATOR_NOT_AVAILABLE; clients retry.
 - FindCoordinator answers the leader of the key's partition as this broker's metadata
   cache (the controller's UpdateMetadata) states it; keys are placed by the partition
   count the cache states, or the configured one before the topic is known.
