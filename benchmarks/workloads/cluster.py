@@ -26,8 +26,8 @@ factor 3, ``min.insync.replicas=2``), each partition led by another broker:
   ``TXN_SIZE`` records (20,000: about 100 ms of records, as Kafka Streams commits every
   ``commit.interval.ms`` = 100 under exactly-once) spread over the three partitions
   (each commit: AddPartitionsToTxn, the produce, EndTxn; the coordinator's markers go to
-  the three leaders with ``acks=all``), next to the same records from an idempotent producer (``acks=all``, as
-  transactions require); target: at least half;
+  the three leaders with ``acks=all``), next to the same records from an idempotent
+  producer (``acks=all``, as transactions require); target: at least half;
 - ``txn_commit_p50`` / ``_p99``: the time ``commit_transaction()`` takes (it flushes the
   transaction's records, then waits for EndTxn: the decision logged on the in-sync
   replicas of ``__transaction_state``).

@@ -5,8 +5,8 @@ checks.
 :class:`TxnProducerWorker` runs transactions one after another, each writing one value to
 every partition of the topic, ``"<process>-<n>-<partition>"``; every ``abort_every``-th
 is aborted on purpose, once its records are written. A transaction is recorded ``ok``
-once ``commit_transaction()`` returned, ``fail`` once ``abort_transaction()`` returned (on purpose, or after an
-abortable error), ``info`` otherwise (a commit that failed for good, a fenced or fatal
+once ``commit_transaction()`` returned, ``fail`` once ``abort_transaction()`` returned
+(on purpose, or after an abortable error), ``info`` otherwise (a commit that failed for good, a fenced or fatal
 producer, which is then made anew: its ``init_transactions()`` finishes or aborts what
 the old one left, with its own id).
 
