@@ -6,9 +6,9 @@ checks.
 every partition of the topic, ``"<process>-<n>-<partition>"``; every ``abort_every``-th
 is aborted on purpose, once its records are written. A transaction is recorded ``ok``
 once ``commit_transaction()`` returned, ``fail`` once ``abort_transaction()`` returned
-(on purpose, or after an abortable error), ``info`` otherwise (a commit that failed for good, a fenced or fatal
-producer, which is then made anew: its ``init_transactions()`` finishes or aborts what
-the old one left, with its own id).
+(on purpose, or after an abortable error), ``info`` otherwise (a commit that failed for
+good, a fenced or fatal producer, which is then made anew: its ``init_transactions()``
+finishes or aborts what the old one left, with its own id).
 
 :class:`PipelineWorker` reads an input topic from the group's committed offsets
 (``read_committed``, assigned, not subscribed) and, per batch, in one transaction,
