@@ -222,6 +222,14 @@ TARGETS = [
      "numerator": ("cluster", "produce_100B", "kqlite cluster (3 brokers, RF3, acks=all)"),
      "denominator": ("cluster", "produce_100B", "kqlite serve (1 broker, acks=1)"),
      "required": 0.5},
+    # Issue 26: transactions on the cluster against idempotence, same cluster, same run.
+    {"id": "cluster_txn_vs_idempotent",
+     "description": "3-broker RF3 transactional produce (20,000-record txns) >= 50% of "
+                    "idempotent",
+     "numerator": ("cluster", "produce_txn_100B", "kqlite cluster (3 brokers, RF3, transactions)"),
+     "denominator": ("cluster", "produce_txn_100B",
+                     "kqlite cluster (3 brokers, RF3, idempotent)"),
+     "required": 0.5},
     # Issue 33: a stream of 500 KB records, acks=all, on the same cluster.
     {"id": "cluster_500KB_rf3_vs_rf1",
      "description": "500 KB records, acks=all: RF3 >= 50% of RF1 (same cluster)",

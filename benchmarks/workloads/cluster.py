@@ -19,6 +19,19 @@ One case on the cluster alone, records of 500 KB in one partition (issue 33):
   cluster; each request waits for the followers' fetch rounds, so the ratio is what
   replication costs a large-record stream (target: at least half).
 
+Transactions on the cluster (issue 26), 100-byte values over 3 partitions (replication
+factor 3, ``min.insync.replicas=2``), each partition led by another broker:
+
+- ``produce_txn_100B``: a transactional producer committing transactions of
+  ``TXN_SIZE`` records (20,000: about 100 ms of records, as Kafka Streams commits every
+  ``commit.interval.ms`` = 100 under exactly-once) spread over the three partitions
+  (each commit: AddPartitionsToTxn, the produce, EndTxn; the coordinator's markers go to
+  the three leaders with ``acks=all``), next to the same records from an idempotent
+  producer (``acks=all``, as transactions require); target: at least half;
+- ``txn_commit_p50`` / ``_p99``: the time ``commit_transaction()`` takes (it flushes the
+  transaction's records, then waits for EndTxn: the decision logged on the in-sync
+  replicas of ``__transaction_state``).
+
 The p99 target (under 20 ms) is checked through ``within_20ms_at_20k``: the messages
 per second, at the offered 20,000, that are delivered within 20 ms. It is at least
 19,800 (99 %) exactly when the p99 (nearest rank) is under 20 ms, and being a rate it
@@ -52,6 +65,11 @@ PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.mes
 
 CLUSTER = "kqlite cluster (3 brokers, RF3, acks=all)"
 CLUSTER_RF1 = "kqlite cluster (3 brokers, RF1, acks=all)"
+CLUSTER_IDEMPOTENT = "kqlite cluster (3 brokers, RF3, idempotent)"
+CLUSTER_TXN = "kqlite cluster (3 brokers, RF3, transactions)"
+# Records per committed transaction: about 100 ms of an idempotent producer's records on
+# this cluster, as Kafka Streams commits every commit.interval.ms = 100 under exactly-once.
+TXN_SIZE = 20_000
 BIG_VALUE_SIZE = 500_000
 BIG_PRODUCER_CONF = {"linger.ms": 5, "message.max.bytes": 2_000_000,
                      "compression.type": "none"}
@@ -107,6 +125,10 @@ def run(ctx):
                      "latency_20k_p999", "within_20ms_at_20k", "produce_500KB"):
             ctx.skip(case, CLUSTER, missing)
         ctx.skip("produce_500KB", CLUSTER_RF1, missing)
+        for case, system in (("produce_txn_100B", CLUSTER_IDEMPOTENT),
+                             ("produce_txn_100B", CLUSTER_TXN), ("txn_commit_p50", CLUSTER_TXN),
+                             ("txn_commit_p99", CLUSTER_TXN)):
+            ctx.skip(case, system, missing)
         return
     with ctx.workdir("cluster") as d:
         zk = ZooKeeperProcess(os.path.join(d, "zookeeper"))
@@ -129,6 +151,8 @@ def run(ctx):
             _wait_formed(AdminClient({"bootstrap.servers": bootstrap}), len(brokers))
             ctx.log("  cluster formed (3 brokers registered, a controller elected)")
             measure(CLUSTER, bootstrap, "all", 3, {"min.insync.replicas": "2"})
+            _transactions(ctx, ck, AdminClient({"bootstrap.servers": bootstrap}), bootstrap,
+                          count, value)
             big = ctx.pick(100, 1_000)
             for system, replication_factor in ((CLUSTER_RF1, 1), (CLUSTER, 3)):
                 ctx.log(f"  {system}: {big} records of {BIG_VALUE_SIZE} B")
@@ -149,6 +173,60 @@ def _throughput(ctx, ck, conf, system, topic, count, value):
                                timeout=300)
     ctx.add_rate("produce_100B", system, count, elapsed,
                  note=f"acks={conf['acks']}, {PARTITIONS} partitions, linger.ms=5")
+
+
+def _transactions(ctx, ck, admin, bootstrap, count, value):
+    from confluent_kafka.admin import NewTopic
+    topics = [f"bench-{kind}-{time.monotonic_ns()}" for kind in ("idempotent", "txn")]
+    assignment = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]        # each partition its own leader
+    for f in admin.create_topics([NewTopic(t, PARTITIONS, -1, replica_assignment=assignment,
+                                           config={"min.insync.replicas": "2"})
+                                  for t in topics], request_timeout=60).values():
+        f.result(timeout=90)
+    conf = dict(PRODUCER_CONF, **{"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True})
+    ctx.log(f"  {CLUSTER_IDEMPOTENT}: {count} messages of {VALUE_SIZE} B")
+    elapsed = produce_flat_out(ck.Producer(conf), topics[0], value, count,
+                               system=CLUSTER_IDEMPOTENT,
+                               warm_up=[{"partition": p} for p in range(PARTITIONS)],
+                               timeout=300)
+    ctx.add_rate("produce_txn_100B", CLUSTER_IDEMPOTENT, count, elapsed,
+                 note=f"acks=all, enable.idempotence, {PARTITIONS} partitions")
+    producer = ck.Producer(dict(conf, **{"transactional.id": topics[1]}))
+    producer.init_transactions(120)      # __transaction_state is created meanwhile
+    _transaction(producer, topics[1], value, PARTITIONS)      # connections, untimed
+    ctx.log(f"  {CLUSTER_TXN}: {count} messages in transactions of {TXN_SIZE}")
+    commits = []
+    started = time.perf_counter()
+    for _ in range(max(1, count // TXN_SIZE)):
+        commits.append(_transaction(producer, topics[1], value, TXN_SIZE))
+    elapsed = time.perf_counter() - started
+    done = max(1, count // TXN_SIZE) * TXN_SIZE
+    ctx.add_rate("produce_txn_100B", CLUSTER_TXN, done, elapsed,
+                 note=f"{TXN_SIZE} records per committed transaction over {PARTITIONS} "
+                      f"leaders")
+    commits.sort()
+    note = f"commit_transaction() of {TXN_SIZE} records over {PARTITIONS} leaders"
+    ctx.add("txn_commit_p50", CLUSTER_TXN, _nearest_rank(commits, 0.50), "s",
+            n=len(commits), note=note)
+    ctx.add("txn_commit_p99", CLUSTER_TXN, _nearest_rank(commits, 0.99), "s",
+            n=len(commits), note=note)
+
+
+def _transaction(producer, topic, value, size):
+    """One committed transaction of ``size`` records, round-robin over the partitions;
+    the seconds its commit_transaction() took."""
+    producer.begin_transaction()
+    for n in range(size):
+        while True:
+            try:
+                producer.produce(topic, value, partition=n % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    began = time.perf_counter()
+    producer.commit_transaction(60)
+    return time.perf_counter() - began
 
 
 def _big_records(ctx, ck, admin, bootstrap, system, replication_factor, count):

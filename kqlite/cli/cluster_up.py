@@ -160,6 +160,11 @@ class _Broker:
                    "--zookeeper", zookeeper,
                    "--default-replication-factor", str(replication_factor),
                    "--offsets-topic-replication-factor", str(offsets_replication_factor),
+                   # __transaction_state as __consumer_offsets: min(3, brokers) replicas,
+                   # so a 1- or 2-broker cluster serves transactions too.
+                   "--transaction-state-log-replication-factor",
+                   str(offsets_replication_factor),
+                   "--transaction-state-log-min-isr", str(min(2, offsets_replication_factor)),
                    "--controlled-shutdown-retry-backoff-ms", str(_SHUTDOWN_BACKOFF_MS)]
         if self.metrics_port is not None:
             command += ["--metrics-listen", f"{self.host}:{self.metrics_port}"]

@@ -105,6 +105,11 @@ async def _main(args):
             controlled_shutdown_retry_backoff_ms=args.controlled_shutdown_retry_backoff_ms,
             offsets_topic_replication_factor=args.offsets_topic_replication_factor,
             offsets_topic_num_partitions=args.offsets_topic_num_partitions,
+            transaction_state_log_num_partitions=args.transaction_state_log_num_partitions,
+            transaction_state_log_replication_factor=(
+                args.transaction_state_log_replication_factor),
+            transaction_state_log_min_isr=args.transaction_state_log_min_isr,
+            transaction_config=_transaction_config(args),
             auto_leader_rebalance_enable=args.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds=args.leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,

@@ -308,6 +308,23 @@ SETTINGS = [
              doc="partitions of `__consumer_offsets`; a group is coordinated by the leader "
                  "of partition `abs(hashCode(group)) % N` (Kafka's rule), which stores its "
                  "commits and membership with `acks=all`"),
+    _setting("--transaction-state-log-replication-factor",
+             "transaction.state.log.replication.factor", 3, positive_int, "N", group=CLUSTER,
+             doc="replicas of `__transaction_state`, created through ZooKeeper on the first "
+                 "FindCoordinator for a transactional id; while fewer brokers are alive its "
+                 "creation fails and transactional producers get "
+                 "`COORDINATOR_NOT_AVAILABLE` (they retry)"),
+    _setting("--transaction-state-log-num-partitions", "transaction.state.log.num.partitions",
+             50, positive_int, "N", group=CLUSTER,
+             doc="partitions of `__transaction_state`; a transactional id is coordinated by "
+                 "the leader of partition `abs(hashCode(id)) % N` (Kafka's rule), which logs "
+                 "every change of its transactions there with `acks=all` and sends their "
+                 "markers to the partitions' leaders"),
+    _setting("--transaction-state-log-min-isr", "transaction.state.log.min.isr", 2,
+             positive_int, "N", group=CLUSTER,
+             doc="`min.insync.replicas` of `__transaction_state` at its creation: a "
+                 "coordinator whose partition has fewer in-sync replicas cannot log a "
+                 "change, and answers `COORDINATOR_NOT_AVAILABLE`"),
     _setting("--auto-leader-rebalance-enable", "auto.leader.rebalance.enable", True, _boolean,
              "true|false", group=CLUSTER,
              doc="the controller moves leadership back to preferred replicas (the first of "

@@ -24,9 +24,18 @@ The broker's ACLs (when it has the ACL authorizer) and client quotas are ZooKeep
 ``/config/clients``, read when the broker starts, which is after the ZooKeeper session is
 up.
 
+The coordinators are the server's, on this broker's state partitions
+(coordinators/): the group coordinator over ``__consumer_offsets`` and the transaction
+coordinator over ``__transaction_state``, each loaded and unloaded as LeaderAndIsr moves
+their partitions' leadership; the transaction coordinator's markers go to partition
+leaders as WriteTxnMarkers (coordinators/txn_markers.py), and a partition leader asks a
+producer's coordinator, wherever it is, to verify its first batch
+(coordinators/txn_verification.py), both over :attr:`ClusterNode.peers`.
+
 Other brokers are reached on the inter-broker listener (``inter_broker``,
 network/inter_broker.py), with its TLS and SASL: the controller's channels, the replica
-fetchers, the channel to the controller and the coordinators' reads of partner partitions.
+fetchers, the channel to the controller, the coordinators' reads of partner partitions,
+and the markers and verifications (``peers``, network/peers.py).
 Clients are told each broker's endpoint of the listener they connected on.
 
 Stopping (SIGTERM) is Kafka's controlled shutdown: the broker asks the controller to
@@ -40,7 +49,9 @@ import concurrent.futures
 import dataclasses
 import logging
 
-from ..format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC
+from ..format.internal_topics import (OFFSETS_PARTITIONS, OFFSETS_TOPIC, TRANSACTIONS_CONFIG,
+                                      TRANSACTIONS_MIN_ISR, TRANSACTIONS_PARTITIONS,
+                                      TRANSACTIONS_REPLICATION_FACTOR, TRANSACTIONS_TOPIC)
 from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
 from ..protocol.security import SecurityProtocol
 from ..server import Broker
@@ -48,11 +59,14 @@ from ..storage.fs import DEFAULT_FS
 from .controller.role import Controller
 from .coordinators.placement import DEFAULT_OFFSETS_REPLICATION_FACTOR, cluster_runtime
 from .coordinators.roles import StateTopicRoles
+from .coordinators.txn_markers import ClusterMarkerChannel
+from .coordinators.txn_verification import ClusterVerification
 from .handlers import HANDLERS
 from .metrics import ClusterMetricsSource
 from .network.broker_client import BrokerClientError
 from .network.channels import ChannelManager
 from .network.inter_broker import InterBrokerListener
+from .network.peers import PeerConnections
 from .replica.broker_dir import (DEFAULT_HW_CHECKPOINT_INTERVAL_MS, HighWatermarkCheckpointer,
                                  adopt_cluster_id, close_broker_dir, open_broker_dir)
 from .replica.manager import ClusterReplicaManager
@@ -91,7 +105,10 @@ class ClusterNode:
                  leader_imbalance_per_broker_percentage=DEFAULT_PERCENTAGE,
                  replica_high_watermark_checkpoint_interval_ms=DEFAULT_HW_CHECKPOINT_INTERVAL_MS,
                  offsets_topic_replication_factor=DEFAULT_OFFSETS_REPLICATION_FACTOR,
-                 offsets_topic_num_partitions=OFFSETS_PARTITIONS, inter_broker=None,
+                 offsets_topic_num_partitions=OFFSETS_PARTITIONS,
+                 transaction_state_log_num_partitions=TRANSACTIONS_PARTITIONS,
+                 transaction_state_log_replication_factor=TRANSACTIONS_REPLICATION_FACTOR,
+                 transaction_state_log_min_isr=TRANSACTIONS_MIN_ISR, inter_broker=None,
                  **broker_options):
         self.broker_id = broker_id
         # Before the broker opens any log: the dir's identity, mark and claim
@@ -121,13 +138,25 @@ class ClusterNode:
                                  "lag_time_ms": replica_lag_time_max_ms,
                                  "inter_broker": self.inter_broker}
         # The state topics' (partitions, replication factor), by name.
-        self._state_topics = {OFFSETS_TOPIC: (offsets_topic_num_partitions,
-                                              offsets_topic_replication_factor)}
+        self._state_topics = {
+            OFFSETS_TOPIC: (offsets_topic_num_partitions, offsets_topic_replication_factor,
+                            None),
+            TRANSACTIONS_TOPIC: (transaction_state_log_num_partitions,
+                                 transaction_state_log_replication_factor,
+                                 {**TRANSACTIONS_CONFIG,
+                                  "min.insync.replicas": transaction_state_log_min_isr})}
+        # Markers and KIP-890 verifications to other brokers, pipelined per broker.
+        self.peers = PeerConnections(lambda b: self.cache.endpoint(b, self.inter_broker.name),
+                                     self.inter_broker.connect,
+                                     client_id=f"kqlite-broker-{broker_id}")
         self.broker = Broker(data_dir, host, port, broker_id=broker_id,
                              advertised_host=advertised_host, make_replicas=self._replicas,
                              make_coordinator_runtime=self._coordinator_runtime,
                              extra_handlers=HANDLERS, api_versions=CLUSTER_SUPPORTED,
-                             transactions=False,
+                             make_marker_channel=lambda _broker, timeout_ms:
+                                 ClusterMarkerChannel(self, self.peers, timeout_ms),
+                             make_txn_verification=lambda broker:
+                                 ClusterVerification(broker, self.peers),
                              make_acl_store=lambda _broker: ZkAclStore(self),
                              make_quota_store=lambda _broker: ZkQuotaStore(self),
                              make_credentials=lambda _broker: ZkCredentials(self),
@@ -137,12 +166,13 @@ class ClusterNode:
         self.broker.peer_address = self.cache.endpoint
         self.broker.metrics.add_source(ClusterMetricsSource(self))
         self.replicas.on_roles_changed = StateTopicRoles(
-            [self.broker.coordinator.runtime]).roles_changed
+            [self.broker.coordinator.runtime, self.broker.transactions.runtime]).roles_changed
 
     def _coordinator_runtime(self, broker, topic):
-        partitions, replication_factor = self._state_topics[topic.name]
+        partitions, replication_factor, creation_config = self._state_topics[topic.name]
         return cluster_runtime(self, broker, dataclasses.replace(topic, partitions=partitions),
-                               replication_factor=replication_factor)
+                               replication_factor=replication_factor,
+                               creation_config=creation_config)
 
     def _replicas(self, broker):
         return ClusterReplicaManager(broker.db, broker.io, broker_id=broker.broker_id,
@@ -224,6 +254,7 @@ class ClusterNode:
         if self.hw_checkpointer is not None:
             await self.hw_checkpointer.stop()      # Kafka checkpoints at shutdown too
         await self.broker.stop()
+        await self.peers.close()
         close_broker_dir(self._data_dir)
         if self.channels is not None:
             await self.channels.close()

@@ -22,8 +22,7 @@ from .codec import message, read_tags
 from .errors import ErrorCode, ProtocolError
 from .primitives import (EncodeError, EncodeRangeError, FileRegion, Reader, Writer,
                          read_int16, read_int32, read_length, write_length)
-from .schema import (API_NAMES, APIS, CLUSTER_ONLY, REQUEST_HEADER_V0, TRANSACTIONS,
-                     in_range)
+from .schema import API_NAMES, APIS, CLUSTER_ONLY, REQUEST_HEADER_V0, in_range
 
 __all__ = ["Request", "ServerConnection", "encode_request", "encode_response",
            "decode_request", "decode_response", "SUPPORTED", "CLUSTER_SUPPORTED"]
@@ -36,10 +35,8 @@ _API_KEYS = {int(key): key for key in ApiKey}
 # ApiKey -> (min, max): the versions kqlite serves and advertises in ApiVersions.
 SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())
              if key not in CLUSTER_ONLY}
-# What a cluster broker advertises: SUPPORTED plus the inter-broker APIs, less the
-# transaction coordinator's (a cluster broker has none yet).
-CLUSTER_SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())
-                     if key not in TRANSACTIONS}
+# What a cluster broker advertises: SUPPORTED plus the inter-broker APIs.
+CLUSTER_SUPPORTED = {key: api.versions for key, api in sorted(APIS.items())}
 
 
 class Request:

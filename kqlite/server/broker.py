@@ -67,6 +67,7 @@ from .coordinator.txn.config import TransactionConfig
 from .coordinator.txn.coordinator import TransactionCoordinator
 from .coordinator.txn.metrics import TransactionMetricsSource
 from .coordinator.txn.markers import LocalMarkerChannel
+from .coordinator.txn.verification import LocalVerification
 from .fetch_sessions import DEFAULT_CACHE_SLOTS, FetchSessionCache
 from .handlers import HANDLERS
 from .metrics import Metrics
@@ -117,7 +118,8 @@ class Broker:
                  make_credentials=None,
                  failed_authentication_delay_ms=DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
                  authentication_timeout_ms=AUTHENTICATION_TIMEOUT_MS, transactions=True,
-                 transaction_config=None, make_acl_store=None, make_quota_store=None,
+                 transaction_config=None, make_marker_channel=None,
+                 make_txn_verification=None, make_acl_store=None, make_quota_store=None,
                  quota_window_num=DEFAULT_WINDOW_NUM,
                  quota_window_size_seconds=DEFAULT_WINDOW_SIZE_SECONDS):
         """``fs``: the storage file-system seam (tests inject faults and blocking calls).
@@ -149,9 +151,13 @@ class Broker:
         ``transactions``: whether the broker has a transaction coordinator
         (coordinator/txn/, over ``__transaction_state`` through the same runtime seam,
         its markers written to this broker's own partitions); a broker without one
-        answers the transactional APIs as a broker without transactions (a cluster
-        broker, for now). ``transaction_config``: its TransactionConfig (Kafka's
-        defaults when None).
+        answers the transactional APIs as a broker without transactions.
+        ``transaction_config``: its TransactionConfig (Kafka's defaults when None).
+        ``make_marker_channel(broker, timeout_ms)``: the channel its markers go through
+        (coordinator/txn/markers.py) instead of this broker's own partitions;
+        ``make_txn_verification(broker)``: whom a partition leader asks whether a partition
+        is in a producer's transaction (coordinator/txn/verification.py) instead of this
+        broker's own coordinator (a cluster: the id's coordinator, wherever it is).
 
         ``make_acl_store(broker)``: where an ACL authorizer keeps its ACLs
         (authorization/acl_store.py) instead of the data dir's file (a cluster: ZooKeeper);
@@ -206,10 +212,13 @@ class Broker:
         self.transactions = None
         if transactions:
             config = transaction_config or TransactionConfig()
+            markers = (make_marker_channel or LocalMarkerChannel)(self,
+                                                                 config.request_timeout_ms)
             self.transactions = TransactionCoordinator(
-                make_runtime(self, TRANSACTIONS_STATE), self.allocate_producer_id,
-                LocalMarkerChannel(self, config.request_timeout_ms), config)
+                make_runtime(self, TRANSACTIONS_STATE), self.allocate_producer_id, markers,
+                config)
             self.metrics.add_source(TransactionMetricsSource(self.transactions))
+        self.txn_verification = (make_txn_verification or LocalVerification)(self)
         self.handlers = {**HANDLERS, **(extra_handlers or {})}
         self.authorizer = authorizer if authorizer is not None else AllowAll()
         self.api_versions = dict(SUPPORTED if api_versions is None else api_versions)

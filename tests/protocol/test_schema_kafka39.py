@@ -33,7 +33,7 @@ from kqlite.protocol import (API_NAMES, CLUSTER_SUPPORTED, SUPPORTED, ServerConn
                              encode_request)
 from kqlite.protocol.codec import message
 from kqlite.protocol.primitives import Reader, Writer
-from kqlite.protocol.schema import APIS, CLUSTER_ONLY, MISSING, TRANSACTIONS, in_range
+from kqlite.protocol.schema import APIS, CLUSTER_ONLY, MISSING, in_range
 
 from protocol_helpers import case_id
 
@@ -432,14 +432,14 @@ def test_served_versions_are_kafka_39s(key):
 def test_cluster_versions_are_kafka_39s(key):
     """A cluster broker serves each inter-broker API in Kafka 3.9's range; a single broker
     does not advertise it. Beyond those, a cluster broker advertises what a single broker
-    does, less the transaction coordinator's APIs (it has none yet)."""
+    does."""
     want = KAFKA_39_ZK_BROKER[key]
     assert CLUSTER_SUPPORTED[key] == want, \
         f"{API_NAMES[key]}: kqlite serves v{CLUSTER_SUPPORTED[key][0]}-" \
         f"{CLUSTER_SUPPORTED[key][1]}, Kafka 3.9 serves v{want[0]}-{want[1]}"
     assert key not in SUPPORTED
     assert {k: v for k, v in CLUSTER_SUPPORTED.items() if k not in CLUSTER_ONLY} == \
-        {k: v for k, v in SUPPORTED.items() if k not in TRANSACTIONS}
+        SUPPORTED
 
 
 # -- Whole request frames of the inter-broker APIs ------------------------------------------------

@@ -53,6 +53,7 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     peers for, each within what a cluster broker serves, under Kafka's names."""
     from kqlite.cluster import node
     from kqlite.cluster.controller import requests
+    from kqlite.cluster.coordinators import txn_markers, txn_verification
     from kqlite.cluster.fetcher import task
     from kqlite.cluster.network import sasl
     from kqlite.protocol import ApiKey
@@ -74,9 +75,12 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     assert sent[ApiKey.CONTROLLED_SHUTDOWN] == node._CONTROLLED_SHUTDOWN_VERSIONS
     assert sent[ApiKey.SASL_HANDSHAKE] == (sasl.HANDSHAKE_VERSION, sasl.HANDSHAKE_VERSION)
     assert sent[ApiKey.SASL_AUTHENTICATE] == sasl.AUTHENTICATE_VERSIONS
+    assert sent[ApiKey.ADD_PARTITIONS_TO_TXN] == txn_verification._VERSIONS
+    assert sent[ApiKey.WRITE_TXN_MARKERS] == txn_markers._VERSIONS
     assert set(sent) == {ApiKey.FETCH, ApiKey.LIST_OFFSETS, *controller_sends,
                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE,
-                         ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_PARTITION}
+                         ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_PARTITION,
+                         ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.WRITE_TXN_MARKERS}
     for key, (lo, hi) in sent.items():
         served_lo, served_hi = protocol.CLUSTER_SUPPORTED[key]
         assert served_lo <= lo <= hi <= served_hi, f"{protocol.API_NAMES[key]} v{lo}-{hi}"

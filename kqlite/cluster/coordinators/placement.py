@@ -4,14 +4,17 @@ and the topic is an ordinary replicated topic.
 
 Theory of operation.
 
-- The state topic (``__consumer_offsets`` for the groups) is created through ZooKeeper on
-  the first FindCoordinator that finds it missing, with its configured partition count
-  and replication factor (``offsets.topic.num.partitions``,
-  ``offsets.topic.replication.factor``) and Kafka's configs for it (compact, 100 MiB
-  segments, the producer's compression). With fewer live brokers than the replication
-  factor the creation fails (logged) and, as for any FindCoordinator while the topic
-  has no leader for the key's partition, the answer is COORDINATOR_NOT_AVAILABLE;
-  clients retry.
+- The state topic (``__consumer_offsets`` for the groups, ``__transaction_state`` for the
+  transactions) is created through ZooKeeper on the first FindCoordinator that finds it
+  missing, with its configured partition count and replication factor
+  (``offsets.topic.num.partitions``, ``offsets.topic.replication.factor``;
+  ``transaction.state.log.num.partitions``, ``transaction.state.log.replication.factor``)
+  and Kafka's configs for it (compact, 100 MiB segments; the producer's compression for
+  the offsets, none and ``min.insync.replicas`` = ``transaction.state.log.min.isr`` for
+  the transactions, whose every record is written with acks=-1). With fewer live
+  brokers than the replication factor the creation fails (logged) and, as for any
+  FindCoordinator while the topic has no leader for the key's partition, the answer is
+  COORDINATOR_NOT_AVAILABLE; clients retry.
 - FindCoordinator answers the leader of the key's partition as this broker's metadata
   cache (the controller's UpdateMetadata) states it; keys are placed by the partition
   count the cache states, or the configured one before the topic is known.
@@ -53,10 +56,12 @@ class ClusterPlacement(Placement):
     ``node`` is the ClusterNode (its metadata cache and ZooKeeper store are read when
     used: they are made after this)."""
 
-    def __init__(self, node, topic, *, replication_factor):
+    def __init__(self, node, topic, *, replication_factor, creation_config=None):
         self.node = node
         self.topic = topic
         self.replication_factor = replication_factor
+        self.creation_config = creation_config or _CREATION_CONFIGS.get(topic.name,
+                                                                        topic.config)
         self._creating = None                   # the task creating the topic
 
     def partition_count(self):
@@ -89,7 +94,7 @@ class ClusterPlacement(Placement):
                         "factor %d; this passes once enough brokers have started", name,
                         len(live), self.replication_factor)
             return
-        config = _CREATION_CONFIGS.get(name, self.topic.config)
+        config = self.creation_config
         try:
             await self.node.zk_request(self.node.store.create_topic, name,
                                        zn.TopicAssignment(uuid.uuid4(), assignment),
@@ -102,12 +107,14 @@ class ClusterPlacement(Placement):
             log.error("cannot create %s: %s", name, exc)
 
 
-def cluster_runtime(node, broker, topic, *, replication_factor):
+def cluster_runtime(node, broker, topic, *, replication_factor, creation_config=None):
     """The runtime of a coordinator's state topic on a cluster broker: placed by the
     cluster's metadata, owned as leadership moves, written through the partition seam;
     for ``__consumer_offsets``, a partition's records that kqlite's legacy placement left
-    in its partner are brought in before each load (relocation.py)."""
-    placement = ClusterPlacement(node, topic, replication_factor=replication_factor)
+    in its partner are brought in before each load (relocation.py). ``creation_config``:
+    the topic configs it is created with (by default Kafka's for that topic)."""
+    placement = ClusterPlacement(node, topic, replication_factor=replication_factor,
+                                 creation_config=creation_config)
     state_log = PartitionStateLog(topic, broker)
     relocation = PartnerRelocation(node, topic, state_log=state_log, placement=placement) \
         if topic.name == OFFSETS_TOPIC else None

@@ -23,7 +23,7 @@ from . import (admin, admin_ops, data, fetch, group_admin, groups, interbroker, 
                security, acls_quotas, transactions)
 from ._dsl import Api, F, Field, MISSING, in_range, parse_versions
 
-__all__ = ["APIS", "API_NAMES", "CLUSTER_ONLY", "TRANSACTIONS", "REQUEST_HEADER_V0",
+__all__ = ["APIS", "API_NAMES", "CLUSTER_ONLY", "REQUEST_HEADER_V0",
            "Api", "F", "Field", "MISSING", "in_range", "parse_versions"]
 
 APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admin, admin_ops,
@@ -34,11 +34,6 @@ APIS = {a.key: a for module in (data, fetch, metadata, groups, group_admin, admi
 # broker does (connection.CLUSTER_SUPPORTED).
 CLUSTER_ONLY = frozenset(a.key for a in interbroker.APIS)
 REQUEST_HEADER_V0 = interbroker.REQUEST_HEADER_V0
-
-# The transaction coordinator's APIs (``transactions``): served by a broker that has a
-# transaction coordinator (the single broker), not advertised by one that has none yet
-# (a cluster broker: connection.CLUSTER_SUPPORTED).
-TRANSACTIONS = frozenset(a.key for a in transactions.APIS)
 
 # Every API key Kafka defines, by name (api_keys.ApiKey): kept as a dict for the callers
 # that name a key that may be unknown (``API_NAMES.get(key, fallback)``).

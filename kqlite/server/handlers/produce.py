@@ -36,15 +36,16 @@ Transactional batches (Kafka's ReplicaManager.handleProduceAppend):
 - KIP-890 part 1 (``transaction.partition.verification.enable``): a partition where the
   producer has no transaction open gives a verification guard
   (``Partition.begin_verification``), and the transaction coordinator is asked whether
-  the partition is in the producer's transaction (``verify_partitions``, what
-  AddPartitionsToTxn v4 VerifyOnly asks); the batch is appended with that guard, which
+  the partition is in the producer's transaction (``broker.txn_verification``,
+  coordinator/txn/verification.py: AddPartitionsToTxn v4 VerifyOnly to the id's
+  coordinator, wherever it is); the batch is appended with that guard, which
   storage checks is still the current one. A refusal is answered as Kafka's leader
   answers it: PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE as
   INVALID_TXN_STATE below v11, INVALID_TXN_STATE with "Partition was not added to the
   transaction", and the coordinator's retriable answers (CONCURRENT_TRANSACTIONS,
   COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) as
   NOT_ENOUGH_REPLICAS, which every client retries without refreshing its metadata.
-- a broker without a transaction coordinator (a cluster broker, for now) refuses a
+- a broker without a transaction coordinator (``transactions=False``) refuses a
   transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the error every
   transactional producer treats as fatal.
 """
@@ -127,8 +128,8 @@ async def _verify(broker, partition, records, version, transaction):
         return AppendResult(exc.error_code), None
     if guard is None:        # a transaction of this producer is open there: nothing to verify
         return None, None
-    answer = await broker.transactions.verify_partitions(transactional_id, producer_id, epoch,
-                                                         {partition.key})
+    answer = await broker.txn_verification.verify(transactional_id, producer_id, epoch,
+                                                  {partition.key})
     code = answer[partition.key]
     if code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH

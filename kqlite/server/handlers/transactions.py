@@ -31,7 +31,7 @@ kqlite/server/coordinator/txn/), the group coordinator's committed offsets
   entry); an entry's topics are those the principal may DESCRIBE.
 - ListTransactions: silently lists only the ids the principal may DESCRIBE.
 
-A broker without a transaction coordinator (a cluster broker, until it has one) does not
+A broker without a transaction coordinator (``Broker(transactions=False)``) does not
 advertise these APIs; one sent anyway is answered as a broker without transactions
 answers: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the error every transactional producer
 treats as fatal, where the request names a transactional id; COORDINATOR_NOT_AVAILABLE
@@ -185,17 +185,20 @@ async def end_txn(broker, context, request):
 def _offsets_verifier(broker, transactional_id, producer, version):
     """KIP-890's check that the group's offsets partition is in the transaction, as a
     partition leader asks it (Kafka's AddPartitionsToTxnManager conversions: PRODUCER_FENCED
-    is INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE is INVALID_TXN_STATE below v4); None
+    is INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE is INVALID_TXN_STATE below v4; and
+    GroupMetadataManager's: NETWORK_EXCEPTION is COORDINATOR_LOAD_IN_PROGRESS); None
     when verification is off."""
     if not broker.transactions.config.partition_verification:
         return None
 
     async def verify(index):
         tp = (OFFSETS_TOPIC, index)
-        code = (await broker.transactions.verify_partitions(transactional_id, *producer,
-                                                            {tp}))[tp]
+        code = (await broker.txn_verification.verify(transactional_id, *producer,
+                                                     {tp}))[tp]
         if code == E.PRODUCER_FENCED:
             return E.INVALID_PRODUCER_EPOCH
+        if code == E.NETWORK_EXCEPTION:     # the coordinator's broker was not reached
+            return E.COORDINATOR_LOAD_IN_PROGRESS
         if code == E.TRANSACTION_ABORTABLE and version < _FIRST_ABORTABLE_VERSION:
             return E.INVALID_TXN_STATE
         return code

@@ -14,6 +14,10 @@ Layout
 ``workload.py``    confluent-kafka producers/consumers that write the history
 ``checker.py``     the pure checker (jepsen-io/redpanda's anomaly names)
 ``scenario.py``    one run: topic, workload, faults, final read, check
+``exactly_once.py`` the pure exactly-once checker of transactions and of a
+                   consume-transform-produce pipeline (issue 26)
+``txn_workload.py`` transactional producers and the pipeline that write its history
+``txn_scenario.py`` one transactional run: topics, workload, faults, final reads, checks
 ``power_loss.py``  power loss of one broker: the undo journal a broker keeps with
                    ``KQLITE_FAULTS_POWER_LOSS=1`` (through the storage file-system
                    seam), its replay after SIGKILL, and the ``power_loss`` and

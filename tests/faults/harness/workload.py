@@ -12,7 +12,8 @@ consumer reads every partition to its high watermark.
 import threading
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer,
+                             TopicPartition)
 
 from .history import INFO, INVOKE, OK
 
@@ -78,10 +79,11 @@ class ProducerWorker(threading.Thread):
         self.join(90)
 
 
-def _consumer(bootstrap, group):
+def _consumer(bootstrap, group, isolation="read_committed", eof=False):
     return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "isolation.level": isolation,
                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "enable.partition.eof": False, "fetch.wait.max.ms": 100,
+                     "enable.partition.eof": eof, "fetch.wait.max.ms": 100,
                      "topic.metadata.refresh.interval.ms": 1000,
                      "reconnect.backoff.max.ms": 500})
 
@@ -93,26 +95,34 @@ def _assign(history, process, consumer, topic, partitions):
     history.add(process, OK, "assign", keys)
 
 
-def _poll(history, process, consumer, timeout):
+def _poll(history, process, consumer, timeout, at_end=None):
+    """One poll into the history; ``at_end`` (a set) gets the partitions the consumer
+    reached the end of (librdkafka's _PARTITION_EOF, with ``enable.partition.eof``)."""
     history.add(process, INVOKE, "poll", None)
     read = {}
     for m in consumer.consume(200, timeout):
         if m.error() is None:
             read.setdefault(key_of(m.topic(), m.partition()), []).append(
                 (m.offset(), m.value().decode()))
+            if at_end is not None:
+                at_end.discard(m.partition())
+        elif at_end is not None and m.error().code() == KafkaError._PARTITION_EOF:
+            at_end.add(m.partition())
     history.add(process, OK, "poll", read)
     return read
 
 
 class ConsumerWorker(threading.Thread):
-    """Assigns every partition from the beginning, then polls until stopped."""
+    """Assigns every partition from the beginning, then polls until stopped
+    (``isolation``: its ``isolation.level``, librdkafka's default read_committed)."""
 
-    def __init__(self, history, process, bootstrap, topic, partitions):
+    def __init__(self, history, process, bootstrap, topic, partitions,
+                 isolation="read_committed"):
         super().__init__(daemon=True, name=f"consumer-{process}")
         self.history, self.process = history, process
         self.topic, self.partitions = topic, partitions
         self.stopping = threading.Event()
-        self.consumer = _consumer(bootstrap, f"faults-{process}")
+        self.consumer = _consumer(bootstrap, f"faults-{process}", isolation)
 
     def run(self):
         _assign(self.history, self.process, self.consumer, self.topic, self.partitions)
@@ -129,22 +139,24 @@ class ConsumerWorker(threading.Thread):
 
 def final_read(history, process, bootstrap, topic, partitions, *, window=30.0, quiet=3.0):
     """Read every partition from the beginning until each position reaches the
-    partition's high watermark and nothing new arrived for ``quiet`` seconds, or the
-    window closes; all of it goes into the history as polls."""
-    consumer = _consumer(bootstrap, f"faults-final-{process}")
+    partition's high watermark (or its end, which for a transactional topic lies past
+    the last record: the last marker) and nothing new arrived for ``quiet`` seconds, or
+    the window closes; all of it goes into the history as polls."""
+    consumer = _consumer(bootstrap, f"faults-final-{process}", eof=True)
     _assign(history, process, consumer, topic, partitions)
     position = {p: 0 for p in range(partitions)}
+    at_end = set()
     deadline = time.monotonic() + window
     last_new = time.monotonic()
     try:
         while time.monotonic() < deadline:
-            read = _poll(history, process, consumer, 0.5)
+            read = _poll(history, process, consumer, 0.5, at_end)
             for key, pairs in read.items():
                 p = int(key.rsplit("/", 1)[1])
                 position[p] = max(position[p], pairs[-1][0] + 1)
                 last_new = time.monotonic()
             if time.monotonic() - last_new >= quiet and all(
-                    position[p] >= _high_watermark(consumer, topic, p)
+                    p in at_end or position[p] >= _high_watermark(consumer, topic, p)
                     for p in range(partitions)):
                 break
     finally:
