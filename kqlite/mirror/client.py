@@ -186,7 +186,7 @@ class ClusterClient:
     # -- data ----------------------------------------------------------------------------
 
     async def fetch(self, address: Tuple[str, int], positions: Dict[Tuple[str, int], int], *,
-                    max_wait_ms: int = 500, max_bytes: int = 8 << 20,
+                    max_wait_ms: int = 500, max_bytes: int = 16 << 20,
                     partition_max_bytes: int = 1 << 20,
                     isolation_level: int = 1) -> Dict[str, Any]:
         topics: Dict[str, List[Dict[str, Any]]] = {}

@@ -22,7 +22,8 @@ Theory of operation (MM2 mode, one process, one asyncio loop):
   records, keys, headers and timestamps kept), and only once the target acknowledged it
   advances the positions, writes them to the positions topic with the offset syncs that
   are due (:class:`~kqlite.mirror.offset_syncs.SyncEmitter`), and updates metrics and
-  progress. Rounds never overlap, so each partition is copied in order.
+  progress. Round N+1 is fetched while round N is written, but written only after it,
+  so each partition is copied in order.
 - **Errors.** A leader change (a retriable code, a lost connection) refreshes Metadata
   and the partition is fetched again in the next round; a source batch a consumer would
   refuse is counted (``errors_total{kind="source-batch"}``) and the partition retried
@@ -49,7 +50,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..format.batch import build_batch
 from ..format.record import Record
 from ..protocol.errors import ErrorCode
-from .batches import MirrorSourceError, records_to_copy
+from .batches import MirrorSourceError, one_write, records_to_copy, restamped
 from .client import ClusterClient, MirrorClientError
 from .metrics import MirrorMetrics
 from .mm2_records import (HEARTBEATS_TOPIC, Checkpoint, Heartbeat, MM2RecordError,
@@ -68,6 +69,7 @@ log = logging.getLogger("kqlite.mirror")
 TP = Tuple[str, int]
 _PAUSE = 0.5
 _EMPTY_GROUP_STATES = ("Empty", "Dead", "")
+
 
 
 def positions_topic(source_alias: str) -> str:
@@ -99,7 +101,8 @@ class Mirror:
         self.progress = Progress()
         self.store = OffsetSyncStore()
         self.emitters: Dict[TP, SyncEmitter] = {}
-        self.positions: Dict[TP, int] = {}
+        self.positions: Dict[TP, int] = {}         # acknowledged by the target
+        self.fetching: Dict[TP, int] = {}          # the next offset to fetch
         self.remote: Dict[str, str] = {}            # source topic -> target topic
         self.delayed: Dict[TP, float] = {}          # tp -> clock time it may be fetched
         self.checkpointed: Dict[Tuple[str, str, int], Checkpoint] = {}
@@ -220,6 +223,7 @@ class Mirror:
         for tp in decided.partitions:
             if tp not in self.progress.partitions:
                 self.positions.setdefault(tp, 0)
+                self.fetching[tp] = self.positions[tp]
                 self.progress.start(tp, self.positions[tp])
                 self.emitters[tp] = SyncEmitter(s.offset_lag_max)
         self._stale = False
@@ -227,21 +231,38 @@ class Mirror:
     # -- copying -------------------------------------------------------------------------
 
     async def _copy_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                if self._stale:
-                    await self._refresh()
-                copied = await self._round()
-            except (MirrorClientError, OSError) as exc:
-                log.warning("mirror: %s", exc)
-                self._stale = True
-                await self._sleep(_PAUSE)
-                continue
-            self.rounds += 1
-            if not copied and not self.progress.partitions:
-                await self._sleep(_PAUSE)
+        """Round N+1 is fetched while round N is produced; its answer is used only once
+        round N was acknowledged, and a partition round N failed to write is fetched
+        again from its acknowledged position (its part of round N+1 is dropped)."""
+        sending: "Optional[asyncio.Task[set]]" = None
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if self._stale:
+                        await self._refresh()
+                    to_send = await self._fetch_round()
+                    if sending is not None:
+                        task, sending = sending, None
+                        for tp in await task:
+                            to_send.pop(tp, None)
+                            self.fetching[tp] = self.positions[tp]
+                    if to_send:
+                        sending = asyncio.ensure_future(self._send(to_send))
+                except (MirrorClientError, OSError) as exc:
+                    log.warning("mirror: %s", exc)
+                    if sending is not None:
+                        await asyncio.gather(sending, return_exceptions=True)
+                        sending = None
+                    self.fetching.update(self.positions)
+                    self._stale = True
+                    await self._sleep(_PAUSE)
+                    continue
+                self.rounds += 1
+        finally:
+            if sending is not None:
+                await asyncio.gather(sending, return_exceptions=True)
 
-    async def _round(self) -> int:
+    async def _fetch_round(self) -> Dict[TP, Tuple[List[Any], int, bool]]:
         now = self.clock()
         by_leader: Dict[Tuple[str, int], Dict[TP, int]] = {}
         for tp in self.progress.partitions:
@@ -252,14 +273,14 @@ class Mirror:
             except MirrorClientError:
                 self._stale = True
                 continue
-            by_leader.setdefault(address, {})[tp] = self.positions[tp]
+            by_leader.setdefault(address, {})[tp] = self.fetching[tp]
+        to_send: Dict[TP, Tuple[List[Any], int, bool]] = {}    # source tp -> (batches, next offset)
         if not by_leader:
             await self._sleep(_PAUSE)
-            return 0
+            return to_send
         answers = await asyncio.gather(
             *(self.source.fetch(a, ps, max_wait_ms=self.settings.fetch_max_wait_ms)
               for a, ps in by_leader.items()), return_exceptions=True)
-        to_send: Dict[TP, Tuple[List[Any], int]] = {}    # source tp -> (batches, next offset)
         for (address, asked), answer in zip(by_leader.items(), answers):
             if isinstance(answer, BaseException):
                 if not isinstance(answer, (MirrorClientError, OSError)):
@@ -273,18 +294,18 @@ class Mirror:
                     tp = (t["topic"], p["partition_index"])
                     if tp in asked:
                         await self._fetched(tp, asked[tp], p, to_send)
-        if not to_send:
-            return 0
-        return await self._send(to_send)
+        for tp, (_, next_offset, _) in to_send.items():
+            self.fetching[tp] = next_offset
+        return to_send
 
     async def _fetched(self, tp: TP, offset: int, p: Dict[str, Any],
-                       to_send: Dict[TP, Tuple[List[Any], int]]) -> None:
+                       to_send: Dict[TP, Tuple[List[Any], int, bool]]) -> None:
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             start = (await self.source.list_offsets([tp], -2))[tp]
             log.warning("mirror: %s-%d: offset %d out of range, resuming at the log start "
                         "%d", tp[0], tp[1], offset, start)
-            self.positions[tp] = start
+            self.positions[tp] = self.fetching[tp] = start
             self.progress.moved(tp, start)
             return
         if code:
@@ -303,20 +324,25 @@ class Mirror:
             self.delayed[tp] = self.clock() + _PAUSE
             return
         if batches:
-            to_send[tp] = (batches, next_offset)
+            to_send[tp] = one_write(batches, next_offset, self.settings.max_batch_bytes)
         elif next_offset != offset:
-            to_send[tp] = ([], next_offset)
+            to_send[tp] = ([], next_offset, False)
 
-    async def _send(self, to_send: Dict[TP, Tuple[List[Any], int]]) -> int:
+    async def _send(self, to_send: Dict[TP, Tuple[List[Any], int, bool]]) -> set:
+        """Produce one round; the source partitions whose records were not acknowledged."""
         by_leader: Dict[Tuple[str, int], Dict[TP, bytes]] = {}
-        for tp, (batches, _) in to_send.items():
+        for tp, (batches, _, whole) in to_send.items():
             if not batches:
                 continue
             remote = (self.remote[tp[0]], tp[1])
-            # Kafka takes exactly one batch per partition from a producer; a decoded
-            # Record is what build_batch takes (it ignores the source offset).
-            records = [r for b in batches for r in b.records]
-            data = build_batch(records, codec=batches[0].codec)
+            first = batches[0]
+            if whole:
+                data = restamped(first)
+            else:
+                # Kafka takes one batch per partition from a producer; a decoded Record
+                # is what build_batch takes (it ignores the source offset).
+                records = [r for b in batches for r in b.records]
+                data = build_batch(records, codec=first.header.compression)
             by_leader.setdefault(self.target.leader_address(*remote), {})[remote] = data
         answers = await asyncio.gather(*(self.target.produce(a, d) for a, d in by_leader.items()),
                                        return_exceptions=True)
@@ -340,27 +366,31 @@ class Mirror:
         now_wall = self.wall()
         positions: List[OffsetSync] = []
         syncs: List[OffsetSync] = []
-        copied = 0
-        for tp, (batches, next_offset) in to_send.items():
+        failed = set()
+        for tp, (batches, next_offset, _) in to_send.items():
             remote = (self.remote[tp[0]], tp[1])
             if batches and remote not in acked:
+                failed.add(tp)
                 continue
             downstream = acked.get(remote, -1)
             emitter = self.emitters[tp]
             for b in batches:
-                offsets = [r[0] for r in b.records]
-                if offsets[-1] - offsets[0] + 1 == len(offsets):
-                    due = emitter.offer_run(offsets[0], downstream, len(offsets))
+                if b.whole:
+                    count = b.header.records_count
+                    due = emitter.offer_run(b.header.base_offset, downstream, count)
+                    last, stamp = b.header.last_offset, b.header.max_timestamp
                 else:
+                    offsets = [r[0] for r in b.records]
+                    count = len(offsets)
                     due = [s for i, o in enumerate(offsets)
                            if (s := emitter.offer(o, downstream + i)) is not None]
+                    last, stamp = offsets[-1], b.records[-1][1]
                 syncs.extend(OffsetSync(tp[0], tp[1], u, d) for u, d in due)
-                downstream += len(offsets)
-                copied += len(offsets)
-                self.metrics.records.labels(tp[0]).inc(len(offsets))
+                downstream += count
+                self.metrics.records.labels(tp[0]).inc(count)
                 self.metrics.bytes.labels(tp[0]).inc(b.size)
-                self.metrics.latency.observe(max(0.0, now_wall - b.records[-1][1] / 1000))
-                self.progress.copied(tp, offsets[-1] + 1, len(offsets), b.size)
+                self.metrics.latency.observe(max(0.0, now_wall - stamp / 1000))
+                self.progress.copied(tp, last + 1, count, b.size)
             self.positions[tp] = next_offset
             self.progress.moved(tp, next_offset)
             positions.append(OffsetSync(tp[0], tp[1], next_offset, downstream))
@@ -368,7 +398,7 @@ class Mirror:
         await self._write(self.target, positions_topic(self.settings.source_alias), positions)
         for sync in syncs:
             self.store.add(*sync)
-        return copied
+        return failed
 
     async def _write(self, cluster: ClusterClient, topic: str, records: List[Any]) -> None:
         if not records:

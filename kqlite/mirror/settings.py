@@ -45,6 +45,9 @@ class MirrorSettings:
     heartbeat_interval: float = 1.0
     sync_flush_interval: float = 5.0
     fetch_max_wait_ms: int = 500
+    # One target batch per partition per round: under Kafka's default max.message.bytes
+    # (1 MiB plus the batch overhead).
+    max_batch_bytes: int = 1_000_000
     timeout: float = 30.0
 
     def validate(self) -> "MirrorSettings":
@@ -68,6 +71,8 @@ class MirrorSettings:
             raise MirrorConfigError("the source and target aliases must differ")
         if self.offset_syncs_location not in ("source", "target"):
             raise MirrorConfigError("offset syncs location: source or target")
+        if self.max_batch_bytes < 1024:
+            raise MirrorConfigError("max batch bytes must be at least 1024")
         if self.offset_lag_max < 0:
             raise MirrorConfigError("offset.lag.max must be >= 0")
         return self

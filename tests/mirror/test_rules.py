@@ -10,7 +10,9 @@ from kqlite.format.control_records import build_control_batch
 from kqlite.format.record import Record
 from kqlite.mirror import offset_syncs as rules
 from kqlite.mirror import plan as planning
-from kqlite.mirror.batches import MirrorSourceError, records_to_copy
+from kqlite.format.batch import decode_records, verify_crc
+from kqlite.format.header import parse_header
+from kqlite.mirror.batches import MirrorSourceError, one_write, records_to_copy, restamped
 from kqlite.mirror.offset_syncs import OffsetSyncStore, SyncEmitter
 from kqlite.mirror.policy import (DefaultReplicationPolicy, IdentityReplicationPolicy,
                                   is_cycle, is_internal_topic)
@@ -235,3 +237,34 @@ def test_progress_lag_and_line_with_the_clock_passed_in():
     p.copied(("t", 0), 60, 60, 600)
     assert p.lag() == 40
     assert p.line(12.0) == "mirrored 60 records (600 bytes), 30 records/s; 1 partitions, lag 40"
+
+
+def _whole(offset, n, size=10):
+    raw = _batch(offset, [b"x" * size] * n)
+    batches, _ = records_to_copy(raw, offset)
+    return batches[0], raw
+
+
+def test_one_write_restamps_a_big_whole_batch_alone_and_merges_small_ones():
+    big, _ = _whole(0, 700, 100)                     # > 64 KiB
+    small, _ = _whole(700, 3)
+    chosen, nxt, whole = one_write([big, small], 703, 1_000_000)
+    assert (chosen, nxt, whole) == ([big], 700, True)        # RESTAMP: the rest refetched
+    a, _ = _whole(0, 3)
+    b, _ = _whole(3, 3)
+    chosen, nxt, whole = one_write([a, b], 6, 1_000_000)
+    assert (chosen, nxt, whole) == ([a, b], 6, False)         # MERGE
+    chosen, nxt, whole = one_write([a, b], 6, a.size)
+    assert (chosen, nxt, whole) == ([a], 3, False)            # MERGE within the budget
+
+
+def test_a_restamped_batch_keeps_its_records_section_and_drops_the_producer():
+    batches, _ = records_to_copy(bytes(build_batch([Record(b"v%d" % i, b"k") for i in range(5)],
+                                                   producer_id=9, producer_epoch=1,
+                                                   base_sequence=4)), 0)
+    out = restamped(batches[0])
+    header = parse_header(out)
+    verify_crc(out)
+    assert (header.base_offset, header.producer_id, header.base_sequence) == (0, -1, -1)
+    assert out[61:] == bytes(batches[0].raw[61:])
+    assert [r.value for r in decode_records(out)] == [b"v%d" % i for i in range(5)]
