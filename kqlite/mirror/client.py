@@ -17,6 +17,7 @@ remembered: brokers, each topic's partitions and their leaders.
 """
 
 import asyncio
+import random
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..cluster.network.broker_client import (BrokerClientError, BrokerConnectError,
@@ -141,7 +142,11 @@ class ClusterClient:
                           versions: Optional[Tuple[int, int]] = None) -> Dict[str, Any]:
         """A request to the first broker that answers: known brokers, then bootstrap."""
         failures = []
-        candidates = list(dict.fromkeys(list(self.brokers.values()) + self.bootstrap))
+        # Known brokers in a random order, as Kafka's client asks its least loaded node:
+        # one broker whose metadata lags (or that is down) is not asked every time.
+        known = list(self.brokers.values())
+        random.shuffle(known)
+        candidates = list(dict.fromkeys(known + self.bootstrap))
         for address in candidates:
             try:
                 return await self.request(address, api_key, body, versions)

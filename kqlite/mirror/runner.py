@@ -18,14 +18,16 @@ Theory of operation (MM2 mode, one process, one asyncio loop):
   ``auto.offset.reset=earliest``).
 - **A copy round** fetches every mirrored partition (read_committed, one Fetch per source
   leader, in parallel), keeps what :func:`~kqlite.mirror.batches.records_to_copy` copies,
-  produces it with acks=all (one Produce per target leader, one batch per source batch,
-  records, keys, headers and timestamps kept), and only once the target acknowledged it
+  produces it with acks=all (one Produce per target leader, one batch per partition as
+  :func:`~kqlite.mirror.batches.one_write` chooses: a large whole source batch restamped,
+  else small ones merged; records, keys, headers and timestamps kept), and only once the
+  target acknowledged it
   advances the positions, writes them to the positions topic with the offset syncs that
   are due (:class:`~kqlite.mirror.offset_syncs.SyncEmitter`), and updates metrics and
   progress. Round N+1 is fetched while round N is written, but written only after it,
   so each partition is copied in order.
 - **Errors.** A leader change (a retriable code, a lost connection) refreshes Metadata
-  and the partition is fetched again in the next round; a source batch a consumer would
+  and the partition is fetched again after a pause of 0.5 s; a source batch a consumer would
   refuse is counted (``errors_total{kind="source-batch"}``) and the partition retried
   after a pause, never skipped; a Produce that failed is not acknowledged, so its
   records are fetched and sent again.
@@ -288,6 +290,8 @@ class Mirror:
                 self.metrics.errors.labels("fetch").inc()
                 log.warning("mirror: %s", answer)
                 self._stale = True
+                for tp in asked:            # a broker down is not asked again at once
+                    self.delayed[tp] = now + _PAUSE
                 continue
             for t in answer["responses"]:
                 for p in t["partitions"]:
