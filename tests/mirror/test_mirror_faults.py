@@ -1,8 +1,8 @@
 """The mirror under faults: a 3-broker kqlite source cluster (RF 3, min.insync.replicas
 2) with an idempotent acks=all producer running throughout, mirrored into a single
-kqlite broker by the ``kqlite mirror`` command; each round the mirror is SIGKILLed and
-restarted, then the source partition's leader is SIGKILLed (and restarted in the next
-round, once ZooKeeper let its session expire). At the end every acknowledged record is
+kqlite broker by the ``kqlite mirror`` command; each round the source partition's leader
+is SIGKILLed (and restarted in the next round, once ZooKeeper let its session expire) and,
+while it is down, the mirror is SIGKILLed and restarted. At the end every acknowledged record is
 on the target, in the source's order (at least once: repeats only from the mirror's
 kills).
 
@@ -125,13 +125,15 @@ def _run(tmp_path, zk_hosts, monkeypatch, rounds):
                     if killed:
                         _restart(killed.pop())
                     until(lambda: len(producer.acked) > 100 * (i + 1), "records acknowledged")
-                    mirror.send_signal(signal.SIGKILL)
-                    mirror.wait()
-                    mirror = _mirror(source, target.bootstrap)
-                    time.sleep(1.0)
                     leader = until(lambda: max(_leader(admin), 0), "a leader")
                     cluster[leader].kill()
                     killed.append(cluster[leader])
+                    time.sleep(1.0)
+                    # Killed and restarted while the source's leader is down (its
+                    # metadata still names the dead broker until ZooKeeper notices).
+                    mirror.send_signal(signal.SIGKILL)
+                    mirror.wait()
+                    mirror = _mirror(source, target.bootstrap)
                     time.sleep(1.0)
                 producer.halt.set()
                 producer.join(WAIT)
