@@ -222,6 +222,14 @@ class Mirror:
             decided = plan(self.source.partitions, self.target.partitions, self.chosen,
                            self.policy, s.source_alias, s.target_alias)
         self.remote = decided.topics
+        planned = set(decided.partitions)
+        for tp in [tp for tp in self.progress.partitions if tp not in planned]:
+            # The source topic was deleted (or no longer chosen): its position is kept,
+            # and used again if it comes back.
+            del self.progress.partitions[tp]
+            self.emitters.pop(tp, None)
+            self.fetching.pop(tp, None)
+            log.info("mirror: %s-%d is no longer mirrored", *tp)
         for tp in decided.partitions:
             if tp not in self.progress.partitions:
                 self.positions.setdefault(tp, 0)
@@ -247,7 +255,8 @@ class Mirror:
                         task, sending = sending, None
                         for tp in await task:
                             to_send.pop(tp, None)
-                            self.fetching[tp] = self.positions[tp]
+                            if tp in self.fetching:
+                                self.fetching[tp] = self.positions[tp]
                     if to_send:
                         sending = asyncio.ensure_future(self._send(to_send))
                 except (MirrorClientError, OSError) as exc:
@@ -255,7 +264,7 @@ class Mirror:
                     if sending is not None:
                         await asyncio.gather(sending, return_exceptions=True)
                         sending = None
-                    self.fetching.update(self.positions)
+                    self.fetching = {tp: self.positions[tp] for tp in self.fetching}
                     self._stale = True
                     await self._sleep(_PAUSE)
                     continue
@@ -296,7 +305,7 @@ class Mirror:
             for t in answer["responses"]:
                 for p in t["partitions"]:
                     tp = (t["topic"], p["partition_index"])
-                    if tp in asked:
+                    if tp in asked and tp in self.progress.partitions:
                         await self._fetched(tp, asked[tp], p, to_send)
         for tp, (_, next_offset, _) in to_send.items():
             self.fetching[tp] = next_offset
@@ -336,7 +345,7 @@ class Mirror:
         """Produce one round; the source partitions whose records were not acknowledged."""
         by_leader: Dict[Tuple[str, int], Dict[TP, bytes]] = {}
         for tp, (batches, _, whole) in to_send.items():
-            if not batches:
+            if not batches or tp[0] not in self.remote:
                 continue
             remote = (self.remote[tp[0]], tp[1])
             first = batches[0]
@@ -372,6 +381,9 @@ class Mirror:
         syncs: List[OffsetSync] = []
         failed = set()
         for tp, (batches, next_offset, _) in to_send.items():
+            if tp not in self.emitters:
+                failed.add(tp)              # no longer mirrored since it was fetched
+                continue
             remote = (self.remote[tp[0]], tp[1])
             if batches and remote not in acked:
                 failed.add(tp)

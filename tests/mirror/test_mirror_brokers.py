@@ -232,3 +232,20 @@ def test_a_foreign_source_tansu_mirrored_into_kqlite(tansu, tmp_path, run_mirror
         assert [r[1] for r in got] == values and [r[0] for r in got] == [v[-1:] for v in values]
     finally:
         target.stop()
+
+
+def test_a_source_topic_deleted_while_mirroring_leaves_the_others_copied(two_brokers,
+                                                                         run_mirror):
+    a, b = two_brokers
+    admin = KafkaAdminClient(bootstrap_servers=a)
+    admin.create_topics([NewTopic("keep", 1, 1), NewTopic("gone", 1, 1)])
+    _produce(a, "keep", [b"k1"])
+    _produce(a, "gone", [b"g1"])
+    running = run_mirror(Mirror(_settings(a, b)))
+    wait_for(lambda: _count(b, "A.keep") == 1 and _count(b, "A.gone") == 1, "both topics")
+    admin.delete_topics(["gone"])
+    wait_for(lambda: ("gone", 0) not in running.mirror.progress.partitions, "gone dropped")
+    _produce(a, "keep", [b"k2"])
+    wait_for(lambda: _count(b, "A.keep") == 2, "keep still mirrored")
+    assert running.thread.is_alive()
+    running.stop()
