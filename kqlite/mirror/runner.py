@@ -93,6 +93,11 @@ class Mirror:
         self.source = ClusterClient(s.source, name=f"source {s.source_alias}", timeout=s.timeout)
         self.target = ClusterClient(s.target, name=f"target {s.target_alias}", timeout=s.timeout)
         self.policy = policy_named(s.policy, s.source_alias)
+        if s.policy == "identity":
+            # Kafka's IdentityReplicationPolicy javadoc: it "is not able to prevent cycles".
+            log.warning("mirror: the identity policy keeps topic names and cannot detect "
+                        "cycles: never mirror %s back into %s with it", s.target_alias,
+                        s.source_alias)
         self.chosen = topic_filter(s.topics, s.exclude)
         self.groups = group_filter(s.groups, s.groups_exclude)
         self.metrics = metrics or MirrorMetrics()

@@ -249,3 +249,34 @@ def test_a_source_topic_deleted_while_mirroring_leaves_the_others_copied(two_bro
     wait_for(lambda: _count(b, "A.keep") == 2, "keep still mirrored")
     assert running.thread.is_alive()
     running.stop()
+
+
+def test_group_offsets_are_not_synced_into_a_group_with_members_on_the_target(two_brokers,
+                                                                             run_mirror):
+    a, b = two_brokers
+    KafkaAdminClient(bootstrap_servers=a).create_topics([NewTopic("jobs", 1, 1)])
+    KafkaAdminClient(bootstrap_servers=b).create_topics([NewTopic("A.jobs", 1, 1)])
+    _produce(a, "jobs", [b"j%03d" % i for i in range(50)])
+    source = KafkaConsumer("jobs", bootstrap_servers=a, group_id="busy",
+                           auto_offset_reset="earliest", enable_auto_commit=False)
+    while not source.poll(1000):
+        pass
+    source.commit()
+    source.close()
+    # A member of "busy" lives on the target before the mirror starts: KIP-545 leaves
+    # that group alone while it has members.
+    live = KafkaConsumer("A.jobs", bootstrap_servers=b, group_id="busy",
+                         enable_auto_commit=False, auto_offset_reset="latest")
+    wait_for(lambda: live.poll(200) is not None and live.assignment(), "the member joined")
+    running = run_mirror(Mirror(_settings(a, b, sync_group_offsets=True)))
+    wait_for(lambda: _records(b, "A.checkpoints.internal").get(0), "a checkpoint")
+    for _ in range(5):                                # more checkpoint rounds
+        live.poll(300)
+    tp = TopicPartition("A.jobs", 0)
+    assert live.committed(tp) is None
+    live.close()
+    # The control: once the group has no members, the offset is synced.
+    probe = KafkaConsumer(bootstrap_servers=b, group_id="busy", enable_auto_commit=False)
+    assert wait_for(lambda: probe.committed(tp), "the offset synced to the idle group") > 0
+    probe.close()
+    running.stop()
