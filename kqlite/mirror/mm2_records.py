@@ -194,7 +194,3 @@ class Heartbeat(NamedTuple):
         v.end()
         return cls(source, target, timestamp)
 
-
-def key_value(record: "OffsetSync | Checkpoint | Heartbeat") -> Tuple[bytes, bytes]:
-    """The (key, value) bytes MM2 writes for ``record``."""
-    return record.key(), record.value()
