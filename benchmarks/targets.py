@@ -250,6 +250,12 @@ TARGETS = [
      "numerator": ("cluster", "latency_20k_p999", "kqlite cluster (3 brokers, RF3, acks=all)"),
      "denominator": None, "scale": 0.050,
      "required": 1.0},
+    # Issue 29: the mirror copies a backlog at least half as fast as the source takes it.
+    {"id": "mirror_vs_source_produce",
+     "description": "kqlite mirror between two local brokers >= 0.5x the source's produce",
+     "numerator": ("mirror", "mirror_100B", "kqlite mirror (MM2 mode)"),
+     "denominator": ("mirror", "produce_100B", "kqlite serve (produce, acks=all)"),
+     "required": 0.5},
     # Issue 27: TLS and SASL cost against plaintext, same broker, same run
     # (benchmarks/workloads/security.py).
     {"id": "produce_ssl_vs_plaintext",

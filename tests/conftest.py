@@ -48,6 +48,7 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    # set themselves, whichever pass starts them.
                    f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
                    f"{os.sep}tests{os.sep}packaging{os.sep}",
+                   f"{os.sep}tests{os.sep}mirror{os.sep}",
                    # Cluster tests of issue 26: socket-free, or brokers started with the
                    # C helpers (they run here although tests/cluster is the C pass's).
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_transactions.py",

@@ -5,11 +5,11 @@ import logging
 import sys
 
 from .. import __version__
-from . import (acls, check, cluster, consume, dump, groups, produce, quotas, serve, topics,
-               transactions, ui, users)
+from . import (acls, check, cluster, consume, dump, groups, mirror, produce, quotas, serve,
+               topics, transactions, ui, users)
 
 COMMANDS = [produce, consume, topics, groups, dump, check, serve, cluster, users, acls, quotas,
-            transactions, ui]
+            transactions, mirror, ui]
 
 
 def build_parser():

@@ -106,6 +106,7 @@ def _close_what_is_left(namespace):
 # and a look at whether the example could make what it needs instead.
 NOT_RUN = {
     "docs/database.md": ["needs the data dir of a cluster broker"],
+    "docs/mirroring.md": ["needs two brokers to mirror between"],
     "docs/protocol.md": ["an excerpt of kqlite/protocol/schema/fetch.py, with fields left out"],
     "docs/security.md": ["needs the SASL_SSL broker this page starts"],
     "docs/spark.md": ["needs a Spark session"] * 6,

@@ -1,0 +1,31 @@
+"""Mirroring between clusters: ``kqlite mirror`` and its library entry point.
+
+Theory of operation. A mirror consumes topics of a source cluster and produces them into a
+target cluster, any Kafka-protocol brokers on either side. This package is the MM2-
+compatible mode: topics renamed by MM2's replication policies, MM2's offset syncs,
+checkpoints and heartbeats in MM2's exact record formats, consumer group offsets
+translated conservatively (Kafka 3.5+). The modules, lowest first: ``mm2_records`` (the
+three record codecs), ``policy`` (names and cycles), ``selection`` (include/exclude
+patterns), ``offset_syncs`` (emission and translation rules), ``plan`` (what to copy
+now), ``batches`` (what of a fetched partition is copied), ``progress`` (positions and
+lag), ``metrics`` (Prometheus), ``settings``, ``client`` (the Kafka client on the
+inter-broker connection) and ``runner`` (the running mirror). docs/mirroring.md is the
+user's guide.
+
+:func:`run_mirror` runs one mirror until it is stopped::
+
+    mirror = Mirror(MirrorSettings(source="a:9092", target="b:9092", topics="orders.*"))
+    await mirror.run()          # mirror.stop() from elsewhere ends it
+"""
+
+from .runner import Mirror, positions_topic
+from .settings import MirrorSettings
+
+__all__ = ["Mirror", "MirrorSettings", "run_mirror", "positions_topic"]
+
+
+async def run_mirror(settings: MirrorSettings) -> Mirror:
+    """Run a mirror with ``settings`` until it is stopped; the stopped mirror."""
+    mirror = Mirror(settings)
+    await mirror.run()
+    return mirror
