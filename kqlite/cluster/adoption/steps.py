@@ -38,7 +38,10 @@ import logging
 import os
 
 from ...db.database import Database
-from ...db.layout import meta_dir
+from ...db.layout import meta_dir, partition_dir
+from ...db.offsets import CommitLog
+from ...format.batch import decode_records, parse_header
+from ...format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, kafka_partition_for_key
 from ...db.topic_store import FileTopicStore
 from ...errors import TopicExistsError
 from ...storage import cluster_dir
@@ -171,17 +174,19 @@ class Adoption:
             lock.file.close()
 
     def _read_data(self, adopted):
-        """The committed offsets of the adopted topics and their log ends."""
+        """The committed offsets of the adopted topics and their log ends, read without
+        opening a log the data dir does not have (``OffsetStore.groups`` would open every
+        offsets partition)."""
         names = {t.name for t in adopted}
         db = Database(self.data_dir, fs=self.fs)
         try:
             offsets = {}
-            for group in db.offsets.groups():
-                rows = [[t, p, v.offset, v.leader_epoch, v.metadata or ""]
-                        for (t, p), v in sorted(db.offsets.committed_details(group).items())
-                        if t in names]
-                if rows:
-                    offsets[group] = rows
+            if OFFSETS_TOPIC in db.list_topics(internal=True):
+                db.offsets.ensure_kafka_placement()
+                for p in range(db.partitions_for(OFFSETS_TOPIC)):
+                    if self._has_segments(partition_dir(self.data_dir, OFFSETS_TOPIC, p)):
+                        with db.leased_log(OFFSETS_TOPIC, p) as lg:
+                            _read_commits(lg, p, names, offsets)
             hws = {}
             for t in adopted:
                 for p in t.replicas:
@@ -189,7 +194,12 @@ class Adoption:
                         hws.setdefault(t.name, {})[str(p)] = lg.end_offset
         finally:
             db.close()
-        return offsets, hws
+        return {g: sorted(rows) for g, rows in sorted(offsets.items())}, hws
+
+    def _has_segments(self, pdir):
+        # A partition never opened has no segment (the embedded API makes the dirs of
+        # all 50 offsets partitions): opening it would write its files.
+        return self.fs.exists(pdir) and any(n.endswith(".log") for n in self.fs.listdir(pdir))
 
     def _register(self, journal):
         for t in journal["topics"]:
@@ -253,3 +263,23 @@ class Adoption:
         cluster_dir.write_broker_meta_properties(self.fs, self.data_dir, self.broker_id,
                                                  journal["cluster_id"])
         cluster_dir.mark_replicated(self.fs, self.data_dir, self.broker_id)
+
+
+def _read_commits(lg, p, names, offsets):
+    """Add the commits of offsets partition ``p`` (its log ``lg``) for topics ``names`` to
+    ``offsets`` ({group: [[topic, partition, offset, epoch, metadata]]}), as
+    db/offsets.py's CommitLog replays them (Kafka's placement: groups placed elsewhere
+    are not this partition's)."""
+    commits = CommitLog(lambda group: kafka_partition_for_key(group, OFFSETS_PARTITIONS) == p)
+    start = lg.start_offset
+    while data := lg.read_batches(start, 1 << 20):
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            commits.add_batch(header, decode_records(data, pos, header))
+            pos += header.size
+            start = header.last_offset + 1
+    for (group, topic, partition), (_o, v) in commits.commits.items():
+        if topic in names:
+            offsets.setdefault(group, []).append(
+                [topic, partition, v.offset, v.leader_epoch, v.metadata or ""])
