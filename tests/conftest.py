@@ -44,7 +44,9 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    # These run the C helpers in child processes whose environment they
                    # set themselves, whichever pass starts them.
                    f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
-                   f"{os.sep}tests{os.sep}packaging{os.sep}")
+                   f"{os.sep}tests{os.sep}packaging{os.sep}",
+                   # Adoption: its brokers and tools run with the C helpers (adopt/brokers.py).
+                   f"{os.sep}tests{os.sep}adopt{os.sep}")
 
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",

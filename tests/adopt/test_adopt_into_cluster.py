@@ -29,7 +29,7 @@ def _write_embedded(path, count, commits):
             lg = db.log(TOPIC, p)
             step = 1000
             for start in range(0, per, step):
-                lg.append([b"record-%d-%d" % (p, i) for i in range(start, start + step)])
+                lg.append([b"record-%d-%d" % (p, i) for i in range(start, min(start + step, per))])
         consumer = db.consumer(TOPIC, group="app", enable_auto_commit=False)
         last = {}
         for i in range(1, commits + 1):
@@ -118,3 +118,27 @@ def test_an_embedded_dir_joins_a_three_broker_cluster(tmp_path, zk_hosts, zk_cli
             for p in range(PARTITIONS):
                 lg = db.log(TOPIC, p)
                 assert _batches(lg, end) == originals[p], (b.broker_id, p)
+
+
+def test_a_broker_refuses_to_adopt_a_topic_name_the_cluster_has(tmp_path, zk_hosts,
+                                                               zk_client):
+    """``kqlite serve --zookeeper`` on an embedded dir whose topic name the cluster has:
+    the broker exits with the reason, naming the topic, and the data dir keeps its
+    content (as the embedded API reads it)."""
+    from kqlite.cluster.zookeeper import znodes as zn
+    app_dir = tmp_path / "app"
+    _write_embedded(app_dir, 1000, commits=2)
+    store = ZkStore(zk_client())
+    store.ensure_paths()
+    store.create_topic(TOPIC, zn.TopicAssignment(zn.uuid_from_text("AAAAAAAAAAAAAAAAAAAAAQ"),
+                                                 {0: (2,)}), {})
+    broker = FastBroker(1, app_dir, zk_hosts).start()
+    try:
+        assert broker.proc.wait(60) == 1
+    finally:
+        broker.kill()
+    broker.stop()
+    assert f"'{TOPIC}' already exist in the cluster" in broker.log()
+    assert not os.path.exists(app_dir / ".kqlite-replicated")
+    with kqlite.open(app_dir) as db:
+        assert db.log(TOPIC, 0).append([b"still embedded"]) == 500

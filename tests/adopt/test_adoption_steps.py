@@ -24,7 +24,8 @@ def _embedded(path):
     with kqlite.open(path) as db:
         db.create_topic("orders", partitions=2)
         db.create_topic("audit", partitions=1, config={"retention.ms": 60000})
-        db.log("orders", 0).append([b"a", b"b", b"c"])
+        db.log("orders", 0).append([b"a", b"b"])
+        db.log("orders", 0).append([b"c"])      # a batch boundary at offset 2
         db.log("orders", 1).append([b"d"])
         db.log("audit", 0).append([b"e", b"f"])
         consumer = db.consumer("orders", group="app", enable_auto_commit=False)

@@ -21,9 +21,10 @@ The refusals, each checked before anything changes (the rule names are the
 ``AdoptionRefusedError.rule`` values, each with a test in tests/adopt/test_plan.py):
 
     rule                     when                                            refused
-    topic-exists             the cluster has the name with another topic     yes, naming the topic
-                             id, or with the same id but another partition
-                             count or this broker not first (another data)
+    topic-exists             the cluster has a topic of that name, whatever  yes, naming the topic
+                             its id: its replicas hold data of their own
+                             (even a topic detached from this cluster and
+                             written since: delete it there first)
     replication-factor       RF < 1, or RF > the brokers registered plus     yes
                              this one
     broker-id                the broker id is negative                       yes
@@ -31,8 +32,8 @@ The refusals, each checked before anything changes (the rule names are the
                              kqlite knows (``__consumer_offsets``,           aside (offsets
                              ``__transaction_state``)                        carried separately)
 
-A topic already registered with this topic id, this partition count and this broker
-first is an adoption cut short and resumed (steps.py): it is kept, not registered again.
+An adoption cut short after its plan never plans again: it resumes from its journal
+(steps.py), whose registration step knows its own topics by their ids.
 
 Followers are placed over the other registered brokers, partition ``p``'s ``j``-th
 follower being ``others[(p + j) % len(others)]`` (others sorted), so the followers'
@@ -68,7 +69,8 @@ class LocalTopic(NamedTuple):
 
 
 class ClusterTopic(NamedTuple):
-    """A topic ZooKeeper already holds: its id (text, or None) and assignment."""
+    """A topic ZooKeeper already holds: its id (text, or None) and assignment (kept to
+    name them in a refusal's log)."""
     topic_id: "str | None"
     replicas: dict          # partition -> tuple of broker ids
 
@@ -80,7 +82,6 @@ class AdoptedTopic(NamedTuple):
     replicas: dict          # partition -> tuple of broker ids, this broker first
     states: dict            # partition -> PartitionState (no leader, ISR this broker)
     config: dict            # Kafka's strings, as /config/topics holds them
-    registered: bool        # already in ZooKeeper (a resumed adoption)
 
 
 def plan(local_topics, cluster_topics, brokers, broker_id, replication_factor,
@@ -104,32 +105,20 @@ def plan(local_topics, cluster_topics, brokers, broker_id, replication_factor,
         replicas = {p: (broker_id,) + tuple(others[(p + j) % len(others)]
                                             for j in range(replication_factor - 1))
                     for p in range(topic.partitions)}
-        found = cluster_topics.get(topic.name)
-        registered = found is not None
-        if registered and not _is_ours(found, topic, broker_id):
+        if topic.name in cluster_topics:
             conflicts.append(topic.name)
             continue
-        if registered:
-            replicas = dict(found.replicas)
         states = {p: PartitionState(NO_LEADER, 0, (broker_id,), controller_epoch)
                   for p in replicas}
         adopted.append(AdoptedTopic(topic.name, topic.topic_id, replicas, states,
-                                    zookeeper_config(topic.config), registered))
+                                    zookeeper_config(topic.config)))
     if conflicts:
         raise AdoptionRefusedError(
             "topic-exists",
-            f"topic(s) {', '.join(repr(n) for n in conflicts)} already exist in the cluster "
-            f"with other data (another topic id or placement): rename or delete the "
-            f"local or the cluster's topic, then adopt again. Nothing was changed")
+            f"topic(s) {', '.join(repr(n) for n in conflicts)} already exist in the cluster, "
+            f"whose replicas hold data of their own: rename or delete the local or the "
+            f"cluster's topic, then adopt again. Nothing was changed")
     return adopted
-
-
-def _is_ours(found, topic, broker_id):
-    """The cluster's topic is this data dir's, registered by an earlier run of this
-    adoption: same id, same partition count, this broker first everywhere."""
-    return (found.topic_id == topic.topic_id
-            and sorted(found.replicas) == list(range(topic.partitions))
-            and all(r and r[0] == broker_id for r in found.replicas.values()))
 
 
 def zookeeper_config(config):
