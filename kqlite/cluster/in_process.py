@@ -111,7 +111,10 @@ class InProcessBroker:
         leader path refuses it (see the module docstring)."""
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1, 0 or 1, not {acks!r}")
-        batch = build_batch(list(records))
+        records = list(records)
+        if not records:
+            raise ValueError("append() needs at least one record")
+        batch = build_batch(records)
         return self._call(self._append, topic, partition, batch, acks, timeout_ms)
 
     async def _append(self, topic, index, batch, acks, timeout_ms):

@@ -187,10 +187,13 @@ def test_a_name_taken_between_plan_and_registration_rolls_back(tmp_path, zk_clie
     assert not jr.read_journal(DEFAULT_FS, str(tmp_path / "d"))
 
 
-def test_a_damaged_journal_stops_the_adoption(tmp_path, zk_client):
+@pytest.mark.parametrize("data, message", [(b"{not json", "damaged"),
+                                           (b"[1, 2]", "not an adoption journal"),
+                                           (b'{"version": 99}', "not an adoption journal")])
+def test_a_damaged_journal_stops_the_adoption(tmp_path, zk_client, data, message):
     _embedded(tmp_path / "d")
     os.makedirs(os.path.dirname(jr.journal_path(str(tmp_path / "d"))))
     with open(jr.journal_path(str(tmp_path / "d")), "wb") as f:
-        f.write(b"{not json")
-    with pytest.raises(jr.JournalError, match="damaged"):
+        f.write(data)
+    with pytest.raises(jr.JournalError, match=message):
         _adoption(tmp_path / "d", zk_client()).run()

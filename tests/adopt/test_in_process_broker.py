@@ -105,6 +105,21 @@ def test_reads_on_a_follower_never_pass_the_high_watermark(tmp_path, zk_hosts, z
             broker.append("pinned", 0, [b"not the leader"])
         assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert refused.value.leader == 2
+        # Hostile calls: refused before anything reaches the partition.
+        with pytest.raises(InProcessAppendError) as unknown:
+            broker.append("no-such-topic", 0, [b"x"])
+        assert unknown.value.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(InProcessAppendError) as bad_name:
+            broker.append("../escape", 0, [b"x"])
+        assert bad_name.value.error_code in (ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        for acks in (2, "all"):
+            with pytest.raises(ValueError, match="acks"):
+                broker.append("pinned", 0, [b"x"], acks=acks)
+        with pytest.raises(ValueError, match="at least one record"):
+            broker.append("pinned", 0, [])
+        with pytest.raises(kqlite.errors.InvalidRecordError):
+            broker.append("pinned", 0, [12345])
         os.kill(two_brokers[1].proc.pid, signal.SIGCONT)
         until(lambda: broker.high_watermark("pinned", 0) == 20, "the HW moving on")
         assert [r.offset for r in broker.read("pinned", 0, 0)] == list(range(20))
