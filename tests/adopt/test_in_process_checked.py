@@ -2,8 +2,10 @@
 (tests/faults/harness/checker.py): the application leads a partition (its embedded data
 dir adopted) and appends with acks=all, one value per call, while a nemesis kills,
 restarts, pauses and resumes the two other brokers; at the end every acknowledged value
-must be read back in-process exactly once, at its acknowledged offset. The default run
-takes a few rounds; --soak many more."""
+must be read back in-process exactly once, at its acknowledged offset. The application
+itself restarts too: it stops writing, its broker stops without a controlled shutdown
+(its leadership moves to a follower, as after a crash) and opens the same data dir again.
+The default run takes a few rounds; --soak many more."""
 
 import os
 import signal
@@ -28,9 +30,17 @@ from harness.history import FAIL, INFO, INVOKE, OK, History  # noqa: E402
 KEY = "events/0"
 
 
-def _producer(broker, history, stop):
+def _producer(app, history, stop, running, idle):
+    """Appends while ``running`` is set (the application between restarts); ``idle`` is
+    set while it waits for it."""
     i = 0
     while not stop.is_set():
+        if not running.is_set():
+            idle.set()
+            running.wait(1)
+            continue
+        idle.clear()
+        broker = app[0]
         value = f"v{i}"
         history.add(1, INVOKE, "send", (KEY, value))
         try:
@@ -52,8 +62,10 @@ def test_acks_all_in_process_under_kills_and_pauses(tmp_path, zk_hosts, zk_clien
     with kqlite.open(app) as db:
         db.create_topic("events", partitions=1, config={"min.insync.replicas": 2})
     zk = zk_client()
-    history, stop = History(), threading.Event()
+    history, stop, running, idle = History(), threading.Event(), threading.Event(), \
+        threading.Event()
     broker = None
+    app_broker = []
     try:
         for b in others.values():
             b.start()
@@ -66,13 +78,27 @@ def test_acks_all_in_process_under_kills_and_pauses(tmp_path, zk_hosts, zk_clien
         def isr():
             state = ZkStore(zk).partition_state("events", 0)
             return sorted(state.isr) if state is not None else []
+        app_broker.append(broker)
         until(lambda: isr() == [1, 2, 3], "the ISR complete")
-        writer = threading.Thread(target=_producer, args=(broker, history, stop))
+        running.set()
+        writer = threading.Thread(target=_producer,
+                                  args=(app_broker, history, stop, running, idle))
         writer.start()
         try:
-            for round_ in range(12 if soak else 2):
+            for round_ in range(12 if soak else 3):
                 victim = others[2 + round_ % 2]
-                if round_ % 4 < 2:
+                if round_ % 3 == 2:
+                    # The application restarts: its writer stops first, then its broker
+                    # goes without moving its leaderships, and comes back on its dir.
+                    running.clear()
+                    assert idle.wait(60)
+                    broker.close(controlled=False)
+                    broker = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
+                                         default_replication_factor=3,
+                                         replica_lag_time_max_ms=1000)
+                    app_broker[0] = broker
+                    running.set()
+                elif round_ % 4 < 2:
                     victim.kill()
                     # Its ZooKeeper session must expire before it may register again.
                     until(lambda: str(victim.broker_id) not in zk.get_children("/brokers/ids"),
