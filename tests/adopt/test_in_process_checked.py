@@ -101,8 +101,9 @@ def test_acks_all_in_process_under_kills_and_pauses(tmp_path, zk_hosts, zk_clien
                 elif round_ % 4 < 2:
                     victim.kill()
                     # Its ZooKeeper session must expire before it may register again.
-                    until(lambda: str(victim.broker_id) not in zk.get_children("/brokers/ids"),
-                          f"broker {victim.broker_id}'s registration gone")
+                    gone = str(victim.broker_id)
+                    until(lambda: gone not in zk.get_children("/brokers/ids"),
+                          f"broker {gone}'s registration gone")
                     victim.start().wait_listening()
                 else:
                     os.kill(victim.proc.pid, signal.SIGSTOP)

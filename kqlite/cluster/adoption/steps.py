@@ -40,17 +40,17 @@ import os
 from ...db.database import Database
 from ...db.layout import meta_dir, partition_dir
 from ...db.offsets import CommitLog
+from ...db.topic_store import FileTopicStore
+from ...errors import TopicExistsError, UnknownTopicError
 from ...format.batch import decode_records, parse_header
 from ...format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, kafka_partition_for_key
-from ...db.topic_store import FileTopicStore
-from ...errors import TopicExistsError
 from ...storage import cluster_dir
 from ...storage.data_dir import REPLICATION_OFFSET_FILE, DataDir
 from ...storage.locking import FileLock
+from ..rules.partition_state import PartitionState
 from ..zookeeper import znodes as zn
 from .journal import read_journal, remove_journal, set_aside_dir, write_journal
-from .plan import (INTERNAL_TOPICS, AdoptionRefusedError, ClusterTopic, LocalTopic, plan)
-from ..rules.partition_state import PartitionState
+from .plan import INTERNAL_TOPICS, AdoptionRefusedError, ClusterTopic, LocalTopic, plan
 
 __all__ = ["STEPS", "Adoption", "adoption_needed", "local_topics"]
 
@@ -220,8 +220,8 @@ class Adoption:
         for t in journal["topics"]:
             try:
                 found = self.store.topic_assignment(t["name"])
-            except Exception:     # noqa: BLE001 -- not registered: nothing to undo
-                continue
+            except UnknownTopicError:
+                continue          # not registered: nothing to undo
             if found.topic_id is not None and zn.uuid_to_text(found.topic_id) == t["topic_id"]:
                 self.store.unregister_adopted_topic(t["name"])
         remove_journal(self.fs, self.data_dir)
