@@ -48,6 +48,7 @@ from ..format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC
 from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
 from ..protocol.security import SecurityProtocol
 from ..server import Broker
+from ..storage import cluster_dir
 from ..storage.fs import DEFAULT_FS
 from .adoption.carry_offsets import OffsetCarrier
 from .adoption.steps import Adoption, adoption_needed
@@ -107,7 +108,11 @@ class ClusterNode:
         # once ZooKeeper is reachable; its identity is written then.
         self._adopting = adoption_needed(self._fs, data_dir)
         self.adopted_offsets = None
-        if not self._adopting:
+        if self._adopting:
+            # Claimed already: a dir whose adoption resumes may be marked, and the
+            # broker's Database (made below) must not open it as a reader.
+            cluster_dir.claim(data_dir)
+        else:
             open_broker_dir(self._fs, data_dir, broker_id)
         self._data_dir = data_dir
         self._hw_interval_ms = replica_high_watermark_checkpoint_interval_ms
@@ -201,6 +206,8 @@ class ClusterNode:
             journal = await self.zk_call(self._adopt)
             await self.broker.io.run(open_broker_dir, self._fs, self._data_dir,
                                      self.broker_id)
+            cluster_dir.release(self._data_dir)      # open_broker_dir claimed it again
+            self._adopting = False
         await self.broker.io.run(adopt_cluster_id, self._fs, self._data_dir, self.broker_id,
                                  self.broker.cluster_id)
         await self.broker.start()

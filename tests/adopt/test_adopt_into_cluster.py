@@ -143,3 +143,38 @@ def test_a_broker_refuses_to_adopt_a_topic_name_the_cluster_has(tmp_path, zk_hos
     assert not os.path.exists(app_dir / ".kqlite-replicated")
     with kqlite.open(app_dir) as db:
         assert db.log(TOPIC, 0).append([b"still embedded"]) == 500
+
+
+def test_a_broker_finishes_an_adoption_made_by_the_cli(tmp_path, zk_hosts, zk_client):
+    """``kqlite cluster adopt`` leaves the data dir marked, its journal waiting for the
+    broker to carry the committed offsets: the broker started on it resumes there (its
+    Database writable, as any cluster broker's), carries them and removes the journal."""
+    from brokers import kqlite_cli
+    app_dir = tmp_path / "app"
+    _, commits = _write_embedded(app_dir, 2000, commits=3)
+    code, out, err = kqlite_cli("cluster", "adopt", "--data-dir", str(app_dir),
+                                "--zookeeper", zk_hosts, "--broker-id", "1")
+    assert code == 0, err
+    assert os.path.exists(app_dir / ".kqlite" / "adoption" / "journal.json")
+    broker = FastBroker(1, app_dir, zk_hosts, ["--offsets-topic-replication-factor", "1"])
+    try:
+        broker.start().wait_listening()
+        until(lambda: not os.path.exists(app_dir / ".kqlite" / "adoption" / "journal.json"),
+              "the offsets carried and the journal removed")
+        consumer = confluent.Consumer({"bootstrap.servers": broker.address,
+                                       "group.id": "app", "enable.auto.commit": False})
+        tps = [confluent.TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        assert {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=30)} == \
+            {p: commits[(TOPIC, p)] for p in range(PARTITIONS)}
+        consumer.close()
+        producer = confluent.Producer({"bootstrap.servers": broker.address, "acks": "all"})
+        delivered = []
+        producer.produce(TOPIC, b"after", partition=0,
+                         on_delivery=lambda e, m: delivered.append((e, m.offset())))
+        producer.flush(30)
+        assert delivered == [(None, 1000)]
+    except BaseException:
+        print(broker.log())
+        raise
+    finally:
+        broker.kill()
