@@ -12,6 +12,9 @@ for the whole ISR before the next is sent):
   acknowledgement: ``InProcessBroker.append(acks=-1)`` in-process, and confluent-kafka's
   ``produce`` + ``flush`` (``acks=all``, ``linger.ms=0``) to broker 1's listener.
 
+- ``acks_1_append_p50``: the same with ``acks=1`` (answered at the leader's append):
+  what the call itself costs on each path, without the followers' rounds.
+
 The target: the in-process append's p50 at most 0.7x the client's. Both paths wait for
 the same follower fetch rounds; the in-process one saves the client's request encoding,
 its socket round trip and librdkafka's queueing. Needs ZooKeeper, kazoo and
@@ -31,6 +34,8 @@ DESCRIPTION = "acks=all append: in-process broker vs a Kafka client over loopbac
 VALUE_SIZE = 100
 IN_PROCESS = "kqlite in-process broker (leader, acks=all)"
 CLIENT = "confluent-kafka over loopback (acks=all)"
+IN_PROCESS_1 = "kqlite in-process broker (leader, acks=1)"
+CLIENT_1 = "confluent-kafka over loopback (acks=1)"
 _CHROOT = "/kqlite-bench"
 
 
@@ -47,8 +52,10 @@ def run(ctx):
     except ZooKeeperUnavailable as exc:
         missing = f"ZooKeeper not installed ({exc})"
     if missing:
-        for system in (IN_PROCESS, CLIENT):
-            ctx.skip("acks_all_append_p50", system, missing)
+        for case, systems in (("acks_all_append_p50", (IN_PROCESS, CLIENT)),
+                              ("acks_1_append_p50", (IN_PROCESS_1, CLIENT_1))):
+            for system in systems:
+                ctx.skip(case, system, missing)
         return
     import kqlite
     from kqlite.cluster.in_process import open_broker
@@ -81,8 +88,10 @@ def run(ctx):
             from confluent_kafka.admin import AdminClient
             _wait_formed(AdminClient({"bootstrap.servers": bootstrap}), 3)
             _wait_isr(broker, ("inproc", "client"))
-            in_process = _time_in_process(broker, value, count)
-            client = _time_client(ck, bootstrap, value, count)
+            in_process = _time_in_process(broker, value, count, -1)
+            client = _time_client(ck, bootstrap, value, count, "all")
+            in_process_1 = _time_in_process(broker, value, count, 1)
+            client_1 = _time_client(ck, bootstrap, value, count, 1)
         finally:
             if broker is not None:
                 broker.close(controlled=False)
@@ -96,6 +105,10 @@ def run(ctx):
             seconds=sum(in_process), note=note)
     ctx.add("acks_all_append_p50", CLIENT, statistics.median(client), "s", n=count,
             seconds=sum(client), note=note + ", linger.ms=0")
+    ctx.add("acks_1_append_p50", IN_PROCESS_1, statistics.median(in_process_1), "s",
+            n=count, seconds=sum(in_process_1), note=note)
+    ctx.add("acks_1_append_p50", CLIENT_1, statistics.median(client_1), "s", n=count,
+            seconds=sum(client_1), note=note + ", linger.ms=0")
 
 
 def _wait_isr(broker, topics, timeout=120):
@@ -110,19 +123,19 @@ def _wait_isr(broker, topics, timeout=120):
     raise RuntimeError("broker 1 did not lead the measured partitions with a full ISR")
 
 
-def _time_in_process(broker, value, count):
+def _time_in_process(broker, value, count, acks):
     for _ in range(20):                             # warm up
-        broker.append("inproc", 0, [value], acks=-1)
+        broker.append("inproc", 0, [value], acks=acks)
     out = []
     for _ in range(count):
         start = time.perf_counter()
-        broker.append("inproc", 0, [value], acks=-1)
+        broker.append("inproc", 0, [value], acks=acks)
         out.append(time.perf_counter() - start)
     return out
 
 
-def _time_client(ck, bootstrap, value, count):
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+def _time_client(ck, bootstrap, value, count, acks):
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
     for _ in range(20):
         producer.produce("client", value, partition=0)
         producer.flush(30)
