@@ -256,6 +256,15 @@ TARGETS = [
      "numerator": ("mirror", "mirror_100B", "kqlite mirror (MM2 mode)"),
      "denominator": ("mirror", "produce_100B", "kqlite serve (produce, acks=all)"),
      "required": 0.5},
+    # Issue 30: the application as a cluster node. Durations: the client's p50 over the
+    # in-process one, at least 1 / 0.7.
+    {"id": "in_process_acks_all_p50_vs_client",
+     "description": "acks=all append p50: in-process broker <= 0.7x a Kafka client's",
+     "numerator": ("in_process", "acks_all_append_p50",
+                   "confluent-kafka over loopback (acks=all)"),
+     "denominator": ("in_process", "acks_all_append_p50",
+                     "kqlite in-process broker (leader, acks=all)"),
+     "required": 1 / 0.7},
     # Issue 27: TLS and SASL cost against plaintext, same broker, same run
     # (benchmarks/workloads/security.py).
     {"id": "produce_ssl_vs_plaintext",

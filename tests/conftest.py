@@ -52,7 +52,9 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    # Cluster tests of issue 26: socket-free, or brokers started with the
                    # C helpers (they run here although tests/cluster is the C pass's).
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_transactions.py",
-                   f"{os.sep}tests{os.sep}cluster{os.sep}test_txn_marker_channel.py")
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_txn_marker_channel.py",
+                   # Adoption: its brokers and tools run with the C helpers (adopt/brokers.py).
+                   f"{os.sep}tests{os.sep}adopt{os.sep}")
 
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",

@@ -14,7 +14,7 @@ RUN = os.path.join(ROOT, "benchmarks", "run.py")
 ENV = {k: v for k, v in os.environ.items() if k != "KQLITE_PURE_PYTHON"}
 WORKLOADS = {"machine", "native", "append", "read", "durable", "aio", "multiprocess", "retention",
              "recovery", "broker", "broker_peer", "transactions", "security", "authorization",
-             "cluster", "mirror", "spark"}
+             "cluster", "in_process", "mirror", "spark"}
 # A figure that counts what met a latency bound may be 0 on a loaded machine; that is a
 # benchmark result, not a harness failure.
 MAY_BE_ZERO = {"within_20ms_at_20k"}

@@ -1,16 +1,17 @@
-"""``kqlite cluster describe|partitions|up`` (and ``elect-leaders`` when installed):
-operating a ZooKeeper-mode cluster.
+"""``kqlite cluster describe|partitions|up|adopt|detach`` (and ``elect-leaders`` when
+installed): operating a ZooKeeper-mode cluster.
 
 ``describe`` and ``partitions`` read ZooKeeper directly, as Kafka's ZooKeeper-era tools
 do, so they work with any broker down, the controller included; ``up`` runs a local
-development cluster (cluster_up.py).
+development cluster (cluster_up.py); ``adopt`` and ``detach`` bring an embedded data dir
+in and a broker's data dir out (cluster_adopt.py).
 """
 
 import importlib
 import json
 import sys
 
-from . import cluster_up
+from . import cluster_adopt, cluster_up
 from .kazoo_logging import quiet_kazoo
 
 try:
@@ -57,6 +58,7 @@ def add_parser(sub):
     if cluster_elect is not None:
         cluster_elect.add_parser(commands)
     cluster_up.add_parser(commands)
+    cluster_adopt.add_parser(commands)
 
 
 def _usage(parser):

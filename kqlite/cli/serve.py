@@ -115,7 +115,15 @@ async def _main(args):
             leader_imbalance_per_broker_percentage=args.leader_imbalance_per_broker_percentage,
             inter_broker=inter_broker, **options)
         broker = node.broker
-        await node.start()
+        from ..cluster.adoption.journal import JournalError
+        from ..cluster.adoption.plan import AdoptionRefusedError
+        try:
+            await node.start()
+        except (AdoptionRefusedError, JournalError) as exc:
+            print(f"kqlite serve: cannot adopt {args.data_dir} into the cluster: {exc}",
+                  file=sys.stderr, flush=True)
+            await node.stop(controlled=False)
+            return 1
     else:
         node = None
         broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,

@@ -23,7 +23,10 @@ enforces):
 - ``coordinators``: where the coordinators' state topics (``__consumer_offsets``) are
   led, for FindCoordinator, their creation through ZooKeeper, and the leadership changes
   fed to the server's coordinator runtimes;
+- ``adoption``: a data dir the embedded API wrote adopted into the cluster (plan,
+  journal, steps, committed offsets carried over), and a broker's data dir detached;
 - ``handlers``: the request handlers a cluster broker adds;
 - ``node`` with ``metrics``: the broker of ``kqlite serve --zookeeper``, putting it all
-  together, and its Kafka-named metrics.
+  together, and its Kafka-named metrics;
+- ``in_process``: that broker inside an application's process.
 """

@@ -5,6 +5,10 @@ Theory of operation. Start-up follows Kafka's KafkaServer in ZooKeeper mode:
 
 1. a kazoo session (``zookeeper.session.timeout.ms``; the chroot of the connect string
    is created if missing, as Kafka creates it);
+   A data dir written by the embedded API or a single broker (no replicated mark), or
+   one with an adoption journal, is adopted then, before any log opens
+   (adoption/steps.py); its committed offsets are carried into the cluster once the
+   broker has joined (adoption/carry_offsets.py);
 2. the broker, whose replica manager is a :class:`ClusterReplicaManager` (partitions
    made by LeaderAndIsr, Metadata from the metadata cache), whose extra request handlers
    are the inter-broker ones and whose ApiVersions advertises ``CLUSTER_SUPPORTED``;
@@ -55,7 +59,10 @@ from ..format.internal_topics import (OFFSETS_PARTITIONS, OFFSETS_TOPIC, TRANSAC
 from ..protocol import CLUSTER_SUPPORTED, ApiKey, ErrorCode
 from ..protocol.security import SecurityProtocol
 from ..server import Broker
+from ..storage import cluster_dir
 from ..storage.fs import DEFAULT_FS
+from .adoption.carry_offsets import OffsetCarrier
+from .adoption.steps import Adoption, adoption_needed
 from .controller.role import Controller
 from .coordinators.placement import DEFAULT_OFFSETS_REPLICATION_FACTOR, cluster_runtime
 from .coordinators.roles import StateTopicRoles
@@ -114,7 +121,16 @@ class ClusterNode:
         # Before the broker opens any log: the dir's identity, mark and claim
         # (replica/broker_dir.py).
         self._fs = broker_options.get("fs") or DEFAULT_FS
-        open_broker_dir(self._fs, data_dir, broker_id)
+        # A data dir written by the embedded API is adopted first (adoption/steps.py),
+        # once ZooKeeper is reachable; its identity is written then.
+        self._adopting = adoption_needed(self._fs, data_dir)
+        self.adopted_offsets = None
+        if self._adopting:
+            # Claimed already: a dir whose adoption resumes may be marked, and the
+            # broker's Database (made below) must not open it as a reader.
+            cluster_dir.claim(data_dir)
+        else:
+            open_broker_dir(self._fs, data_dir, broker_id)
         self._data_dir = data_dir
         self._hw_interval_ms = replica_high_watermark_checkpoint_interval_ms
         self.hw_checkpointer = None
@@ -215,6 +231,13 @@ class ClusterNode:
         self.broker.producer_ids = ZkProducerIds(self.store, self.broker_id)
         await self.zk_call(self.store.ensure_paths)
         self.broker.cluster_id = await self.zk_call(self.store.cluster_id)
+        journal = None
+        if self._adopting:
+            journal = await self.zk_call(self._adopt)
+            await self.broker.io.run(open_broker_dir, self._fs, self._data_dir,
+                                     self.broker_id)
+            cluster_dir.release(self._data_dir)      # open_broker_dir claimed it again
+            self._adopting = False
         await self.broker.io.run(adopt_cluster_id, self._fs, self._data_dir, self.broker_id,
                                  self.broker.cluster_id)
         await self.broker.start()
@@ -234,8 +257,17 @@ class ClusterNode:
             on_entity={"users": _both(quotas.users_changed, credentials.user_changed),
                        "clients": quotas.clients_changed})
         await self.config_watcher.start()
+        if journal is not None:
+            self.adopted_offsets = OffsetCarrier(self, journal).start()
         log.info("broker %d joined the cluster at %s (broker epoch %d)", self.broker_id,
                  self.zookeeper, self.controller.broker_epoch)
+
+    def _adopt(self):
+        """Adopt the data dir (a ZooKeeper thread); the journal while committed offsets
+        wait to be carried, else None."""
+        return Adoption(self._fs, self._data_dir, self.store, broker_id=self.broker_id,
+                        replication_factor=self._replica_options["default_replication_factor"],
+                        cluster_id=self.broker.cluster_id).run()
 
     def registration(self):
         """This broker's registration: every listener's advertised endpoint (bound ports
@@ -245,6 +277,8 @@ class ClusterNode:
 
     async def stop(self, *, controlled=True):
         """Controlled shutdown (unless ``controlled`` is false), then stop everything."""
+        if self.adopted_offsets is not None:
+            await self.adopted_offsets.stop()
         if controlled and self.controller is not None:
             await self.controlled_shutdown()
         if self.config_watcher is not None:

@@ -228,6 +228,45 @@ class ZkStore:
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
 
+    def register_adopted_topic(self, name, assignment, config, states):
+        """An adopted topic (kqlite/cluster/adoption), in one multi: its config, its
+        assignment and every partition's state, so the controller's watch never finds the
+        topic without the states that name the adopting broker its only ISR member.
+        TopicExistsError when the name is taken (nothing written)."""
+        tx = self.zk.transaction()
+        if self.zk.exists(zn.topic_config_path(name)) is None:
+            tx.create(zn.topic_config_path(name), zn.encode_topic_config(config))
+        else:
+            tx.set_data(zn.topic_config_path(name), zn.encode_topic_config(config))
+        tx.create(zn.topic_path(name), zn.encode_topic(assignment))
+        tx.create(zn.partitions_path(name), b"")
+        for p, state in sorted(states.items()):
+            tx.create(zn.partition_path(name, p), b"")
+            tx.create(zn.partition_state_path(name, p), zn.encode_partition_state(state))
+        results = tx.commit()
+        for r in results:
+            if isinstance(r, NodeExistsError):
+                raise TopicExistsError(f"topic {name!r} already exists")
+            if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+                raise r
+
+    def unregister_adopted_topic(self, name):
+        """Undo :meth:`register_adopted_topic` (an adoption rolled back before any broker
+        held the topic: it never had a leader), deepest znode first."""
+        paths = []
+        base = zn.partitions_path(name)
+        try:
+            for p in self.zk.get_children(base):
+                paths += [f"{base}/{p}/state", f"{base}/{p}"]
+            paths.append(base)
+        except NoNodeError:
+            pass
+        for path in paths + [zn.topic_path(name), zn.topic_config_path(name)]:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
+
     def topic_assignment(self, name, watch=None):
         try:
             data, _ = self.zk.get(zn.topic_path(name), watch=watch)

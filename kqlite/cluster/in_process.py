@@ -1,0 +1,190 @@
+"""A cluster broker inside the application's process: the application's data dir is one
+replica of a replicated cluster, and the application appends and reads in-process.
+
+Theory of operation
+-------------------
+:class:`InProcessBroker` runs a whole :class:`~kqlite.cluster.node.ClusterNode` (the
+broker of ``kqlite serve --zookeeper``: controller candidacy, LeaderAndIsr, fetchers,
+coordinators, controlled shutdown) on an event loop of its own, in a thread of its own;
+the application's threads call it and wait for the answer. The node listens (other
+brokers fetch from it and clients may produce to it), on ``listen`` (loopback, a free port,
+by default). A data dir the embedded API wrote is adopted when the broker starts
+(adoption/steps.py), so an application moves from ``kqlite.open(path)`` to
+``InProcessBroker(path, zookeeper=..., broker_id=...)`` on the same directory.
+
+- **Appends** (:meth:`append`) go through the leader path a Produce takes
+  (``ReplicatedPartition.append``): ``acks`` and ``min.insync.replicas`` as for any
+  producer (``acks=-1`` waits for the whole ISR; an ISR below ``min.insync.replicas``
+  refuses with NOT_ENOUGH_REPLICAS and writes nothing). When this broker does not lead
+  the partition the append is **refused** with :class:`InProcessAppendError`
+  (NOT_LEADER_OR_FOLLOWER, the leader's id in :attr:`InProcessAppendError.leader`), by
+  choice: forwarding would hide a network round trip behind an in-process call and give
+  the call two failure modes; the application sends such records with a Kafka client.
+- **Reads** (:meth:`read`) come from the local replica, leader or follower, up to its
+  high watermark (Kafka's fetch from follower, KIP-392, in-process): a follower's HW is
+  the leader's capped at its own log end (replica/follower_role.py), so nothing not
+  committed by the ISR is ever returned, whatever this replica has copied.
+- **Closing** (:meth:`close`) runs Kafka's controlled shutdown (leaderships moved away
+  first), then stops the loop and its thread.
+
+Layering: this module wraps the cluster node (and through it the server and the
+database); nothing below kqlite/cluster imports it, and the embedded ``kqlite.open()``
+stays free of asyncio.
+"""
+
+import asyncio
+import threading
+
+from ..errors import KqliteError
+from ..format.batch import build_batch
+from ..protocol import ErrorCode
+from ..server.partition import PartitionError
+from .node import ClusterNode
+
+__all__ = ["InProcessBroker", "InProcessAppendError", "open_broker"]
+
+
+class InProcessAppendError(KqliteError):
+    """An in-process append was refused (nothing written unless the code is
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT, as for a Produce): Kafka's
+    ``error_code``; ``leader``, the partition's leader id when this broker does not lead
+    (-1 when none is known)."""
+
+    def __init__(self, error_code, message, leader=-1):
+        super().__init__(message)
+        self.error_code = error_code
+        self.leader = leader
+
+
+class InProcessBroker:
+    """See the module docstring. ``listen``: ``HOST:PORT`` (port 0: a free one);
+    ``node_options`` go to ClusterNode (``default_replication_factor``,
+    ``replica_lag_time_max_ms``, ...)."""
+
+    def __init__(self, path, *, zookeeper, broker_id, listen="127.0.0.1:0", **node_options):
+        host, _, port = listen.rpartition(":")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name=f"kqlite-broker-{broker_id}", daemon=True)
+        self._thread.start()
+        self.broker_id = broker_id
+        self.node = None
+        self._closed = False
+        try:
+            self.node = self._call(self._make, path, host, int(port), broker_id, zookeeper,
+                                   node_options)
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    async def _make(self, path, host, port, broker_id, zookeeper, node_options):
+        # Made on the broker's loop: the node's tasks and futures belong to it.
+        return ClusterNode(path, host, port, broker_id=broker_id, zookeeper=zookeeper,
+                           **node_options)
+
+    def _call(self, fn, *args, timeout=None):
+        return asyncio.run_coroutine_threadsafe(fn(*args), self._loop).result(timeout)
+
+    def start(self, timeout=120):
+        """Join the cluster (adopting the data dir first if it needs it)."""
+        self._call(self._start, timeout=timeout)
+        return self
+
+    async def _start(self):
+        await self.node.start()
+        await self.node.broker.loaded()
+
+    @property
+    def port(self):
+        return self.node.port
+
+    @property
+    def db(self):
+        """The broker's Database (reads of partitions this broker does not host)."""
+        return self.node.broker.db
+
+    # -- appends and reads -----------------------------------------------------------------
+
+    def append(self, topic, partition, records, *, acks=-1, timeout_ms=30000):
+        """Append ``records`` (bytes values, None tombstones or Records) as one batch as
+        this partition's leader; the offset of the first. InProcessAppendError when the
+        leader path refuses it (see the module docstring)."""
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1, 0 or 1, not {acks!r}")
+        records = list(records)
+        if not records:
+            raise ValueError("append() needs at least one record")
+        batch = build_batch(records)
+        return self._call(self._append, topic, partition, batch, acks, timeout_ms)
+
+    async def _append(self, topic, index, batch, acks, timeout_ms):
+        try:
+            part = await self.node.replicas.get(topic, index)
+        except PartitionError as exc:
+            raise InProcessAppendError(exc.error_code, str(exc),
+                                       self._leader(topic, index)) from None
+        result = await part.append(batch, acks=acks, timeout_ms=timeout_ms)
+        if result.error_code:
+            raise InProcessAppendError(
+                result.error_code, f"{topic}-{index}: {ErrorCode(result.error_code).name}"
+                f"{': ' + result.error_message if result.error_message else ''}",
+                self._leader(topic, index))
+        return result.base_offset
+
+    def _leader(self, topic, index):
+        info = self.node.cache.topic_partitions(topic).get(index)
+        return info.leader if info is not None else -1
+
+    def leads(self, topic, partition):
+        """Whether this broker leads the partition now."""
+        return self._leader(topic, partition) == self.broker_id
+
+    def read(self, topic, partition, offset=None, max_records=None):
+        """Records of the local replica from ``offset`` up to its high watermark."""
+        with self.db.leased_log(topic, partition) as lg:
+            return list(lg.read(offset, max_records))
+
+    def high_watermark(self, topic, partition):
+        with self.db.leased_log(topic, partition) as lg:
+            return lg.high_watermark
+
+    def log_end(self, topic, partition):
+        """The local replica's log end (a follower's may be past its HW)."""
+        with self.db.leased_log(topic, partition) as lg:
+            return lg.end_offset
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self, *, controlled=True, timeout=120):
+        """Stop the broker: controlled shutdown first (unless ``controlled`` is false)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._call(lambda: self.node.stop(controlled=controlled), timeout=timeout)
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(30)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_broker(path, *, zookeeper, broker_id, **options):
+    """An :class:`InProcessBroker` on ``path``, started (the documented equivalent of
+    ``kqlite.open(path, zookeeper=..., broker_id=...)``: ``kqlite.open`` itself stays in
+    the embedded layer, which never imports asyncio or the cluster)."""
+    broker = InProcessBroker(path, zookeeper=zookeeper, broker_id=broker_id, **options)
+    try:
+        return broker.start()
+    except BaseException:
+        broker.close(controlled=False)
+        raise
