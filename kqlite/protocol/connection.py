@@ -231,8 +231,19 @@ class ServerConnection:
         if self._error is not None:
             raise ProtocolError(f"connection already failed: {self._error}")
         buf = self._buf
-        buf += data
         requests = []
+        if len(buf) == 4 and len(data) == _INT32.unpack_from(buf)[0]:
+            # The body of the frame whose length prefix came alone (as the broker reads
+            # them): decoded as it is, without a copy into the buffer and out again.
+            self._buf = bytearray()
+            try:
+                requests.append(decode_request(bytes(data)))
+            except ProtocolError as exc:
+                self._error = exc
+                exc.requests = requests
+                raise
+            return requests
+        buf += data
         pos = 0
         try:
             while len(buf) - pos >= 4:

@@ -90,6 +90,7 @@ DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600000    # Kafka's connections.max.idle.ms: 1
 AUTHENTICATION_TIMEOUT_MS = 30000
 REAUTHENTICATION_MIN_INTERVAL_MS = 1000     # Kafka's KafkaChannel: one re-auth per second
 _READ_CHUNK = 1 << 16
+_BODY_CHUNK = 1 << 22    # a request body is read in steps of at most 4 MiB
 _LENGTH = struct.Struct(">i")    # WIRE: a frame's length prefix
 _timeout = getattr(asyncio, "timeout", None)     # Python 3.11+
 
@@ -590,8 +591,12 @@ class _Connection:
             return requests[0]
         size = _LENGTH.unpack(head)[0]
         self.reserved = await self.broker.request_memory.acquire(size)
+        # The body in one read when it fits a _BODY_CHUNK (the reader's buffer grows to
+        # it: memory the reservation above already counts), handed to the codec whole so
+        # that it is not copied again; a larger one in _BODY_CHUNK steps, each within
+        # connections.max.idle.ms.
         while size:
-            chunk = await self._read(min(size, _READ_CHUNK))
+            chunk = await self._read(min(size, _BODY_CHUNK), exactly=True)
             if chunk is None:
                 return None
             size -= len(chunk)

@@ -271,6 +271,17 @@ class LocalPartition(Partition):
             self.observe(result.offsets())
         return result
 
+    # The replica manager may gather this partition's read into one storage-thread call
+    # for a whole Fetch (``read_in_storage`` between ``check_leader_epoch`` and
+    # ``observe``, exactly what :meth:`read` does around its own call); the replicated
+    # partition has leader work around its read and answers False.
+    gathers_reads = True
+
+    def read_in_storage(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
+        """In a storage thread: the storage part of :meth:`read` (its epoch check done)."""
+        return self._read_checked(offset, max_bytes, isolation, last_fetched_epoch,
+                                  zero_copy)
+
     def _read_checked(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
         """In a storage thread: the diverging-epoch check of a fetch that carries the epoch
         of its last batch (divergence.py; any leader answers it), then the read."""

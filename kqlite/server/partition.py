@@ -152,6 +152,9 @@ class Partition(abc.ABC):
     # Metadata's per-partition error: a served partition has none; a cluster's view of a
     # partition without a live leader answers LEADER_NOT_AVAILABLE.
     error_code = ErrorCode.NONE
+    # Whether the replica manager may gather this partition's reads with others of the
+    # same Fetch into one storage-thread call (LocalPartition.read_in_storage).
+    gathers_reads = False
 
     def __init__(self, topic, index):
         self.topic = topic

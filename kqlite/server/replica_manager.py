@@ -414,13 +414,17 @@ class ReplicaManager:
                 deadline = loop.time()    # expired: read once more and answer
 
     async def _read_all(self, fetches, max_bytes, isolation, replica_id, zero_copy=True):
+        # Partitions not met yet are looked up in one storage-thread call for the whole
+        # request, so that naming thousands of unknown ones costs one call.
+        unmet = sorted({f.topic for f in fetches
+                        if (f.topic, f.partition) not in self._partitions})
+        described = await self.describe_topics(unmet) if unmet else {}
+        found = [self._partitions.get((f.topic, f.partition)) for f in fetches]
+        if all(p is None or p.gathers_reads for p in found):
+            return await self._read_gathered(fetches, found, described, max_bytes, isolation,
+                                             zero_copy)
         partitions, results, total = [], [], 0
         try:
-            # Partitions not met yet are looked up in one storage-thread call for the
-            # whole request, so that naming thousands of unknown ones costs one call.
-            unmet = sorted({f.topic for f in fetches
-                            if (f.topic, f.partition) not in self._partitions})
-            described = await self.describe_topics(unmet) if unmet else {}
             for f in fetches:
                 partition = self._partitions.get((f.topic, f.partition))
                 if partition is None:
@@ -459,6 +463,48 @@ class ReplicaManager:
             raise
         return partitions, results
 
+    async def _read_gathered(self, fetches, found, described, max_bytes, isolation,
+                             zero_copy):
+        """:meth:`_read_all` for partitions that let their reads be gathered: every read
+        of the request in one storage-thread call (``_read_in_order``), the same rules
+        as one call per partition (epoch checks before, positions observed after)."""
+        partitions, results, reads = [], [], []
+        for f, partition in zip(fetches, found):
+            partitions.append(partition)
+            if partition is None:
+                found_topic = described.get(f.topic)
+                code = found_topic.error_code if isinstance(found_topic, PartitionError) \
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results.append(ReadResult(code, records=b""))
+                continue
+            code = partition.check_leader_epoch(f.current_leader_epoch)
+            if code:
+                results.append(ReadResult(code))
+                continue
+            results.append(None)
+            reads.append((len(results) - 1, partition, f, zero_copy and self.regions.take()))
+        if not reads:
+            return partitions, results
+        try:
+            read, over = await self.io.run(_read_in_order, reads, max_bytes, isolation,
+                                           on_abandon=_release_all)
+        except BaseException:
+            for _, _, _, region in reads:
+                if region:      # an abandoned read closes its own regions
+                    self.regions.give_back()
+            raise
+        for (at, partition, _, region), result, too_much in zip(reads, read, over):
+            if isinstance(result.records, FileRegion):
+                result.budget = self.regions
+            elif region:
+                self.regions.give_back()
+            if too_much:
+                result.release()
+            if result.high_watermark >= 0:
+                partition.observe(result.offsets())
+            results[at] = result
+        return partitions, results
+
     async def _check_other_writers(self):
         """While fetches wait, re-read the log ends of the partitions they wait on."""
         while True:
@@ -475,6 +521,35 @@ class ReplicaManager:
             found = await self.io.run(_positions_of, watched)
             for partition, positions in zip(watched, found):
                 partition.observe(positions)
+
+
+def _read_in_order(reads, max_bytes, isolation):
+    """In a storage thread: the reads of one Fetch in request order, ``[(index, partition,
+    FetchPartition, zero copy)]``; returns their ReadResults and, for each, whether it
+    is past ``max_bytes`` (the caller releases those). As Kafka: the first partition
+    with data returns at least one batch, whatever max_bytes says; later ones only what
+    still fits."""
+    results, over, total = [], [], 0
+    try:
+        for _, partition, f, zero_copy in reads:
+            room = max(max_bytes - total, 1) if total == 0 else max_bytes - total
+            result = partition.read_in_storage(f.fetch_offset, min(f.max_bytes, room),
+                                               isolation, f.last_fetched_epoch, zero_copy)
+            results.append(result)
+            too_much = bool(total) and result.size > max_bytes - total
+            over.append(too_much)
+            if not too_much:
+                total += result.size
+    except BaseException:
+        _release_all((results, over))
+        raise
+    return results, over
+
+
+def _release_all(read):
+    """Close the regions of a gathered read whose caller is gone (or that failed)."""
+    for result in read[0]:
+        result.release()
 
 
 def _positions_of(partitions):

@@ -298,6 +298,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
 
     # -- Fetch ------------------------------------------------------------------------------
 
+    gathers_reads = False     # a leader's read tracks the follower around the storage call
+
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,
                    replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True,
                    last_fetched_epoch=-1, follower_log_start_offset=-1):

@@ -1,0 +1,82 @@
+"""A Fetch over many partitions of this broker reads them all in one storage-thread call
+(replica_manager.py's ``_read_in_order``), with the rules of one call per partition: request
+order, the first partition with data returning a batch whatever ``max_bytes`` says and the
+later ones only what still fits, every region counted against the budget and given back."""
+
+import asyncio
+
+import kqlite
+from kqlite.format.batch import build_batch
+from kqlite.protocol import ErrorCode, FileRegion
+from kqlite.server.replica_manager import FetchPartition, ReplicaManager
+from kqlite.server.storage_io import StorageExecutor
+
+PARTITIONS = 16
+
+
+class CountingExecutor(StorageExecutor):
+    """A storage executor that names each function it runs."""
+
+    def __init__(self):
+        super().__init__(2)
+        self.calls = []
+
+    async def run(self, fn, *args, **kwargs):
+        self.calls.append(fn.__name__)
+        return await super().run(fn, *args, **kwargs)
+
+
+def fetch(tmp_path, fetches, max_bytes):
+    """(results as (error, records type, size), storage calls of the fetch, regions held
+    while the results are unsent, regions held after they are released)."""
+    async def main(db):
+        io = CountingExecutor()
+        replicas = ReplicaManager(db, io)
+        try:
+            for p in range(PARTITIONS):
+                partition = await replicas.get("t", p)
+                await partition.append(build_batch([b"v%d" % p * 100]), acks=1, timeout_ms=0)
+            io.calls.clear()
+            results = await replicas.fetch_messages(fetches, max_bytes=max_bytes,
+                                                    min_bytes=1, max_wait_ms=0)
+            calls, held = list(io.calls), replicas.regions.held
+            seen = [(r.error_code, type(r.records), r.size) for r in results]
+            for r in results:
+                r.release()
+            return seen, calls, held, replicas.regions.held
+        finally:
+            io.shutdown()
+
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
+        db.create_topic("t", PARTITIONS)
+        return asyncio.run(main(db))
+
+
+def test_a_fetch_of_sixteen_partitions_reads_them_in_one_storage_call(tmp_path):
+    seen, calls, held, after = fetch(
+        tmp_path, [FetchPartition("t", p, 0, 1 << 20) for p in range(PARTITIONS)], 1 << 20)
+    assert calls == ["_read_in_order"]
+    assert [(code, kind) for code, kind, _ in seen] == [(ErrorCode.NONE, FileRegion)] * 16
+    assert all(size > 0 for _, _, size in seen)
+    assert (held, after) == (PARTITIONS, 0)
+
+
+def test_partitions_past_max_bytes_come_back_empty_and_give_their_regions_back(tmp_path):
+    seen, calls, held, after = fetch(
+        tmp_path, [FetchPartition("t", p, 0, 1 << 20) for p in (3, 1, 2)], 1)
+    assert calls == ["_read_in_order"]
+    first, *rest = seen
+    assert first[0] == ErrorCode.NONE and first[1] is FileRegion and first[2] > 1
+    assert [size for _, _, size in rest] == [0, 0]
+    assert (held, after) == (1, 0)
+
+
+def test_an_unknown_partition_and_a_newer_epoch_answer_beside_the_gathered_reads(tmp_path):
+    seen, calls, held, after = fetch(
+        tmp_path, [FetchPartition("t", 0, 0, 1 << 20), FetchPartition("t", 99, 0, 1 << 20),
+                   FetchPartition("t", 1, 0, 1 << 20, current_leader_epoch=5)], 1 << 20)
+    assert [code for code, _, _ in seen] == [ErrorCode.NONE,
+                                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                              ErrorCode.UNKNOWN_LEADER_EPOCH]
+    assert calls[-1] == "_read_in_order" and seen[0][2] > 0
+    assert (held, after) == (1, 0)
