@@ -48,15 +48,10 @@ the broker unchanged; a new API key would have needed all three.
 from ..errors import KqliteError
 from ..format.validate import AppendOrigin, validate_batches
 from ..protocol import ErrorCode
-from ..storage.config_rules import MIRROR_SOURCE
+from ..protocol.mirror_topics import MIRROR_APPEND_ID, MIRROR_SOURCE
 
 __all__ = ["MIRROR_APPEND_ID", "MIRROR_SOURCE", "MirrorRefusal", "mirror_source",
            "refuse_producer", "check_offsets", "append_mirrored"]
-
-# The Produce transactional id that marks a mirror append. Kafka's transactional ids are
-# free strings; this one is kqlite's, and a transactional producer using it is answered
-# as a mirror (it lacks nothing but the mark: CLUSTER_ACTION decides).
-MIRROR_APPEND_ID = "__kqlite_mirror_append"
 
 
 class MirrorRefusal(KqliteError):
