@@ -159,3 +159,10 @@ def test_producers_are_refused_until_the_mark_is_removed_and_the_mark_survives_r
             alice.close()
             admin2.close()
             again.stop()
+
+
+def test_the_mark_is_spelt_the_same_by_storage_and_the_wire():
+    from kqlite.protocol import mirror_topics
+    from kqlite.storage import config_rules
+    assert config_rules.MIRROR_SOURCE == mirror_topics.MIRROR_SOURCE
+    assert set(config_rules.MIRROR_RULES) == {mirror_topics.MIRROR_SOURCE}
