@@ -30,6 +30,8 @@ Theory of operation (one process, one asyncio loop):
 - **Groups** (``checkpoint_interval``): the committed offsets of the source's groups the
   group filter chooses, on mirrored topics, are committed unchanged to the target's group
   of the same name while it has no members there (KIP-1279's rule for inactive groups).
+- **Metrics and progress** as in mm2 mode: records and bytes copied by topic, lag by
+  partition (the source's high watermark minus the target's log end), errors by kind.
 - **Promote** (:func:`promote`): with the source reachable, wait until every partition's
   target log end equals the source's high watermark, then delete ``kqlite.mirror.source``
   from the topic's config; ``force`` deletes it at once. The mark is a stored topic config,
@@ -277,6 +279,8 @@ class PreservingMirror:
                     self._delay(tp)
                     continue
                 self.progress.fetched(tp, p["high_watermark"])
+                self.metrics.lag.labels(tp[0], str(tp[1])).set(
+                    max(0, p["high_watermark"] - self.positions[tp]))
                 self.source_starts[tp] = p["log_start_offset"]
                 data, _end = whole_batches(p["records"] or b"")
                 if data:
@@ -297,7 +301,9 @@ class PreservingMirror:
                     data = to_send[tp]
                     _, end = whole_batches(data)
                     self.positions[tp] = end
-                    self.progress.copied(tp, end, _count(data), len(data))
+                    count = _count(data)
+                    self.progress.copied(tp, end, count, len(data))
+                    self.metrics.records.labels(tp[0]).inc(count)
                     self.metrics.bytes.labels(tp[0]).inc(len(data))
                     copied += 1
                 elif code == ErrorCode.OFFSET_OUT_OF_RANGE:

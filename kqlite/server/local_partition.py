@@ -235,7 +235,8 @@ class LocalPartition(Partition):
         """A mirror's batches at their own offsets, in a storage thread (mirror_append.py);
         as :meth:`_append_as_leader` returns."""
         def append(log):
-            first, last, count = append_mirrored(log, records, self.topic)
+            first, last, count = append_mirrored(log, records, self.topic,
+                                                 self._db.producer_ids)
             return _MarkerAppended(first, last, count)
         return self._append_with(append, len(records), "mirror into")
 

@@ -31,7 +31,9 @@ append are read together:
 
   A first batch past the log end leaves a gap, as a compacted source has; into an empty
   log it starts the log there (Kafka's truncateFullyAndStartAt), so the target's log start
-  is the source's first kept offset.
+  is the source's first kept offset. The batches keep their producer ids, so the data
+  dir's producer id allocator is raised above the largest one copied: a producer of the
+  topic once promoted never shares an id with a mirrored one.
 
 Which wire request carries a mirror append. Kafka has no request that pushes batches into
 a broker at given offsets (followers pull). kqlite uses a Produce request whose
@@ -96,11 +98,12 @@ def check_offsets(headers, log_end):
         previous = h.last_offset
 
 
-def append_mirrored(log, data, topic):
+def append_mirrored(log, data, topic, producer_ids):
     """Append a mirror's ``data`` (whole v2 batches) to the leased ``log`` of a mirror
     topic, in a storage thread; returns (first offset, last offset, record count).
-    Raises MirrorRefusal, or storage's CorruptRecordError/InvalidRecordError, and then
-    nothing was written."""
+    ``producer_ids``: the data dir's allocator, which is told the largest producer id
+    copied so that it never hands that id out. Raises MirrorRefusal, or storage's
+    CorruptRecordError/InvalidRecordError, and then nothing was written."""
     if not mirror_source(log.config):
         raise MirrorRefusal(ErrorCode.INVALID_REQUEST,
                             f"topic {topic} is not a mirror topic")
@@ -110,6 +113,9 @@ def append_mirrored(log, data, topic):
     end = log.end_offset
     check_offsets(headers, end)
     first = headers[0].base_offset
+    largest = max(h.producer_id for h in headers)
+    if largest >= 0:
+        producer_ids.reserve_above(largest)
     if first > end and log.start_offset == end:
         log.truncate_fully_and_start_at(first)
     position = 0

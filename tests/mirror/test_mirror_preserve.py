@@ -82,6 +82,10 @@ def test_batches_byte_identical_at_the_same_offsets_and_read_only(two_brokers, r
         wait_for(lambda: _log(b, "orders", partition) == _log(a, "orders", partition),
                  f"orders-{partition} copied")
     assert _log(b, "orders", 0)[0] == _log(a, "orders", 0)[0] > 0
+    text = running.mirror.metrics.text()
+    assert 'kqlite_mirror_records_total{topic="orders"}' in text
+    wait_for(lambda: 'kqlite_mirror_lag_records{partition="1",topic="orders"} 0.0'
+             in running.mirror.metrics.text(), "the lag at 0")
     # Read-only: confluent-kafka fails the record (no retry until delivery.timeout.ms).
     began = time.monotonic()
     failures = _produce(b, "orders", [b"forbidden"], **{"delivery.timeout.ms": 20000})

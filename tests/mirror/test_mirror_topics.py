@@ -166,3 +166,29 @@ def test_the_mark_is_spelt_the_same_by_storage_and_the_wire():
     from kqlite.storage import config_rules
     assert config_rules.MIRROR_SOURCE == mirror_topics.MIRROR_SOURCE
     assert set(config_rules.MIRROR_RULES) == {mirror_topics.MIRROR_SOURCE}
+
+
+def test_a_producer_id_copied_is_never_handed_out_after_promotion(served):
+    _broker, admin, clients = served
+    mirrored = build_batch([b"p"], base_offset=0, timestamp=T0, producer_id=5000,
+                           producer_epoch=0, base_sequence=0)
+    assert mirror_append(clients[MIRROR], "m", mirrored)[0] == ErrorCode.NONE
+    answer = admin.call(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None,
+                                                     "transaction_timeout_ms": 60000})
+    assert answer["error_code"] == ErrorCode.NONE and answer["producer_id"] > 5000
+
+
+def test_reserve_above_moves_every_later_id_past_the_copied_one(tmp_path):
+    from kqlite.db.producer_ids import ProducerIdAllocator
+    ids = ProducerIdAllocator(str(tmp_path))
+    assert ids.allocate() == 0
+    ids.reserve_above(0)                  # below the next id: nothing to do
+    assert ids.allocate() == 1
+    ids.reserve_above(10)                 # inside the block in hand: skip to after it
+    assert ids.allocate() == 11
+    ids.reserve_above(5000)               # past the block: the counter on disk moves
+    assert ids.allocate() == 5001
+    ids.close()
+    again = ProducerIdAllocator(str(tmp_path))      # durable: a restart allocates above
+    assert again.allocate() > 5001
+    again.close()
