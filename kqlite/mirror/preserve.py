@@ -5,10 +5,11 @@ offsets copied as they are, and ``promote`` to make a mirror topic writable.
 Theory of operation (one process, one asyncio loop):
 
 - **Which mode.** :func:`knows_mirror_topics` asks the target a CreateTopics with
-  ``validate_only`` and the config ``kqlite.mirror.source``: a kqlite single broker
-  accepts it, Kafka (and a kqlite cluster, whose partitions cannot hold mirror topics yet)
-  refuse it with INVALID_CONFIG. The answer is the capability itself, not a guess from a
-  version string. ``--mode`` unset chooses preserve when the target accepts, else mm2.
+  ``validate_only`` of two topics, one with the config ``kqlite.mirror.source``, one with
+  a config no broker knows: a kqlite single broker accepts the first and refuses the
+  second (INVALID_CONFIG); Kafka and a kqlite cluster (whose partitions cannot hold
+  mirror topics yet) refuse both, and a broker that takes any config name (tansu) accepts
+  both. The answer is the capability itself, not a guess from a version string. ``--mode`` unset chooses preserve when the target accepts, else mm2.
 - **Refresh** (``refresh_interval``): every source topic the filter chooses gets a target
   topic of the same name and partition count, created with the configs MM2 copies and
   ``kqlite.mirror.source=<source alias>``, grown when the source grew. A topic of that
@@ -65,6 +66,9 @@ TP = Tuple[str, int]
 _PAUSE = 0.5
 _EMPTY_GROUP_STATES = ("Empty", "Dead", "")
 _HEADER_SIZE = 61      # WIRE: a v2 batch header, the 12-byte prefix included
+# A topic config no broker knows: a target that accepts it accepts any name, and its
+# acceptance of the mark then says nothing.
+_UNKNOWN_CONFIG = "kqlite.mirror.no-such-config"
 
 
 def whole_batches(records: bytes) -> Tuple[bytes, int]:
@@ -81,13 +85,19 @@ def whole_batches(records: bytes) -> Tuple[bytes, int]:
 
 
 async def knows_mirror_topics(target: ClusterClient) -> bool:
-    """Whether ``target`` can hold offset-preserving mirror topics (the module docstring)."""
+    """Whether ``target`` can hold offset-preserving mirror topics (the module docstring):
+    it accepts the mark and refuses a config it does not know."""
     probe = f"kqlite-mirror-probe-{uuid.uuid4().hex[:12]}"
+
+    def topic(name: str, config: str) -> Dict[str, Any]:
+        return {"name": name, "num_partitions": 1, "replication_factor": -1,
+                "assignments": [], "configs": [{"name": config, "value": "probe"}]}
     body = await target.any_request(ApiKey.CREATE_TOPICS, {
-        "topics": [{"name": probe, "num_partitions": 1, "replication_factor": -1,
-                    "assignments": [], "configs": [{"name": MIRROR_SOURCE, "value": "probe"}]}],
+        "topics": [topic(probe, MIRROR_SOURCE), topic(probe + "-x", _UNKNOWN_CONFIG)],
         "timeout_ms": int(target.timeout * 1000), "validate_only": True}, (2, 7))
-    return all(t["error_code"] == ErrorCode.NONE for t in body["topics"])
+    codes = {t["name"]: t["error_code"] for t in body["topics"]}
+    return codes.get(probe) == ErrorCode.NONE and \
+        codes.get(probe + "-x") == ErrorCode.INVALID_CONFIG
 
 
 async def chosen_mode(settings: MirrorSettings) -> str:

@@ -200,3 +200,11 @@ def test_promote_force_and_refusals(two_brokers, run_mirror):
     forced = _promote(None, b, "t", "--force")
     assert forced.returncode == 0, forced.stderr
     assert not _produce(b, "t", [b"y"])
+
+
+def test_the_mode_is_forced_by_the_option_and_probed_otherwise(tansu, two_brokers):
+    _a, b = two_brokers
+    forced = MirrorSettings(source="127.0.0.1:1", target="127.0.0.1:1", mode="mm2")
+    assert asyncio.run(chosen_mode(forced)) == "mm2"        # nothing asked
+    assert _mode(tansu, b) == "preserve"
+    assert _mode(b, tansu) == "mm2"           # a broker that does not know the mark
