@@ -43,13 +43,13 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..format.header import parse_header
 from ..protocol import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.mirror_topics import MIRROR_APPEND_ID, MIRROR_SOURCE
-from .client import ClusterClient, MirrorClientError, check
+from .client import ClusterClient, MirrorClientError
 from .metrics import MirrorMetrics
 from .plan import copied_configs
 from .progress import Progress

@@ -6,14 +6,12 @@ offset; the mirror command SIGKILLed and restarted with no duplicate and no gap;
 waiting for the copy, and --force at once. Default run: about 10 s."""
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
 import time
 
-import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
@@ -164,7 +162,6 @@ def test_failover_killed_mirror_group_offsets_and_promote(two_brokers):
         def synced():
             c = Consumer({"bootstrap.servers": b, "group.id": "g"})
             try:
-                from confluent_kafka import TopicPartition
                 (tp,) = c.committed([TopicPartition("events", 0)], timeout=5)
                 return tp.offset == 120
             finally:

@@ -7,7 +7,6 @@ code and nothing is stored; producers are refused INVALID_REQUEST until the mark
 removed, and the mark survives a restart."""
 
 import os
-import struct
 import sys
 
 import pytest
