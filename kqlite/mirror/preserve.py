@@ -36,14 +36,15 @@ Theory of operation (one process, one asyncio loop):
 - **Promote** (:func:`promote`): with the source reachable, wait until every partition's
   target log end equals the source's high watermark, then delete ``kqlite.mirror.source``
   from the topic's config; ``force`` deletes it at once. The mark is a stored topic config,
-  so the promotion holds across restarts.
+  so the promotion holds across restarts. A running mirror whose append the target then
+  refuses as no mirror topic's (INVALID_REQUEST) stops copying that topic.
 """
 
 import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from ..format.header import parse_header
 from ..protocol import ApiKey
@@ -136,6 +137,7 @@ class PreservingMirror:
         self.delayed: Dict[TP, float] = {}
         self.source_starts: Dict[TP, int] = {}      # as the last Fetch answered
         self.target_starts: Dict[TP, int] = {}      # as the mirror last moved it
+        self.promoted: Set[str] = set()             # topics whose mark was removed
         self._stopping = asyncio.Event()
         self.started = asyncio.Event()
         self.rounds = 0
@@ -184,7 +186,7 @@ class PreservingMirror:
         await self.source.refresh()
         await self.target.refresh()
         for topic, count in sorted(self.source.partitions.items()):
-            if is_internal_topic(topic) or not self.chosen(topic):
+            if is_internal_topic(topic) or not self.chosen(topic) or topic in self.promoted:
                 continue
             if self.mirrored.get(topic) == count:
                 continue
@@ -320,6 +322,13 @@ class PreservingMirror:
                     # Already there (another mirror, or an answer lost before a restart):
                     # the target's log end says where to go on.
                     self.positions[tp] = (await self.target.list_offsets([tp], -1))[tp]
+                elif code == ErrorCode.INVALID_REQUEST:
+                    # No mirror topic any more (promoted): its copy ends, for good.
+                    log.warning("mirror: %s is no mirror topic any more (promoted?): its "
+                                "copy stops", tp[0])
+                    self.promoted.add(tp[0])
+                    for gone in [other for other in self.positions if other[0] == tp[0]]:
+                        del self.positions[gone]
                 else:
                     log.warning("mirror: the target refused %s-%d: %s", tp[0], tp[1],
                                 ErrorCode(code).name)

@@ -9,6 +9,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -172,15 +173,24 @@ def test_failover_killed_mirror_group_offsets_and_promote(two_brokers):
         promoted = _promote(a, b, "events")
         assert promoted.returncode == 0, promoted.stderr
         assert _log(b, "events") == _log(a, "events")
+        # The running mirror sees the promotion at its next append and stops the copy.
+        lines = []
+        reader = threading.Thread(target=lambda: lines.extend(mirror.stderr), daemon=True)
+        reader.start()
+        assert not _produce(a, "events", [b"not copied"])
+        wait_for(lambda: any("events is no mirror topic any more" in line for line in lines),
+                 "the mirror to stop copying the promoted topic")
     finally:
         mirror.send_signal(signal.SIGTERM)
         mirror.wait(30)
     target_consumer = _consumer(b, "g")
     resumed = _take(target_consumer, 230)
     target_consumer.close()
-    # Exactly at the committed offset: nothing missed, nothing read again.
+    # Exactly at the committed offset: nothing missed, nothing read again; the record
+    # produced on the source after the promotion is not on the target.
     assert [o for o, _ in resumed] == list(range(120, 350))
     assert [v for _, v in resumed[:180]] == values[120:]
+    assert b"not copied" not in [v for _, v in resumed]
     # Promoted: producers are taken, after the mirrored end.
     assert not _produce(b, "events", [b"after"])
     assert _promote(a, b, "events", "--force").returncode == 1       # no mirror any more
