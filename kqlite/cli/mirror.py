@@ -1,4 +1,9 @@
-"""``kqlite mirror --source ... --target ... --topics REGEX``: run a mirror until SIGTERM.
+"""``kqlite mirror --source ... --target ... --topics REGEX``: run a mirror until SIGTERM;
+``kqlite mirror promote TOPIC --target ... [--source ...] [--force]``: make a mirror topic
+writable (after the copy caught up with the source, or at once with ``--force``).
+
+``--mode`` unset: preserve when the target can hold mirror topics (a kqlite broker), else
+mm2 (kqlite/mirror/preserve.py, ``chosen_mode``).
 
 The progress line goes to stderr every ``--progress-interval`` seconds; ``--metrics-port``
 serves the mirror's Prometheus metrics. SIGTERM or SIGINT stops it after the current copy
@@ -9,20 +14,27 @@ import asyncio
 import signal
 import sys
 
-from ..mirror import Mirror, MirrorSettings
+from ..mirror import Mirror, MirrorSettings, PreservingMirror, chosen_mode, promote
+from ..mirror.client import ClusterClient, MirrorClientError
 from ..mirror.metrics import MirrorMetrics
 from ..mirror.selection import MirrorConfigError
 
 
 def add_parser(sub):
-    p = sub.add_parser("mirror", help="mirror topics from one cluster to another (MM2 formats)")
-    p.add_argument("--source", required=True, help="the source cluster's HOST:PORT[,...]")
+    p = sub.add_parser("mirror", help="mirror topics from one cluster to another "
+                                      "(offsets preserved, or MM2 formats)")
+    p.add_argument("action", nargs="*", metavar="promote TOPIC",
+                   help="promote TOPIC: make a mirror topic writable")
+    p.add_argument("--force", action="store_true",
+                   help="promote at once, without waiting for the copy to catch up")
+    p.add_argument("--source", help="the source cluster's HOST:PORT[,...]")
     p.add_argument("--target", required=True, help="the target cluster's HOST:PORT[,...]")
     p.add_argument("--topics", default=".*", help="topics to mirror (a regex, full match)")
     p.add_argument("--exclude", help="topics never mirrored (a regex, besides MM2's)")
     p.add_argument("--groups", default=".*", help="groups whose offsets are checkpointed")
     p.add_argument("--groups-exclude", help="groups never checkpointed (besides MM2's)")
-    p.add_argument("--mode", default="mm2", help="mm2 (the only mode of this version)")
+    p.add_argument("--mode", default="", choices=("", "preserve", "mm2"),
+                   help="preserve (offsets kept; the default into a kqlite broker) or mm2")
     p.add_argument("--policy", default="default", choices=("default", "identity"),
                    help="MM2's replication policy: source.topic (default) or same names")
     p.add_argument("--source-alias", default="source")
@@ -58,6 +70,11 @@ def settings_of(args):
 
 
 def run(args, err=sys.stderr):
+    if args.action:
+        return run_promote(args, err)
+    if not args.source:
+        print("kqlite mirror: --source is required", file=err)
+        return 2
     try:
         settings = settings_of(args).validate()
     except MirrorConfigError as exc:
@@ -73,8 +90,11 @@ def run(args, err=sys.stderr):
         print(f"kqlite mirror: {line}", file=err, flush=True)
 
     async def main():
-        mirror = Mirror(settings, metrics=metrics, on_progress=show,
-                        progress_interval=args.progress_interval)
+        mode = await chosen_mode(settings)
+        show(f"mode {mode}")
+        kind = PreservingMirror if mode == "preserve" else Mirror
+        mirror = kind(settings, metrics=metrics, on_progress=show,
+                      progress_interval=args.progress_interval)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, mirror.stop)
@@ -85,4 +105,32 @@ def run(args, err=sys.stderr):
         asyncio.run(main())
     finally:
         metrics.close()
+    return 0
+
+
+def run_promote(args, err):
+    if len(args.action) != 2 or args.action[0] != "promote":
+        print("kqlite mirror: the only action is: promote TOPIC", file=err)
+        return 2
+    topic = args.action[1]
+    if not args.source and not args.force:
+        print("kqlite mirror promote: --source (to wait for the copy) or --force", file=err)
+        return 2
+
+    async def main():
+        target = ClusterClient(args.target, name="target")
+        source = ClusterClient(args.source, name="source") if args.source else None
+        try:
+            await promote(target, topic, source=source, force=args.force)
+        finally:
+            await target.close()
+            if source is not None:
+                await source.close()
+
+    try:
+        asyncio.run(main())
+    except MirrorClientError as exc:
+        print(f"kqlite mirror promote: {exc}", file=err)
+        return 1
+    print(f"kqlite mirror: {topic} promoted: it takes producers now", file=err)
     return 0

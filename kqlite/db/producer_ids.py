@@ -55,6 +55,28 @@ class ProducerIdAllocator:
             self._next += 1
             return pid
 
+    def reserve_above(self, producer_id):
+        """Make every id allocated from now on greater than ``producer_id``: an id a
+        mirror copied from another cluster (kqlite/server/mirror_append.py), which a
+        producer of a promoted mirror topic must never be given, as Kafka's KIP-1279
+        raises its producer id block above the mirrored ones."""
+        with self._thread_lock:
+            if producer_id < self._next:
+                return
+            if producer_id < self._end:
+                self._next = producer_id + 1
+                return
+            self._lock.lock(timeout=30, what="producer id block")
+            try:
+                raw = self._file.pread(_COUNTER.size, 0)
+                start = _COUNTER.unpack(raw)[0] if len(raw) == _COUNTER.size else 0
+                if start <= producer_id:
+                    self._file.pwrite(_COUNTER.pack(producer_id + 1), 0)
+                    self._file.sync()
+            finally:
+                self._lock.unlock()
+            self._next = self._end = 0     # the next allocate takes a block above it
+
     def close(self):
         with self._thread_lock:
             self._file.close()

@@ -9,7 +9,8 @@ three record codecs), ``policy`` (names and cycles), ``selection`` (include/excl
 patterns), ``offset_syncs`` (emission and translation rules), ``plan`` (what to copy
 now), ``batches`` (what of a fetched partition is copied), ``progress`` (positions and
 lag), ``metrics`` (Prometheus), ``settings``, ``client`` (the Kafka client on the
-inter-broker connection) and ``runner`` (the running mirror). docs/mirroring.md is the
+inter-broker connection), ``runner`` (the running MM2 mirror) and ``preserve`` (the
+offset-preserving mirror and promote). docs/mirroring.md is the
 user's guide.
 
 :func:`run_mirror` runs one mirror until it is stopped::
@@ -18,14 +19,24 @@ user's guide.
     await mirror.run()          # mirror.stop() from elsewhere ends it
 """
 
+from typing import Union
+
+from .preserve import PreservingMirror, chosen_mode, promote
 from .runner import Mirror, positions_topic
 from .settings import MirrorSettings
 
-__all__ = ["Mirror", "MirrorSettings", "run_mirror", "positions_topic"]
+__all__ = ["Mirror", "PreservingMirror", "MirrorSettings", "run_mirror", "chosen_mode",
+           "promote", "positions_topic"]
 
 
-async def run_mirror(settings: MirrorSettings) -> Mirror:
-    """Run a mirror with ``settings`` until it is stopped; the stopped mirror."""
-    mirror = Mirror(settings)
+async def run_mirror(settings: MirrorSettings) -> Union[Mirror, PreservingMirror]:
+    """Run a mirror with ``settings`` (its mode chosen when unset) until it is stopped;
+    the stopped mirror."""
+    mode = await chosen_mode(settings.validate())
+    mirror: Union[Mirror, PreservingMirror]
+    if mode == "preserve":
+        mirror = PreservingMirror(settings)
+    else:
+        mirror = Mirror(settings)
     await mirror.run()
     return mirror

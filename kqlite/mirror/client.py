@@ -209,14 +209,18 @@ class ClusterClient:
         return body
 
     async def produce(self, address: Tuple[str, int],
-                      data: Dict[Tuple[str, int], bytes]) -> Dict[Tuple[str, int], Tuple[int, int]]:
+                      data: Dict[Tuple[str, int], bytes], *,
+                      transactional_id: Optional[str] = None,
+                      ) -> Dict[Tuple[str, int], Tuple[int, int]]:
         """Produce ``data`` (whole batches per partition) with acks=all; answers
-        ``{(topic, partition): (error code, base offset)}``."""
+        ``{(topic, partition): (error code, base offset)}``. ``transactional_id``: the
+        mirror-append id of an offset-preserving mirror (protocol/mirror_topics.py)."""
         topics: Dict[str, List[Dict[str, Any]]] = {}
         for (topic, partition), records in data.items():
             topics.setdefault(topic, []).append({"index": partition, "records": records})
         body = await self.request(address, ApiKey.PRODUCE, {
-            "transactional_id": None, "acks": -1, "timeout_ms": int(self.timeout * 1000),
+            "transactional_id": transactional_id, "acks": -1,
+            "timeout_ms": int(self.timeout * 1000),
             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]},
             PRODUCE_VERSIONS)
         out = {}
@@ -247,6 +251,16 @@ class ClusterClient:
                     out[(t["name"], p["partition_index"])] = p["offset"]
         return out
 
+    async def delete_records(self, tp: Tuple[str, int], offset: int) -> None:
+        """DeleteRecords: the log start of ``tp`` moves up to ``offset``."""
+        body = await self.request(self.leader_address(*tp), ApiKey.DELETE_RECORDS, {
+            "topics": [{"name": tp[0], "partitions": [
+                {"partition_index": tp[1], "offset": offset}]}],
+            "timeout_ms": int(self.timeout * 1000)}, (0, 2))
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                check(p["error_code"], f"{self.name}: DeleteRecords of {tp[0]}-{tp[1]}")
+
     # -- topics --------------------------------------------------------------------------
 
     async def topic_configs(self, topic: str) -> List[Dict[str, Any]]:
@@ -270,6 +284,15 @@ class ClusterClient:
         for t in body["topics"]:
             if t["error_code"] != ErrorCode.TOPIC_ALREADY_EXISTS:
                 check(t["error_code"], f"{self.name}: CreateTopics {topic!r}")
+
+    async def delete_topic_config(self, topic: str, name: str) -> None:
+        """IncrementalAlterConfigs: DELETE the override ``name`` of ``topic``."""
+        body = await self.any_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+                {"name": name, "config_operation": 1, "value": None}]}],
+            "validate_only": False}, (0, 1))
+        for r in body["responses"]:
+            check(r["error_code"], f"{self.name}: IncrementalAlterConfigs {topic!r}")
 
     async def grow_topic(self, topic: str, count: int) -> None:
         body = await self.any_request(ApiKey.CREATE_PARTITIONS, {

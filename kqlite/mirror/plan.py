@@ -41,7 +41,10 @@ CHOSEN = "chosen"
 EXCLUDED_CONFIGS = frozenset((
     "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
     "message.timestamp.difference.max.ms", "message.timestamp.type",
-    "unclean.leader.election.enable", "min.insync.replicas"))
+    "unclean.leader.election.enable", "min.insync.replicas",
+    # kqlite's mark of an offset-preserving mirror topic: a copy of a mirror topic is no
+    # mirror of the same source (the preserving mirror sets its own mark).
+    "kqlite.mirror.source"))
 # DescribeConfigs' config_source for a value set on the topic itself.
 DYNAMIC_TOPIC_CONFIG = 1
 

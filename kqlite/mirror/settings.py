@@ -17,7 +17,7 @@ from .selection import MirrorConfigError, group_filter, topic_filter
 
 __all__ = ["MirrorSettings", "MODES", "POLICIES"]
 
-MODES = ("mm2",)
+MODES = ("mm2", "preserve")
 POLICIES = ("default", "identity")
 _ALIAS = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -30,7 +30,9 @@ class MirrorSettings:
     exclude: Optional[str] = None
     groups: str = ".*"
     groups_exclude: Optional[str] = None
-    mode: str = "mm2"
+    # "" chooses: preserve when the target can hold mirror topics, else mm2
+    # (preserve.chosen_mode).
+    mode: str = ""
     policy: str = "default"
     source_alias: str = "source"
     target_alias: str = "target"
@@ -58,7 +60,7 @@ class MirrorSettings:
                 raise MirrorConfigError(f"--{what}: {exc}") from None
         topic_filter(self.topics, self.exclude)
         group_filter(self.groups, self.groups_exclude)
-        if self.mode not in MODES:
+        if self.mode and self.mode not in MODES:
             raise MirrorConfigError(f"mode {self.mode!r}: this kqlite mirrors in "
                                     f"{', '.join(MODES)} mode")
         if self.policy not in POLICIES:

@@ -21,7 +21,8 @@ changes no broker config while it runs); the cluster-wide default resource (empt
 name) lists the dynamic broker defaults, which kqlite has none of.
 """
 
-from ..storage.config_rules import CONFIG_TYPE_IDS, KAFKA_RULES, SERVER_SYNONYMS, kafka_string
+from ..storage.config_rules import (CONFIG_TYPE_IDS, KAFKA_RULES, MIRROR_RULES, SERVER_SYNONYMS,
+                                    kafka_string)
 from ..storage.config_rules import documentation as doc_of
 
 __all__ = ["topic_entries", "broker_entries", "TOPIC_CONFIG", "STATIC_BROKER_CONFIG",
@@ -94,6 +95,15 @@ def topic_entries(effective, overrides, broker_defaults, *, keys=None,
                           read_only=False, include_synonyms=include_synonyms,
                           documentation=doc_of(name)
                           if include_documentation else None))
+    # The mark of a mirror topic, shown only on the topics that carry it: a Kafka tool
+    # listing every topic's configs sees Kafka's set and nothing else.
+    for name in sorted(MIRROR_RULES):
+        if name in overrides and _wanted(keys, name):
+            value = kafka_string(name, effective[name])
+            out.append(_entry(name, value, [(name, value, TOPIC_CONFIG)],
+                              kind=MIRROR_RULES[name].type, read_only=False,
+                              include_synonyms=include_synonyms,
+                              documentation=doc_of(name) if include_documentation else None))
     return out
 
 

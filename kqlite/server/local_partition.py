@@ -43,6 +43,7 @@ from ..storage.isolation import OffsetSnapshot
 from ..storage.leader_epoch import LeaderEpochCache
 from ..storage.legacy_offsets import legacy_offsets_before
 from .divergence import diverging_epoch_for
+from .mirror_append import MirrorRefusal, append_mirrored, refuse_producer
 from .partition import CONSUMER_REPLICA_ID, AppendResult, Partition, PartitionError, ReadResult
 from .purgatory import DelayedProduce
 
@@ -70,7 +71,8 @@ logger = logging.getLogger("kqlite.server")
 
 
 class _MarkerAppended(NamedTuple):
-    """What appending one marker did, as Log.append_as_leader's AppendInfo says it."""
+    """What appending one marker (or a mirror's batches) did, as Log.append_as_leader's
+    AppendInfo says it."""
     first_offset: int
     last_offset: int
     record_count: int = 1
@@ -218,9 +220,25 @@ class LocalPartition(Partition):
         sequences, epochs, transactions and their verification guard); this maps its
         refusals to Kafka's error codes."""
         def append(log):
+            if origin is AppendOrigin.CLIENT:
+                refuse_producer(log.config, self.topic)
             return log.append_as_leader(records, leader_epoch=self.leader_epoch,
                                         origin=origin, verification_guard=verification_guard)
         return self._append_with(append, len(records), "append to")
+
+    async def append_as_mirror(self, records):
+        result, positions = await self._io.run(self._append_mirrored, records)
+        self.observe(positions)
+        return result
+
+    def _append_mirrored(self, records):
+        """A mirror's batches at their own offsets, in a storage thread (mirror_append.py);
+        as :meth:`_append_as_leader` returns."""
+        def append(log):
+            first, last, count = append_mirrored(log, records, self.topic,
+                                                 self._db.producer_ids)
+            return _MarkerAppended(first, last, count)
+        return self._append_with(append, len(records), "mirror into")
 
     def _append_marker(self, producer_id, producer_epoch, coordinator_epoch, commit):
         """A transaction marker, in a storage thread (Log.append_marker); as
@@ -238,6 +256,8 @@ class LocalPartition(Partition):
                 positions = self._positions(log)
         except UnknownTopicError:
             return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None
+        except MirrorRefusal as exc:
+            return AppendResult(exc.error_code, error_message=str(exc)), None
         except KqliteError as exc:
             for kind, code in _REFUSALS.items():
                 if isinstance(exc, kind):

@@ -234,6 +234,15 @@ class Partition(abc.ABC):
         ``verification_guard``: what :meth:`begin_verification` gave for a transactional
         batch, which storage checks is still current (KIP-890)."""
 
+    async def append_as_mirror(self, records):
+        """Append an offset-preserving mirror's batches at their own offsets (mirror_append.py);
+        returns AppendResult. A partition that cannot hold a mirror topic answers
+        INVALID_REQUEST: the replicated cluster's partitions do not yet."""
+        return AppendResult(ErrorCode.INVALID_REQUEST,
+                            error_message=f"{self.topic}-{self.index}: this broker takes no "
+                                          f"mirror appends (mirror topics need a single "
+                                          f"kqlite broker as target)")
+
     @abc.abstractmethod
     async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
         """:meth:`append` of the broker's own batches (a transactional offset commit of the

@@ -17,7 +17,8 @@ import difflib
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Optional, TypedDict, Union
 
 from ..errors import ConfigError
-from .config_rules import KAFKA_RULES, KQLITE_RULES, RULES, kafka_string, parse_value
+from .config_rules import KAFKA_RULES, KQLITE_RULES, MIRROR_RULES, RULES, kafka_string, \
+    parse_value
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -30,8 +31,10 @@ DEFAULTS = {
     name: (rule.default, type(rule.default), getattr(rule.validator, "minimum", None))
     for name, rule in RULES.items()}
 
-# The names a Kafka client may set (Kafka 3.9's LogConfig.configNames()).
+# Kafka 3.9's LogConfig.configNames().
 KAFKA_CONFIGS = frozenset(KAFKA_RULES)
+# The names a Kafka client may set: Kafka's and the mark of a kqlite mirror topic.
+_CLIENT_CONFIGS = KAFKA_CONFIGS | frozenset(MIRROR_RULES)
 
 
 def _unknown(key: object, known: Iterable[str]) -> ConfigError:
@@ -50,14 +53,15 @@ def _canonical(key: str, keyword: bool = False) -> str:
 
 
 def check_kafka_names(names: Iterable[str]) -> None:
-    """Refuse (ConfigError) any name that is not one of Kafka's topic configs, as Kafka's
-    ``LogConfig.validateNames`` does: for what a Kafka client sends."""
+    """Refuse (ConfigError) any name that is not one of Kafka's topic configs (or
+    ``kqlite.mirror.source``), as Kafka's ``LogConfig.validateNames`` does: for what a
+    Kafka client sends."""
     for name in names:
-        if name not in KAFKA_CONFIGS:
+        if name not in _CLIENT_CONFIGS:
             if name in KQLITE_RULES:
                 raise ConfigError(f"{name!r} is a setting of kqlite's embedded API, not a "
                                   f"Kafka topic config")
-            raise _unknown(name, KAFKA_CONFIGS)
+            raise _unknown(name, _CLIENT_CONFIGS)
 
 
 def _conflicts(values: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -138,6 +142,7 @@ class LogOptions(TypedDict, total=False):
     compression_zstd_level: int
     preallocate: bool
     message_format_version: str
+    kqlite_mirror_source: str
     message_timestamp_type: Literal["CreateTime", "LogAppendTime"]
     message_timestamp_difference_max_ms: int
     message_timestamp_before_max_ms: int

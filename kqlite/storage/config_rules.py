@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from .config_values import (PARSERS, at_least, between, gzip_level, java_double_string,
                             java_trim, list_of, metadata_version, one_of, throttled_replicas)
 
-__all__ = ["Rule", "KAFKA_RULES", "KQLITE_RULES", "RULES", "LIST_CONFIGS", "CONFIG_TYPE_IDS",
+__all__ = ["Rule", "KAFKA_RULES", "KQLITE_RULES", "MIRROR_RULES", "MIRROR_SOURCE", "RULES", "LIST_CONFIGS", "CONFIG_TYPE_IDS",
            "SERVER_SYNONYMS", "parse_value", "kafka_string", "documentation"]
 
 LONG_MAX = 2 ** 63 - 1
@@ -214,7 +214,21 @@ KQLITE_RULES = {
             "flush)."),
 }
 
-RULES = {**KAFKA_RULES, **KQLITE_RULES}
+# kqlite's own topic configs that a Kafka client may set (CreateTopics, AlterConfigs):
+# the mark of an offset-preserving mirror topic (kqlite/server/mirror_append.py). Unlike
+# KQLITE_RULES they travel over the wire, so that the mirror sets the mark when it
+# creates the topic and ``kqlite mirror promote`` removes it.
+MIRROR_SOURCE = "kqlite.mirror.source"
+MIRROR_RULES = {
+    MIRROR_SOURCE: _rule(
+        "STRING", "",
+        doc="kqlite's own: when not empty, the topic is an offset-preserving mirror of the "
+            "named source cluster (set by `kqlite mirror --mode preserve`): producers are "
+            "refused (`INVALID_REQUEST`) and only a mirror with CLUSTER_ACTION appends the "
+            "source's batches at their offsets. Deleting it promotes the topic."),
+}
+
+RULES = {**KAFKA_RULES, **KQLITE_RULES, **MIRROR_RULES}
 
 # The LIST configs: IncrementalAlterConfigs' APPEND and SUBTRACT apply to these only.
 LIST_CONFIGS = frozenset(name for name, rule in KAFKA_RULES.items() if rule.type == "LIST")

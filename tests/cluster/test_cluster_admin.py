@@ -144,6 +144,11 @@ def test_topic_ids_configs_and_elect_leaders(cluster, zk_hosts, capsys):
     with pytest.raises(KafkaException) as refused:
         admin.incremental_alter_configs([bad])[bad].result(WAIT)
     assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
+    # The mark of an offset-preserving mirror topic: a cluster cannot hold one yet.
+    mirrored = NewTopic("mirrored", 1, 1, config={"kqlite.mirror.source": "A"})
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([mirrored])["mirrored"].result(WAIT)
+    assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
     unknown = ConfigResource("topic", "nope", set_config={"retention.ms": "1"})
     with pytest.raises(KafkaException) as refused:
         admin.alter_configs([unknown])[unknown].result(WAIT)

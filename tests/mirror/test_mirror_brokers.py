@@ -127,7 +127,7 @@ def test_a_group_fails_over_at_a_translated_offset_that_misses_nothing(two_broke
 def _cli(a, b, port):
     return subprocess.Popen(
         [sys.executable, "-m", "kqlite.cli", "mirror", "--source", a, "--target", b,
-         "--topics", "logs", "--source-alias", "A", "--target-alias", "B",
+         "--topics", "logs", "--source-alias", "A", "--target-alias", "B", "--mode", "mm2",
          "--refresh-interval", "0.5", "--progress-interval", "0.5", "--metrics-port",
          str(port)], env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True)
 

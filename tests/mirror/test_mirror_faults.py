@@ -67,7 +67,8 @@ class _Producer(threading.Thread):
 def _mirror(source, target):
     return subprocess.Popen(
         [sys.executable, "-m", "kqlite.cli", "mirror", "--source", source, "--target", target,
-         "--topics", "ev", "--source-alias", "A", "--target-alias", "B", "--refresh-interval",
+         "--topics", "ev", "--source-alias", "A", "--target-alias", "B", "--mode", "mm2",
+         "--refresh-interval",
          "1", "--no-checkpoints", "--offset-syncs-location", "target"],
         env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 

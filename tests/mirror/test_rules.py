@@ -70,7 +70,7 @@ def test_a_bad_pattern_is_refused_before_any_broker_is_asked():
 
 
 @pytest.mark.parametrize("change,match", [
-    ({"source": "nohost"}, "HOST:PORT"), ({"mode": "preserve"}, "mode"),
+    ({"source": "nohost"}, "HOST:PORT"), ({"mode": "translate"}, "mode"),
     ({"policy": "x"}, "policy"), ({"source_alias": "a.b"}, "alias"),
     ({"target_alias": "source"}, "differ"), ({"offset_lag_max": -1}, "offset.lag.max"),
     ({"offset_syncs_location": "x"}, "location")])

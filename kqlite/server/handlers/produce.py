@@ -29,6 +29,10 @@ each topic needs WRITE, else its partitions get TOPIC_AUTHORIZATION_FAILED, whet
 topic exists or not (authorization before existence). No IDEMPOTENT_WRITE is asked
 (KIP-679).
 
+A Produce whose transactional id is kqlite's ``MIRROR_APPEND_ID`` is an offset-preserving
+mirror's append, served by mirror_produce.py (kqlite/server/mirror_append.py says why it
+travels in a Produce); a producer's append to a mirror topic is refused there too.
+
 Transactional batches (Kafka's ReplicaManager.handleProduceAppend):
 
 - one request's transactional batches must all be one producer's, else the whole request
@@ -60,7 +64,9 @@ from ...format.constants import ATTRIBUTES_OFFSET, BASE_SEQUENCE_OFFSET, CODEC_M
 from ...format.up_convert import is_legacy, up_convert
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import AclOperation, Resource, ResourceType
+from ..mirror_append import MIRROR_APPEND_ID
 from ..partition import NO_VERIFICATION, AppendResult, PartitionError
+from .mirror_produce import mirror_produce
 
 _FIRST_V2_VERSION = 3        # WIRE: Produce v3 brought record batches v2 (KIP-98)
 _FIRST_ZSTD_VERSION = 7      # WIRE: KIP-110
@@ -152,6 +158,8 @@ async def produce(broker, context, request):
     acks = body["acks"]
     authorizer = broker.authorizer
     transactional_id = body.get("transactional_id")
+    if transactional_id == MIRROR_APPEND_ID:
+        return await mirror_produce(broker, context, request)
     producers = {b[:2] for t in body["topic_data"] for p in t["partition_data"]
                  for b in _transactional_batches(p["records"])}
     if producers and (transactional_id is None or not authorizer.authorize(
