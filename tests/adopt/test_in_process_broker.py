@@ -204,3 +204,38 @@ def test_the_embedded_producer_and_consumer_calls_in_process(tmp_path, zk_hosts,
         assert refused.value.coordinator == 2
     finally:
         broker.close()
+
+
+def test_an_acknowledged_record_is_readable_in_process_on_every_replica(tmp_path, zk_hosts,
+                                                                        zk_client):
+    # Three in-process brokers, each on a loop and thread of its own in this process: every
+    # replica of the partition can be read through the in-process API.
+    app = tmp_path / "app"
+    with kqlite.open(app) as db:
+        db.create_topic("events", partitions=1, config={"min.insync.replicas": 2})
+    zk = zk_client()
+    brokers = []
+    try:
+        for b in (2, 3):
+            brokers.append(open_broker(str(tmp_path / f"broker-{b}"), zookeeper=zk_hosts,
+                                       broker_id=b))
+        until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
+        leader = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
+                             default_replication_factor=3)
+        brokers.insert(0, leader)
+        until(lambda: sorted(_state(zk, "events").isr) == [1, 2, 3], "the ISR complete")
+        producer = leader.producer(acks="all")
+        for i in range(5):
+            offset = producer.send("events", b"r%d" % i).result().offset
+            # Acknowledged: every ISR member holds it; each serves it once its HW (the
+            # leader's, carried by its next fetch, up to replica.fetch.wait.max.ms later)
+            # has passed it: the replication lag.
+            for b in brokers:
+                until(lambda b=b: [r.value for r in b.read("events", 0, offset, 1)] ==
+                      [b"r%d" % i], f"r{i} readable on broker {b.broker_id}", timeout=10,
+                      interval=0.005)
+        for b in brokers:
+            assert [r.value for r in b.read("events", 0)] == [b"r%d" % i for i in range(5)]
+    finally:
+        for b in reversed(brokers):
+            b.close(controlled=False)
