@@ -13,7 +13,8 @@ by default). A data dir the embedded API wrote is adopted when the broker starts
 ``InProcessBroker(path, zookeeper=..., broker_id=...)`` on the same directory.
 
 - **Appends** (:meth:`append`) go through the leader path a Produce takes
-  (``ReplicatedPartition.append``): ``acks`` and ``min.insync.replicas`` as for any
+  (``ReplicatedPartition.append``; ``append_in_process`` when the partition admits it
+  from the application's thread: the same checks and wait, two thread hand-offs fewer): ``acks`` and ``min.insync.replicas`` as for any
   producer (``acks=-1`` waits for the whole ISR; an ISR below ``min.insync.replicas``
   refuses with NOT_ENOUGH_REPLICAS and writes nothing). When this broker does not lead
   the partition the append is **refused** with :class:`InProcessAppendError`
@@ -33,6 +34,7 @@ stays free of asyncio.
 """
 
 import asyncio
+import concurrent.futures
 import threading
 
 import time
@@ -136,6 +138,11 @@ class InProcessBroker:
         if not records:
             raise ValueError("append() needs at least one record")
         batch = build_batch(records)
+        part = self.node.replicas.hosted(topic, partition)
+        if part is not None:
+            answer = concurrent.futures.Future()
+            if part.append_in_process(batch, acks, timeout_ms, self._loop, answer):
+                return self._answered(topic, partition, answer.result())
         return self._call(self._append, topic, partition, batch, acks, timeout_ms)
 
     async def _append(self, topic, index, batch, acks, timeout_ms):
@@ -145,6 +152,9 @@ class InProcessBroker:
             raise InProcessAppendError(exc.error_code, str(exc),
                                        self._leader(topic, index)) from None
         result = await part.append(batch, acks=acks, timeout_ms=timeout_ms)
+        return self._answered(topic, index, result)
+
+    def _answered(self, topic, index, result):
         if result.error_code:
             raise InProcessAppendError(
                 result.error_code, f"{topic}-{index}: {ErrorCode(result.error_code).name}"
