@@ -14,9 +14,10 @@ by default). A data dir the embedded API wrote is adopted when the broker starts
 
 - **Appends** (:meth:`append`) go through the leader path a Produce takes
   (``ReplicatedPartition.append``; ``append_in_process`` when the partition admits it
-  from the application's thread: the same checks and wait, two thread hand-offs fewer): ``acks`` and ``min.insync.replicas`` as for any
-  producer (``acks=-1`` waits for the whole ISR; an ISR below ``min.insync.replicas``
-  refuses with NOT_ENOUGH_REPLICAS and writes nothing). When this broker does not lead
+  from the application's thread: the same checks and wait, two thread hand-offs
+  fewer): ``acks`` and ``min.insync.replicas`` as for any producer (``acks=-1`` waits
+  for the whole ISR; an ISR below ``min.insync.replicas`` refuses with
+  NOT_ENOUGH_REPLICAS and writes nothing). When this broker does not lead
   the partition the append is **refused** with :class:`InProcessAppendError`
   (NOT_LEADER_OR_FOLLOWER, the leader's id in :attr:`InProcessAppendError.leader`), by
   choice: forwarding would hide a network round trip behind an in-process call and give
@@ -25,6 +26,10 @@ by default). A data dir the embedded API wrote is adopted when the broker starts
   high watermark (Kafka's fetch from follower, KIP-392, in-process): a follower's HW is
   the leader's capped at its own log end (replica/follower_role.py), so nothing not
   committed by the ISR is ever returned, whatever this replica has copied.
+- **The embedded API's calls**: :meth:`producer` and :meth:`consumer`
+  (in_process_clients.py) keep the Producer's and Consumer's names and meanings;
+  :meth:`commit_offsets` stores a group's offsets through this broker's group
+  coordinator, refused (:class:`InProcessCommitError`) where another broker coordinates.
 - **Closing** (:meth:`close`) runs Kafka's controlled shutdown (leaderships moved away
   first), then stops the loop and its thread.
 
