@@ -209,6 +209,19 @@ def test_the_embedded_producer_and_consumer_calls_in_process(tmp_path, zk_hosts,
             broker.consumer("orders", group=groups[2])
         assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
         assert refused.value.coordinator == 2
+        # A group with members: a commit without membership is refused, as Kafka's.
+        member = confluent.Consumer({"bootstrap.servers": two_brokers[0].address,
+                                     "group.id": groups[1], "auto.offset.reset": "latest"})
+        member.subscribe(["orders"])
+        until(lambda: member.poll(0.2) is None and member.assignment(), "a member assigned")
+        with pytest.raises(InProcessCommitError) as fenced:
+            resumed.commit()
+        assert fenced.value.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        member.close()
+        latest = broker.consumer("orders", auto_offset_reset="latest")
+        assert (latest.position(("orders", 0)), latest.poll()) == (4, [])
+        with pytest.raises(kqlite.errors.ConfigError, match="enable_auto_commit"):
+            broker.consumer("orders", group=groups[1], enable_auto_commit=True)
     finally:
         broker.close()
 
