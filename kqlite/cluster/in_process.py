@@ -13,9 +13,11 @@ by default). A data dir the embedded API wrote is adopted when the broker starts
 ``InProcessBroker(path, zookeeper=..., broker_id=...)`` on the same directory.
 
 - **Appends** (:meth:`append`) go through the leader path a Produce takes
-  (``ReplicatedPartition.append``): ``acks`` and ``min.insync.replicas`` as for any
-  producer (``acks=-1`` waits for the whole ISR; an ISR below ``min.insync.replicas``
-  refuses with NOT_ENOUGH_REPLICAS and writes nothing). When this broker does not lead
+  (``ReplicatedPartition.append``; ``append_in_process`` when the partition admits it
+  from the application's thread: the same checks and wait, two thread hand-offs
+  fewer): ``acks`` and ``min.insync.replicas`` as for any producer (``acks=-1`` waits
+  for the whole ISR; an ISR below ``min.insync.replicas`` refuses with
+  NOT_ENOUGH_REPLICAS and writes nothing). When this broker does not lead
   the partition the append is **refused** with :class:`InProcessAppendError`
   (NOT_LEADER_OR_FOLLOWER, the leader's id in :attr:`InProcessAppendError.leader`), by
   choice: forwarding would hide a network round trip behind an in-process call and give
@@ -24,6 +26,10 @@ by default). A data dir the embedded API wrote is adopted when the broker starts
   high watermark (Kafka's fetch from follower, KIP-392, in-process): a follower's HW is
   the leader's capped at its own log end (replica/follower_role.py), so nothing not
   committed by the ISR is ever returned, whatever this replica has copied.
+- **The embedded API's calls**: :meth:`producer` and :meth:`consumer`
+  (in_process_clients.py) keep the Producer's and Consumer's names and meanings;
+  :meth:`commit_offsets` stores a group's offsets through this broker's group
+  coordinator, refused (:class:`InProcessCommitError`) where another broker coordinates.
 - **Closing** (:meth:`close`) runs Kafka's controlled shutdown (leaderships moved away
   first), then stops the loop and its thread.
 
@@ -33,15 +39,25 @@ stays free of asyncio.
 """
 
 import asyncio
+import concurrent.futures
 import threading
+
+import time
 
 from ..errors import KqliteError
 from ..format.batch import build_batch
+from ..format.offset_records import OffsetAndMetadata
 from ..protocol import ErrorCode
+from ..server.coordinator.group.events import Commit
 from ..server.partition import PartitionError
+from .in_process_clients import InProcessConsumer, InProcessProducer
 from .node import ClusterNode
 
-__all__ = ["InProcessBroker", "InProcessAppendError", "open_broker"]
+__all__ = ["InProcessBroker", "InProcessAppendError", "InProcessCommitError", "open_broker"]
+
+# A commit without group membership, as Kafka's OffsetCommit from assign() consumers:
+# generation -1 passes the coordinator's check only while the group has no members.
+_STANDALONE = Commit("", -1)
 
 
 class InProcessAppendError(KqliteError):
@@ -54,6 +70,18 @@ class InProcessAppendError(KqliteError):
         super().__init__(message)
         self.error_code = error_code
         self.leader = leader
+
+
+class InProcessCommitError(KqliteError):
+    """An in-process offset commit or fetch was refused: Kafka's ``error_code``
+    (NOT_COORDINATOR when another broker coordinates the group, its id in
+    ``coordinator``; COORDINATOR_LOAD_IN_PROGRESS; UNKNOWN_MEMBER_ID or
+    ILLEGAL_GENERATION when the group has members, whose commits carry a generation)."""
+
+    def __init__(self, error_code, message, coordinator=-1):
+        super().__init__(message)
+        self.error_code = error_code
+        self.coordinator = coordinator
 
 
 class InProcessBroker:
@@ -115,6 +143,11 @@ class InProcessBroker:
         if not records:
             raise ValueError("append() needs at least one record")
         batch = build_batch(records)
+        part = self.node.replicas.hosted(topic, partition)
+        if part is not None:
+            answer = concurrent.futures.Future()
+            if part.append_in_process(batch, acks, timeout_ms, self._loop, answer):
+                return self._answered(topic, partition, answer.result())
         return self._call(self._append, topic, partition, batch, acks, timeout_ms)
 
     async def _append(self, topic, index, batch, acks, timeout_ms):
@@ -124,6 +157,9 @@ class InProcessBroker:
             raise InProcessAppendError(exc.error_code, str(exc),
                                        self._leader(topic, index)) from None
         result = await part.append(batch, acks=acks, timeout_ms=timeout_ms)
+        return self._answered(topic, index, result)
+
+    def _answered(self, topic, index, result):
         if result.error_code:
             raise InProcessAppendError(
                 result.error_code, f"{topic}-{index}: {ErrorCode(result.error_code).name}"
@@ -152,6 +188,72 @@ class InProcessBroker:
         """The local replica's log end (a follower's may be past its HW)."""
         with self.db.leased_log(topic, partition) as lg:
             return lg.end_offset
+
+    # -- the embedded API's clients (in_process_clients.py) ------------------------------------
+
+    def producer(self, **config):
+        """A Producer with the embedded API's calls (``send``, ``flush``, ``close``)."""
+        return InProcessProducer(self, **config)
+
+    def consumer(self, topics=None, **config):
+        """A Consumer with the embedded API's calls (``poll``, iteration, ``commit``)."""
+        return InProcessConsumer(self, topics, **config)
+
+    # -- committed offsets ---------------------------------------------------------------------
+
+    def group_coordinator(self, group_id):
+        """The id of the broker coordinating ``group_id`` now (the leader of its
+        ``__consumer_offsets`` partition), -1 when none is known."""
+        runtime = self.node.broker.coordinator.runtime
+        info = self.node.cache.topic_partitions("__consumer_offsets").get(
+            runtime.partition_for(group_id))
+        return info.leader if info is not None else -1
+
+    def commit_offsets(self, group_id, offsets):
+        """Store ``{(topic, partition): offset}`` as ``group_id``'s committed offsets, as
+        an OffsetCommit without group membership does, when this broker coordinates the
+        group; InProcessCommitError otherwise (see its docstring)."""
+        store = {}
+        for (topic, partition), offset in offsets.items():
+            if not isinstance(offset, int) or offset < 0:
+                raise ValueError(f"a committed offset is an int >= 0, not {offset!r}")
+            store[(topic, partition)] = OffsetAndMetadata(offset)
+        self._call(self._commit, group_id, store)
+
+    async def _commit(self, group_id, store):
+        coordinator = self.node.broker.coordinator
+        code = coordinator.check_commit(group_id, _STANDALONE)
+        if code:
+            self._refuse_commit(group_id, code)
+        stored = await coordinator.offsets.commit(group_id, store, int(time.time() * 1000))
+        for code in stored.values():
+            if code:
+                self._refuse_commit(group_id, code)
+
+    def committed_offsets(self, group_id):
+        """``{(topic, partition): offset}`` committed by ``group_id``, from this broker as
+        its coordinator; InProcessCommitError when it is not."""
+        return self._call(self._committed, group_id)
+
+    async def _committed(self, group_id):
+        coordinator = self.node.broker.coordinator
+        code = coordinator.owner_error(group_id)
+        if code:
+            self._refuse_commit(group_id, code)
+        committed, _ = await coordinator.offsets.fetch(group_id)
+        return {tp: c.offset for tp, c in committed.items()}
+
+    def _refuse_commit(self, group_id, code):
+        raise InProcessCommitError(code, f"group {group_id!r}: {ErrorCode(code).name}",
+                                   self.group_coordinator(group_id))
+
+    def partitions(self, topic):
+        """The partition numbers of ``topic`` in the cluster's metadata."""
+        return sorted(self.node.cache.topic_partitions(topic))
+
+    def leader(self, topic, partition):
+        """The partition's leader id (-1 when none is known)."""
+        return self._leader(topic, partition)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

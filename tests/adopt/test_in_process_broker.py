@@ -9,7 +9,7 @@ import signal
 import pytest
 
 import kqlite
-from kqlite.cluster.in_process import InProcessAppendError, open_broker
+from kqlite.cluster.in_process import InProcessAppendError, InProcessCommitError, open_broker
 from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.protocol import ErrorCode
 
@@ -44,6 +44,13 @@ def _state(zk, topic, p=0):
     return ZkStore(zk).partition_state(topic, p)
 
 
+def _until_isr(zk, broker, isr, what):
+    # ZooKeeper has the new ISR before the leader has the controller's answer: the
+    # leader's own view is the one its appends are admitted by.
+    until(lambda: sorted(_state(zk, "events").isr) == isr and
+          sorted(broker.node.replicas.hosted("events", 0).isr) == isr, what)
+
+
 def test_acks_all_appends_in_process_while_the_other_brokers_die(tmp_path, zk_hosts,
                                                                  zk_client, two_brokers):
     app = tmp_path / "app"
@@ -58,10 +65,10 @@ def test_acks_all_appends_in_process_while_the_other_brokers_die(tmp_path, zk_ho
         acked = [broker.append("events", 0, [b"all %d" % i]) for i in range(5)]
         assert acked == list(range(10, 15))
         two_brokers[1].kill()
-        until(lambda: sorted(_state(zk, "events").isr) == [1, 2], "broker 3 out of the ISR")
+        _until_isr(zk, broker, [1, 2], "broker 3 out of the ISR")
         acked.append(broker.append("events", 0, [b"two replicas"]))
         two_brokers[0].kill()
-        until(lambda: sorted(_state(zk, "events").isr) == [1], "broker 2 out of the ISR")
+        _until_isr(zk, broker, [1], "broker 2 out of the ISR")
         with pytest.raises(InProcessAppendError) as refused:
             broker.append("events", 0, [b"one replica"])
         assert refused.value.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
@@ -125,3 +132,130 @@ def test_reads_on_a_follower_never_pass_the_high_watermark(tmp_path, zk_hosts, z
         assert [r.offset for r in broker.read("pinned", 0, 0)] == list(range(20))
     finally:
         broker.close()
+
+
+def _groups_by_coordinator(broker, wanted):
+    """A group id coordinated by each broker id of ``wanted`` ({id: group})."""
+    found = {}
+    for i in range(500):
+        coordinator = broker.group_coordinator(f"group-{i}")
+        if coordinator in wanted and coordinator not in found:
+            found[coordinator] = f"group-{i}"
+    return found
+
+
+def test_the_embedded_producer_and_consumer_calls_in_process(tmp_path, zk_hosts, zk_client,
+                                                             two_brokers):
+    app = tmp_path / "app"
+    with kqlite.open(app) as db:
+        db.create_topic("orders", partitions=2, config={"min.insync.replicas": 2})
+        with db.producer() as embedded:
+            embedded.send("orders", b"embedded", partition=0).result()
+    zk = zk_client()
+    broker = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
+                         default_replication_factor=3)
+    try:
+        until(lambda: all(sorted(_state(zk, "orders", p).isr) == [1, 2, 3] for p in (0, 1)),
+              "the ISRs complete")
+        # Adopted partitions are placed with broker 1 first: keyless sends go round the
+        # partitions it leads; a send where it does not lead is refused in its future.
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": two_brokers[0].address})
+        admin.create_topics([NewTopic("elsewhere", 1, -1, replica_assignment=[[2, 1, 3]])])[
+            "elsewhere"].result(30)
+        producer = broker.producer(acks="all")
+        sent = [producer.send("orders", b"v%d" % i).result() for i in range(3)]
+        assert sorted((m.partition, m.offset) for m in sent) == [(0, 1), (0, 2), (1, 0)]
+        keyed = producer.send("orders", b"keyed", key=b"k", partition=0,
+                              headers=[("h", b"1")]).result()
+        assert keyed.offset == 3
+        until(lambda: broker.leader("elsewhere", 0) == 2, "broker 2 leading elsewhere-0")
+        with pytest.raises(InProcessAppendError) as refused:
+            producer.send("elsewhere", b"x").result()
+        assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        producer.flush()
+        with pytest.raises(kqlite.errors.ConfigError, match="linger_ms"):
+            broker.producer(linger_ms=5)
+        with pytest.raises(kqlite.errors.ConfigError, match="acks"):
+            broker.producer(acks=2)
+        # The consumer reads every replica of the topic in-process, up to its HW.
+        consumer = broker.consumer("orders")
+        records = list(consumer)
+        assert [(r.partition, r.offset) for r in records] == [
+            (0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+        assert {r.value for r in records} == {b"embedded", b"v0", b"v1", b"v2", b"keyed"}
+        assert (records[3].value, records[3].key, records[3].headers) == (
+            b"keyed", b"k", (("h", b"1"),))
+        assert consumer.poll(timeout_ms=50) == []
+        with pytest.raises(kqlite.errors.ConfigError, match="group"):
+            consumer.commit()
+        # Commits go to the cluster's group coordinator: stored where broker 1 is it,
+        # refused naming the coordinator where it is not.
+        probe = confluent.Consumer({"bootstrap.servers": two_brokers[0].address,
+                                    "group.id": "probe"})
+        probe.committed([confluent.TopicPartition("orders", 0)], timeout=30)
+        probe.close()
+        until(lambda: len(_groups_by_coordinator(broker, (1, 2, 3))) == 3,
+              "__consumer_offsets led by all three brokers")
+        groups = _groups_by_coordinator(broker, (1, 2, 3))
+        mine = broker.consumer("orders", group=groups[1])
+        assert len(mine.poll(max_records=2)) == 2
+        mine.commit()
+        assert mine.committed(("orders", 0)) == 2
+        resumed = broker.consumer("orders", group=groups[1])
+        assert (resumed.position(("orders", 0)), resumed.position(("orders", 1))) == (2, 0)
+        assert [(r.partition, r.offset) for r in resumed.poll()] == [(0, 2), (0, 3), (1, 0)]
+        with pytest.raises(InProcessCommitError) as refused:
+            broker.consumer("orders", group=groups[2])
+        assert refused.value.error_code == ErrorCode.NOT_COORDINATOR
+        assert refused.value.coordinator == 2
+        # A group with members: a commit without membership is refused, as Kafka's.
+        member = confluent.Consumer({"bootstrap.servers": two_brokers[0].address,
+                                     "group.id": groups[1], "auto.offset.reset": "latest"})
+        member.subscribe(["orders"])
+        until(lambda: member.poll(0.2) is None and member.assignment(), "a member assigned")
+        with pytest.raises(InProcessCommitError) as fenced:
+            resumed.commit()
+        assert fenced.value.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        member.close()
+        latest = broker.consumer("orders", auto_offset_reset="latest")
+        assert (latest.position(("orders", 0)), latest.poll()) == (4, [])
+        with pytest.raises(kqlite.errors.ConfigError, match="enable_auto_commit"):
+            broker.consumer("orders", group=groups[1], enable_auto_commit=True)
+    finally:
+        broker.close()
+
+
+def test_an_acknowledged_record_is_readable_in_process_on_every_replica(tmp_path, zk_hosts,
+                                                                        zk_client):
+    # Three in-process brokers, each on a loop and thread of its own in this process: every
+    # replica of the partition can be read through the in-process API.
+    app = tmp_path / "app"
+    with kqlite.open(app) as db:
+        db.create_topic("events", partitions=1, config={"min.insync.replicas": 2})
+    zk = zk_client()
+    brokers = []
+    try:
+        for b in (2, 3):
+            brokers.append(open_broker(str(tmp_path / f"broker-{b}"), zookeeper=zk_hosts,
+                                       broker_id=b))
+        until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
+        leader = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
+                             default_replication_factor=3)
+        brokers.insert(0, leader)
+        until(lambda: sorted(_state(zk, "events").isr) == [1, 2, 3], "the ISR complete")
+        producer = leader.producer(acks="all")
+        for i in range(5):
+            offset = producer.send("events", b"r%d" % i).result().offset
+            # Acknowledged: every ISR member holds it; each serves it once its HW (the
+            # leader's, carried by its next fetch, up to replica.fetch.wait.max.ms later)
+            # has passed it: the replication lag.
+            for b in brokers:
+                until(lambda b=b: [r.value for r in b.read("events", 0, offset, 1)] ==
+                      [b"r%d" % i], f"r{i} readable on broker {b.broker_id}", timeout=10,
+                      interval=0.005)
+        for b in brokers:
+            assert [r.value for r in b.read("events", 0)] == [b"r%d" % i for i in range(5)]
+    finally:
+        for b in reversed(brokers):
+            b.close(controlled=False)

@@ -1,26 +1,29 @@
 """The in-process broker under faults, judged by the fault harness's Jepsen-style checker
-(tests/faults/harness/checker.py): the application leads a partition (its embedded data
-dir adopted) and appends with acks=all, one value per call, while a nemesis kills,
-restarts, pauses and resumes the two other brokers; at the end every acknowledged value
-must be read back in-process exactly once, at its acknowledged offset. The application
-itself restarts too: it stops writing, its broker stops without a controlled shutdown
-(its leadership moves to a follower, as after a crash) and opens the same data dir again.
+(tests/faults/harness/checker.py). The application is a process of its own
+(app_process.py): it embeds broker 1 on its data dir (an embedded dir, adopted) and sends
+values with acks=all through the in-process Producer while a nemesis kills, restarts,
+pauses and resumes the two other brokers, and SIGKILLs the application itself and starts
+it again on the same dir. Each incarnation reports its invocations and acknowledgements
+over its stdout; the last one reads the partition back in-process. Every acknowledged
+value must be read exactly once, at its acknowledged offset: no loss, no duplicate.
+
+Duplicates without producer ids: the in-process append is not idempotent, so the
+application never resends a value (one whose outcome is unknown is recorded as such and
+left), and a value read twice is then the cluster's fault, never the application's.
 The default run takes a few rounds; --soak many more."""
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 
-import pytest
-
 import kqlite
-from kqlite.cluster.in_process import InProcessAppendError, open_broker
 from kqlite.cluster.zookeeper.store import ZkStore
-from kqlite.protocol import ErrorCode
 
-from brokers import FastBroker, until
+from brokers import FastBroker, child_environment, until
 
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "faults"))
@@ -28,111 +31,152 @@ from harness.checker import check  # noqa: E402
 from harness.history import FAIL, INFO, INVOKE, OK, History  # noqa: E402
 
 KEY = "events/0"
+_APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app_process.py")
 
 
-def _producer(app, history, stop, running, idle):
-    """Appends while ``running`` is set (the application between restarts); ``idle`` is
-    set while it waits for it."""
-    i = 0
-    while not stop.is_set():
-        if not running.is_set():
-            idle.set()
-            running.wait(1)
-            continue
-        idle.clear()
-        broker = app[0]
-        value = f"v{i}"
-        history.add(1, INVOKE, "send", (KEY, value))
-        try:
-            offset = broker.append("events", 0, [value.encode()], acks=-1, timeout_ms=3000)
-        except InProcessAppendError as exc:
-            # NOT_ENOUGH_REPLICAS writes nothing; a timeout or a leadership moved under a
-            # waiting append may have written it.
-            kind = FAIL if exc.error_code == ErrorCode.NOT_ENOUGH_REPLICAS else INFO
-            history.add(1, kind, "send", (KEY, value, str(exc)))
-            time.sleep(0.05)
-        else:
-            history.add(1, OK, "send", (KEY, value, offset))
-        i += 1
+class Application:
+    """One incarnation of app_process.py; its reports go into ``history`` as worker
+    ``process`` (a new worker per incarnation, as Jepsen counts a crashed client)."""
+
+    def __init__(self, data_dir, zk_hosts, history, process):
+        self.history = history
+        self.process = process
+        self.ready = threading.Event()
+        self.final_read = None
+        self.proc = subprocess.Popen(
+            [sys.executable, _APP, str(data_dir), zk_hosts, f"a{process}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=child_environment())
+        self._stderr = []
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=lambda: self._stderr.extend(self.proc.stderr),
+                         daemon=True).start()
+
+    def _read_stdout(self):
+        add, p = self.history.add, self.process
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            if "ready" in event:
+                self.ready.set()
+            elif "invoke" in event:
+                add(p, INVOKE, "send", (KEY, event["invoke"]))
+            elif "ok" in event:
+                add(p, OK, "send", (KEY, event["ok"], event["offset"]))
+            elif "fail" in event:
+                add(p, FAIL, "send", (KEY, event["fail"], event["error"]))
+            elif "info" in event:
+                add(p, INFO, "send", (KEY, event["info"], event["error"]))
+            elif "read" in event:
+                self.final_read = [tuple(r) for r in event["read"]]
+
+    def wait_ready(self, timeout=90):
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.1):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the application did not start:\n{self.log()}")
+        return self
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def stop_and_read(self, timeout=90):
+        """Ends the sends; the partition as the application read it in-process."""
+        self.proc.stdin.write("stop\n")
+        self.proc.stdin.flush()
+        self.proc.wait(timeout)
+        until(lambda: self.final_read is not None, "the application's final read", 10)
+        return self.final_read
+
+    def log(self):
+        return "".join(self._stderr[-200:])
 
 
-def test_acks_all_in_process_under_kills_and_pauses(tmp_path, zk_hosts, zk_client, soak):
+def _registration_gone(zk, broker_id):
+    # A SIGKILLed broker's ZooKeeper session must expire before it may register again.
+    until(lambda: str(broker_id) not in zk.get_children("/brokers/ids"),
+          f"broker {broker_id}'s registration gone")
+
+
+def test_acks_all_in_process_while_the_application_and_brokers_are_killed(
+        tmp_path, zk_hosts, zk_client, soak):
     others = {b: FastBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)}
-    app = tmp_path / "app"
-    with kqlite.open(app) as db:
+    app_dir = tmp_path / "app"
+    with kqlite.open(app_dir) as db:
         db.create_topic("events", partitions=1, config={"min.insync.replicas": 2})
     zk = zk_client()
-    history, stop, running, idle = History(), threading.Event(), threading.Event(), \
-        threading.Event()
-    broker = None
-    app_broker = []
+    history = History()
+    apps = []
+
+    def isr():
+        state = ZkStore(zk).partition_state("events", 0)
+        return sorted(state.isr) if state is not None else []
+
+    def leader():
+        state = ZkStore(zk).partition_state("events", 0)
+        return state.leader if state is not None else -1
+
     try:
         for b in others.values():
             b.start()
         for b in others.values():
             b.wait_listening()
         until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
-        broker = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
-                             default_replication_factor=3, replica_lag_time_max_ms=1000)
-
-        def isr():
-            state = ZkStore(zk).partition_state("events", 0)
-            return sorted(state.isr) if state is not None else []
-        app_broker.append(broker)
+        apps.append(Application(app_dir, zk_hosts, history, 1).wait_ready())
         until(lambda: isr() == [1, 2, 3], "the ISR complete")
-        running.set()
-        writer = threading.Thread(target=_producer,
-                                  args=(app_broker, history, stop, running, idle))
-        writer.start()
-        try:
-            for round_ in range(12 if soak else 3):
-                victim = others[2 + round_ % 2]
-                if round_ % 3 == 2:
-                    # The application restarts: its writer stops first, then its broker
-                    # goes without moving its leaderships, and comes back on its dir.
-                    running.clear()
-                    assert idle.wait(60)
-                    broker.close(controlled=False)
-                    broker = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
-                                         default_replication_factor=3,
-                                         replica_lag_time_max_ms=1000)
-                    app_broker[0] = broker
-                    running.set()
-                elif round_ % 4 < 2:
-                    victim.kill()
-                    # Its ZooKeeper session must expire before it may register again.
-                    gone = str(victim.broker_id)
-                    until(lambda: gone not in zk.get_children("/brokers/ids"),
-                          f"broker {gone}'s registration gone")
-                    victim.start().wait_listening()
-                else:
-                    os.kill(victim.proc.pid, signal.SIGSTOP)
-                    time.sleep(1.5)
-                    os.kill(victim.proc.pid, signal.SIGCONT)
-                until(lambda: isr() == [1, 2, 3], "the ISR complete again")
-        finally:
-            stop.set()
-            writer.join(60)
-        until(lambda: broker.high_watermark("events", 0) == broker.log_end("events", 0),
-              "every record committed")
-        history.add(2, INVOKE, "assign", [KEY])
-        history.add(2, OK, "assign", [KEY])
-        history.add(2, INVOKE, "poll", None)
-        history.add(2, OK, "poll", {KEY: [(r.offset, r.value.decode())
-                                          for r in broker.read("events", 0, 0)]})
+        for round_ in range(12 if soak else 3):
+            victim = others[2 + round_ % 2]
+            if round_ % 3 == 1:
+                # The application is SIGKILLed mid-send; a follower takes its leadership.
+                apps[-1].kill()
+                _registration_gone(zk, 1)
+                until(lambda: leader() in (2, 3), "a follower leading")
+                apps.append(Application(app_dir, zk_hosts, history, len(apps) + 1)
+                            .wait_ready())
+                # Its leadership back (the controller's preferred-leader election), so
+                # that the new incarnation sends again.
+                until(lambda: isr() == [1, 2, 3], "broker 1 back in the ISR")
+                _elect_preferred(others[2].address)
+                until(lambda: leader() == 1, "broker 1 leading again")
+            elif round_ % 3 == 0:
+                victim.kill()
+                _registration_gone(zk, victim.broker_id)
+                victim.start().wait_listening()
+            else:
+                os.kill(victim.proc.pid, signal.SIGSTOP)
+                time.sleep(1.5)
+                os.kill(victim.proc.pid, signal.SIGCONT)
+            until(lambda: isr() == [1, 2, 3], "the ISR complete again")
+            time.sleep(0.5)
+        read = apps[-1].stop_and_read()
+        history.add(0, INVOKE, "assign", [KEY])
+        history.add(0, OK, "assign", [KEY])
+        history.add(0, INVOKE, "poll", None)
+        history.add(0, OK, "poll", {KEY: read})
     except BaseException:
         for b in others.values():
             print(f"--- broker {b.broker_id} ---\n{b.log()}")
+        for a in apps:
+            print(f"--- application {a.process} ---\n{a.log()}")
         raise
     finally:
-        stop.set()
         for b in others.values():
             if b.alive:
                 os.kill(b.proc.pid, signal.SIGCONT)
-        if broker is not None:
-            broker.close(controlled=False)
+        for a in apps:
+            a.kill()
         for b in others.values():
             b.kill()
     report = check(history.ops())
-    assert report.acknowledged > 0, report.summary()
+    acknowledged_by = {op.process for op in history.ops() if op.type == OK and op.f == "send"}
+    assert len(apps) >= 2 and acknowledged_by >= {1, len(apps)}, report.summary()
     assert not report.errors(), report.summary()
+
+
+def _elect_preferred(bootstrap):
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.elect_leaders(ElectionType.PREFERRED,
+                        [TopicPartition("events", 0)]).result(60)

@@ -183,6 +183,10 @@ class ClusterReplicaManager(ReplicaManager):
         checkpoint's list)."""
         return [p for p in self._partitions.values() if isinstance(p, ReplicatedPartition)]
 
+    def hosted(self, topic, index):
+        """The partition if this broker hosts it, else None (any thread: a dict read)."""
+        return self._partitions.get((topic, index))
+
     async def get(self, topic, index):
         partition = self._partitions.get((topic, index))
         if partition is not None:

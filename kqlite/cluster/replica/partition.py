@@ -39,6 +39,13 @@ log end nothing will move. Then:
 - either way, the high watermark a role starts with is the one the partition held, or
   after a restart the last checkpointed one (log_rules.checkpointed_high_watermark).
 
+An application thread of the in-process broker (in_process.py) appends without the
+event loop's hops: :meth:`append_in_process` admits the append under ``_admission`` (a
+thread lock the role changes take too, so an admitted append is one ``_quiesce`` waits
+for and a refused one never starts), writes it in the application's own thread (a
+storage call like any other: the event loop still never waits on disk) and hands only
+the positions and the acks wait to the loop.
+
 Storage stays off the event loop (every log operation runs in a storage thread on a
 leased log), and so does the HW: each lease first pins the log's HW at the value the
 partition holds, because a log that was closed and reopened would otherwise let its HW
@@ -47,7 +54,9 @@ follow the log end.
 
 import asyncio
 import contextlib
+import functools
 import logging
+import threading
 
 from ...errors import KqliteError, UnknownTopicError
 from ...format.validate import AppendOrigin
@@ -112,6 +121,9 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         self._appends = 0
         self._appends_done = asyncio.Event()
         self._appends_done.set()
+        # _ready for threads outside the loop, and the lock guarding it and _appends.
+        self._admission = threading.Lock()
+        self._admitting = True
 
     # -- Leadership -------------------------------------------------------------------------
 
@@ -281,8 +293,9 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         if code:
             return AppendResult(code, error_message=f"the ISR {list(ls.isr)} is smaller than "
                                                     f"min.insync.replicas={ls.effective_min_isr()}")
-        self._appends += 1
-        self._appends_done.clear()
+        with self._admission:
+            self._appends += 1
+            self._appends_done.clear()
         # The count drops when the storage call ends, even if this coroutine is cancelled
         # first: a role change must wait for the write itself.
         task = asyncio.ensure_future(self._io.run(append, *args))
@@ -292,9 +305,43 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         return await self.await_acks(result, acks, timeout_ms)
 
     def _append_landed(self, _task):
-        self._appends -= 1
-        if not self._appends:
-            self._appends_done.set()
+        with self._admission:
+            self._appends -= 1
+            if not self._appends:
+                self._appends_done.set()
+
+    def append_in_process(self, records, acks, timeout_ms, loop, answer):
+        """The leader append of an application thread (see the module docstring): False
+        when it is not admitted (a role changing, not leading, an ISR too small), and the
+        caller takes the event loop's path, which answers with the reason. Otherwise the
+        records are written here and ``answer`` (a concurrent Future) gets the AppendResult
+        on the loop once ``acks`` is satisfied (at once for acks 0 and 1 and for a refused
+        write)."""
+        with self._admission:
+            if not self._admitting:
+                return False
+            ls = self.leader_role.leading()
+            if ls is None or ls.can_append(acks):
+                return False
+            self._appends += 1
+            self._appends_done.clear()
+        try:
+            result, positions = self._append_as_leader(records)
+        except BaseException:
+            loop.call_soon_threadsafe(self._append_landed, None)
+            raise
+        loop.call_soon_threadsafe(self._landed_in_process, result, positions, acks,
+                                  timeout_ms, answer)
+        return True
+
+    def _landed_in_process(self, result, positions, acks, timeout_ms, answer):
+        self._append_landed(None)
+        self.observe(positions)
+        if acks != -1 or result.error_code:
+            answer.set_result(result)
+            return
+        waiting = asyncio.ensure_future(self.await_acks(result, acks, timeout_ms))
+        waiting.add_done_callback(functools.partial(_answer_from, answer))
 
     # -- Fetch ------------------------------------------------------------------------------
 
@@ -467,7 +514,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 role.generation += 1
                 self.leader_role.hw_moved()
             finally:
-                self._ready.set()
+                self._reopen()
         logger.info("%s: leader with ISR %s", self, list(ls.isr))
         return ErrorCode.NONE
 
@@ -504,7 +551,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 else:
                     self._set_positions(positions)
             finally:
-                self._ready.set()
+                self._reopen()
         logger.info("%s: following broker %d", self, leader_id)
         return new_epoch
 
@@ -530,12 +577,19 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 role.leader_state, role.following, role.leader = None, False, -1
                 role.generation += 1
             finally:
-                self._ready.set()
+                self._reopen()
         self._on_change(self)
 
     async def _quiesce(self):
+        with self._admission:
+            self._admitting = False
         self._ready.clear()
         await self._appends_done.wait()
+
+    def _reopen(self):
+        with self._admission:
+            self._admitting = True
+        self._ready.set()
 
     def _known_hw(self, log, start, end):
         """The HW to start a role with: the one held, else the last checkpointed."""
@@ -544,3 +598,12 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             hw = checkpointed_high_watermark(self._db.fs, self._db.path, self.topic,
                                              self.index, start, end)
         return max(start, min(hw, end))
+
+
+def _answer_from(answer, task):
+    if task.cancelled():
+        answer.set_exception(asyncio.CancelledError())
+    elif task.exception() is not None:
+        answer.set_exception(task.exception())
+    else:
+        answer.set_result(task.result())
