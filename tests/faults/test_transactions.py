@@ -34,7 +34,7 @@ from harness.cluster import node
 from harness.exactly_once import check_transactions
 from harness.history import INVOKE, OK, History
 from harness.nemesis import (hard_bounce, hard_shutdown, kill_controller, leader_of,
-                             partition_pair, pause_past_session, restart, wait_full_isr)
+                             leaders_of, partition_pair, pause_past_session, restart, wait_full_isr)
 from harness.power_loss import ENV, power_loss_bounce
 from harness.scenario import create_topic
 from harness.txn_scenario import (TXN_BROKER_OPTIONS, TXN_STATE, TXN_STATE_PARTITIONS,
@@ -174,6 +174,24 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
         _latest(cluster, new_leader, topic, read_committed=False)
 
 
+def _cut_partner(cluster, topic, victim):
+    """``(topic, partition, broker)``: a partition of the scenario's topics (``topic``,
+    then its pipeline's sink and source) and the broker to cut ``victim`` from so that
+    the partition's ISR can change: its leader is one of the two and can still reach
+    the controller (the ISR changes through the controller's AlterPartition; a leader
+    cut from the controller keeps its ISR)."""
+    controller = cluster.controller()
+    for name in (topic, f"{topic}-sink", f"{topic}-source"):
+        for partition, leader in sorted(leaders_of(cluster, name, 3).items()):
+            others = [leader] if leader != victim else \
+                [b for b in sorted(cluster.brokers) if b != victim]
+            for other in others:
+                if leader == controller or controller not in (victim, other):
+                    return name, partition, other
+    pytest.fail(f"no partition of {topic}'s topics whose ISR can change with {victim} "
+                "cut off")
+
+
 def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
     """The nemesis ``kind`` aimed at producer 0's transaction coordinator, a partition
     leader or the controller (see the module docstring). A bounce waits for ``settle``
@@ -192,12 +210,11 @@ def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
         if kind == "power-loss-coordinator":
             return str(power_loss_bounce(cluster, victim, TXN_STATE)) + " (the coordinator)"
         if kind == "cut-coordinator-from-leader":
-            # Markers to that leader fail and are retried until the link heals (once
-            # partition 0's ISR changed for it).
-            leader = leader_of(cluster, topic, 0)
-            other = leader if leader != victim else \
-                next(b for b in sorted(cluster.brokers) if b != victim)
-            return partition_pair(cluster, victim, other, topic) + " (the coordinator)"
+            # Markers to that leader fail and are retried until the link heals (once a
+            # partition's ISR changed for it).
+            name, partition, other = _cut_partner(cluster, topic, victim)
+            return partition_pair(cluster, victim, other, name, partition) + \
+                " (the coordinator)"
         if kind == "kill-leader":
             return hard_bounce(cluster, leader_of(cluster, topic, 0), topic, 3) + \
                 " (a partition leader)"
@@ -205,34 +222,38 @@ def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
     return fault
 
 
-def test_exactly_once_through_a_coordinator_crash(fault_cluster):
-    cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
-    topic = "eos"
-    # The quick tier: the bounce waits for one state partition only, and a short pipeline.
-    outcome = run_txn_scenario(cluster, topic, [_coordinator_fault("kill-coordinator",
-                                                                   cluster, topic, settle=1)],
-                               inputs=120, warmup=5)
+_KINDS = ("kill-coordinator", "pause-coordinator", "kill-leader", "kill-controller",
+          "cut-coordinator-from-leader", "power-loss-coordinator")
+
+
+def _assert_exactly_once(outcome):
     print(outcome.describe())
+    print("\n".join(str(op) for op in outcome.history.ops() if op.f == "txn" and op.process == 2))
     assert outcome.report.committed > 0 and outcome.report.aborted > 0, outcome.describe()
+    for process, _client in outcome.clients:
+        assert outcome.outcomes(process)[OK] > 0, outcome.describe()
     assert outcome.errors() == {}, outcome.describe()
     # The negative control: the same checker over the read_uncommitted reader fails.
     assert outcome.uncommitted.errors().get("aborted-read", 0) > 0, outcome.describe()
 
 
-_SOAK_KINDS = ("kill-coordinator", "pause-coordinator", "kill-leader", "kill-controller",
-               "cut-coordinator-from-leader", "power-loss-coordinator")
+def test_exactly_once_through_every_nemesis_once(fault_cluster, monkeypatch):
+    monkeypatch.setenv(ENV, "1")          # the brokers journal: power-loss-coordinator
+    cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
+    topic = "eos"
+    # The quick tier: each nemesis once, one after another; a bounce of the coordinator
+    # waits for one state partition only, and a short pipeline.
+    faults = [_coordinator_fault(kind, cluster, topic, settle=1) for kind in _KINDS]
+    _assert_exactly_once(run_txn_scenario(cluster, topic, faults, inputs=120, warmup=5))
 
 
 @pytest.mark.soak
-@pytest.mark.parametrize("kind", _SOAK_KINDS)
+@pytest.mark.parametrize("kind", _KINDS)
 def test_exactly_once_soak(fault_cluster, monkeypatch, kind):
     if kind == "power-loss-coordinator":
         monkeypatch.setenv(ENV, "1")
     cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
     topic = f"eos-{kind}"
-    outcome = run_txn_scenario(cluster, topic, [_coordinator_fault(kind, cluster, topic)] * 3,
-                               inputs=1000, warmup=30, cooldown=30.0)
-    print(outcome.describe())
-    assert outcome.report.committed > 0, outcome.describe()
-    assert outcome.errors() == {}, outcome.describe()
-    assert outcome.uncommitted.errors().get("aborted-read", 0) > 0, outcome.describe()
+    _assert_exactly_once(run_txn_scenario(
+        cluster, topic, [_coordinator_fault(kind, cluster, topic)] * 3, inputs=1000,
+        warmup=30, cooldown=30.0))
