@@ -66,14 +66,17 @@ def _describe(cluster, broker_id, tid):
     return state
 
 
-def _latest(cluster, broker_id, topic, *, read_committed):
+def _latest(cluster, broker_id, topic, *, read_committed, leading=True):
     """ListOffsets LATEST of partition 0 from ``broker_id``: the last stable offset with
-    ``read_committed``, else the high watermark."""
+    ``read_committed``, else the high watermark; None when it does not lead the partition
+    (yet) and not ``leading``."""
     answer = _ask(cluster[broker_id].address, ApiKey.LIST_OFFSETS, 4, {
         "replica_id": -1, "isolation_level": 1 if read_committed else 0,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
     (partition,) = answer["topics"][0]["partitions"]
+    if not leading and partition["error_code"] == E.NOT_LEADER_OR_FOLLOWER:
+        return None
     assert partition["error_code"] == E.NONE, partition
     return partition["offset"]
 
@@ -170,6 +173,10 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
     stable = _latest(cluster, cut_from, topic, read_committed=True)
     hard_shutdown(cluster, cut_from, topic, 2)
     new_leader = leader_of(cluster, topic, 0)
+    # ZooKeeper names the new leader before its LeaderAndIsr reached it.
+    cluster.wait_for(lambda: _latest(cluster, new_leader, topic, read_committed=True,
+                                     leading=False) is not None,
+                     f"broker {new_leader} leading {topic}-0")
     assert _latest(cluster, new_leader, topic, read_committed=True) == stable == \
         _latest(cluster, new_leader, topic, read_committed=False)
 
@@ -228,7 +235,6 @@ _KINDS = ("kill-coordinator", "pause-coordinator", "kill-leader", "kill-controll
 
 def _assert_exactly_once(outcome):
     print(outcome.describe())
-    print("\n".join(str(op) for op in outcome.history.ops() if op.f == "txn" and op.process == 2))
     assert outcome.report.committed > 0 and outcome.report.aborted > 0, outcome.describe()
     for process, _client in outcome.clients:
         assert outcome.outcomes(process)[OK] > 0, outcome.describe()

@@ -45,6 +45,9 @@ SENDS_FAILED = "sends failed"   # a kafka-python transaction aborted for its fai
 
 _TIMEOUT = 30          # seconds for a transactional call; a liveness guard
 _RETRIES = 5           # a retriable commit is retried this many times
+# kafka-python's waits: shorter, because its sender can stall for tens of seconds on a
+# killed partition leader, and a producer made anew recovers at once.
+_KP_TIMEOUT = 10
 
 
 def _producer(bootstrap, tid):
@@ -166,7 +169,7 @@ class KafkaPythonProducerWorker(TxnProducerWorker):
                 producer = KafkaProducer(
                     bootstrap_servers=self.bootstrap, transactional_id=self.tid,
                     linger_ms=2, transaction_timeout_ms=20000, delivery_timeout_ms=20000,
-                    request_timeout_ms=5000, max_block_ms=2 * _TIMEOUT * 1000,
+                    request_timeout_ms=5000, max_block_ms=_KP_TIMEOUT * 1000,
                     retry_backoff_ms=100, reconnect_backoff_max_ms=500,
                     metadata_max_age_ms=1000)
                 self.producer = producer
@@ -185,7 +188,7 @@ class KafkaPythonProducerWorker(TxnProducerWorker):
             sends = [producer.send(topic, value=v.encode(), partition=partition)
                      for (topic, partition), vs in writes.items() for v in vs]
             # Written first, so that an abort is one of records in the log.
-            producer.flush(_TIMEOUT)
+            producer.flush(_KP_TIMEOUT)
             failed = [f.exception for f in sends if f.failed()]
             if abort or failed:
                 self._end(committed=False)
@@ -202,8 +205,8 @@ class KafkaPythonProducerWorker(TxnProducerWorker):
         manager = self.producer._transaction_manager
         result = manager.begin_commit() if committed else manager.begin_abort()
         self.producer._sender.wakeup()
-        if not result.wait(timeout_ms=_TIMEOUT * 1000):
-            raise KafkaTimeoutError(f"no answer to EndTxn in {_TIMEOUT} s")
+        if not result.wait(timeout_ms=_KP_TIMEOUT * 1000):
+            raise KafkaTimeoutError(f"no answer to EndTxn in {_KP_TIMEOUT} s")
 
     def _commit(self, txn_id):
         self._end(committed=True)
