@@ -12,16 +12,19 @@ Default run (short):
   epoch is fenced by that partition's leader (TRANSACTION_COORDINATOR_FENCED); the
   producer's next transaction commits; then that partition's leader fails over, and its
   new leader's last stable offset is the old one's;
-- the scenario (two transactional producers over three partitions led by three brokers,
-  one transaction in four aborted, the pipeline, a read_committed and a read_uncommitted
-  reader) through a hard bounce of the transaction coordinator: 0 anomalies; the same
-  checker over the read_uncommitted reader reports aborted reads (the negative control:
-  the checker can fail).
+- the scenario (three transactional producers, two confluent-kafka and one kafka-python,
+  over three partitions led by three brokers, one transaction in four aborted, the
+  pipeline, a read_committed and a read_uncommitted reader) through every nemesis of the
+  issue once, one after another: the coordinator SIGKILLed and restarted, SIGSTOPped
+  past its ZooKeeper session, a partition leader SIGKILLed, the controller SIGKILLed,
+  the coordinator cut from a partition leader until that partition's ISR changed, a
+  power loss of the coordinator (the undo journal of harness/power_loss.py, on for the
+  whole cluster): 0 anomalies, and every producer committed; the same checker over the
+  read_uncommitted reader reports aborted reads (the negative control: the checker can
+  fail).
 
-With ``--soak``: the scenario under each nemesis of the issue, three times in a row: the
-coordinator SIGKILLed and SIGSTOPped past its ZooKeeper session, a partition leader and
-the controller SIGKILLed, the coordinator cut from a partition leader, a power loss of
-the coordinator (the undo journal of harness/power_loss.py).
+With ``--soak``: the scenario under each nemesis alone, three times in a row, with a
+longer pipeline and warm-up.
 """
 
 import asyncio
