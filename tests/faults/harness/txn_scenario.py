@@ -1,7 +1,7 @@
 """One transactional scenario run (issue 26): a topic written by transactional producers
-of two clients (confluent-kafka and kafka-python), a consume-transform-produce pipeline from a source topic to a sink, read_committed and
-read_uncommitted readers, the faults, the final reads, and the exactly-once checker's
-reports.
+of two clients (confluent-kafka and kafka-python), a consume-transform-produce pipeline
+from a source topic to a sink, read_committed and read_uncommitted readers, the faults,
+the final reads, and the exactly-once checker's reports.
 
     outcome = run_txn_scenario(cluster, "txns", [lambda: hard_bounce(...)])
     assert outcome.errors() == {}, outcome.describe()
