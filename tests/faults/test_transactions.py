@@ -12,16 +12,19 @@ Default run (short):
   epoch is fenced by that partition's leader (TRANSACTION_COORDINATOR_FENCED); the
   producer's next transaction commits; then that partition's leader fails over, and its
   new leader's last stable offset is the old one's;
-- the scenario (two transactional producers over three partitions led by three brokers,
-  one transaction in four aborted, the pipeline, a read_committed and a read_uncommitted
-  reader) through a hard bounce of the transaction coordinator: 0 anomalies; the same
-  checker over the read_uncommitted reader reports aborted reads (the negative control:
-  the checker can fail).
+- the scenario (three transactional producers, two confluent-kafka and one kafka-python,
+  over three partitions led by three brokers, one transaction in four aborted, the
+  pipeline, a read_committed and a read_uncommitted reader) through every nemesis of the
+  issue once, one after another: the coordinator SIGKILLed and restarted, SIGSTOPped
+  past its ZooKeeper session, a partition leader SIGKILLed, the controller SIGKILLed,
+  the coordinator cut from a partition leader until that partition's ISR changed, a
+  power loss of the coordinator (the undo journal of harness/power_loss.py, on for the
+  whole cluster): 0 anomalies, and every producer committed; the same checker over the
+  read_uncommitted reader reports aborted reads (the negative control: the checker can
+  fail).
 
-With ``--soak``: the scenario under each nemesis of the issue, three times in a row: the
-coordinator SIGKILLed and SIGSTOPped past its ZooKeeper session, a partition leader and
-the controller SIGKILLed, the coordinator cut from a partition leader, a power loss of
-the coordinator (the undo journal of harness/power_loss.py).
+With ``--soak``: the scenario under each nemesis alone, three times in a row, with a
+longer pipeline and warm-up.
 """
 
 import asyncio
@@ -34,7 +37,7 @@ from harness.cluster import node
 from harness.exactly_once import check_transactions
 from harness.history import INVOKE, OK, History
 from harness.nemesis import (hard_bounce, hard_shutdown, kill_controller, leader_of,
-                             partition_pair, pause_past_session, restart, wait_full_isr)
+                             leaders_of, partition_pair, pause_past_session, restart, wait_full_isr)
 from harness.power_loss import ENV, power_loss_bounce
 from harness.scenario import create_topic
 from harness.txn_scenario import (TXN_BROKER_OPTIONS, TXN_STATE, TXN_STATE_PARTITIONS,
@@ -66,14 +69,17 @@ def _describe(cluster, broker_id, tid):
     return state
 
 
-def _latest(cluster, broker_id, topic, *, read_committed):
+def _latest(cluster, broker_id, topic, *, read_committed, leading=True):
     """ListOffsets LATEST of partition 0 from ``broker_id``: the last stable offset with
-    ``read_committed``, else the high watermark."""
+    ``read_committed``, else the high watermark; None when it does not lead the partition
+    (yet) and not ``leading``."""
     answer = _ask(cluster[broker_id].address, ApiKey.LIST_OFFSETS, 4, {
         "replica_id": -1, "isolation_level": 1 if read_committed else 0,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
     (partition,) = answer["topics"][0]["partitions"]
+    if not leading and partition["error_code"] == E.NOT_LEADER_OR_FOLLOWER:
+        return None
     assert partition["error_code"] == E.NONE, partition
     return partition["offset"]
 
@@ -170,8 +176,30 @@ def test_a_coordinator_killed_mid_commit_is_finished_by_its_successor(fault_clus
     stable = _latest(cluster, cut_from, topic, read_committed=True)
     hard_shutdown(cluster, cut_from, topic, 2)
     new_leader = leader_of(cluster, topic, 0)
+    # ZooKeeper names the new leader before its LeaderAndIsr reached it.
+    cluster.wait_for(lambda: _latest(cluster, new_leader, topic, read_committed=True,
+                                     leading=False) is not None,
+                     f"broker {new_leader} leading {topic}-0")
     assert _latest(cluster, new_leader, topic, read_committed=True) == stable == \
         _latest(cluster, new_leader, topic, read_committed=False)
+
+
+def _cut_partner(cluster, topic, victim):
+    """``(topic, partition, broker)``: a partition of the scenario's topics (``topic``,
+    then its pipeline's sink and source) and the broker to cut ``victim`` from so that
+    the partition's ISR can change: its leader is one of the two and can still reach
+    the controller (the ISR changes through the controller's AlterPartition; a leader
+    cut from the controller keeps its ISR)."""
+    controller = cluster.controller()
+    for name in (topic, f"{topic}-sink", f"{topic}-source"):
+        for partition, leader in sorted(leaders_of(cluster, name, 3).items()):
+            others = [leader] if leader != victim else \
+                [b for b in sorted(cluster.brokers) if b != victim]
+            for other in others:
+                if leader == controller or controller not in (victim, other):
+                    return name, partition, other
+    pytest.fail(f"no partition of {topic}'s topics whose ISR can change with {victim} "
+                "cut off")
 
 
 def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
@@ -192,12 +220,11 @@ def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
         if kind == "power-loss-coordinator":
             return str(power_loss_bounce(cluster, victim, TXN_STATE)) + " (the coordinator)"
         if kind == "cut-coordinator-from-leader":
-            # Markers to that leader fail and are retried until the link heals (once
-            # partition 0's ISR changed for it).
-            leader = leader_of(cluster, topic, 0)
-            other = leader if leader != victim else \
-                next(b for b in sorted(cluster.brokers) if b != victim)
-            return partition_pair(cluster, victim, other, topic) + " (the coordinator)"
+            # Markers to that leader fail and are retried until the link heals (once a
+            # partition's ISR changed for it).
+            name, partition, other = _cut_partner(cluster, topic, victim)
+            return partition_pair(cluster, victim, other, name, partition) + \
+                " (the coordinator)"
         if kind == "kill-leader":
             return hard_bounce(cluster, leader_of(cluster, topic, 0), topic, 3) + \
                 " (a partition leader)"
@@ -205,34 +232,37 @@ def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
     return fault
 
 
-def test_exactly_once_through_a_coordinator_crash(fault_cluster):
-    cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
-    topic = "eos"
-    # The quick tier: the bounce waits for one state partition only, and a short pipeline.
-    outcome = run_txn_scenario(cluster, topic, [_coordinator_fault("kill-coordinator",
-                                                                   cluster, topic, settle=1)],
-                               inputs=120, warmup=5)
+_KINDS = ("kill-coordinator", "pause-coordinator", "kill-leader", "kill-controller",
+          "cut-coordinator-from-leader", "power-loss-coordinator")
+
+
+def _assert_exactly_once(outcome):
     print(outcome.describe())
     assert outcome.report.committed > 0 and outcome.report.aborted > 0, outcome.describe()
+    for process, _client in outcome.clients:
+        assert outcome.outcomes(process)[OK] > 0, outcome.describe()
     assert outcome.errors() == {}, outcome.describe()
     # The negative control: the same checker over the read_uncommitted reader fails.
     assert outcome.uncommitted.errors().get("aborted-read", 0) > 0, outcome.describe()
 
 
-_SOAK_KINDS = ("kill-coordinator", "pause-coordinator", "kill-leader", "kill-controller",
-               "cut-coordinator-from-leader", "power-loss-coordinator")
+def test_exactly_once_through_every_nemesis_once(fault_cluster, monkeypatch):
+    monkeypatch.setenv(ENV, "1")          # the brokers journal: power-loss-coordinator
+    cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
+    topic = "eos"
+    # The quick tier: each nemesis once, one after another; a bounce of the coordinator
+    # waits for one state partition only, and a short pipeline.
+    faults = [_coordinator_fault(kind, cluster, topic, settle=1) for kind in _KINDS]
+    _assert_exactly_once(run_txn_scenario(cluster, topic, faults, inputs=120, warmup=5))
 
 
 @pytest.mark.soak
-@pytest.mark.parametrize("kind", _SOAK_KINDS)
+@pytest.mark.parametrize("kind", _KINDS)
 def test_exactly_once_soak(fault_cluster, monkeypatch, kind):
     if kind == "power-loss-coordinator":
         monkeypatch.setenv(ENV, "1")
     cluster = fault_cluster(broker_options=TXN_BROKER_OPTIONS)
     topic = f"eos-{kind}"
-    outcome = run_txn_scenario(cluster, topic, [_coordinator_fault(kind, cluster, topic)] * 3,
-                               inputs=1000, warmup=30, cooldown=30.0)
-    print(outcome.describe())
-    assert outcome.report.committed > 0, outcome.describe()
-    assert outcome.errors() == {}, outcome.describe()
-    assert outcome.uncommitted.errors().get("aborted-read", 0) > 0, outcome.describe()
+    _assert_exactly_once(run_txn_scenario(
+        cluster, topic, [_coordinator_fault(kind, cluster, topic)] * 3, inputs=1000,
+        warmup=30, cooldown=30.0))

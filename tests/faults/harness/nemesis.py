@@ -168,13 +168,13 @@ def restart_zookeeper(cluster, topic, down_seconds=1.0):
     return f"ZooKeeper restarted ({down_seconds} s down)"
 
 
-def partition_pair(cluster, a, b, topic):
+def partition_pair(cluster, a, b, topic, partition=0):
     """Cut brokers ``a`` and ``b`` from each other (both stay reachable from ZooKeeper
     and clients) until the partition's ISR changes or its leader moves, then heal."""
-    before = cluster.partition_state(topic)
+    before = cluster.partition_state(topic, partition)
     cluster.net.cut(node(a), node(b))
-    cluster.wait_for(lambda: cluster.partition_state(topic) != before,
-                     f"{topic}'s state changed while {a} and {b} were cut apart")
+    cluster.wait_for(lambda: cluster.partition_state(topic, partition) != before,
+                     f"{topic}-{partition}'s state changed while {a} and {b} were cut apart")
     cluster.net.heal(node(a), node(b))
-    wait_full_isr(cluster, topic)
-    return f"brokers {a} and {b} cut apart until the ISR changed"
+    wait_full_isr(cluster, topic, partition + 1)
+    return f"brokers {a} and {b} cut apart until the ISR of {topic}-{partition} changed"

@@ -1,7 +1,7 @@
-"""One transactional scenario run (issue 26): a topic written by transactional producers,
-a consume-transform-produce pipeline from a source topic to a sink, read_committed and
-read_uncommitted readers, the faults, the final reads, and the exactly-once checker's
-reports.
+"""One transactional scenario run (issue 26): a topic written by transactional producers
+of two clients (confluent-kafka and kafka-python), a consume-transform-produce pipeline
+from a source topic to a sink, read_committed and read_uncommitted readers, the faults,
+the final reads, and the exactly-once checker's reports.
 
     outcome = run_txn_scenario(cluster, "txns", [lambda: hard_bounce(...)])
     assert outcome.errors() == {}, outcome.describe()
@@ -19,10 +19,11 @@ from confluent_kafka import Producer
 from kqlite.format.internal_topics import kafka_partition_for_key
 
 from .exactly_once import check_pipeline, check_transactions
-from .history import OK, History
+from .history import FAIL, INFO, OK, History
 from .nemesis import leader_of
 from .scenario import create_topic
-from .txn_workload import PipelineWorker, TxnProducerWorker, committed_offsets
+from .txn_workload import (SENDS_FAILED, KafkaPythonProducerWorker, PipelineWorker,
+                           TxnProducerWorker, committed_offsets)
 from .workload import ConsumerWorker, final_read, key_of
 
 __all__ = ["run_txn_scenario", "TxnOutcome", "coordinator_of", "TXN_STATE",
@@ -57,6 +58,18 @@ class TxnOutcome:
     pipeline: dict              # check_pipeline's anomalies
     history: History
     faults: list
+    clients: list               # (process, client name) of each transactional producer
+
+    def outcomes(self, process):
+        """``{ok: n, fail: n, info: n, "sends failed": n}`` of the transactions
+        ``process`` completed (the last: aborted because a send failed, see
+        txn_workload.py)."""
+        counts = {OK: 0, FAIL: 0, INFO: 0, SENDS_FAILED: 0}
+        for op in self.history.ops():
+            if op.process == process and op.f == "txn" and op.type in counts:
+                counts[op.type] += 1
+                counts[SENDS_FAILED] += op.type == FAIL and SENDS_FAILED in op.value[1]
+        return counts
 
     def errors(self):
         found = dict(self.report.errors())
@@ -65,6 +78,7 @@ class TxnOutcome:
 
     def describe(self, limit=10):
         lines = [self.report.summary(), f"  read_uncommitted: {self.uncommitted.summary()}"]
+        lines += [f"  {client} producer {p}: {self.outcomes(p)}" for p, client in self.clients]
         lines += [f"  fault: {f}" for f in self.faults]
         for name, found in list(self.report.anomalies.items()) + list(self.pipeline.items()):
             if found:
@@ -85,11 +99,14 @@ def _committed_transactions(history):
                for op in history.ops())
 
 
-def run_txn_scenario(cluster, topic, faults, *, partitions=3, producers=2, inputs=300,
-                     warmup=10, cooldown=1.0, final_window=30.0):
+def run_txn_scenario(cluster, topic, faults, *, partitions=3, producers=2,
+                     kafka_python_producers=1, inputs=300, warmup=10, cooldown=1.0,
+                     final_window=30.0):
     """Run ``faults`` one after another while the workload runs (they start once
     ``warmup`` transactions committed), then heal, let the pipeline catch up with its
-    ``inputs`` source records, read everything to the end and check."""
+    ``inputs`` source records, read everything to the end and check. ``producers``
+    confluent-kafka producers are processes 0.., then ``kafka_python_producers``
+    kafka-python ones."""
     history = History()
     source, sink = f"{topic}-source", f"{topic}-sink"
     leaders = [sorted(cluster.brokers)[p % len(cluster.brokers)] for p in range(partitions)]
@@ -98,6 +115,11 @@ def run_txn_scenario(cluster, topic, faults, *, partitions=3, producers=2, input
     _fill(cluster, source, partitions, inputs)
     workers = [TxnProducerWorker(history, i, cluster.bootstrap, producer_tid(i), topic,
                                  partitions) for i in range(producers)]
+    workers += [KafkaPythonProducerWorker(history, i, cluster.bootstrap, producer_tid(i),
+                                          topic, partitions)
+                for i in range(producers, producers + kafka_python_producers)]
+    clients = [(w.process, "kafka-python" if isinstance(w, KafkaPythonProducerWorker)
+                else "confluent-kafka") for w in workers]
     pipeline = PipelineWorker(history, PIPELINE, cluster.bootstrap, "txn-pipeline", "pipeline",
                               source, sink, partitions)
     readers = [ConsumerWorker(history, COMMITTED_READER, cluster.bootstrap, topic, partitions),
@@ -143,4 +165,4 @@ def run_txn_scenario(cluster, topic, faults, *, partitions=3, producers=2, input
         report=check_transactions(topic_ops, readers=[COMMITTED_READER], final=FINAL),
         uncommitted=check_transactions(topic_ops, readers=[UNCOMMITTED_READER], final=FINAL),
         pipeline=check_pipeline(inputs_at, outputs, committed), history=history,
-        faults=done)
+        faults=done, clients=clients)

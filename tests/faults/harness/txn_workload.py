@@ -1,6 +1,6 @@
-"""The transactional workload: transactional producers and a consume-transform-produce
-pipeline (confluent-kafka, i.e. librdkafka) that write the history ``exactly_once.py``
-checks.
+"""The transactional workload: transactional producers of two clients (confluent-kafka,
+i.e. librdkafka, and kafka-python) and a consume-transform-produce pipeline
+(confluent-kafka) that write the history ``exactly_once.py`` checks.
 
 :class:`TxnProducerWorker` runs transactions one after another, each writing one value to
 every partition of the topic, ``"<process>-<n>-<partition>"``; every ``abort_every``-th
@@ -9,6 +9,13 @@ once ``commit_transaction()`` returned, ``fail`` once ``abort_transaction()`` re
 (on purpose, or after an abortable error), ``info`` otherwise (a commit that failed for
 good, a fenced or fatal producer, which is then made anew: its ``init_transactions()``
 finishes or aborts what the old one left, with its own id).
+:class:`KafkaPythonProducerWorker` runs the same transactions with kafka-python's
+``KafkaProducer``, whose transaction manager is a port of the Java client's: a failed
+``commit_transaction()`` leaves it either abortable (``abort_transaction()`` then
+returns: ``fail``) or fatal (``info``, made anew). Its ``commit_transaction()`` has no
+timeout of its own (it waits until the coordinator answered, retrying through
+``COORDINATOR_NOT_AVAILABLE``/``NOT_COORDINATOR``); a commit still waiting when the
+scenario ends stays ``invoked``, which the checker counts as unknown.
 
 :class:`PipelineWorker` reads an input topic from the group's committed offsets
 (``read_committed``, assigned, not subscribed) and, per batch, in one transaction,
@@ -24,14 +31,23 @@ import time
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaException, Producer,
                              TopicPartition)
 
+from kafka import KafkaProducer
+from kafka.errors import KafkaError, KafkaTimeoutError
+
 from .exactly_once import output_value
 from .history import FAIL, INFO, INVOKE, OK
 from .workload import key_of
 
-__all__ = ["TxnProducerWorker", "PipelineWorker", "committed_offsets"]
+__all__ = ["TxnProducerWorker", "KafkaPythonProducerWorker", "PipelineWorker",
+           "committed_offsets", "SENDS_FAILED"]
+
+SENDS_FAILED = "sends failed"   # a kafka-python transaction aborted for its failed sends
 
 _TIMEOUT = 30          # seconds for a transactional call; a liveness guard
 _RETRIES = 5           # a retriable commit is retried this many times
+# kafka-python's waits: shorter, because its sender can stall for tens of seconds on a
+# killed partition leader, and a producer made anew recovers at once.
+_KP_TIMEOUT = 10
 
 
 def _producer(bootstrap, tid):
@@ -140,6 +156,90 @@ class TxnProducerWorker(_Transactional):
             self._transaction(f"{self.process}-{n}", writes,
                               abort=n % self.abort_every == self.abort_every - 1)
             n += 1
+
+
+class KafkaPythonProducerWorker(TxnProducerWorker):
+    """:class:`TxnProducerWorker`'s transactions through kafka-python's ``KafkaProducer``;
+    see the module docstring."""
+
+    def _ensure_producer(self):
+        while self.producer is None and not self.stopping.is_set():
+            producer = None
+            try:
+                producer = KafkaProducer(
+                    bootstrap_servers=self.bootstrap, transactional_id=self.tid,
+                    linger_ms=2, transaction_timeout_ms=20000, delivery_timeout_ms=20000,
+                    request_timeout_ms=5000, max_block_ms=_KP_TIMEOUT * 1000,
+                    retry_backoff_ms=100, reconnect_backoff_max_ms=500,
+                    metadata_max_age_ms=1000)
+                self.producer = producer
+                producer.init_transactions()
+            except KafkaError:
+                self.producer = producer
+                self._close()
+                time.sleep(0.5)       # no coordinator yet: tried again
+
+    def _transaction(self, txn_id, writes, *, abort=False, offsets=None, consumer=None):
+        values = {key_of(t, p): vs for (t, p), vs in writes.items()}
+        self.history.add(self.process, INVOKE, "txn", (txn_id, values))
+        producer = self.producer
+        try:
+            producer.begin_transaction()
+            sends = [producer.send(topic, value=v.encode(), partition=partition)
+                     for (topic, partition), vs in writes.items() for v in vs]
+            # Written first, so that an abort is one of records in the log.
+            producer.flush(_KP_TIMEOUT)
+            failed = [f.exception for f in sends if f.failed()]
+            if abort or failed:
+                self._end(committed=False)
+                return self._done(txn_id, FAIL, f"aborted, {SENDS_FAILED}: {failed!r}"
+                                  if failed else "aborted on purpose")
+            return self._commit(txn_id)
+        except KafkaError as exc:
+            return self._failed(txn_id, exc)
+
+    def _end(self, *, committed):
+        """``commit_transaction()`` or ``abort_transaction()`` as KafkaProducer does them,
+        with a timeout (a liveness guard: theirs wait for ever, for an answer of the
+        coordinator)."""
+        manager = self.producer._transaction_manager
+        result = manager.begin_commit() if committed else manager.begin_abort()
+        self.producer._sender.wakeup()
+        if not result.wait(timeout_ms=_KP_TIMEOUT * 1000):
+            raise KafkaTimeoutError(f"no answer to EndTxn in {_KP_TIMEOUT} s")
+
+    def _commit(self, txn_id):
+        self._end(committed=True)
+        return self._done(txn_id, OK, "committed")
+
+    def _failed(self, txn_id, exc):
+        # The Java client's rule: after an abortable error the transaction can (and must)
+        # be aborted; after a fatal one abort_transaction() raises it again. An EndTxn
+        # left unanswered leaves its outcome unknown.
+        try:
+            if isinstance(exc, KafkaTimeoutError):
+                raise exc
+            self._end(committed=False)
+            return self._done(txn_id, FAIL, f"aborted after {exc!r}")
+        except KafkaError as abort_exc:
+            self._done(txn_id, INFO, f"{exc!r}, then {abort_exc!r}")
+        self._close()
+        self.producer = None          # made anew: its init finishes what this one left
+        return INFO
+
+    def _close(self):
+        """Close the producer, whose unsent records are dropped (its close() flushes
+        them first, and raises if that times out)."""
+        if self.producer is not None:
+            try:
+                self.producer.close(timeout=1)
+            except KafkaError:
+                pass
+        self.producer = None
+
+    def stop(self):
+        super().stop()
+        self._close()
 
 
 def committed_offsets(bootstrap, group, topic, partitions):
