@@ -50,10 +50,16 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    f"{os.sep}tests{os.sep}test_benchmarks_smoke.py",
                    f"{os.sep}tests{os.sep}packaging{os.sep}",
                    f"{os.sep}tests{os.sep}mirror{os.sep}",
-                   # Cluster tests of issue 26: socket-free, or brokers started with the
-                   # C helpers (they run here although tests/cluster is the C pass's).
+                   # Cluster tests whose brokers and tools are child processes, which
+                   # run with the C helpers either way (cluster_processes.child_environment),
+                   # or socket-free: here although tests/cluster is the C pass's, which is
+                   # the longer one.
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_transactions.py",
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_txn_marker_channel.py",
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_groups.py",
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_cli.py",
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_security.py",
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_metrics.py",
                    # Adoption: its brokers and tools run with the C helpers (adopt/brokers.py).
                    f"{os.sep}tests{os.sep}adopt{os.sep}")
 

@@ -1,26 +1,15 @@
 """Broker and CLI child processes of the adoption tests, run with the C helpers (the
 tests run in the pure-Python pass; the brokers need not)."""
 
-import os
 import subprocess
 import sys
 
-from cluster_processes import ClusterBroker, until
+from cluster_processes import ClusterBroker, child_environment, until
 
 __all__ = ["FastBroker", "child_environment", "kqlite_cli", "until"]
 
-
-def child_environment():
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop("KQLITE_PURE_PYTHON", None)
-    return env
-
-
-class FastBroker(ClusterBroker):
-    """tests/cluster's broker process, with the C helpers."""
-
-    def environment(self):
-        return child_environment()
+# tests/cluster's broker process, which runs with the C helpers in either pass.
+FastBroker = ClusterBroker
 
 
 def kqlite_cli(*args, timeout=120):

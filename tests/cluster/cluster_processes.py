@@ -68,6 +68,15 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+def child_environment():
+    """The environment of a kqlite child process (a broker, ``kqlite cluster up``, a tool):
+    the C helpers whichever pass starts it, since cluster tests measure replication and
+    leadership, not the twins (the other suites prove those), and unbuffered output."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("KQLITE_PURE_PYTHON", None)
+    return env
+
+
 class ClusterBroker:
     """One broker process; ``start()`` launches it, ``wait_listening()`` waits for it.
 
@@ -101,7 +110,7 @@ class ClusterBroker:
                 "--controlled-shutdown-retry-backoff-ms", "500", *self.extra]
 
     def environment(self):
-        return dict(os.environ, PYTHONUNBUFFERED="1")
+        return child_environment()
 
     def start(self):
         self._lines = []

@@ -17,14 +17,15 @@ import pytest
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from cluster_processes import until
+from cluster_processes import child_environment, until
 
 WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
 KQLITE = [sys.executable, "-m", "kqlite.cli"]
 
 
 def kqlite(*args, timeout=60):
-    return subprocess.run([*KQLITE, *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*KQLITE, *args], capture_output=True, text=True, timeout=timeout,
+                          env=child_environment())
 
 
 class Up:
@@ -35,7 +36,7 @@ class Up:
         self._err = open(self.err_path, "w")
         self.proc = subprocess.Popen([*KQLITE, "cluster", "up", *args], text=True,
                                      stdout=subprocess.PIPE, stderr=self._err,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=child_environment())
         self.out = []
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
@@ -239,7 +240,7 @@ def test_a_one_broker_cluster_runs_consumer_groups_and_removes_its_temp_dir(tmp_
 
 
 def test_up_without_zookeeper_installed_says_what_to_install(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env = {k: v for k, v in child_environment().items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)          # no java on it
     result = subprocess.run([*KQLITE, "cluster", "up", "--brokers", "1",
                              "--dir", str(tmp_path / "c")],

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from cluster_processes import ClusterBroker, Cluster, formed, until
+from cluster_processes import Cluster, formed, until
 
 from kqlite.format.internal_topics import kafka_partition_for_key
 
@@ -36,13 +36,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 WAIT = 120                    # seconds: liveness guards only
 TXN_PARTITIONS = 50           # Kafka's default, which the cluster is left with
 OFFSETS_PARTITIONS = 5
-
-
-class _CBroker(ClusterBroker):
-    def environment(self):
-        env = super().environment()
-        env.pop("KQLITE_PURE_PYTHON", None)      # the brokers at full speed
-        return env
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +49,6 @@ def cluster(tmp_path_factory, zookeeper):
     admin_zk.close()
     c = Cluster(tmp_path_factory.mktemp("txn"), zookeeper.connect_string + chroot,
                 extra=["--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS)])
-    c.brokers = {b.broker_id: _CBroker(b.broker_id, b.data_dir, b.zk_hosts, b.extra)
-                 for b in c.brokers.values()}
     try:
         c.start()
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
