@@ -33,8 +33,9 @@ def _size(n: Optional[int]) -> str:
     return str(n)
 
 
-def _opt(value: Optional[int]) -> str:
-    return "—" if value is None else str(value)
+def _opt(value: Optional[Any]) -> str:
+    """A number, "—" when unknown, or the error a broker gave in its place."""
+    return "—" if value is None else _e(str(value))
 
 
 def _time(ms: int) -> str:

@@ -33,6 +33,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.security import KafkaPrincipal, SecurityProtocol
 from ..server.request_context import RequestContext
 from .assignment import assigned_partitions
+from .cluster_reads import ClusterReads, Failed
 from .reads import embedded_groups
 
 __all__ = ["EmbeddedSource", "BrokerSource", "ClusterView", "GroupView", "User"]
@@ -136,6 +137,44 @@ class BrokerSource:
         self.allow_writes = allow_writes
         self.login = login          # auth.BrokerLogin: checks passwords, opens connections
         self.needs_login = login is not None and login.required
+        # a cluster broker's console reads what other brokers hold from them
+        self.remote = (ClusterReads(node, login, login.listener_name)
+                       if node is not None and login is not None else None)
+
+    def hosted(self, topic: str, partition: int) -> bool:
+        """Whether this broker holds a replica of the partition (its data dir has it)."""
+        if self.node is None:
+            return True
+        info = self.node.cache.partition(topic, partition)
+        return info is not None and self.broker.broker_id in info.replicas
+
+    def cluster_topics(self) -> dict[str, int]:
+        """{topic: partition count} of every topic of the cluster (the metadata cache)."""
+        if self.node is None:
+            return {}
+        counts: dict[str, int] = {}
+        for topic, _p in self.node.cache.partitions:
+            counts[topic] = counts.get(topic, 0) + 1
+        return counts
+
+    async def describe_group(self, user: User, group: str) -> Any:
+        """A GroupView of a group another broker coordinates (DescribeGroups to its
+        coordinator, as ``user``), None when it has no members' state, or a Failed."""
+        assert self.remote is not None
+        coordinator = await self.remote.coordinator(user, group)
+        if isinstance(coordinator, Failed):
+            return coordinator
+        answer = await self.remote.ask(user, coordinator, ApiKey.DESCRIBE_GROUPS, {
+            "groups": [group], "include_authorized_operations": False})
+        if isinstance(answer, Failed):
+            return answer
+        (g,) = answer["groups"]
+        if g["error_code"]:
+            return Failed(_error_of(g, ""))
+        members = [(m["member_id"], m["client_id"], m["client_host"],
+                    assigned_partitions(m["member_assignment"]))
+                   for m in g["members"][:1000]]
+        return GroupView(group, g["group_state"], g["protocol_data"] or "", members)
 
     async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self.broker.io.run(fn, self.broker.db, *args)
