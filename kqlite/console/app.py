@@ -21,6 +21,10 @@ order, each step with its own answer, before any page reads storage:
                   the cluster (a write is the user's Kafka request:
                   the broker answers it with its own refusal, shown)
   storage         an unknown topic or partition                         404
+  other brokers   (a cluster broker) a broker that cannot answer: its   200, the cells
+                  cells of the page are its error (cluster_reads.py);   "error: ..."
+                  /api/messages of a partition whose leader cannot      503
+                  be read
 
 Pages are HTML (pages.py); the same data is JSON under ``/api/``; plots are SVG under
 ``/chart/``. Reads go through the source (sources.py), which runs them in a storage

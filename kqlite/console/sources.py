@@ -13,6 +13,9 @@ Theory of operation. The console's pages (app.py) ask a source for four things:
 - ``authorize(user, operation, resource)``: the broker's authorizer, asked as the
   principal the console's user authenticated as (everything is allowed embedded,
   where nothing is written);
+- on a cluster broker, ``remote`` (cluster_reads.py): what other brokers hold (offsets
+  of partitions led elsewhere, their records, the groups they coordinate), asked of
+  them as that user, so their ACLs decide what the user sees;
 - ``write(user, api, body)``: a Kafka request to the broker's own listener, authenticated
   as that user (auth.py), so a write from the console is checked by exactly the rules
   a client's is. An embedded source writes through the Database instead, and only when
