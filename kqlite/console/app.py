@@ -257,12 +257,14 @@ class Console:
             count = local.partition_count
         shown = range(first, min(count, first + limits.PARTITIONS_PER_PAGE))
         offsets = await self.source.remote.offsets(user, [(topic, p) for p in shown])
+        elsewhere = [p for p in shown if not self.source.hosted(topic, p)]
+        sizes = await self.source.remote.sizes(user, topic, elsewhere) if elsewhere else {}
         here = {r.partition: r for r in local.partitions} if local is not None else {}
         rows = []
         for p in shown:
             row = here.get(p) if self.source.hosted(topic, p) else None
             if row is None:
-                row = PartitionRow(p, None, [], False, None, None, None, None)
+                row = PartitionRow(p, sizes.get(p), [], False, None, None, None, None)
             found = offsets.get((topic, p))
             if isinstance(found, Offsets):
                 row = row._replace(start=found.start, high_watermark=found.high_watermark,

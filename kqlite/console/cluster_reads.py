@@ -10,6 +10,8 @@ user (auth.py opens the connection with the user's own SASL credentials): the br
 ACLs then decide what the user sees, exactly as for that user's clients.
 
   what                      asked of                    request
+  a partition's size        its leader, one request     DescribeLogDirs (needs DESCRIBE
+                            per leader                  on the cluster)
   start, high watermark,    each leader, one request    ListOffsets earliest (-2) and
   last stable offset        per leader and kind         latest (-1), read_uncommitted /
                                                         read_committed
@@ -48,7 +50,7 @@ _CONSUMER = -1
 # every Kafka-protocol broker serves
 _VERSIONS = {ApiKey.LIST_OFFSETS: (1, 7), ApiKey.FETCH: (4, 12), ApiKey.LIST_GROUPS: (0, 4),
              ApiKey.FIND_COORDINATOR: (0, 3), ApiKey.OFFSET_FETCH: (2, 7),
-             ApiKey.DESCRIBE_GROUPS: (0, 5)}
+             ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.DESCRIBE_LOG_DIRS: (0, 4)}
 _EARLIEST, _LATEST = -2, -1
 _BATCH_HEADER = 61
 
@@ -158,6 +160,34 @@ class ClusterReads:
                 if tp not in out and len(values) == len(kinds):
                     hw = values["hw"]
                     out[tp] = Offsets(values.get("start", hw), hw, values.get("lso", hw))
+        await self._each([lambda lg=leader, g=group: of_leader(lg, g)
+                          for leader, group in by_leader.items()])
+        return out
+
+    async def sizes(self, user: Any, topic: str, partitions: list[int]) -> dict[int, Any]:
+        """``{partition: bytes or Failed}`` of the leaders' replicas (DescribeLogDirs)."""
+        out: dict[int, Any] = {}
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            leader = self.leader(topic, p)
+            if leader is None:
+                out[p] = Failed("no leader")
+            else:
+                by_leader.setdefault(leader, []).append(p)
+
+        async def of_leader(leader: int, group: list[int]) -> None:
+            answer = await self.ask(user, leader, ApiKey.DESCRIBE_LOG_DIRS, {
+                "topics": [{"topic": topic, "partitions": group}]})
+            if not isinstance(answer, Failed) and answer.get("error_code"):
+                answer = Failed(_code_name(answer["error_code"]))
+            if isinstance(answer, Failed):
+                out.update((p, answer) for p in group)
+                return
+            for result in answer["results"]:
+                for t in result["topics"]:
+                    for entry in t["partitions"]:
+                        if t["name"] == topic and entry["partition_index"] in group:
+                            out[entry["partition_index"]] = entry["partition_size"]
         await self._each([lambda lg=leader, g=group: of_leader(lg, g)
                           for leader, group in by_leader.items()])
         return out

@@ -23,13 +23,13 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _size(n: Optional[int]) -> str:
-    if n is None:
-        return "—"
+def _size(n: Optional[Any]) -> str:
+    if not isinstance(n, int):
+        return _opt(n)          # unknown, or a broker's error in its place
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024   # type: ignore[assignment]
+        n /= 1024
     return str(n)
 
 

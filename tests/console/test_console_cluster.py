@@ -59,9 +59,11 @@ def _offsets_on_every_console(cluster):
             return page if [(r["start"], r["high_watermark"]) for r in page["partitions"]
                             ] == [(0, 2), (0, 3), (0, 4)] else None
         page = until(shown, f"every partition's offsets on broker {broker}'s console")
-        # segment files only of the partition this broker hosts
+        # segment files only of the partition this broker hosts; the others' sizes are
+        # their leaders' (DescribeLogDirs)
         hosted = [r["partition"] for r in page["partitions"] if r["segment_files"]]
         assert len(hosted) == 1
+        assert all(isinstance(r["size"], int) and r["size"] > 0 for r in page["partitions"])
         assert "spread" in [t["name"] for t in _json(cluster, broker, "/api/topics")]
 
 

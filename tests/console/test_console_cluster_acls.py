@@ -112,6 +112,12 @@ def test_a_user_sees_across_the_cluster_only_what_the_acls_allow(cluster):
     until(lambda: [r["high_watermark"] for r in _api(console, "/api/topics/open", BOB)[1][
         "partitions"]] == [1, 1, 1], "the offsets of every partition of open, for bob")
     assert _api(console, "/api/topics/secret", BOB)[0] == 403
+    # sizes of partitions hosted elsewhere need DESCRIBE on the cluster (DescribeLogDirs):
+    # bob's cells are the broker's refusal
+    rows = _api(console, "/api/topics/open", BOB)[1]["partitions"]
+    assert [r["size"] for r in rows if r["partition"] != [
+        p for p, leader in leaders.items() if leader == 1][0]] == [
+        "error: CLUSTER_AUTHORIZATION_FAILED"] * 2
     (elsewhere, *_) = [p for p, leader in leaders.items() if leader != 1]
     status, page = _api(console, f"/api/messages?topic=open&partition={elsewhere}", BOB)
     assert status == 200
@@ -132,5 +138,6 @@ def test_a_user_sees_across_the_cluster_only_what_the_acls_allow(cluster):
         assert "open" in names and "secret" in names
         rows = _api(broker, "/api/topics/secret", ALICE)[1]["partitions"]
         assert [r["high_watermark"] for r in rows] == [1, 1, 1]
+        assert all(isinstance(r["size"], int) and r["size"] > 0 for r in rows)
         groups = [g["group"] for g in _api(broker, "/api/groups", ALICE)[1]]
         assert "bobs" in groups and "hidden" in groups
