@@ -315,16 +315,18 @@ class Console:
     async def _group_list(self, user: User) -> list[Any]:
         stored = await self.source.read(reads.group_names)
         live = await self.source.live_groups()
-        elsewhere: set[str] = set()
+        elsewhere: dict[str, str] = {}
         if getattr(self.source, "remote", None) is not None:
             # every broker's groups; a broker that does not answer leaves its own out
             found, _failed = await self.source.remote.group_names(user)
-            elsewhere = set(found) - set(live) - set(stored)
-        names = self._visible(user, sorted(set(stored) | set(live) | elsewhere)
+            elsewhere = {g: state for g, state in found.items() if g not in live}
+        names = self._visible(user, sorted(set(stored) | set(live) | set(elsewhere))
                               [:limits.MAX_GROUPS], ResourceType.GROUP)
+        # members are counted for this broker's groups; another's page shows its own
         return [(g, live[g].state if g in live else
-                 "coordinated elsewhere" if g in elsewhere else "stored offsets",
-                 len(live[g].members) if g in live else 0) for g in names]
+                 elsewhere.get(g) or "stored offsets",
+                 len(live[g].members) if g in live else None if g in elsewhere else 0)
+                for g in names]
 
     async def _groups(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return self._page("Consumer groups", pages.groups_page(await self._group_list(user)),

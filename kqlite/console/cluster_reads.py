@@ -259,14 +259,16 @@ class ClusterReads:
 
     # -- groups --------------------------------------------------------------------------------
 
-    async def group_names(self, user: Any) -> tuple[list[str], list[Failed]]:
-        """Every group some live broker coordinates, and the brokers that did not answer."""
+    async def group_names(self, user: Any) -> tuple[dict[str, str], list[Failed]]:
+        """``{group: state}`` of every group some live broker coordinates (the first
+        MAX_GROUPS by name; the state as ListGroups v4 tells it, "" from an older
+        broker), and the brokers that did not answer."""
         brokers = [b.broker_id for b in self.node.cache.alive_brokers(self.listener_name)]
         answers = await self._each([
             lambda b=b: self.ask(user, b, ApiKey.LIST_GROUPS,
                                  {"states_filter": [], "types_filter": []})
             for b in brokers])
-        names: set[str] = set()
+        names: dict[str, str] = {}
         failed = []
         for answer in answers:
             if isinstance(answer, Failed):
@@ -274,8 +276,9 @@ class ClusterReads:
             elif answer["error_code"]:
                 failed.append(Failed(_code_name(answer["error_code"])))
             else:
-                names.update(g["group_id"] for g in answer["groups"])
-        return sorted(names)[:limits.MAX_GROUPS], failed
+                names.update((g["group_id"], g.get("group_state") or "")
+                             for g in answer["groups"])
+        return dict(sorted(names.items())[:limits.MAX_GROUPS]), failed
 
     async def coordinator(self, user: Any, group: str) -> Any:
         """The coordinator's broker id of ``group`` (asked of this broker), or a Failed."""
@@ -321,7 +324,7 @@ async def sample_lags(reads: ClusterReads, user: Any, cursor: int) -> tuple[dict
     the cluster's groups, taken in turn from ``cursor`` (by name), so every group is
     sampled every few rounds however many there are; a group whose coordinator or
     leaders do not answer is left out of the round."""
-    names, _failed = await reads.group_names(user)
+    names = list((await reads.group_names(user))[0])
     if not names:
         return {}, 0
     cursor %= len(names)

@@ -185,7 +185,7 @@ def messages_page(page: Optional[Any], form: dict[Any, Any], topics: list[Any], 
 
 
 def groups_page(groups: list[Any]) -> str:
-    rows = [(f'<a href="/groups/{_e(g)}">{_e(g)}</a>', _e(state), str(members))
+    rows = [(f'<a href="/groups/{_e(g)}">{_e(g)}</a>', _e(state), _opt(members))
             for g, state, members in groups]
     return _table(("group", "state", "members"), rows, "groups")
 
