@@ -85,6 +85,11 @@ def _lag_on_every_console(cluster):
         group = _json(cluster, broker, "/api/groups/viewers")
         assert [(o["partition"], o["committed"], o["lag"]) for o in group["offsets"]] == [
             (0, 1, 1), (1, 1, 2), (2, 1, 3)]
+    # every broker's sampler asks the group's coordinator: its lag is plotted everywhere
+    for broker in (1, 2, 3):
+        until(lambda broker=broker: [v for _t, v in _json(
+            cluster, broker, "/api/groups/viewers")["lag"]][-1:] == [6],
+            f"the lag of viewers sampled by broker {broker}")
 
 
 def _partitions(page):
@@ -102,7 +107,8 @@ def test_a_killed_broker_shows_on_the_cluster_page(tmp_path, zk_hosts, browser, 
                                                    monkeypatch):
     # the brokers run with the C helpers, whichever pass runs this test
     monkeypatch.setattr(cluster_processes.ClusterBroker, "environment", lambda self: ENV)
-    with running_cluster(tmp_path, zk_hosts, ["--console"], metrics=True) as cluster:
+    with running_cluster(tmp_path, zk_hosts, ["--console", "--console-sample-interval", "1"],
+                         metrics=True) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
         leaders = _spread(cluster)
