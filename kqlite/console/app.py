@@ -494,15 +494,47 @@ class Console:
         if to not in ("earliest", "latest"):
             raise limits.BadRequest("to is earliest or latest")
         view = (await self.source.live_groups()).get(group)
+        remote = getattr(self.source, "remote", None)
+        elsewhere = remote is not None and view is None
+        if elsewhere:
+            # coordinated by another broker: its members, and its partitions' bounds
+            # from their leaders
+            view = await self.source.describe_group(user, group)
+            if isinstance(view, Failed):
+                return await self._done(user, f"Reset {group}", f"failed: {view.reason}",
+                                        f"/groups/{group}")
         if view is not None and view.members:
             return await self._done(user, f"Reset {group}", "refused: the group has "
                                     "members (Kafka resets only an empty group)",
                                     f"/groups/{group}")
-        bounds = await self.source.read(reads.group_bounds, group)
+        if elsewhere:
+            bounds = await self._cluster_group_bounds(user, group)
+            if isinstance(bounds, Failed):
+                return await self._done(user, f"Reset {group}", f"failed: {bounds.reason}",
+                                        f"/groups/{group}")
+        else:
+            bounds = await self.source.read(reads.group_bounds, group)
         offsets = {(t, p): (start if to == "earliest" else end)
                    for t, p, start, end in bounds}
         return await self._write(user, f"Reset {group}", f"/groups/{group}",
                                  lambda: self.source.reset_offsets(user, group, offsets))
+
+
+    async def _cluster_group_bounds(self, user: User, group: str) -> Any:
+        """``[(topic, partition, log start, high watermark)]`` of a group another broker
+        coordinates (a Failed when its coordinator or a leader does not answer: a reset
+        moves every partition or none)."""
+        rows = await self.source.remote.group_offsets(user, group)
+        if isinstance(rows, Failed):
+            return rows
+        found = await self.source.remote.offsets(user, [(t, p) for t, p, *_ in rows])
+        bounds = []
+        for t, p, *_ in rows:
+            offsets = found.get((t, p))
+            if not isinstance(offsets, Offsets):
+                return offsets or Failed(f"no offsets of {t}-{p}")
+            bounds.append((t, p, offsets.start, offsets.high_watermark))
+        return bounds
 
 
 def trusted_host(header: Optional[str]) -> bool:

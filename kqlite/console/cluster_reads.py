@@ -20,6 +20,8 @@ ACLs then decide what the user sees, exactly as for that user's clients.
   the groups                every live broker           ListGroups
   a group's offsets         its coordinator             FindCoordinator, OffsetFetch
   and lag                   and the leaders             ListOffsets latest
+  a reset of an empty       its coordinator             DescribeGroups, ListOffsets,
+  group (sources.py)        and the leaders             OffsetCommit
 
 Every fan-out is bounded: at most CONCURRENCY requests in flight, each given TIMEOUT
 seconds (connect included), a Fetch at most FETCH_BYTES. A broker that is down, refuses,
@@ -50,7 +52,8 @@ _CONSUMER = -1
 # every Kafka-protocol broker serves
 _VERSIONS = {ApiKey.LIST_OFFSETS: (1, 7), ApiKey.FETCH: (4, 12), ApiKey.LIST_GROUPS: (0, 4),
              ApiKey.FIND_COORDINATOR: (0, 3), ApiKey.OFFSET_FETCH: (2, 7),
-             ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.DESCRIBE_LOG_DIRS: (0, 4)}
+             ApiKey.DESCRIBE_GROUPS: (0, 5), ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+             ApiKey.OFFSET_COMMIT: (2, 8)}
 _EARLIEST, _LATEST = -2, -1
 _BATCH_HEADER = 61
 

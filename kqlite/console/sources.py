@@ -259,10 +259,19 @@ class BrokerSource:
             topics.setdefault(topic, []).append({
                 "partition_index": p, "committed_offset": offset,
                 "committed_leader_epoch": -1, "committed_metadata": ""})
-        answer = await self._request(user, ApiKey.OFFSET_COMMIT, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "group_instance_id": None, "retention_time_ms": -1,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        if self.remote is None:
+            answer = await self._request(user, ApiKey.OFFSET_COMMIT, body)
+        else:
+            # in a cluster, the commit goes to the group's coordinator, wherever it is
+            coordinator = await self.remote.coordinator(user, group)
+            sent = coordinator if isinstance(coordinator, Failed) else await self.remote.ask(
+                user, coordinator, ApiKey.OFFSET_COMMIT, body)
+            if isinstance(sent, Failed):
+                return f"failed: {sent.reason}"
+            answer = sent
         for topic in answer["topics"]:
             for entry in topic["partitions"]:
                 message = _error_of(entry, "")

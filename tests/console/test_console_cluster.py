@@ -19,7 +19,7 @@ import pytest
 
 import cluster_processes
 from cluster_processes import WAIT, running_cluster, until
-from console_processes import ENV
+from console_processes import ENV, form_token, get, post
 
 pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -77,6 +77,22 @@ def _messages_from_leaders(cluster, leaders):
         assert (page["start"], page["log_end"]) == (1, p + 2)
 
 
+def _reset_from_another_broker(cluster):
+    """The empty group "viewers" reset to the earliest offsets from the console of a broker
+    that does not coordinate it."""
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    coordinator = md.describe_consumer_groups(["viewers"])["viewers"].result(30).coordinator.id
+    broker = next(b for b in (1, 2, 3) if b != coordinator)
+    url = f"http://127.0.0.1:{cluster.metrics[broker]}"
+    status, page = get(f"{url}/groups/viewers")
+    status, done = post(f"{url}/groups/viewers/reset", {"to": "earliest",
+                                                         "token": form_token(page)})
+    assert status == 200 and b"committed" in done, done
+    group = _json(cluster, coordinator, "/api/groups/viewers")
+    assert [(o["partition"], o["committed"]) for o in group["offsets"]] == [
+        (0, 0), (1, 0), (2, 0)]
+
+
 def _lag_on_every_console(cluster):
     for broker in (1, 2, 3):
         (listed,) = [g for g in _json(cluster, broker, "/api/groups")
@@ -107,7 +123,8 @@ def test_a_killed_broker_shows_on_the_cluster_page(tmp_path, zk_hosts, browser, 
                                                    monkeypatch):
     # the brokers run with the C helpers, whichever pass runs this test
     monkeypatch.setattr(cluster_processes.ClusterBroker, "environment", lambda self: ENV)
-    with running_cluster(tmp_path, zk_hosts, ["--console", "--console-sample-interval", "1"],
+    with running_cluster(tmp_path, zk_hosts, ["--console", "--console-sample-interval", "1",
+                                              "--console-allow-writes"],
                          metrics=True) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("replicated", 3, 3)])["replicated"].result(30)
@@ -115,6 +132,7 @@ def test_a_killed_broker_shows_on_the_cluster_page(tmp_path, zk_hosts, browser, 
         _offsets_on_every_console(cluster)
         _messages_from_leaders(cluster, leaders)
         _lag_on_every_console(cluster)
+        _reset_from_another_broker(cluster)
         page = browser.new_page()
         page.set_default_timeout(WAIT * 1000)
         url = f"http://127.0.0.1:{cluster.metrics[1]}/cluster"
