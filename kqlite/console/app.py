@@ -21,6 +21,10 @@ order, each step with its own answer, before any page reads storage:
                   the cluster (a write is the user's Kafka request:
                   the broker answers it with its own refusal, shown)
   storage         an unknown topic or partition                         404
+  other brokers   (a cluster broker) a broker that cannot answer: its   200, the cells
+                  cells of the page are its error (cluster_reads.py);   "error: ..."
+                  /api/messages of a partition whose leader cannot      503
+                  be read
 
 Pages are HTML (pages.py); the same data is JSON under ``/api/``; plots are SVG under
 ``/chart/``. Reads go through the source (sources.py), which runs them in a storage
@@ -42,7 +46,9 @@ from ..protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..server.http_listener import HttpRequest, HttpResponse
 from . import charts, limits, pages, reads
 from .sampler import Rates, Samples
-from .sources import ANONYMOUS_USER, User
+from .cluster_reads import Failed, Offsets, sample_lags
+from .reads import PartitionRow, TopicPage, TopicRow
+from .sources import ANONYMOUS_USER, GroupView, User
 
 __all__ = ["Console"]
 
@@ -69,6 +75,7 @@ class Console:
         self.token = secrets.token_urlsafe(24)     # the form token: no cross-site POST
         self.samples = Samples()
         self.rates = Rates()
+        self._cursor = 0            # the next cluster group to sample (cluster_reads.py)
         self._script = _script()
 
     # -- sampling -----------------------------------------------------------------------------
@@ -76,7 +83,12 @@ class Console:
     async def sample(self, now: float) -> None:
         """One sample of every group's lag and of the throughput counters at ``now``."""
         catch_up = self.source.kind == "embedded"
-        lags = await self.source.read(reads.lag_samples, catch_up)
+        remote = getattr(self.source, "remote", None)
+        if remote is not None and not self.source.needs_login:
+            # a cluster's groups, a few each round, from their coordinators and leaders
+            lags, self._cursor = await sample_lags(remote, ANONYMOUS_USER, self._cursor)
+        else:
+            lags = await self.source.read(reads.lag_samples, catch_up)
         for (group, topic, p), lag in lags.items():
             self.samples.add(f"lag/{group}/{topic}-{p}", now, lag)
         totals: dict[Any, Any] = {}
@@ -198,6 +210,12 @@ class Console:
 
     async def _topic_rows(self, user: User) -> list[Any]:
         rows = await self.source.read(reads.list_topics)
+        if getattr(self.source, "remote", None) is not None:
+            # a cluster broker lists every topic of the cluster, hosted here or not
+            local = {r.name for r in rows}
+            rows = sorted(rows + [TopicRow(t, n, None, t.startswith("__"))
+                                  for t, n in self.source.cluster_topics().items()
+                                  if t not in local], key=lambda r: r.name)[:limits.MAX_TOPICS]
         allowed = set(self._visible(user, [r.name for r in rows], ResourceType.TOPIC))
         return [r for r in rows if r.name in allowed]
 
@@ -219,7 +237,45 @@ class Console:
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.TOPIC, topic))
         first = limits.optional_integer(form, "first", 1 << 31) or 0
         latest = form.get("offsets") == "1"
-        return await self.source.read(reads.topic_page, topic, first, latest), latest
+        if getattr(self.source, "remote", None) is None:
+            return await self.source.read(reads.topic_page, topic, first, latest), latest
+        return await self._cluster_topic_page(user, topic, first), True
+
+    async def _cluster_topic_page(self, user: User, topic: str, first: int) -> TopicPage:
+        """A topic's page on a cluster broker: the partitions of the metadata cache,
+        their offsets from their leaders; segment files of the partitions hosted here."""
+        count = self.source.cluster_topics().get(topic)
+        try:
+            local: Optional[TopicPage] = await self.source.read(reads.topic_page, topic,
+                                                                first, False)
+        except UnknownTopicError:
+            if count is None:
+                raise
+            local = None
+        if count is None:
+            assert local is not None
+            count = local.partition_count
+        shown = range(first, min(count, first + limits.PARTITIONS_PER_PAGE))
+        offsets = await self.source.remote.offsets(user, [(topic, p) for p in shown])
+        elsewhere = [p for p in shown if not self.source.hosted(topic, p)]
+        sizes = await self.source.remote.sizes(user, topic, elsewhere) if elsewhere else {}
+        here = {r.partition: r for r in local.partitions} if local is not None else {}
+        rows = []
+        for p in shown:
+            row = here.get(p) if self.source.hosted(topic, p) else None
+            if row is None:
+                row = PartitionRow(p, sizes.get(p), [], False, None, None, None, None)
+            found = offsets.get((topic, p))
+            if isinstance(found, Offsets):
+                row = row._replace(start=found.start, high_watermark=found.high_watermark,
+                                   last_stable=found.last_stable)
+            elif isinstance(found, Failed):
+                row = row._replace(start=found, high_watermark=found, last_stable=found)
+            rows.append(row)
+        if local is None:
+            return TopicPage(topic, str(self.source.node.cache.topic_id(topic) or ""), count,
+                             first, rows, {}, {})
+        return local._replace(partition_count=count, partitions=rows)
 
     async def _topic(self, user: User, name: str, form: Form, now: float) -> HttpResponse:
         page, latest = await self._topic_data(user, name, form)
@@ -237,24 +293,40 @@ class Console:
         count = limits.count(form.get("count"))
         search = limits.search(form.get("search"))
         window = limits.window(form.get("window"))
+        remote = getattr(self.source, "remote", None)
+        if remote is not None and remote.leader(topic, partition) not in (
+                None, self.source.broker.broker_id):
+            # led elsewhere: read from its leader (a Failed when it cannot answer)
+            return await remote.browse(user, topic, partition, offset=offset,
+                                       timestamp=timestamp, count=count, search=search,
+                                       window=window)
         return await self.source.read(
             lambda db: reads.browse(db, topic, partition, offset=offset, timestamp=timestamp,
                                     count=count, search=search, window=window))
 
     async def _messages(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         page = await self._browse(user, form)
+        failed = str(page) if isinstance(page, Failed) else ""
         names = [r.name for r in await self._topic_rows(user)]
-        return self._page("Messages", pages.messages_page(page, dict(form), names,
-                                                          writes=self.writes,
-                                                          token=self.token), user)
+        return self._page("Messages", pages.messages_page(
+            None if failed else page, dict(form), names, writes=self.writes,
+            token=self.token), user, failed)
 
     async def _group_list(self, user: User) -> list[Any]:
         stored = await self.source.read(reads.group_names)
         live = await self.source.live_groups()
-        names = self._visible(user, sorted(set(stored) | set(live))[:limits.MAX_GROUPS],
-                              ResourceType.GROUP)
-        return [(g, live[g].state if g in live else "stored offsets",
-                 len(live[g].members) if g in live else 0) for g in names]
+        elsewhere: dict[str, str] = {}
+        if getattr(self.source, "remote", None) is not None:
+            # every broker's groups; a broker that does not answer leaves its own out
+            found, _failed = await self.source.remote.group_names(user)
+            elsewhere = {g: state for g, state in found.items() if g not in live}
+        names = self._visible(user, sorted(set(stored) | set(live) | set(elsewhere))
+                              [:limits.MAX_GROUPS], ResourceType.GROUP)
+        # members are counted for this broker's groups; another's page shows its own
+        return [(g, live[g].state if g in live else
+                 elsewhere.get(g) or "stored offsets",
+                 len(live[g].members) if g in live else None if g in elsewhere else 0)
+                for g in names]
 
     async def _groups(self, user: User, _arg: Any, form: Form, now: float) -> HttpResponse:
         return self._page("Consumer groups", pages.groups_page(await self._group_list(user)),
@@ -263,10 +335,23 @@ class Console:
     async def _group_data(self, user: User, name: str) -> tuple[Any, ...]:
         group = limits.group(name)
         self._check(user, AclOperation.DESCRIBE, Resource(ResourceType.GROUP, group))
-        offsets = await self.source.read(reads.group_offsets, group)
+        live = (await self.source.live_groups()).get(group)
+        remote = getattr(self.source, "remote", None)
+        if remote is not None and live is None:
+            # coordinated by another broker (or by none that answers): ask its coordinator
+            offsets = await remote.group_offsets(user, group)
+            view = await self.source.describe_group(user, group)
+            if isinstance(view, Failed):
+                view = GroupView(group, str(view), "", [])
+            if isinstance(offsets, Failed):
+                view = view._replace(state=str(offsets))
+                offsets = []
+        else:
+            view = live
+            offsets = await self.source.read(reads.group_offsets, group)
         offsets = [row for row in offsets if self.source.authorize(
             user, AclOperation.DESCRIBE, Resource(ResourceType.TOPIC, row[0]))]
-        return group, (await self.source.live_groups()).get(group), offsets
+        return group, view, offsets
 
     def _lag_svg(self, group: str) -> str:
         series = {n.split("/", 2)[2]: self.samples.get(n)
@@ -313,7 +398,8 @@ class Console:
     async def _api_topic(self, user: User, name: str, form: Form, now: float) -> HttpResponse:
         page, _latest = await self._topic_data(user, name, form)
         data = page._asdict()
-        data["partitions"] = [r._asdict() for r in page.partitions]
+        data["partitions"] = [{k: _cell(v) for k, v in r._asdict().items()}
+                              for r in page.partitions]
         return self._json(data)
 
     async def _api_messages(self, user: User, _arg: Any, form: Form,
@@ -322,6 +408,8 @@ class Console:
             raise limits.BadRequest("topic is required")
         page = await self._browse(user, form)
         assert page is not None              # a topic was given
+        if isinstance(page, Failed):         # the partition's leader did not answer
+            return HttpResponse.text(503, f"{page}\n")
         fmt = form.get("format", "auto")
         data = page._asdict()
         data["records"] = [{"offset": r.offset, "timestamp": r.timestamp,
@@ -340,7 +428,8 @@ class Console:
             "group": group, "state": view.state if view else None,
             "members": [{"member": m, "client": c, "host": h, "assignment": a}
                         for m, c, h, a in (view.members if view else [])],
-            "offsets": [{"topic": t, "partition": p, "committed": c, "end": e, "lag": lag}
+            "offsets": [{"topic": t, "partition": p, "committed": c, "end": _cell(e),
+                         "lag": lag}
                         for t, p, c, e, lag in offsets],
             "lag": self.samples.get(f"lagtotal/{group}")})
 
@@ -405,15 +494,47 @@ class Console:
         if to not in ("earliest", "latest"):
             raise limits.BadRequest("to is earliest or latest")
         view = (await self.source.live_groups()).get(group)
+        remote = getattr(self.source, "remote", None)
+        elsewhere = remote is not None and view is None
+        if elsewhere:
+            # coordinated by another broker: its members, and its partitions' bounds
+            # from their leaders
+            view = await self.source.describe_group(user, group)
+            if isinstance(view, Failed):
+                return await self._done(user, f"Reset {group}", f"failed: {view.reason}",
+                                        f"/groups/{group}")
         if view is not None and view.members:
             return await self._done(user, f"Reset {group}", "refused: the group has "
                                     "members (Kafka resets only an empty group)",
                                     f"/groups/{group}")
-        bounds = await self.source.read(reads.group_bounds, group)
+        if elsewhere:
+            bounds = await self._cluster_group_bounds(user, group)
+            if isinstance(bounds, Failed):
+                return await self._done(user, f"Reset {group}", f"failed: {bounds.reason}",
+                                        f"/groups/{group}")
+        else:
+            bounds = await self.source.read(reads.group_bounds, group)
         offsets = {(t, p): (start if to == "earliest" else end)
                    for t, p, start, end in bounds}
         return await self._write(user, f"Reset {group}", f"/groups/{group}",
                                  lambda: self.source.reset_offsets(user, group, offsets))
+
+
+    async def _cluster_group_bounds(self, user: User, group: str) -> Any:
+        """``[(topic, partition, log start, high watermark)]`` of a group another broker
+        coordinates (a Failed when its coordinator or a leader does not answer: a reset
+        moves every partition or none)."""
+        rows = await self.source.remote.group_offsets(user, group)
+        if isinstance(rows, Failed):
+            return rows
+        found = await self.source.remote.offsets(user, [(t, p) for t, p, *_ in rows])
+        bounds = []
+        for t, p, *_ in rows:
+            offsets = found.get((t, p))
+            if not isinstance(offsets, Offsets):
+                return offsets or Failed(f"no offsets of {t}-{p}")
+            bounds.append((t, p, offsets.start, offsets.high_watermark))
+        return bounds
 
 
 def trusted_host(header: Optional[str]) -> bool:
@@ -459,6 +580,11 @@ def _shown(data: Optional[bytes], fmt: str) -> Any:
     from .values import show
     used, text = show(data, fmt)
     return {"format": used, "text": text}
+
+
+def _cell(value: Any) -> Any:
+    """A value of a JSON answer: a broker's error (cluster_reads.Failed) as its text."""
+    return str(value) if isinstance(value, Failed) else value
 
 
 def _jsonable(value: Any) -> Any:

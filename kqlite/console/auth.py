@@ -84,21 +84,32 @@ class BrokerLogin:
         self._remembered[key] = now + REMEMBER
         return True
 
-    async def connect(self, user: Any) -> Any:
-        """A BrokerConnection to this broker as ``user`` (versions negotiated)."""
+    @property
+    def listener_name(self) -> str:
+        """The listener the console's connections use: another broker's of this name is
+        where a cluster broker's console reads from it (cluster_reads.py)."""
+        listener = self.sasl_listener if self.required else (
+            self.plain_listener or self.broker.listeners[0])
+        return str(listener.name if listener is not None else self.broker.listeners[0].name)
+
+    async def connect(self, user: Any, address: Optional[tuple[str, int]] = None) -> Any:
+        """A BrokerConnection as ``user`` (versions negotiated) to this broker, or to
+        ``address``: another broker's listener of the same name."""
         if self.required:
-            conn = await self._open(user.name, user.password or "")
+            conn = await self._open(user.name, user.password or "", address)
         else:
             from ..cluster.network.broker_client import BrokerConnection
             listener = self.plain_listener or self.broker.listeners[0]
+            host, port = address or (_loopback(listener.endpoint.host), listener.endpoint.port)
             conn = await BrokerConnection.connect(
-                _loopback(listener.endpoint.host), listener.endpoint.port,
+                host, port,
                 client_id="kqlite-console", connect_timeout=10.0, request_timeout=30.0)
         if conn.api_versions is None:
             await conn.negotiate_versions()
         return conn
 
-    async def _open(self, name: str, password: str) -> Any:
+    async def _open(self, name: str, password: str,
+                    address: Optional[tuple[str, int]] = None) -> Any:
         from ..cluster.network.broker_client import BrokerConnection
         from ..server.authentication.sasl_client import client_for
         listener = self.sasl_listener
@@ -111,7 +122,8 @@ class BrokerLogin:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         options = {"username": name, "password": password}
+        host, port = address or (_loopback(listener.endpoint.host), listener.endpoint.port)
         return await BrokerConnection.connect(
-            _loopback(listener.endpoint.host), listener.endpoint.port,
+            host, port,
             client_id="kqlite-console", connect_timeout=10.0, request_timeout=30.0,
             ssl=context, sasl=lambda: client_for(self.mechanism, options))

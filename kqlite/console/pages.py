@@ -23,18 +23,19 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _size(n: Optional[int]) -> str:
-    if n is None:
-        return "—"
+def _size(n: Optional[Any]) -> str:
+    if not isinstance(n, int):
+        return _opt(n)          # unknown, or a broker's error in its place
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024   # type: ignore[assignment]
+        n /= 1024
     return str(n)
 
 
-def _opt(value: Optional[int]) -> str:
-    return "—" if value is None else str(value)
+def _opt(value: Optional[Any]) -> str:
+    """A number, "—" when unknown, or the error a broker gave in its place."""
+    return "—" if value is None else _e(str(value))
 
 
 def _time(ms: int) -> str:
@@ -184,7 +185,7 @@ def messages_page(page: Optional[Any], form: dict[Any, Any], topics: list[Any], 
 
 
 def groups_page(groups: list[Any]) -> str:
-    rows = [(f'<a href="/groups/{_e(g)}">{_e(g)}</a>', _e(state), str(members))
+    rows = [(f'<a href="/groups/{_e(g)}">{_e(g)}</a>', _e(state), _opt(members))
             for g, state, members in groups]
     return _table(("group", "state", "members"), rows, "groups")
 

@@ -46,14 +46,17 @@ class TopicRow(NamedTuple):
 
 
 class PartitionRow(NamedTuple):
+    """One partition of a topic's page; on a cluster broker, a partition hosted elsewhere
+    has no size or files here, and its offsets are its leader's, or the error
+    (cluster_reads.Failed) that took their place."""
     partition: int
-    size: int
+    size: Optional[int]
     segment_files: list[Any]
     open: bool
-    start: Optional[int]
+    start: Any
     end: Optional[int]
-    high_watermark: Optional[int]
-    last_stable: Optional[int]
+    high_watermark: Any
+    last_stable: Any
 
 
 class TopicPage(NamedTuple):

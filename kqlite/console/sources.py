@@ -13,6 +13,9 @@ Theory of operation. The console's pages (app.py) ask a source for four things:
 - ``authorize(user, operation, resource)``: the broker's authorizer, asked as the
   principal the console's user authenticated as (everything is allowed embedded,
   where nothing is written);
+- on a cluster broker, ``remote`` (cluster_reads.py): what other brokers hold (offsets
+  of partitions led elsewhere, their records, the groups they coordinate), asked of
+  them as that user, so their ACLs decide what the user sees;
 - ``write(user, api, body)``: a Kafka request to the broker's own listener, authenticated
   as that user (auth.py), so a write from the console is checked by exactly the rules
   a client's is. An embedded source writes through the Database instead, and only when
@@ -33,6 +36,7 @@ from ..protocol.api_keys import ApiKey
 from ..protocol.security import KafkaPrincipal, SecurityProtocol
 from ..server.request_context import RequestContext
 from .assignment import assigned_partitions
+from .cluster_reads import ClusterReads, Failed
 from .reads import embedded_groups
 
 __all__ = ["EmbeddedSource", "BrokerSource", "ClusterView", "GroupView", "User"]
@@ -136,6 +140,44 @@ class BrokerSource:
         self.allow_writes = allow_writes
         self.login = login          # auth.BrokerLogin: checks passwords, opens connections
         self.needs_login = login is not None and login.required
+        # a cluster broker's console reads what other brokers hold from them
+        self.remote = (ClusterReads(node, login, login.listener_name)
+                       if node is not None and login is not None else None)
+
+    def hosted(self, topic: str, partition: int) -> bool:
+        """Whether this broker holds a replica of the partition (its data dir has it)."""
+        if self.node is None:
+            return True
+        info = self.node.cache.partition(topic, partition)
+        return info is not None and self.broker.broker_id in info.replicas
+
+    def cluster_topics(self) -> dict[str, int]:
+        """{topic: partition count} of every topic of the cluster (the metadata cache)."""
+        if self.node is None:
+            return {}
+        counts: dict[str, int] = {}
+        for topic, _p in self.node.cache.partitions:
+            counts[topic] = counts.get(topic, 0) + 1
+        return counts
+
+    async def describe_group(self, user: User, group: str) -> Any:
+        """A GroupView of a group another broker coordinates (DescribeGroups to its
+        coordinator, as ``user``), None when it has no members' state, or a Failed."""
+        assert self.remote is not None
+        coordinator = await self.remote.coordinator(user, group)
+        if isinstance(coordinator, Failed):
+            return coordinator
+        answer = await self.remote.ask(user, coordinator, ApiKey.DESCRIBE_GROUPS, {
+            "groups": [group], "include_authorized_operations": False})
+        if isinstance(answer, Failed):
+            return answer
+        (g,) = answer["groups"]
+        if g["error_code"]:
+            return Failed(_error_of(g, ""))
+        members = [(m["member_id"], m["client_id"], m["client_host"],
+                    assigned_partitions(m["member_assignment"]))
+                   for m in g["members"][:1000]]
+        return GroupView(group, g["group_state"], g["protocol_data"] or "", members)
 
     async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await self.broker.io.run(fn, self.broker.db, *args)
@@ -217,10 +259,19 @@ class BrokerSource:
             topics.setdefault(topic, []).append({
                 "partition_index": p, "committed_offset": offset,
                 "committed_leader_epoch": -1, "committed_metadata": ""})
-        answer = await self._request(user, ApiKey.OFFSET_COMMIT, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-            "group_instance_id": None, "retention_time_ms": -1,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        if self.remote is None:
+            answer = await self._request(user, ApiKey.OFFSET_COMMIT, body)
+        else:
+            # in a cluster, the commit goes to the group's coordinator, wherever it is
+            coordinator = await self.remote.coordinator(user, group)
+            sent = coordinator if isinstance(coordinator, Failed) else await self.remote.ask(
+                user, coordinator, ApiKey.OFFSET_COMMIT, body)
+            if isinstance(sent, Failed):
+                return f"failed: {sent.reason}"
+            answer = sent
         for topic in answer["topics"]:
             for entry in topic["partitions"]:
                 message = _error_of(entry, "")
