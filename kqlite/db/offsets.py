@@ -65,6 +65,17 @@ class CommitLog:
         self.skipped = 0
         self.last_error = None
 
+    def add_batches(self, data):
+        """Whole batches as a log read returns them, oldest first; the offset after the
+        last of them (where the next read starts)."""
+        pos = end = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            self.add_batch(header, decode_records(data, pos, header))
+            pos += header.size
+            end = header.last_offset + 1
+        return end
+
     def add_batch(self, header, records):
         """One batch: its BatchHeader and its Records."""
         if header.is_control:
@@ -164,18 +175,10 @@ class OffsetStore:
         if commits is None:
             commits = self._logs[p] = CommitLog(lambda group: _partition(group) == p)
         skipped = commits.skipped
-        while True:
-            data = log_.read_batches(start, _READ_CHUNK)
-            if not data:
-                break
-            pos = 0
-            while pos < len(data):
-                header = parse_header(data, pos)
-                commits.add_batch(header, decode_records(data, pos, header))
-                pos += header.size
-                # Only what was read: a commit another process appends after the loop is
-                # read next time (taking the end offset here could skip it for good).
-                start = header.last_offset + 1
+        # Up to what was read: a commit another process appends after the loop is read
+        # next time (taking the end offset here could skip it for good).
+        while data := log_.read_batches(start, _READ_CHUNK):
+            start = commits.add_batches(data)
         if commits.skipped > skipped:
             log.warning("%s-%d: skipped %d unreadable offset commit record(s), last: %s",
                         OFFSETS_TOPIC, p, commits.skipped - skipped, commits.last_error)

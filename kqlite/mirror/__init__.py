@@ -1,17 +1,19 @@
 """Mirroring between clusters: ``kqlite mirror`` and its library entry point.
 
 Theory of operation. A mirror consumes topics of a source cluster and produces them into a
-target cluster, any Kafka-protocol brokers on either side. This package is the MM2-
-compatible mode: topics renamed by MM2's replication policies, MM2's offset syncs,
-checkpoints and heartbeats in MM2's exact record formats, consumer group offsets
-translated conservatively (Kafka 3.5+). The modules, lowest first: ``mm2_records`` (the
-three record codecs), ``policy`` (names and cycles), ``selection`` (include/exclude
-patterns), ``offset_syncs`` (emission and translation rules), ``plan`` (what to copy
-now), ``batches`` (what of a fetched partition is copied), ``progress`` (positions and
-lag), ``metrics`` (Prometheus), ``settings``, ``client`` (the Kafka client on the
-inter-broker connection), ``runner`` (the running MM2 mirror) and ``preserve`` (the
-offset-preserving mirror and promote). docs/mirroring.md is the
-user's guide.
+target cluster, any Kafka-protocol brokers on either side, in one of two modes: MM2's
+(topics renamed by MM2's replication policies, MM2's offset syncs, checkpoints and
+heartbeats in MM2's exact record formats, consumer group offsets translated
+conservatively as Kafka 3.5+ does) or offset-preserving (mirror topics holding the
+source's batches at the source's offsets, group offsets copied as they are; a kqlite
+target). The modules, lowest first: ``mm2_records`` (the three record codecs),
+``policy`` (names and cycles), ``selection`` (include/exclude patterns),
+``offset_syncs`` (emission and translation rules), ``plan`` (what to copy now),
+``batches`` (what of a fetched partition is copied), ``progress`` (positions and lag),
+``metrics`` (Prometheus), ``settings``, ``client`` (the Kafka client on the inter-broker
+connection), ``flow`` (what both modes share), ``runner`` (the running MM2 mirror) and
+``preserve`` (the offset-preserving mirror and promote). docs/mirroring.md is the user's
+guide.
 
 :func:`run_mirror` runs one mirror until it is stopped::
 

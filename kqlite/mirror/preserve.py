@@ -44,18 +44,17 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Callable, Dict, Optional, Set, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple
 
 from ..format.header import parse_header
 from ..protocol import ApiKey
 from ..protocol.errors import ErrorCode
 from ..protocol.mirror_topics import MIRROR_APPEND_ID, MIRROR_SOURCE
 from .client import ClusterClient, MirrorClientError
+from .flow import TP, Flow
 from .metrics import MirrorMetrics
 from .plan import copied_configs
-from .progress import Progress
 from .policy import is_internal_topic
-from .selection import group_filter, topic_filter
 from .settings import MirrorSettings
 
 __all__ = ["PreservingMirror", "knows_mirror_topics", "chosen_mode", "promote",
@@ -63,7 +62,6 @@ __all__ = ["PreservingMirror", "knows_mirror_topics", "chosen_mode", "promote",
 
 log = logging.getLogger("kqlite.mirror")
 
-TP = Tuple[str, int]
 _PAUSE = 0.5
 _EMPTY_GROUP_STATES = ("Empty", "Dead", "")
 _HEADER_SIZE = 61      # WIRE: a v2 batch header, the 12-byte prefix included
@@ -114,71 +112,27 @@ async def chosen_mode(settings: MirrorSettings) -> str:
         await target.close()
 
 
-class PreservingMirror:
+class PreservingMirror(Flow):
     """One flow, source -> target, offsets preserved; :meth:`run` until :meth:`stop`."""
 
     def __init__(self, settings: MirrorSettings, *, metrics: Optional[MirrorMetrics] = None,
                  on_progress: Optional[Callable[[str], None]] = None,
                  progress_interval: float = 5.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.settings = settings.validate()
-        s = settings
-        self.source = ClusterClient(s.source, name=f"source {s.source_alias}", timeout=s.timeout)
-        self.target = ClusterClient(s.target, name=f"target {s.target_alias}", timeout=s.timeout)
-        self.chosen = topic_filter(s.topics, s.exclude)
-        self.groups = group_filter(s.groups, s.groups_exclude)
-        self.metrics = metrics or MirrorMetrics()
-        self.on_progress = on_progress
-        self.progress_interval = progress_interval
-        self.clock = clock
-        self.progress = Progress()
+        super().__init__(settings, metrics=metrics, on_progress=on_progress,
+                         progress_interval=progress_interval, clock=clock)
         self.mirrored: Dict[str, int] = {}          # topic -> partitions mirrored
-        self.positions: Dict[TP, int] = {}          # the target's log end
-        self.delayed: Dict[TP, float] = {}
         self.source_starts: Dict[TP, int] = {}      # as the last Fetch answered
         self.target_starts: Dict[TP, int] = {}      # as the mirror last moved it
         self.promoted: Set[str] = set()             # topics whose mark was removed
-        self._stopping = asyncio.Event()
-        self.started = asyncio.Event()
-        self.rounds = 0
 
-    def stop(self) -> None:
-        """Finish the current round, then end :meth:`run`."""
-        self._stopping.set()
+    async def _start(self) -> None:
+        await self._refresh()
 
-    async def run(self) -> None:
-        try:
-            await self._refresh()
-            self.started.set()
-            loops = [self._copy_loop(), self._every(self.settings.refresh_interval,
-                                                    self._refresh, first=False),
-                     self._every(self.settings.checkpoint_interval, self._sync_groups)]
-            if self.on_progress is not None:
-                loops.append(self._every(self.progress_interval, self._report, first=False))
-            await asyncio.gather(*loops)
-        finally:
-            await self.source.close()
-            await self.target.close()
-
-    async def _every(self, interval: float, step: Callable[[], Any], first: bool = True) -> None:
-        if not first:
-            await self._sleep(interval)
-        while not self._stopping.is_set():
-            try:
-                await step()
-            except (MirrorClientError, OSError) as exc:
-                log.warning("mirror: %s", exc)
-            await self._sleep(interval)
-
-    async def _sleep(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
-
-    async def _report(self) -> None:
-        assert self.on_progress is not None
-        self.on_progress(self.progress.line(self.clock()))
+    def _loops(self) -> List[Awaitable[None]]:
+        s = self.settings
+        return [self._copy_loop(), self._every(s.refresh_interval, self._refresh, first=False),
+                self._every(s.checkpoint_interval, self._sync_groups)]
 
     # -- topics ----------------------------------------------------------------------------
 

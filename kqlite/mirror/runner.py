@@ -47,31 +47,28 @@ Theory of operation (MM2 mode, one process, one asyncio loop):
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from ..format.batch import build_batch
 from ..format.record import Record
 from ..protocol.errors import ErrorCode
 from .batches import MirrorSourceError, one_write, records_to_copy, restamped
 from .client import ClusterClient, MirrorClientError
+from .flow import TP, Flow
 from .metrics import MirrorMetrics
 from .mm2_records import (HEARTBEATS_TOPIC, Checkpoint, Heartbeat, MM2RecordError,
                           OffsetSync, checkpoints_topic, offset_syncs_topic)
 from .offset_syncs import OffsetSyncStore, SyncEmitter
 from .plan import copied_configs, plan
 from .policy import policy_named
-from .progress import Progress
-from .selection import group_filter, topic_filter
 from .settings import MirrorSettings
 
 __all__ = ["Mirror", "positions_topic"]
 
 log = logging.getLogger("kqlite.mirror")
 
-TP = Tuple[str, int]
 _PAUSE = 0.5
 _EMPTY_GROUP_STATES = ("Empty", "Dead", "")
-
 
 
 def positions_topic(source_alias: str) -> str:
@@ -80,90 +77,44 @@ def positions_topic(source_alias: str) -> str:
     return f"kqlite-mirror-positions.{source_alias}.internal"
 
 
-class Mirror:
-    """One flow, source -> target; :meth:`run` until :meth:`stop`. ``clock``: monotonic
-    seconds (progress, pacing); ``wall``: epoch seconds (heartbeats, latency)."""
+class Mirror(Flow):
+    """One flow, source -> target, in MM2's way; :meth:`run` until :meth:`stop`.
+    ``clock``: monotonic seconds (progress, pacing); ``wall``: epoch seconds (heartbeats,
+    latency)."""
 
     def __init__(self, settings: MirrorSettings, *, metrics: Optional[MirrorMetrics] = None,
                  on_progress: Optional[Callable[[str], None]] = None,
                  progress_interval: float = 5.0, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
-        self.settings = settings.validate()
-        s = settings
-        self.source = ClusterClient(s.source, name=f"source {s.source_alias}", timeout=s.timeout)
-        self.target = ClusterClient(s.target, name=f"target {s.target_alias}", timeout=s.timeout)
+        super().__init__(settings, metrics=metrics, on_progress=on_progress,
+                         progress_interval=progress_interval, clock=clock)
+        s = self.settings
         self.policy = policy_named(s.policy, s.source_alias)
         if s.policy == "identity":
             # Kafka's IdentityReplicationPolicy javadoc: it "is not able to prevent cycles".
             log.warning("mirror: the identity policy keeps topic names and cannot detect "
                         "cycles: never mirror %s back into %s with it", s.target_alias,
                         s.source_alias)
-        self.chosen = topic_filter(s.topics, s.exclude)
-        self.groups = group_filter(s.groups, s.groups_exclude)
-        self.metrics = metrics or MirrorMetrics()
-        self.on_progress = on_progress
-        self.progress_interval = progress_interval
-        self.clock = clock
         self.wall = wall
-        self.progress = Progress()
         self.store = OffsetSyncStore()
         self.emitters: Dict[TP, SyncEmitter] = {}
-        self.positions: Dict[TP, int] = {}         # acknowledged by the target
         self.fetching: Dict[TP, int] = {}          # the next offset to fetch
         self.remote: Dict[str, str] = {}            # source topic -> target topic
-        self.delayed: Dict[TP, float] = {}          # tp -> clock time it may be fetched
         self.checkpointed: Dict[Tuple[str, str, int], Checkpoint] = {}
         self.syncs_topic = offset_syncs_topic(
             s.target_alias if s.offset_syncs_location == "source" else s.source_alias)
         self.syncs_cluster = self.source if s.offset_syncs_location == "source" else self.target
-        self._stopping = asyncio.Event()
         self._stale = True
-        self.started = asyncio.Event()
-        self.rounds = 0
 
-    # -- control -------------------------------------------------------------------------
-
-    def stop(self) -> None:
-        """Finish the current round, then end :meth:`run`."""
-        self._stopping.set()
-
-    async def run(self) -> None:
-        try:
-            await self._start()
-            self.started.set()
-            loops = [self._copy_loop(), self._every(self.settings.refresh_interval,
-                                                    self._refresh)]
-            if self.settings.emit_checkpoints:
-                loops.append(self._every(self.settings.checkpoint_interval, self._checkpoint))
-            if self.settings.emit_heartbeats:
-                loops.append(self._every(self.settings.heartbeat_interval, self._heartbeat))
-            loops.append(self._every(self.settings.sync_flush_interval, self._flush_syncs))
-            if self.on_progress is not None:
-                loops.append(self._every(self.progress_interval, self._report, first=False))
-            await asyncio.gather(*loops)
-        finally:
-            await self.source.close()
-            await self.target.close()
-
-    async def _every(self, interval: float, step: Callable[[], Any], first: bool = True) -> None:
-        if not first:
-            await self._sleep(interval)
-        while not self._stopping.is_set():
-            try:
-                await step()
-            except (MirrorClientError, OSError) as exc:
-                log.warning("mirror: %s", exc)
-            await self._sleep(interval)
-
-    async def _sleep(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
-
-    async def _report(self) -> None:
-        assert self.on_progress is not None
-        self.on_progress(self.progress.line(self.clock()))
+    def _loops(self) -> List[Awaitable[None]]:
+        s = self.settings
+        loops = [self._copy_loop(), self._every(s.refresh_interval, self._refresh)]
+        if s.emit_checkpoints:
+            loops.append(self._every(s.checkpoint_interval, self._checkpoint))
+        if s.emit_heartbeats:
+            loops.append(self._every(s.heartbeat_interval, self._heartbeat))
+        loops.append(self._every(s.sync_flush_interval, self._flush_syncs))
+        return loops
 
     # -- start ---------------------------------------------------------------------------
 

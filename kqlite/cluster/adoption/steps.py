@@ -42,7 +42,6 @@ from ...db.layout import meta_dir, partition_dir
 from ...db.offsets import CommitLog
 from ...db.topic_store import FileTopicStore
 from ...errors import TopicExistsError, UnknownTopicError
-from ...format.batch import decode_records, parse_header
 from ...format.internal_topics import OFFSETS_PARTITIONS, OFFSETS_TOPIC, kafka_partition_for_key
 from ...storage import cluster_dir
 from ...storage.data_dir import REPLICATION_OFFSET_FILE, DataDir
@@ -273,12 +272,7 @@ def _read_commits(lg, p, names, offsets):
     commits = CommitLog(lambda group: kafka_partition_for_key(group, OFFSETS_PARTITIONS) == p)
     start = lg.start_offset
     while data := lg.read_batches(start, 1 << 20):
-        pos = 0
-        while pos < len(data):
-            header = parse_header(data, pos)
-            commits.add_batch(header, decode_records(data, pos, header))
-            pos += header.size
-            start = header.last_offset + 1
+        start = commits.add_batches(data)
     for (group, topic, partition), (_o, v) in commits.commits.items():
         if topic in names:
             offsets.setdefault(group, []).append(

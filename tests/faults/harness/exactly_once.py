@@ -35,7 +35,7 @@ committed offset of k and the outputs read to the end (read_committed):
 
 A read_uncommitted reader, given to :func:`check_transactions` as a reader, sees the
 aborted transactions' values: that is the negative control that shows the checker can
-fail (tests/faults/test_transactions.py).
+fail (tests/faults/test_transaction_faults.py).
 """
 
 import collections
