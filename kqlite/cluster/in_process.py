@@ -177,17 +177,25 @@ class InProcessBroker:
 
     def read(self, topic, partition, offset=None, max_records=None):
         """Records of the local replica from ``offset`` up to its high watermark."""
-        with self.db.leased_log(topic, partition) as lg:
+        with self._leased(topic, partition) as lg:
             return list(lg.read(offset, max_records))
 
     def high_watermark(self, topic, partition):
-        with self.db.leased_log(topic, partition) as lg:
+        with self._leased(topic, partition) as lg:
             return lg.high_watermark
 
     def log_end(self, topic, partition):
         """The local replica's log end (a follower's may be past its HW)."""
-        with self.db.leased_log(topic, partition) as lg:
+        with self._leased(topic, partition) as lg:
             return lg.end_offset
+
+    def _leased(self, topic, partition):
+        # A hosted replica pins the HW it holds first: an acks=all append answered a
+        # moment ago is readable at once, not only after the partition's next lease.
+        part = self.node.replicas.hosted(topic, partition)
+        if part is None:
+            return self.db.leased_log(topic, partition)
+        return part.leased_log()
 
     # -- the embedded API's clients (in_process_clients.py) ------------------------------------
 

@@ -139,6 +139,12 @@ class LocalPartition(Partition):
     def _lease(self):
         return self._db.leased_log(self.topic, self.index)
 
+    def leased_log(self):
+        """The log leased as this partition's storage calls lease it (a context manager;
+        a replicated partition pins the HW it holds first): what a reader outside the
+        event loop reads through."""
+        return self._lease()
+
     @staticmethod
     def _positions(log):
         """The OffsetSnapshot of a leased log, in a storage thread (it re-reads the shared
