@@ -19,6 +19,7 @@ Theory of operation. Kafka 3.9's ``ReplicationPolicy`` (connect/mirror-client) r
   default policy two clusters can mirror each other without excludes.
 """
 
+import abc
 from typing import Optional
 
 __all__ = ["ReplicationPolicy", "DefaultReplicationPolicy", "IdentityReplicationPolicy",
@@ -34,19 +35,22 @@ def is_internal_topic(topic: str) -> bool:
             or topic.endswith("-internal") or topic.endswith(".internal"))
 
 
-class ReplicationPolicy:
+class ReplicationPolicy(abc.ABC):
     """What both policies share: the cycle walk and the heartbeats rule."""
 
     name = "?"
 
+    @abc.abstractmethod
     def format_remote_topic(self, source_alias: str, topic: str) -> str:
-        raise NotImplementedError
+        """The target's name for ``topic`` of the cluster ``source_alias``."""
 
+    @abc.abstractmethod
     def topic_source(self, topic: str) -> Optional[str]:
-        raise NotImplementedError
+        """The alias of the cluster ``topic`` was mirrored from, None for a local topic."""
 
+    @abc.abstractmethod
     def upstream_topic(self, topic: str) -> Optional[str]:
-        raise NotImplementedError
+        """``topic``'s name one hop upstream, None for a local topic."""
 
     def original_topic(self, topic: str) -> str:
         """The topic's name on the cluster where it was first written."""

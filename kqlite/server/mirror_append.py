@@ -13,9 +13,9 @@ append are read together:
 
 - a producer's append to a mirror topic (``refuse_producer``) is refused with
   INVALID_REQUEST and a message naming the source: a code every Kafka client treats as
-  fatal for the batch, not one it retries until its delivery timeout (Confluent's mirror
-  topics refuse producers the same way; KIP-1279 proposes a new ReadOnlyTopicException,
-  which no client knows yet);
+  fatal for the batch, not one it retries until its delivery timeout (Confluent documents
+  only that such a produce "fails"; KIP-1279 proposes a new ReadOnlyTopicException, which
+  no client knows yet);
 - a mirror append (``append_mirrored``) keeps the batches as they are -- offsets, leader
   epochs, producer ids, CRCs -- as a follower appends its leader's (Kafka's
   appendAsFollower), after these checks, all made before anything is written:
