@@ -303,12 +303,16 @@ class LocalPartition(Partition):
     # partition has leader work around its read and answers False.
     gathers_reads = True
 
-    def read_in_storage(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
-        """In a storage thread: the storage part of :meth:`read` (its epoch check done)."""
+    def read_in_storage(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy,
+                        min_one=True):
+        """In a storage thread: the storage part of :meth:`read` (its epoch check done).
+        Without ``min_one`` a first batch larger than ``max_bytes`` is not returned
+        (nor read): the Fetch already has data from an earlier partition."""
         return self._read_checked(offset, max_bytes, isolation, last_fetched_epoch,
-                                  zero_copy)
+                                  zero_copy, min_one)
 
-    def _read_checked(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
+    def _read_checked(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy,
+                      min_one=True):
         """In a storage thread: the diverging-epoch check of a fetch that carries the epoch
         of its last batch (divergence.py; any leader answers it), then the read."""
         if last_fetched_epoch >= 0:
@@ -328,9 +332,9 @@ class LocalPartition(Partition):
                     None if diverging is None else tuple(diverging)))
                 result.set_offsets(seen)
                 return result
-        return self._read_from_log(offset, max_bytes, isolation, zero_copy)
+        return self._read_from_log(offset, max_bytes, isolation, zero_copy, min_one)
 
-    def _read_from_log(self, offset, max_bytes, isolation, zero_copy):
+    def _read_from_log(self, offset, max_bytes, isolation, zero_copy, min_one=True):
         result = ReadResult()
         try:
             with self._lease() as log:
@@ -340,7 +344,7 @@ class LocalPartition(Partition):
                 # read gets the aborted transactions of what it returns (None otherwise).
                 region, result.aborted_transactions = log.fetch_region(
                     offset, max_bytes, max_offset=seen.read_limit(isolation),
-                    isolation=isolation, aborted_transactions=True)
+                    isolation=isolation, aborted_transactions=True, min_one=min_one)
         except UnknownTopicError:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         except OffsetOutOfRangeError:

@@ -526,15 +526,19 @@ class ReplicaManager:
 def _read_in_order(reads, max_bytes, isolation):
     """In a storage thread: the reads of one Fetch in request order, ``[(index, partition,
     FetchPartition, zero copy)]``; returns their ReadResults and, for each, whether it
-    is past ``max_bytes`` (the caller releases those). As Kafka: the first partition
-    with data returns at least one batch, whatever max_bytes says; later ones only what
-    still fits."""
+    is past ``max_bytes`` (the caller releases those). As Kafka's readFromLocalLog:
+    "Once we read from a non-empty partition, we stop ignoring request and partition
+    level size limits" -- the first partition with data returns at least one batch,
+    whatever max_bytes says; later ones only what still fits, a batch that does not fit
+    neither read nor returned, and once nothing fits their reads only report positions
+    and errors."""
     results, over, total = [], [], 0
     try:
         for _, partition, f, zero_copy in reads:
             room = max(max_bytes - total, 1) if total == 0 else max_bytes - total
             result = partition.read_in_storage(f.fetch_offset, min(f.max_bytes, room),
-                                               isolation, f.last_fetched_epoch, zero_copy)
+                                               isolation, f.last_fetched_epoch, zero_copy,
+                                               min_one=total == 0)
             results.append(result)
             too_much = bool(total) and result.size > max_bytes - total
             over.append(too_much)

@@ -633,7 +633,7 @@ class Log:
     @overload
     def read_batches(self, offset: int, max_bytes: int = ..., *,
                      isolation: Isolation = ...,
-                     aborted_transactions: Literal[True]) -> Fetched: ...
+                     aborted_transactions: Literal[True], min_one: bool = ...) -> Fetched: ...
 
     def read_batches(self, offset: int, max_bytes: int = 1 << 20, *,
                      isolation: Isolation = Isolation.HIGH_WATERMARK,
@@ -653,28 +653,30 @@ class Log:
     @overload
     def fetch_region(self, offset: int, max_bytes: int, max_offset: Optional[int] = ..., *,
                      isolation: Isolation = ...,
-                     aborted_transactions: Literal[False] = ...,
+                     aborted_transactions: Literal[False] = ..., min_one: bool = ...,
                      ) -> Optional[tuple[int, int, int]]: ...
 
     @overload
     def fetch_region(self, offset: int, max_bytes: int, max_offset: Optional[int] = ..., *,
                      isolation: Isolation = ...,
-                     aborted_transactions: Literal[True]) -> Fetched: ...
+                     aborted_transactions: Literal[True], min_one: bool = ...) -> Fetched: ...
 
     def fetch_region(self, offset: int, max_bytes: int, max_offset: Optional[int] = None, *,
                      isolation: Isolation = Isolation.HIGH_WATERMARK,
-                     aborted_transactions: bool = False,
+                     aborted_transactions: bool = False, min_one: bool = True,
                      ) -> Union[Optional[tuple[int, int, int]], Fetched]:
         """Where the whole batches from the one holding ``offset`` lie on disk, for
         sendfile: ``(fd, position, length)`` within one segment, at most ``max_bytes``
-        (but at least one batch), every batch ending below the isolation's limit (by
+        (but at least one batch; with ``min_one=False`` none when the first is larger,
+        as Kafka reads every partition of a Fetch after the first that returned data),
+        every batch ending below the isolation's limit (by
         default the high watermark) and below ``max_offset`` if given. ``None`` when there
         is nothing to read at ``offset``. The descriptor is a duplicate the caller must
         close: retention may close the segment meanwhile. With ``aborted_transactions``
         the answer is a ``Fetched(region or None, aborted_transactions)``, as for
         :meth:`read_batches` (a read_committed Fetch's AbortedTransactions)."""
         return reads.fetch_region(self, offset, max_bytes, max_offset, isolation,
-                                  aborted_transactions)
+                                  aborted_transactions, min_one)
 
     def offset_for_time(self, timestamp: int, *,
                         isolation: Isolation = Isolation.HIGH_WATERMARK) -> Optional[int]:

@@ -418,14 +418,16 @@ def read_batches(lg, offset, max_bytes, isolation,
 
 
 def fetch_region(lg, offset, max_bytes, max_offset, isolation, aborted_transactions=False,
-                 ) -> Union[Optional[tuple[int, int, int]], Fetched]:
-    """Log.fetch_region."""
+                 min_one=True) -> Union[Optional[tuple[int, int, int]], Fetched]:
+    """Log.fetch_region. Without ``min_one`` nothing is looked up when no byte may be
+    returned (the offset's range is still checked)."""
     with lg._lock:
         lg._check_open()
         lg._refresh()
         _check_range(lg, offset)
         limit = _limit(lg, isolation, max_offset)
-        extent = _extent(lg, offset, max_bytes, limit) if offset < limit else None
+        wanted = offset < limit and (min_one or max_bytes > 0)
+        extent = _extent(lg, offset, max_bytes, limit, min_one=min_one) if wanted else None
         region = None
         if extent is not None:
             seg, position, length, _ = extent
@@ -454,21 +456,22 @@ def _fetch_aborted(lg, isolation, offset, extent, length):
             for e in collect_aborted(lg, offset, upper)]
 
 
-def _extent(lg, offset, max_bytes, limit, keep_chunks=False):
+def _extent(lg, offset, max_bytes, limit, keep_chunks=False, min_one=True):
     """Where the batches to return from ``offset`` lie: ``(segment, position, length,
     chunks read)``, or None when no batch there ends below ``limit``. The batches are
-    whole, end below ``limit`` and take at most ``max_bytes`` but at least one batch;
+    whole, end below ``limit`` and take at most ``max_bytes`` but at least one batch
+    (none when the first does not fit, without ``min_one``);
     they are found by their headers, a running total deciding where to stop (caller
     holds lg._lock)."""
     seg = lg._segments.for_offset(offset)
     if seg is None:
         return None
     position = seg.index.lookup(offset)[1]
-    if keep_chunks:
+    if keep_chunks and min_one:
         settled = _extent_in_one_read(seg, position, offset, max_bytes, limit)
         if settled is not _UNSETTLED:
             return settled
-    return _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks)
+    return _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks, min_one)
 
 
 # Bytes read past max_bytes: room for the batches between the index entry looked up
@@ -535,7 +538,7 @@ def _past_budget(data, at, total, max_bytes):
     return total + _entry_size(data, at) > max_bytes
 
 
-def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks):
+def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks, min_one=True):
     """_extent by a header walk from ``position``."""
     walk = SegmentWalk(seg.log, position, seg.size, headers_only=True,
                        chunk=LOOKUP_READ, from_offset=offset, trust_end=True)
@@ -549,7 +552,8 @@ def _extent_walk(seg, position, offset, max_bytes, limit, keep_chunks):
         if keep_chunks:
             chunks.append(chunk)
         for b in chunk.batches:
-            if b.last_offset >= limit or (start is not None and total + b.size > max_bytes):
+            if b.last_offset >= limit or ((start is not None or not min_one)
+                                          and total + b.size > max_bytes):
                 return None if start is None else (seg, start, total, chunks)
             if start is None:
                 start = b.position

@@ -6,6 +6,7 @@ later ones only what still fits, every region counted against the budget and giv
 import asyncio
 
 import kqlite
+from kqlite.storage import reads as storage_reads
 from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode, FileRegion
 from kqlite.server.replica_manager import FetchPartition, ReplicaManager
@@ -80,3 +81,68 @@ def test_an_unknown_partition_and_a_newer_epoch_answer_beside_the_gathered_reads
                                               ErrorCode.UNKNOWN_LEADER_EPOCH]
     assert calls[-1] == "_read_in_order" and seen[0][2] > 0
     assert (held, after) == (1, 0)
+
+
+def test_once_max_bytes_is_spent_later_partitions_report_positions_without_a_lookup(
+        tmp_path, monkeypatch):
+    # Kafka's readFromLocalLog: "Once we read from a non-empty partition, we stop
+    # ignoring request and partition level size limits"; with no room left the later
+    # partitions read nothing, yet answer their offsets.
+    looked_up = []
+    extent = storage_reads._extent
+
+    def counting_extent(lg, offset, max_bytes, *args, **kwargs):
+        looked_up.append(max_bytes)
+        return extent(lg, offset, max_bytes, *args, **kwargs)
+    monkeypatch.setattr(storage_reads, "_extent", counting_extent)
+    results = []
+
+    async def main(db):
+        io = StorageExecutor(2)
+        replicas = ReplicaManager(db, io)
+        try:
+            for p in range(3):
+                partition = await replicas.get("t", p)
+                await partition.append(build_batch([b"v" * 500]), acks=1, timeout_ms=0)
+            looked_up.clear()
+            found = await replicas.fetch_messages(
+                [FetchPartition("t", p, 0, 1 << 20) for p in range(3)], max_bytes=1,
+                min_bytes=1, max_wait_ms=0)
+            results.extend((r.error_code, r.size, r.high_watermark) for r in found)
+            for r in found:
+                r.release()
+        finally:
+            io.shutdown()
+
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
+        db.create_topic("t", 3)
+        asyncio.run(main(db))
+    assert looked_up == [1]
+    assert results[0][0] == ErrorCode.NONE and results[0][1] > 1
+    assert results[1:] == [(ErrorCode.NONE, 0, 1), (ErrorCode.NONE, 0, 1)]
+
+
+def test_a_later_partition_whose_first_batch_does_not_fit_returns_nothing(tmp_path):
+    small, large = build_batch([b"s" * 100]), build_batch([b"l" * 5000])
+    seen = []
+
+    async def main(db):
+        io = StorageExecutor(2)
+        replicas = ReplicaManager(db, io)
+        try:
+            for p, batch in ((0, small), (1, large), (2, small)):
+                partition = await replicas.get("t", p)
+                await partition.append(batch, acks=1, timeout_ms=0)
+            found = await replicas.fetch_messages(
+                [FetchPartition("t", p, 0, 1 << 20) for p in range(3)],
+                max_bytes=len(small) * 3, min_bytes=1, max_wait_ms=0)
+            seen.extend(r.size for r in found)
+            for r in found:
+                r.release()
+        finally:
+            io.shutdown()
+
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
+        db.create_topic("t", 3)
+        asyncio.run(main(db))
+    assert seen == [len(small), 0, len(small)]

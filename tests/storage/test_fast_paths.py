@@ -12,6 +12,7 @@ import random
 import pytest
 
 import kqlite
+from kqlite.errors import OffsetOutOfRangeError
 from kqlite.format.batch import build_batch
 from kqlite.storage import appending
 from kqlite.storage.scan import SegmentWalk
@@ -27,8 +28,9 @@ def all_batches(log):
     return out
 
 
-def expected_batches(log, offset, max_bytes, limit):
-    """What read_batches(offset, max_bytes) must return, batch by batch."""
+def expected_batches(log, offset, max_bytes, limit, min_one=True):
+    """What read_batches(offset, max_bytes) must return, batch by batch (and
+    fetch_region(..., min_one=False): no batch when the first does not fit)."""
     batches = all_batches(log)
     first = next((i for i, (_, b) in enumerate(batches) if b.last_offset >= offset), None)
     if first is None or batches[first][1].last_offset >= limit:
@@ -36,7 +38,8 @@ def expected_batches(log, offset, max_bytes, limit):
     seg = batches[first][0]
     data, total = b"", 0
     for s, b in batches[first:]:
-        if s is not seg or b.last_offset >= limit or (data and total + b.size > max_bytes):
+        if s is not seg or b.last_offset >= limit or \
+                ((data or not min_one) and total + b.size > max_bytes):
             break
         data += s.read(b.position, b.size)
         total += b.size
@@ -70,6 +73,16 @@ def test_reads_match_whole_batch_walks(tmp_path, seed):
                 fd, position, length = region
                 try:
                     assert os.pread(fd, length, position) == expected
+                finally:
+                    os.close(fd)
+            fits = expected_batches(log, offset, max_bytes, end, min_one=False)
+            region = log.fetch_region(offset, max_bytes, min_one=False)
+            if region is None:
+                assert fits == b""
+            else:
+                fd, position, length = region
+                try:
+                    assert os.pread(fd, length, position) == fits
                 finally:
                     os.close(fd)
             got = [r.offset for r in log.read(offset, max_records=limit)]
@@ -144,3 +157,14 @@ def test_plain_value_appends_are_the_general_batches(tmp_path, values):
             offset += len(group)
         assert log.read_batches(0, 1 << 30) == expected
         assert [r.value for r in log.read()] == [bytes(v) for v in values]
+
+
+def test_a_region_with_no_room_looks_nothing_up_but_checks_the_offset(tmp_path):
+    with kqlite.Log.open(tmp_path / "t-0") as log:
+        log.append([b"x" * 100] * 3)
+        assert log.fetch_region(0, 0, min_one=False) is None
+        fd, _position, length = log.fetch_region(0, 0)
+        os.close(fd)
+        assert length > 0
+        with pytest.raises(OffsetOutOfRangeError):
+            log.fetch_region(log.end_offset + 1, 0, min_one=False)
