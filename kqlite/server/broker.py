@@ -77,7 +77,7 @@ from .quotas.store import DataDirQuotaStore
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, Session
 from .request_memory import RequestMemory
-from .sendfile import copy_region, send_region
+from .sendfile import copy_region, send_response
 from .storage_io import DEFAULT_IO_THREADS, StorageExecutor
 
 __all__ = ["Broker"]
@@ -656,12 +656,13 @@ class _Connection:
     async def _send(self, chunks):
         sent = 0
         try:
+            if not self.tls and any(isinstance(c, FileRegion) for c in chunks):
+                sent = await send_response(self.writer, chunks)
+                return
             for chunk in chunks:
                 if isinstance(chunk, FileRegion) and self.tls:
                     sent += await copy_region(self.writer, chunk.fd, chunk.offset,
                                               chunk.length, self.broker.io.run)
-                elif isinstance(chunk, FileRegion):
-                    sent += await send_region(self.writer, chunk.fd, chunk.offset, chunk.length)
                 else:
                     self.writer.write(chunk)
                     sent += len(chunk)
