@@ -59,7 +59,9 @@ async def send_response(writer, chunks):
     out = sock.fileno()
     sent = 0
     try:
-        last = len(chunks) - 1
+        # MSG_MORE holds bytes back until more follow: never on the last that carries any.
+        last = max((i for i, c in enumerate(chunks)
+                    if (c.length if isinstance(c, FileRegion) else len(c))), default=-1)
         for i, chunk in enumerate(chunks):
             if isinstance(chunk, FileRegion):
                 sent += await _sendfile(loop, out, chunk.fd, chunk.offset, chunk.length)
