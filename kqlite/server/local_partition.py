@@ -307,7 +307,8 @@ class LocalPartition(Partition):
                         min_one=True):
         """In a storage thread: the storage part of :meth:`read` (its epoch check done).
         Without ``min_one`` a first batch larger than ``max_bytes`` is not returned
-        (nor read): the Fetch already has data from an earlier partition."""
+        (no region is opened for it): the Fetch already has data from an earlier
+        partition."""
         return self._read_checked(offset, max_bytes, isolation, last_fetched_epoch,
                                   zero_copy, min_one)
 

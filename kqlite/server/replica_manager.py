@@ -529,9 +529,9 @@ def _read_in_order(reads, max_bytes, isolation):
     is past ``max_bytes`` (the caller releases those). As Kafka's readFromLocalLog:
     "Once we read from a non-empty partition, we stop ignoring request and partition
     level size limits" -- the first partition with data returns at least one batch,
-    whatever max_bytes says; later ones only what still fits, a batch that does not fit
-    neither read nor returned, and once nothing fits their reads only report positions
-    and errors."""
+    whatever max_bytes says; later ones only what still fits (a first batch that does
+    not fit is not returned), and once nothing fits their reads look nothing up and
+    only report positions and errors."""
     results, over, total = [], [], 0
     try:
         for _, partition, f, zero_copy in reads:

@@ -633,7 +633,7 @@ class Log:
     @overload
     def read_batches(self, offset: int, max_bytes: int = ..., *,
                      isolation: Isolation = ...,
-                     aborted_transactions: Literal[True], min_one: bool = ...) -> Fetched: ...
+                     aborted_transactions: Literal[True]) -> Fetched: ...
 
     def read_batches(self, offset: int, max_bytes: int = 1 << 20, *,
                      isolation: Isolation = Isolation.HIGH_WATERMARK,
