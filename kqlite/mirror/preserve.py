@@ -155,9 +155,18 @@ class PreservingMirror(Flow):
                 continue
             if not await self._ensure_topic(topic, count):
                 continue
-            await self.target.refresh([topic])
             new = [(topic, p) for p in range(self.mirrored.get(topic, 0), count)]
-            for tp, end in (await self.target.list_offsets(new, -1)).items():
+            try:
+                await self.target.refresh([topic])
+                ends = await self.target.list_offsets(new, -1)
+            except MirrorClientError as exc:
+                if not exc.retriable:
+                    raise
+                # A cluster's new partitions before every broker knows their leaders, a
+                # new leader whose HW is below its epoch start: the next refresh asks again.
+                log.warning("mirror: %s: no log end on the target yet: %s", topic, exc)
+                continue
+            for tp, end in ends.items():
                 self.positions[tp] = end
                 self.progress.start(tp, end)
             self.mirrored[topic] = count
