@@ -45,9 +45,10 @@ stamps on every mirrored batch as it stamps a producer's: the epoch cache, the f
 truncation (OffsetsForLeaderEpoch, DivergingEpoch) and KIP-101's rules then see only the
 target's epochs, which grow with each target leader change as they must, instead of the
 source's, which say nothing of the target's leaderships and could go backwards across
-two of them. KIP-1279's invariant -- the target's epoch of a mirrored batch at or above
-the source's batch epochs, so that a truncation on the target never keeps a diverged
-source suffix -- holds by construction: the target's log never holds a source epoch.
+two of them. KIP-1279's invariant -- the target partition's epoch at or above every epoch
+its mirrored batches carry, so that the epoch cache only grows and a truncation never
+keeps a batch of a later epoch -- holds by construction: a cluster's log never holds a
+source epoch.
 What differs from the source's bytes is those four bytes of each batch, nothing else.
 
 Which wire request carries a mirror append. Kafka has no request that pushes batches into

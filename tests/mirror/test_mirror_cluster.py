@@ -16,11 +16,12 @@ import os
 import struct
 import sys
 import threading
+import time
 
 import pytest
 
-pytest.importorskip("confluent_kafka")
 pytest.importorskip("kazoo.client")
+from confluent_kafka import Producer  # noqa: E402
 
 from kafka import KafkaAdminClient  # noqa: E402
 from kafka.admin import NewPartitions, NewTopic  # noqa: E402
@@ -61,6 +62,10 @@ def _batches(data):
 def _apart_from_epoch(data):
     """Each batch without its partitionLeaderEpoch (bytes 12-15, outside the CRC)."""
     return [b[:12] + b[16:] for b in _batches(data)]
+
+
+def _producer_ids(data):
+    return {struct.unpack_from(">q", b, 43)[0] for b in _batches(data)}
 
 
 def _epochs(data):
@@ -130,6 +135,38 @@ def _leaders(bootstrap):
     return asyncio.run(_ask(bootstrap, leaders))
 
 
+_ROUND = 100
+
+
+class _Rounds(threading.Thread):
+    """An idempotent producer writing rounds of records to one source partition."""
+
+    def __init__(self, bootstrap, partition, rounds=25):
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "enable.idempotence": True})
+        self.partition, self.rounds, self.failures = partition, rounds, []
+
+    def run(self):
+        for r in range(self.rounds):
+            for i in range(_ROUND):
+                self.producer.produce("orders", b"late-%02d-%03d" % (r, i),
+                                      partition=self.partition,
+                                      callback=lambda err, _m: err and self.failures.append(err))
+            self.producer.flush(WAIT)
+            time.sleep(0.05)
+
+
+def _end(bootstrap, partition):
+    async def end(client):
+        tp = ("orders", partition)
+        return (await client.list_offsets([tp], -1))[tp]
+    try:
+        return asyncio.run(_ask(bootstrap, end))
+    except MirrorClientError:
+        return -1
+
+
 def _partitions(bootstrap):
     async def count(client):
         return client.partitions.get("orders", 0)
@@ -148,7 +185,10 @@ def test_preserve_into_a_three_broker_cluster(tmp_path, zk_hosts, run_mirror):
     source = kqlite_broker(tmp_path / "source")
     a = source.bootstrap
     try:
-        with running_cluster(tmp_path, zk_hosts) as cluster:
+        # A short ZooKeeper session: the killed leader's is over, and its partitions led
+        # elsewhere, within seconds.
+        with running_cluster(tmp_path, zk_hosts,
+                             ["--zookeeper-session-timeout-ms", "2000"]) as cluster:
             b = cluster.bootstrap
             assert _mode(a, b) == "preserve"
             KafkaAdminClient(bootstrap_servers=a).create_topics(
@@ -191,17 +231,13 @@ def test_preserve_into_a_three_broker_cluster(tmp_path, zk_hosts, run_mirror):
                 {"orders": NewPartitions(PARTITIONS + 1)})
             wait_for(lambda: _partitions(b) == PARTITIONS + 1, "the target grown", WAIT)
 
-            # The leader of orders-1 killed while a backlog is produced and copied.
-            produced = []
-            producer = threading.Thread(target=lambda: produced.append(_produce(
-                a, "orders", [b"late-%05d" % i for i in range(3000)],
-                **{"enable.idempotence": True})))
+            # The leader of orders-1 SIGKILLed while records are produced and copied.
+            producer = _Rounds(a, partition=1)
             producer.start()
-            wait_for(lambda: _log(b, "orders", 1)[1] != _log(a, "orders", 1)[1] or
-                     not producer.is_alive(), "the backlog under way", WAIT)
+            wait_for(lambda: _end(b, 1) >= 200 + 3 * _ROUND, "copying under way", WAIT)
             cluster[leaders[1]].kill()
             producer.join(WAIT)
-            assert produced == [[]]
+            assert producer.failures == []
             b = cluster.bootstrap       # the survivors
             for p in range(PARTITIONS):
                 wait_for(lambda: _same_apart_from_epoch(a, b, p),
@@ -224,5 +260,12 @@ def test_preserve_into_a_three_broker_cluster(tmp_path, zk_hosts, run_mirror):
             assert promoted.returncode == 0, promoted.stderr
             assert not _produce(b, "orders", [b"after"])
             assert _code(b, _alter_retention) == ErrorCode.NONE
+            # No broker hands out a producer id a mirrored batch carries.
+            copied = max(set().union(*(_producer_ids(_log(a, "orders", p)[1])
+                                       for p in range(PARTITIONS))))
+            for broker in survivors:
+                answer = request(broker, ApiKey.INIT_PRODUCER_ID, 1, {
+                    "transactional_id": None, "transaction_timeout_ms": 60000})
+                assert answer["error_code"] == 0 and answer["producer_id"] > copied
     finally:
         source.stop()
