@@ -50,8 +50,11 @@ class ZkProducerIds:
         greater than ``producer_id`` (a storage thread: it may block on ZooKeeper once per
         larger id)."""
         with self._lock:
-            if self._next <= producer_id <= self._last:
-                self._next = producer_id + 1
+            if producer_id >= self._next:
+                if producer_id < self._last:
+                    self._next = producer_id + 1
+                else:         # the whole block is below it: the next allocate claims one
+                    self._next, self._last = 0, -1
             if producer_id <= self._reserved:
                 return
             check_connected(self._store.zk)
