@@ -129,10 +129,15 @@ def _produce_raw(broker, partition):
     return p["error_code"], p["error_message"]
 
 
-def _leaders(bootstrap):
+def _leaders_of(bootstrap, partitions):
     async def leaders(client):
-        return {p: client.leaders[("orders", p)] for p in range(PARTITIONS)}
-    return asyncio.run(_ask(bootstrap, leaders))
+        return {p: client.leaders[("orders", p)] for p in range(partitions)}
+    return wait_for(lambda: (lambda found: found if min(found.values()) > 0 else None)(
+        asyncio.run(_ask(bootstrap, leaders))), "the leaders known", WAIT)
+
+
+def _leaders(bootstrap):
+    return _leaders_of(bootstrap, PARTITIONS)
 
 
 _ROUND = 100
@@ -267,5 +272,48 @@ def test_preserve_into_a_three_broker_cluster(tmp_path, zk_hosts, run_mirror):
                 answer = request(broker, ApiKey.INIT_PRODUCER_ID, 1, {
                     "transactional_id": None, "transaction_timeout_ms": 60000})
                 assert answer["error_code"] == 0 and answer["producer_id"] > copied
+    finally:
+        source.stop()
+
+
+@pytest.mark.soak
+def test_preserve_into_a_cluster_through_repeated_leader_kills(tmp_path, zk_hosts, run_mirror):
+    """Five rounds: the target's leader of the partition being written SIGKILLed, the one
+    killed before started again (it comes back as a follower, truncating what it had that
+    the new leader did not); at the end every replica, the restarted ones included, holds
+    the source's batches at their offsets, apart from the target's epochs."""
+    from test_mirror_faults import _restart
+    source = kqlite_broker(tmp_path / "source")
+    a = source.bootstrap
+    try:
+        with running_cluster(tmp_path, zk_hosts,
+                             ["--zookeeper-session-timeout-ms", "2000"]) as cluster:
+            b = cluster.bootstrap
+            KafkaAdminClient(bootstrap_servers=a).create_topics([NewTopic("orders", 1, 1)])
+            running = run_mirror(PreservingMirror(_settings(a, b, topics="orders",
+                                                            replication_factor=3)))
+            producer = _Rounds(a, partition=0, rounds=150)
+            producer.start()
+            killed = None
+            for _ in range(5):
+                if killed is not None:
+                    _restart(killed)
+                wait_for(lambda: _end(cluster.bootstrap, 0) > 0, "copying under way", WAIT)
+                leader = _leaders_of(cluster.bootstrap, 1)[0]
+                killed = cluster[leader]
+                killed.kill()
+                time.sleep(1.0)
+            _restart(killed)
+            producer.join(WAIT)
+            assert producer.failures == []
+            b = cluster.bootstrap
+            wait_for(lambda: _same_apart_from_epoch(a, b, 0), "orders-0 copied", WAIT)
+            source_batches = _apart_from_epoch(_log(a, "orders", 0)[1])
+            for broker in cluster.brokers.values():
+                wait_for(lambda: _apart_from_epoch(_replica_bytes(broker, 0)) == source_batches,
+                         f"orders-0 on broker {broker.broker_id}", WAIT)
+            epochs = _epochs(_log(b, "orders", 0)[1])
+            assert epochs == sorted(epochs) and epochs[-1] >= 5
+            running.stop()
     finally:
         source.stop()
