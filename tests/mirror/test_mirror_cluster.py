@@ -317,3 +317,53 @@ def test_preserve_into_a_cluster_through_repeated_leader_kills(tmp_path, zk_host
             running.stop()
     finally:
         source.stop()
+
+
+# -- The mirror's side of a cluster target, against stand-ins (no process) ---------------
+
+class _Target:
+    """A target answering the probe with ``codes`` in turn; a topic whose log ends it
+    cannot give until ``known`` refreshes have gone by."""
+
+    timeout = 1.0
+
+    def __init__(self, codes=(), known=0):
+        self.codes, self.known, self.refreshes = list(codes), known, 0
+        self.partitions = {"orders": 1}
+
+    async def refresh(self, topics=None):
+        self.refreshes += 1
+
+    async def any_request(self, api_key, body, versions):
+        marked, unknown = (t["name"] for t in body["topics"])
+        code = self.codes.pop(0)
+        other = code if code == ErrorCode.NOT_CONTROLLER else ErrorCode.INVALID_CONFIG
+        return {"topics": [{"name": marked, "error_code": code},
+                           {"name": unknown, "error_code": other}]}
+
+    async def topic_configs(self, topic):
+        return [{"name": "kqlite.mirror.source", "value": "A"}]
+
+    async def list_offsets(self, tps, timestamp):
+        if self.refreshes <= self.known:
+            raise MirrorClientError("orders-0 has no leader now", ErrorCode.LEADER_NOT_AVAILABLE)
+        return {tp: 5 for tp in tps}
+
+
+def test_the_probe_asks_again_when_the_controller_moved(monkeypatch):
+    from kqlite.mirror import preserve
+    monkeypatch.setattr(preserve, "_PAUSE", 0)
+    target = _Target([ErrorCode.NOT_CONTROLLER, ErrorCode.NONE])
+    assert asyncio.run(preserve.knows_mirror_topics(target))
+    assert target.refreshes == 2
+
+
+def test_a_topic_without_known_leaders_is_taken_at_the_next_refresh():
+    async def scenario():
+        mirror = PreservingMirror(_settings("127.0.0.1:1", "127.0.0.1:1", topics="orders"))
+        mirror.source, mirror.target = _Target(), _Target(known=2)
+        await mirror._refresh()          # the target's metadata has no leader yet
+        assert mirror.positions == {} and "orders" not in mirror.mirrored
+        await mirror._refresh()
+        return mirror.positions
+    assert asyncio.run(scenario()) == {("orders", 0): 5}
