@@ -259,6 +259,10 @@ def test_preserve_into_a_three_broker_cluster(tmp_path, zk_hosts, run_mirror):
             # Epochs are the target's, and never go back along the log.
             epochs = _epochs(_log(b, "orders", 1)[1])
             assert epochs == sorted(epochs) and epochs[-1] >= 1
+            # The new leader holds the mark too: it came with ZooKeeper's config.
+            moved = _leaders_of(b, PARTITIONS)[1]
+            assert moved != leaders[1]
+            assert _produce_raw(cluster[moved], 1)[0] == ErrorCode.INVALID_REQUEST
             running.stop()
 
             promoted = _promote(a, b, "orders")
