@@ -229,6 +229,7 @@ class ClusterNode:
         self.store = ZkStore(self.zk)
         self.replicas.store = self.store      # the replica manager was made before it
         self.broker.producer_ids = ZkProducerIds(self.store, self.broker_id)
+        self.replicas.producer_ids = self.broker.producer_ids
         await self.zk_call(self.store.ensure_paths)
         self.broker.cluster_id = await self.zk_call(self.store.cluster_id)
         journal = None

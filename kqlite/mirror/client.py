@@ -14,6 +14,8 @@ remembered: brokers, each topic's partitions and their leaders.
   answered one (``code``) and ``retriable`` when asking again after a metadata refresh
   may succeed (leader changes, a broker down). A connection that failed is dropped; the
   next request opens a new one.
+- **The controller** (Metadata's ``controller_id``) is asked first for the requests a
+  ZooKeeper-mode cluster serves there only (CreateTopics, CreatePartitions, DeleteTopics).
 """
 
 import asyncio
@@ -40,6 +42,9 @@ RETRIABLE = frozenset((
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.BROKER_NOT_AVAILABLE,
     ErrorCode.NOT_CONTROLLER))
+# Served by a ZooKeeper-mode cluster's controller only (NOT_CONTROLLER elsewhere).
+_CONTROLLER_APIS = frozenset((ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS,
+                              ApiKey.DELETE_TOPICS))
 
 
 class MirrorClientError(KqliteError):
@@ -85,6 +90,7 @@ class ClusterClient:
         self.brokers: Dict[int, Tuple[str, int]] = {}
         self.partitions: Dict[str, int] = {}               # topic -> partition count
         self.leaders: Dict[Tuple[str, int], int] = {}      # (topic, partition) -> node
+        self.controller = -1                               # Metadata's controller id
         self._conns: Dict[Tuple[str, int], BrokerConnection] = {}
         self._opening: Dict[Tuple[str, int], "asyncio.Future[BrokerConnection]"] = {}
 
@@ -146,6 +152,8 @@ class ClusterClient:
         # one broker whose metadata lags (or that is down) is not asked every time.
         known = list(self.brokers.values())
         random.shuffle(known)
+        if api_key in _CONTROLLER_APIS and self.controller in self.brokers:
+            known.insert(0, self.brokers[self.controller])
         candidates = list(dict.fromkeys(known + self.bootstrap))
         for address in candidates:
             try:
@@ -170,6 +178,7 @@ class ClusterClient:
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False}, (1, 12))
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
+        self.controller = body.get("controller_id", -1)
         if topics is None:
             self.partitions = {}
         for t in body["topics"]:

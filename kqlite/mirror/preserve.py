@@ -7,9 +7,10 @@ Theory of operation (one process, one asyncio loop):
 - **Which mode.** :func:`knows_mirror_topics` asks the target a CreateTopics with
   ``validate_only`` of two topics, one with the config ``kqlite.mirror.source``, one with
   a config no broker knows: a kqlite single broker accepts the first and refuses the
-  second (INVALID_CONFIG); Kafka and a kqlite cluster (whose partitions cannot hold
-  mirror topics yet) refuse both, and a broker that takes any config name (tansu) accepts
-  both. The answer is the capability itself, not a guess from a version string. ``--mode`` unset chooses preserve when the target accepts, else mm2.
+  second (INVALID_CONFIG), and so does a kqlite cluster's controller (the probe asks the
+  controller Metadata names); Kafka refuses both, and a broker that takes any config
+  name (tansu) accepts both. The answer is the capability itself, not a guess from a
+  version string. ``--mode`` unset chooses preserve when the target accepts, else mm2.
 - **Refresh** (``refresh_interval``): every source topic the filter chooses gets a target
   topic of the same name and partition count, created with the configs MM2 copies and
   ``kqlite.mirror.source=<source alias>``, grown when the source grew. A topic of that
@@ -63,6 +64,7 @@ __all__ = ["PreservingMirror", "knows_mirror_topics", "chosen_mode", "promote",
 log = logging.getLogger("kqlite.mirror")
 
 _PAUSE = 0.5
+_PROBES = 5            # CreateTopics probes while the cluster's controller moves
 _EMPTY_GROUP_STATES = ("Empty", "Dead", "")
 _HEADER_SIZE = 61      # WIRE: a v2 batch header, the 12-byte prefix included
 # A topic config no broker knows: a target that accepts it accepts any name, and its
@@ -91,10 +93,17 @@ async def knows_mirror_topics(target: ClusterClient) -> bool:
     def topic(name: str, config: str) -> Dict[str, Any]:
         return {"name": name, "num_partitions": 1, "replication_factor": -1,
                 "assignments": [], "configs": [{"name": config, "value": "probe"}]}
-    body = await target.any_request(ApiKey.CREATE_TOPICS, {
-        "topics": [topic(probe, MIRROR_SOURCE), topic(probe + "-x", _UNKNOWN_CONFIG)],
-        "timeout_ms": int(target.timeout * 1000), "validate_only": True}, (2, 7))
-    codes = {t["name"]: t["error_code"] for t in body["topics"]}
+    for _ in range(_PROBES):
+        # Metadata first: a ZooKeeper-mode cluster answers CreateTopics on its controller
+        # only, and a controller that moved meanwhile says NOT_CONTROLLER.
+        await target.refresh([])
+        body = await target.any_request(ApiKey.CREATE_TOPICS, {
+            "topics": [topic(probe, MIRROR_SOURCE), topic(probe + "-x", _UNKNOWN_CONFIG)],
+            "timeout_ms": int(target.timeout * 1000), "validate_only": True}, (2, 7))
+        codes = {t["name"]: t["error_code"] for t in body["topics"]}
+        if codes.get(probe) != ErrorCode.NOT_CONTROLLER:
+            break
+        await asyncio.sleep(_PAUSE)
     return codes.get(probe) == ErrorCode.NONE and \
         codes.get(probe + "-x") == ErrorCode.INVALID_CONFIG
 
@@ -146,9 +155,18 @@ class PreservingMirror(Flow):
                 continue
             if not await self._ensure_topic(topic, count):
                 continue
-            await self.target.refresh([topic])
             new = [(topic, p) for p in range(self.mirrored.get(topic, 0), count)]
-            for tp, end in (await self.target.list_offsets(new, -1)).items():
+            try:
+                await self.target.refresh([topic])
+                ends = await self.target.list_offsets(new, -1)
+            except MirrorClientError as exc:
+                if not exc.retriable:
+                    raise
+                # A cluster's new partitions before every broker knows their leaders, a
+                # new leader whose HW is below its epoch start: the next refresh asks again.
+                log.warning("mirror: %s: no log end on the target yet: %s", topic, exc)
+                continue
+            for tp, end in ends.items():
                 self.positions[tp] = end
                 self.progress.start(tp, end)
             self.mirrored[topic] = count

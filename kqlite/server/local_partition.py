@@ -232,17 +232,23 @@ class LocalPartition(Partition):
                                         origin=origin, verification_guard=verification_guard)
         return self._append_with(append, len(records), "append to")
 
-    async def append_as_mirror(self, records):
+    async def append_as_mirror(self, records, *, timeout_ms):
+        # One broker: every append is committed as it lands (acks=-1 waits for nothing).
         result, positions = await self._io.run(self._append_mirrored, records)
         self.observe(positions)
         return result
 
-    def _append_mirrored(self, records):
-        """A mirror's batches at their own offsets, in a storage thread (mirror_append.py);
-        as :meth:`_append_as_leader` returns."""
+    # The allocator mirrored producer ids are reserved in: the data dir's on one broker.
+    def _mirror_producer_ids(self):
+        return self._db.producer_ids
+
+    def _append_mirrored(self, records, leader_epoch=None):
+        """A mirror's batches at their own offsets, in a storage thread (mirror_append.py:
+        ``leader_epoch`` None keeps theirs, else it is stamped); as
+        :meth:`_append_as_leader` returns."""
         def append(log):
             first, last, count = append_mirrored(log, records, self.topic,
-                                                 self._db.producer_ids)
+                                                 self._mirror_producer_ids(), leader_epoch)
             return _MarkerAppended(first, last, count)
         return self._append_with(append, len(records), "mirror into")
 

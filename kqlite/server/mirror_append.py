@@ -31,9 +31,25 @@ append are read together:
 
   A first batch past the log end leaves a gap, as a compacted source has; into an empty
   log it starts the log there (Kafka's truncateFullyAndStartAt), so the target's log start
-  is the source's first kept offset. The batches keep their producer ids, so the data
-  dir's producer id allocator is raised above the largest one copied: a producer of the
-  topic once promoted never shares an id with a mirrored one.
+  is the source's first kept offset. The batches keep their producer ids, so the
+  broker's producer id allocator (the data dir's on one broker, ZooKeeper's block in a
+  cluster) is raised above the largest one copied: a producer of the topic once promoted
+  never shares an id with a mirrored one.
+
+The leader-epoch rule. A batch's partitionLeaderEpoch (bytes 12-15) lies outside its
+CRC-32C, which covers the attributes onward, and Kafka's leader stamps it on every batch
+it appends. On one broker, which has no followers and no leader changes, the mirrored
+batches keep the source's epochs (``leader_epoch`` None): the log is the source's, every
+byte. A cluster's partition leader passes its own epoch (``leader_epoch``), which storage
+stamps on every mirrored batch as it stamps a producer's: the epoch cache, the followers'
+truncation (OffsetsForLeaderEpoch, DivergingEpoch) and KIP-101's rules then see only the
+target's epochs, which grow with each target leader change as they must, instead of the
+source's, which say nothing of the target's leaderships and could go backwards across
+two of them. KIP-1279's invariant -- the target partition's epoch at or above every epoch
+its mirrored batches carry, so that the epoch cache only grows and a truncation never
+keeps a batch of a later epoch -- holds by construction: a cluster's log never holds a
+source epoch.
+What differs from the source's bytes is those four bytes of each batch, nothing else.
 
 Which wire request carries a mirror append. Kafka has no request that pushes batches into
 a broker at given offsets (followers pull). kqlite uses a Produce request whose
@@ -98,12 +114,14 @@ def check_offsets(headers, log_end):
         previous = h.last_offset
 
 
-def append_mirrored(log, data, topic, producer_ids):
+def append_mirrored(log, data, topic, producer_ids, leader_epoch=None):
     """Append a mirror's ``data`` (whole v2 batches) to the leased ``log`` of a mirror
     topic, in a storage thread; returns (first offset, last offset, record count).
-    ``producer_ids``: the data dir's allocator, which is told the largest producer id
-    copied so that it never hands that id out. Raises MirrorRefusal, or storage's
-    CorruptRecordError/InvalidRecordError, and then nothing was written."""
+    ``producer_ids``: the broker's allocator, which is told the largest producer id
+    copied so that it never hands that id out. ``leader_epoch``: None keeps the batches'
+    own epochs, an epoch is stamped on every batch (the module docstring's leader-epoch
+    rule). Raises MirrorRefusal, or storage's CorruptRecordError/InvalidRecordError, and
+    then nothing was written."""
     if not mirror_source(log.config):
         raise MirrorRefusal(ErrorCode.INVALID_REQUEST,
                             f"topic {topic} is not a mirror topic")
@@ -115,13 +133,18 @@ def append_mirrored(log, data, topic, producer_ids):
     first = headers[0].base_offset
     largest = max(h.producer_id for h in headers)
     if largest >= 0:
-        producer_ids.reserve_above(largest)
+        try:
+            producer_ids.reserve_above(largest)
+        except KqliteError as exc:   # ZooKeeper unreachable: nothing written, sent again
+            raise MirrorRefusal(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"cannot reserve producer id {largest}: {exc}") from None
     if first > end and log.start_offset == end:
         log.truncate_fully_and_start_at(first)
+    runs = _epoch_runs(headers) if leader_epoch is None else [(leader_epoch, len(data))]
     position = 0
-    for run_epoch, size in _epoch_runs(headers):
+    for run_epoch, size in runs:
         # Restamping a batch with its own epoch changes no byte; it tells storage where
-        # each epoch starts, as a follower's append does.
+        # each epoch starts, as a follower's append does. A leader's epoch is stamped.
         log.append_batches(data[position:position + size],
                            leader_epoch=run_epoch if run_epoch >= 0 else None,
                            assign_offsets=False, origin=AppendOrigin.REPLICATION)

@@ -234,14 +234,11 @@ class Partition(abc.ABC):
         ``verification_guard``: what :meth:`begin_verification` gave for a transactional
         batch, which storage checks is still current (KIP-890)."""
 
-    async def append_as_mirror(self, records):
+    @abc.abstractmethod
+    async def append_as_mirror(self, records, *, timeout_ms):
         """Append an offset-preserving mirror's batches at their own offsets (mirror_append.py);
-        returns AppendResult. A partition that cannot hold a mirror topic answers
-        INVALID_REQUEST: the replicated cluster's partitions do not yet."""
-        return AppendResult(ErrorCode.INVALID_REQUEST,
-                            error_message=f"{self.topic}-{self.index}: this broker takes no "
-                                          f"mirror appends (mirror topics need a single "
-                                          f"kqlite broker as target)")
+        returns AppendResult once they are committed (a replicated leader waits, at most
+        ``timeout_ms``, until its high watermark covers them, as for ``acks=-1``)."""
 
     @abc.abstractmethod
     async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):

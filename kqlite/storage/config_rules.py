@@ -225,7 +225,9 @@ MIRROR_RULES = {
         doc="kqlite's own: when not empty, the topic is an offset-preserving mirror of the "
             "named source cluster (set by `kqlite mirror --mode preserve`): producers are "
             "refused (`INVALID_REQUEST`) and only a mirror with CLUSTER_ACTION appends the "
-            "source's batches at their offsets. Deleting it promotes the topic."),
+            "source's batches at their offsets, deletes records or adds partitions "
+            "(`POLICY_VIOLATION` for others). Deleting it promotes the topic; no other "
+            "config of the topic changes while it is set."),
 }
 
 RULES = {**KAFKA_RULES, **KQLITE_RULES, **MIRROR_RULES}

@@ -52,17 +52,17 @@ def _settled(broker):
                                         for leader, _, isr in partitions.values())
 
 
-def _described(broker, name):
+def _described(broker, name, topic=TOPIC):
     body = _request(broker, 32, 4, {"resources": [
-        {"resource_type": 2, "resource_name": TOPIC, "configuration_keys": [name]}],
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": [name]}],
         "include_synonyms": False, "include_documentation": False})
     (result,) = body["results"]
     assert result["error_code"] == 0, result
     return {c["name"]: c["value"] for c in result["configs"]}.get(name)
 
 
-def _local_config(broker):
-    path = os.path.join(broker.data_dir, ".kqlite", "topics", f"{TOPIC}.json")
+def _local_config(broker, topic=TOPIC):
+    path = os.path.join(broker.data_dir, ".kqlite", "topics", f"{topic}.json")
     with open(path) as f:
         return json.load(f)["config"]
 
@@ -144,11 +144,6 @@ def test_topic_ids_configs_and_elect_leaders(cluster, zk_hosts, capsys):
     with pytest.raises(KafkaException) as refused:
         admin.incremental_alter_configs([bad])[bad].result(WAIT)
     assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
-    # The mark of an offset-preserving mirror topic: a cluster cannot hold one yet.
-    mirrored = NewTopic("mirrored", 1, 1, config={"kqlite.mirror.source": "A"})
-    with pytest.raises(KafkaException) as refused:
-        admin.create_topics([mirrored])["mirrored"].result(WAIT)
-    assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
     unknown = ConfigResource("topic", "nope", set_config={"retention.ms": "1"})
     with pytest.raises(KafkaException) as refused:
         admin.alter_configs([unknown])[unknown].result(WAIT)
@@ -159,6 +154,14 @@ def test_topic_ids_configs_and_elect_leaders(cluster, zk_hosts, capsys):
     until(lambda: _local_config(cluster[bounced]) == {"min.insync.replicas": 2},
           "the bounced broker's data dir has the config it missed")
     assert _partitions(cluster[alive])[0][0] != bounced
+    # The mark of an offset-preserving mirror topic is a topic config like any other: in
+    # ZooKeeper, and from there in every replica's data dir.
+    mirrored = NewTopic("mirrored", 1, 3, config={"kqlite.mirror.source": "A"})
+    admin.create_topics([mirrored])["mirrored"].result(WAIT)
+    for b in (1, 2, 3):
+        until(lambda b=b: _local_config(cluster[b], "mirrored") == {"kqlite.mirror.source": "A"},
+              f"broker {b}'s replica of the mirror topic marked")
+        assert _described(cluster[b], "kqlite.mirror.source", "mirrored") == "A"
 
     # -- ElectLeaders puts the preferred leaders back -----------------------------------
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})

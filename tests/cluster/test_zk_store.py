@@ -157,3 +157,22 @@ def test_producer_id_blocks_are_unique_across_brokers(zk_client):
     firsts = sorted(b.first for b in blocks)
     assert firsts == [i * zn.PRODUCER_ID_BLOCK_SIZE for i in range(20)]
     assert all(b.last == b.first + zn.PRODUCER_ID_BLOCK_SIZE - 1 for b in blocks)
+
+
+def test_a_mirrored_producer_id_is_never_handed_out(zk_client):
+    """A mirror copies producer ids another cluster gave (kqlite/server/mirror_append.py):
+    the broker's own block skips them, and no block claimed afterwards holds them."""
+    from kqlite.cluster.zookeeper.producer_ids import ZkProducerIds
+    store = ZkStore(zk_client())
+    mine, other = ZkProducerIds(store, 1), ZkProducerIds(store, 2)
+    assert mine.allocate() == 0                   # broker 1 holds the block 0-999
+    mine.reserve_above(5)
+    assert mine.allocate() == 6                   # inside its block: skipped past
+    mine.reserve_above(3)                         # already handed past: nothing changes
+    assert mine.allocate() == 7
+    mine.reserve_above(2500)                      # past every block: ZooKeeper's moves
+    assert mine.allocate() == 2501                # and its own block is given up
+    assert other.allocate() == 2501 + zn.PRODUCER_ID_BLOCK_SIZE
+    store.reserve_producer_ids_above(9, 10)       # below the latest block: nothing
+    assert zn.decode_producer_id_block(store.zk.get(zn.LATEST_PRODUCER_ID_BLOCK)[0]).last \
+        == 2500 + 2 * zn.PRODUCER_ID_BLOCK_SIZE

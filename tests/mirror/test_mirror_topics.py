@@ -4,7 +4,9 @@ the source's batches byte for byte at their offsets (gaps and the log start incl
 each hostile input -- a batch below the log end, offsets going backwards, a bad CRC, a
 topic that is no mirror, a principal without CLUSTER_ACTION -- is answered with Kafka's
 code and nothing is stored; producers are refused INVALID_REQUEST until the mark is
-removed, and the mark survives a restart."""
+removed, and the mark survives a restart; DeleteRecords, CreatePartitions and config
+changes other than the promotion are refused POLICY_VIOLATION unless the mirror asks
+(kqlite/server/mirror_guard.py)."""
 
 import os
 import sys
@@ -14,7 +16,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
 
 from broker_thread import BrokerThread  # noqa: E402
-from principals import Principals  # noqa: E402
+from principals import PrincipalClient, Principals  # noqa: E402
 
 from kqlite.format.batch import build_batch  # noqa: E402
 from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
@@ -23,7 +25,10 @@ from kqlite.protocol.acl import AclPermissionType as Perm  # noqa: E402
 from kqlite.protocol.acl import PatternType as P  # noqa: E402
 from kqlite.protocol.acl import ResourceType as R  # noqa: E402
 from kqlite.server.authorization import AclAuthorizer, parse_super_users  # noqa: E402
+from kqlite.protocol.connection import encode_request  # noqa: E402
+from kqlite.protocol.mirror_topics import MIRROR_CLIENT_ID  # noqa: E402
 from kqlite.server.mirror_append import MIRROR_APPEND_ID, MIRROR_SOURCE  # noqa: E402
+from kqlite.server.mirror_guard import config_change_refusal  # noqa: E402
 
 ADMIN, MIRROR, ALICE = "User:admin", "User:mirror", "User:alice"
 T0 = 1_700_000_000_000
@@ -73,8 +78,12 @@ def log_bytes(broker, topic):
 
 
 @pytest.fixture
-def served(tmp_path):
-    principals = Principals()
+def principals():
+    return Principals()
+
+
+@pytest.fixture
+def served(tmp_path, principals):
     with principals.installed():
         broker = BrokerThread(tmp_path / "data", authorizer=AclAuthorizer(
             super_users=parse_super_users(ADMIN)))
@@ -191,3 +200,109 @@ def test_reserve_above_moves_every_later_id_past_the_copied_one(tmp_path):
     again = ProducerIdAllocator(str(tmp_path))      # durable: a restart allocates above
     assert again.allocate() > 5001
     again.close()
+
+
+class _AsTheMirror(PrincipalClient):
+    """A client of ``who`` whose requests carry the mirror's client id."""
+
+    def send(self, api_key, version, body):
+        self.correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation,
+                                         MIRROR_CLIENT_ID, body))
+
+
+def _delete_records(client, offset=1):
+    answer = client.call(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": "m", "partitions": [
+        {"partition_index": 0, "offset": offset}]}], "timeout_ms": 5000})
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+def _grow(client):
+    answer = client.call(ApiKey.CREATE_PARTITIONS, 3, {"topics": [
+        {"name": "m", "count": 2, "assignments": None}], "timeout_ms": 5000,
+        "validate_only": False})
+    return answer["results"][0]["error_code"]
+
+
+def _incremental(client, name, value, operation=0):
+    answer = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": "m", "configs": [
+            {"name": name, "config_operation": operation, "value": value}]}],
+        "validate_only": False})
+    return answer["responses"][0]["error_code"]
+
+
+def _legacy(client, configs):
+    answer = client.call(ApiKey.ALTER_CONFIGS, 2, {"resources": [{
+        "resource_type": 2, "resource_name": "m", "configs": [
+            {"name": k, "value": v} for k, v in configs.items()]}], "validate_only": False})
+    return answer["responses"][0]["error_code"]
+
+
+_POLICY = ErrorCode.POLICY_VIOLATION
+
+
+_ADMIN_CASES = [
+    ("delete-records-by-an-admin", ADMIN, False, _delete_records, _POLICY),
+    ("delete-records-with-the-id-without-cluster-action", ALICE, True, _delete_records,
+     _POLICY),
+    ("delete-records-by-the-mirror", MIRROR, True, _delete_records, ErrorCode.NONE),
+    ("create-partitions-by-an-admin", ADMIN, False, _grow, _POLICY),
+    ("create-partitions-by-the-mirror", MIRROR, True, _grow, ErrorCode.NONE),
+    ("incremental-set-by-an-admin", ADMIN, False,
+     lambda c: _incremental(c, "retention.ms", "1000"), _POLICY),
+    ("incremental-set-by-the-mirror", MIRROR, True,
+     lambda c: _incremental(c, "retention.ms", "1000"), _POLICY),
+    ("legacy-replace-keeping-the-mark", ADMIN, False,
+     lambda c: _legacy(c, {MIRROR_SOURCE: "source-a", "retention.ms": "1000"}), _POLICY),
+    ("mark-moved-to-another-source", ADMIN, False,
+     lambda c: _incremental(c, MIRROR_SOURCE, "source-b"), _POLICY),
+    ("nothing-changes", ADMIN, False,
+     lambda c: _incremental(c, MIRROR_SOURCE, "source-a"), ErrorCode.NONE),
+    ("promote-incremental", ADMIN, False,
+     lambda c: _incremental(c, MIRROR_SOURCE, None, operation=1), ErrorCode.NONE),
+    ("promote-legacy", ADMIN, False, lambda c: _legacy(c, {}), ErrorCode.NONE),
+]
+
+
+@pytest.mark.parametrize("case, who, as_mirror, request_, code",
+                         [pytest.param(*c, id=c[0]) for c in _ADMIN_CASES])
+def test_admin_changes_of_a_mirror_topic_are_the_mirrors_or_the_promotion(
+        served, principals, case, who, as_mirror, request_, code):
+    broker, admin, _clients = served
+    for principal in (MIRROR, ALICE):
+        grant(admin, principal, Op.DELETE, R.TOPIC, "m")
+        grant(admin, principal, Op.ALTER, R.TOPIC, "m")
+        grant(admin, principal, Op.ALTER_CONFIGS, R.TOPIC, "m")
+    writer = _AsTheMirror(broker, MIRROR, principals)
+    assert mirror_append(writer, "m", batch(0, 5))[0] == ErrorCode.NONE
+    writer.close()
+    client = _AsTheMirror(broker, who, principals) if as_mirror else \
+        (admin if who == ADMIN else None)
+    try:
+        assert request_(client) == code, case
+    finally:
+        if client is not admin:
+            client.close()
+    promoted = case.startswith("promote")
+    assert produce(admin, "m", build_batch([b"x"], timestamp=T0))[0] == \
+        (ErrorCode.NONE if promoted else ErrorCode.INVALID_REQUEST)
+
+
+@pytest.mark.parametrize("case, overrides, new, refused", [
+    ("no-mirror-topic", {"retention.ms": 5}, {"retention.ms": 6}, False),
+    ("promotion", {MIRROR_SOURCE: "A", "retention.ms": 5}, {"retention.ms": 5}, False),
+    ("no-change", {MIRROR_SOURCE: "A"}, {MIRROR_SOURCE: "A"}, False),
+    ("no-change-spelt-otherwise", {MIRROR_SOURCE: "A", "retention.ms": 5},
+     {MIRROR_SOURCE: "A", "retention.ms": "5"}, False),
+    ("a-value-that-does-not-parse", {MIRROR_SOURCE: "A"}, {"retention.ms": "soon"}, False),
+    ("another-config", {MIRROR_SOURCE: "A"}, {MIRROR_SOURCE: "A", "retention.ms": "5"},
+     True),
+    ("promotion-and-another-config", {MIRROR_SOURCE: "A"}, {"retention.ms": "5"}, True),
+    ("another-source", {MIRROR_SOURCE: "A"}, {MIRROR_SOURCE: "B"}, True),
+])
+def test_config_change_refusal_each_branch(case, overrides, new, refused):
+    answer = config_change_refusal("m", overrides, new)
+    assert (answer is not None) == refused, case
+    if refused:
+        assert answer[0] == ErrorCode.POLICY_VIOLATION and "mirror of A" in answer[1]

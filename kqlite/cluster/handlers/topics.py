@@ -11,7 +11,8 @@ REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer.
 The controller authorizes as the single broker does (kqlite/server/handlers/admin.py:
 CREATE, DELETE and DESCRIBE, ALTER on topics), before anything is written to ZooKeeper;
 a broker that is not the controller asks nothing and answers NOT_CONTROLLER, as Kafka
-checks that first.
+checks that first. A mirror topic grows only by its mirror's CreatePartitions, on the
+cluster as on one broker (kqlite/server/mirror_guard.py).
 """
 
 import collections
@@ -20,8 +21,9 @@ import uuid
 from ...errors import KqliteError
 from ...protocol import ApiKey, ErrorCode
 from ...server.handlers.admin import (CreationChecks, alterable_topics, check_alterable,
-                                      deletion_error, deletion_refused, kafka_error,
-                                      requested_configs, topics_to_delete)
+                                      check_growable, deletion_error, deletion_refused,
+                                      kafka_error, requested_configs, topics_to_delete)
+from ...server.mirror_guard import is_mirror_client
 from ...server.partition import PartitionError
 
 __all__ = ["HANDLERS"]
@@ -138,6 +140,7 @@ async def create_partitions(broker, context, request):
     seen = collections.Counter(t["name"] for t in body["topics"])
     refusal = _not_controller(replicas)
     alterable = set() if refusal else alterable_topics(broker.authorizer, context, body["topics"])
+    from_mirror = is_mirror_client(broker.authorizer, context)
     results, grown = [], []
     for t in body["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
@@ -147,6 +150,7 @@ async def create_partitions(broker, context, request):
             if refusal is not None:
                 raise refusal
             check_alterable(t["name"], alterable)
+            await check_growable(broker, t["name"], from_mirror)
             assignments = t.get("assignments")
             await replicas.topics.create_partitions(
                 t["name"], t["count"],

@@ -98,6 +98,9 @@ class ClusterReplicaManager(ReplicaManager):
         self._zk = zk
         self._zk_request = zk if zk_request is None else zk_request
         self.controller = None
+        # The broker's producer id allocator (ZooKeeper's blocks), set with the store: a
+        # mirror append reserves the ids it copies there.
+        self.producer_ids = None
         self.topics = ClusterTopics(
             db, broker_id=broker_id, cache=cache,
             zk_request=zk if zk_request is None else zk_request,
@@ -229,7 +232,8 @@ class ClusterReplicaManager(ReplicaManager):
             alter_partition=functools.partial(self._alter_partition, topic, index),
             min_insync_replicas=lambda: self._min_isr.get(topic, 1),
             is_eligible=self.cache.is_alive, lag_time_ms=self.lag_time_ms, topic_id=topic_id,
-            controller_epoch=lambda: self.controller_epoch)
+            controller_epoch=lambda: self.controller_epoch,
+            producer_ids=lambda: self.producer_ids)
 
     # -- LeaderAndIsr -------------------------------------------------------------------------
 

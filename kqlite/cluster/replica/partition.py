@@ -18,6 +18,10 @@ the replicas) and the HighWatermarkPin (high_watermark.py: the HW storage must k
   (``storage.isolation.last_stable_offset``); then the delayed produces and fetches
   watching the partition are retried. ISR changes go to the controller from the leader
   role (leader_role.py).
+- An offset-preserving mirror's append (``append_as_mirror``, kqlite/server/mirror_append.py)
+  is a leader append like a produce: admitted as an ``acks=-1`` one, the batches keep
+  their offsets, producer ids, sequences and CRCs and take the leader's epoch, the
+  followers fetch them as any batches, and the answer waits for the HW.
 - As follower, the :class:`~kqlite.cluster.replica.follower_role.FollowerRole` does
   what the fetcher asks (follower_role.py): where to fetch from, append the leader's
   batches as they are, truncate by leader epoch, start over when out of range.
@@ -89,6 +93,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     is the epoch known before the first LeaderAndIsr (-1, as a new Kafka Partition).
     ``controller_epoch()``, the highest controller epoch the broker has heard of (default:
     never changes); the broker calls :meth:`controller_changed` when it grows.
+    ``producer_ids()``, the broker's producer id allocator (ZooKeeper's blocks), in which
+    a mirror append reserves the producer ids it copies (default: the data dir's).
 
     ``leader_role`` and ``follower_role`` are the two role objects (see the module
     docstring)."""
@@ -96,10 +102,11 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     def __init__(self, db, io, topic, index, *, broker_id, delayed_produce, on_change, clock,
                  alter_partition, min_insync_replicas, is_eligible, leader_epoch=-1,
                  lag_time_ms=DEFAULT_LAG_TIME_MS, alter_retry_backoff_ms=ALTER_RETRY_BACKOFF_MS,
-                 topic_id=None, controller_epoch=None):
+                 topic_id=None, controller_epoch=None, producer_ids=None):
         super().__init__(db, io, topic, index, broker_id=broker_id, leader_epoch=leader_epoch,
                          delayed_produce=delayed_produce, on_change=on_change)
         self.topic_id = topic_id
+        self._producer_ids = producer_ids or (lambda: None)
         self.lag_time_ms = lag_time_ms
         self._clock = clock
         self._min_isr = min_insync_replicas
@@ -275,6 +282,21 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                             timeout_ms):
         return await self._leader_append(-1, timeout_ms, self._append_marker, producer_id,
                                          producer_epoch, coordinator_epoch, commit)
+
+    async def append_as_mirror(self, records, *, timeout_ms):
+        """An offset-preserving mirror's batches at their own offsets, on the leader only,
+        stamped with its leader epoch (mirror_append.py's leader-epoch rule), replicated as
+        any batch and answered once the HW covers them: acks=-1, refused up front under
+        ``min.insync.replicas``."""
+        return await self._leader_append(-1, timeout_ms, self._append_mirrored_as_leader,
+                                         records)
+
+    def _append_mirrored_as_leader(self, records):
+        # In the storage thread of an admitted append: the epoch cannot change under it.
+        return self._append_mirrored(records, self.leader_epoch)
+
+    def _mirror_producer_ids(self):
+        return self._producer_ids() or self._db.producer_ids
 
     async def begin_verification(self, producer_id, sequence, epoch):
         self._check_leader(-1)

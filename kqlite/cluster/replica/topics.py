@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 from ...errors import ConfigError, KqliteError, TopicExistsError, UnknownTopicError
 from ...protocol import ErrorCode
-from ...protocol.mirror_topics import MIRROR_SOURCE
 from ...server.partition import PartitionError
 from ...server.replica_manager import INTERNAL_TOPICS, TopicInfo
 from ...server.topic_checks import check_topic
@@ -227,11 +226,6 @@ class ClusterTopics:
         self.check_controller()
         check_topic(name)
         check_kafka_names(configs)
-        if MIRROR_SOURCE in configs:
-            # Replicated partitions take no mirror appends yet: refusing the mark here is
-            # what makes `kqlite mirror` choose its MM2 mode for a cluster target.
-            raise ConfigError(f"{MIRROR_SOURCE}: a kqlite cluster cannot hold "
-                              f"offset-preserving mirror topics yet")
         LogConfig({**self.db.defaults, **configs})
         live = await self._registered_brokers()
         if assignments:

@@ -439,3 +439,21 @@ class ZkStore:
             except BadVersionError:
                 continue  # another broker took a block meanwhile: take the next one
 
+    def reserve_producer_ids_above(self, broker_id, producer_id):
+        """Make /latest_producer_id_block end at ``producer_id`` or later (conditional
+        update), so that the next block claimed starts above it: ids a mirror copied
+        from another cluster are never handed out here."""
+        path = zn.LATEST_PRODUCER_ID_BLOCK
+        self.zk.ensure_path(path)
+        while True:
+            data, stat = self.zk.get(path)
+            last = zn.decode_producer_id_block(data).last if data else -1
+            if last >= producer_id:
+                return
+            block = zn.ProducerIdBlock(broker_id, last + 1, producer_id)
+            try:
+                self.zk.set(path, zn.encode_producer_id_block(block), version=stat.version)
+                return
+            except BadVersionError:
+                continue
+

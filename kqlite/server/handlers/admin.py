@@ -22,7 +22,8 @@ so that a refusal never tells whether a topic exists:
   "Authorization failed."), after the duplicate check; a topic whose configs the principal
   may not DESCRIBE_CONFIGS carries TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED (v5+).
 - DeleteTopics: DELETE on each topic; one named by id also needs DESCRIBE, else it is
-  answered without its name. CreatePartitions: ALTER on each topic.
+  answered without its name. CreatePartitions: ALTER on each topic; a mirror topic
+  grows only by its mirror's request (POLICY_VIOLATION: kqlite/server/mirror_guard.py).
 - DescribeConfigs: DESCRIBE_CONFIGS on the topic, or on the cluster for a broker
   resource (TOPIC_ / CLUSTER_AUTHORIZATION_FAILED in that resource's entry).
 
@@ -40,6 +41,7 @@ from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..authorization import REFUSAL, refusal_message
 from ..config_changes import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC, check_name
 from ..config_entries import broker_entries, topic_entries
+from ..mirror_guard import is_mirror_client, refuse_admin
 from ..partition import PartitionError
 from ..replica_manager import INTERNAL_TOPICS
 from ..topic_checks import assigned_partition_count, check_topic
@@ -361,10 +363,21 @@ def check_alterable(name, alterable):
                              "The topic authorization is failed.")    # Kafka's words
 
 
+async def check_growable(broker, name, from_mirror):
+    """Raise CreatePartitions' refusal of a mirror topic (mirror_guard.py) unless the
+    request is its mirror's; a topic that cannot be looked up is left to the change."""
+    try:
+        _overrides, config = await broker.replicas.topic_config(name)
+    except (PartitionError, KqliteError):
+        return
+    refuse_admin(config, name, "add partitions to it", from_mirror)
+
+
 async def create_partitions(broker, context, request):
     body = request.body
     seen = collections.Counter(t["name"] for t in body["topics"])
     alterable = alterable_topics(broker.authorizer, context, body["topics"])
+    from_mirror = is_mirror_client(broker.authorizer, context)
     results = []
     for t in body["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
@@ -372,6 +385,7 @@ async def create_partitions(broker, context, request):
             if seen[t["name"]] > 1:
                 raise PartitionError(ErrorCode.INVALID_REQUEST, "duplicate topic in request")
             check_alterable(t["name"], alterable)
+            await check_growable(broker, t["name"], from_mirror)
             assignments = t.get("assignments")
             await broker.replicas.create_partitions(
                 t["name"], t["count"],

@@ -4,7 +4,8 @@ DescribeLogDirs, DescribeCluster, DescribeProducers.
 Config changes follow Kafka's rules (config_changes.py) and are stored durably by the
 replica manager, in a storage thread, before the answer. DescribeLogDirs reports the
 replica manager's one log dir, the data dir. DescribeProducers answers from each
-partition's idempotent-producer state (storage/producer_state.py). Every name from the
+partition's idempotent-producer state (storage/producer_state.py). A mirror topic's config
+changes only by its promotion (POLICY_VIOLATION otherwise: mirror_guard.py). Every name from the
 wire is checked before it reaches the data dir.
 
 Authorization (Kafka's KafkaApis): (Incremental)AlterConfigs need ALTER_CONFIGS on the
@@ -17,10 +18,12 @@ authorized operations are 0 without DESCRIBE on the cluster.
 """
 
 from ...db.topic_names import InvalidTopicError, check_topic_name
+from ...errors import KqliteError
 from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource
 from .. import config_changes as changes
 from ..authorization import refusal_message
+from ..mirror_guard import config_change_refusal
 from ..partition import PartitionError
 from .admin import cluster_authorized_operations, config_refusal
 
@@ -74,11 +77,24 @@ async def alter_config_resources(broker, context, request, alter_topic, *, incre
             code, message = ErrorCode.NONE, None
         else:
             edit = (changes.applying if incremental else changes.replacing)(res["configs"])
-            code, message = await alter_topic(broker, name, edit, validate_only)
+            refused = await _mirror_refusal(broker, name, edit)
+            code, message = refused or await alter_topic(broker, name, edit, validate_only)
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res["resource_type"],
                           "resource_name": res["resource_name"]})
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _mirror_refusal(broker, name, edit):
+    """The refusal of a change to a mirror topic other than its promotion
+    (mirror_guard.py), else None; a topic that cannot be looked up or an edit that does
+    not apply is left to the change itself, which answers them."""
+    try:
+        overrides, _config = await broker.replicas.topic_config(name)
+        new = edit(dict(overrides))
+    except (PartitionError, KqliteError):
+        return None
+    return config_change_refusal(name, overrides, new)
 
 
 def _unauthorized_or_unnamed(broker, context, kind, name):

@@ -8,7 +8,11 @@ CLUSTER_AUTHORIZATION_FAILED and nothing is stored); each partition's bytes then
 mirror topic and that the batches are whole, intact and ahead of the log end
 (kqlite/server/mirror_append.py has the rules, their codes and why this path is a
 Produce). The answer is a Produce response: the base offset is the first batch's own.
-``acks`` is honoured as a single broker honours it (0: no answer); a mirror sends -1.
+Whatever ``acks`` says, the batches are answered once committed: at once on one broker, in
+a cluster once the partition leader's high watermark covers them (acks=all, with
+``min.insync.replicas``), because the mirror resumes from the target's log end and a
+batch answered before its followers had it could be lost with the leader; ``acks=0``
+only drops the answer.
 """
 
 from ...protocol import ErrorCode
@@ -28,7 +32,8 @@ async def mirror_produce(broker, context, request):
             if not allowed:
                 result = AppendResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
             else:
-                result = await _append(broker, topic["name"], p["index"], p["records"])
+                result = await _append(broker, topic["name"], p["index"], p["records"],
+                                       body["timeout_ms"])
             parts.append(_answer(p["index"], result))
         answers.append({"name": topic["name"], "partition_responses": parts})
     if body["acks"] == 0:
@@ -36,7 +41,7 @@ async def mirror_produce(broker, context, request):
     return {"responses": answers, "throttle_time_ms": 0}
 
 
-async def _append(broker, topic, index, records):
+async def _append(broker, topic, index, records, timeout_ms):
     if records is None:
         return AppendResult(ErrorCode.INVALID_RECORD,
                             error_message="the partition's records are null")
@@ -44,7 +49,7 @@ async def _append(broker, topic, index, records):
         partition = await broker.replicas.get(topic, index)
     except PartitionError as exc:
         return AppendResult(exc.error_code)
-    result = await partition.append_as_mirror(records)
+    result = await partition.append_as_mirror(records, timeout_ms=timeout_ms)
     broker.metrics.messages_in += result.record_count
     broker.metrics.bytes_in += result.size
     return result

@@ -21,6 +21,9 @@ DESCRIBE on the topic, DeleteRecords DELETE; OffsetForLeaderEpoch needs CLUSTER_
 InitProducerId needs WRITE on its transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 or, for an idempotent producer, IDEMPOTENT_WRITE on the cluster or WRITE on some topic
 (CLUSTER_AUTHORIZATION_FAILED).
+
+DeleteRecords on a mirror topic is taken from its mirror only (POLICY_VIOLATION
+otherwise: kqlite/server/mirror_guard.py), checked with the topic's cleanup policy.
 """
 
 import logging
@@ -31,6 +34,7 @@ from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..coordinator.txn.transitions import ExpectedProducer
 from ..partition import CONSUMER_REPLICA_ID, READ_UNCOMMITTED, PartitionError, isolation_of
+from ..mirror_guard import is_mirror_client, refuse_admin
 from ..replica_manager import INTERNAL_TOPICS
 
 logger = logging.getLogger("kqlite.server")
@@ -123,6 +127,7 @@ async def delete_records(broker, context, request):
     deletable = broker.authorizer.authorized_names(
         context, AclOperation.DELETE, ResourceType.TOPIC,
         (t["name"] for t in request.body["topics"]))
+    from_mirror = is_mirror_client(broker.authorizer, context)
     topics = []
     for t in request.body["topics"]:
         parts = []
@@ -136,7 +141,7 @@ async def delete_records(broker, context, request):
             try:
                 entry["low_watermark"] = await _delete_records(broker, t["name"],
                                                                p["partition_index"],
-                                                               p["offset"])
+                                                               p["offset"], from_mirror)
             except PartitionError as exc:
                 entry["error_code"] = exc.error_code
             parts.append(entry)
@@ -144,11 +149,12 @@ async def delete_records(broker, context, request):
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def _delete_records(broker, topic, index, offset):
+async def _delete_records(broker, topic, index, offset, from_mirror):
     """Kafka's ReplicaManager.deleteRecordsOnLocalLog and Partition.deleteRecordsOnLeader:
-    internal topics are refused, then a topic without the delete policy, then an offset
-    that is neither -1 (the high watermark) nor >= 0; the log refuses one past the high
-    watermark. A refused request deletes nothing."""
+    internal topics are refused, then a topic without the delete policy (or a mirror
+    topic, unless ``from_mirror``: mirror_guard.py), then an offset that is neither -1
+    (the high watermark) nor >= 0; the log refuses one past the high watermark. A refused
+    request deletes nothing."""
     if topic in INTERNAL_TOPICS:
         raise PartitionError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                              f"cannot delete records of internal topic {topic}")
@@ -161,6 +167,7 @@ async def _delete_records(broker, topic, index, offset):
         raise PartitionError(ErrorCode.POLICY_VIOLATION,
                              f"records of {topic} cannot be deleted: its cleanup.policy is "
                              f"{config['cleanup.policy']}")
+    refuse_admin(config, topic, "delete its records", from_mirror)
     if offset < 0 and offset != _HIGH_WATERMARK:
         raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"the offset {offset} for partition {topic}-{index} is not valid")
