@@ -29,6 +29,7 @@ from ..protocol.errors import ErrorCode
 __all__ = ["ClusterClient", "MirrorClientError", "parse_servers", "RETRIABLE"]
 
 CONSUMER = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 FETCH_VERSIONS = (4, 12)
 PRODUCE_VERSIONS = (3, 11)
 RETRIABLE = frozenset((
@@ -193,7 +194,7 @@ class ClusterClient:
     async def fetch(self, address: Tuple[str, int], positions: Dict[Tuple[str, int], int], *,
                     max_wait_ms: int = 500, max_bytes: int = 16 << 20,
                     partition_max_bytes: int = 1 << 20,
-                    isolation_level: int = 1) -> Dict[str, Any]:
+                    isolation_level: int = READ_COMMITTED) -> Dict[str, Any]:
         topics: Dict[str, List[Dict[str, Any]]] = {}
         for (topic, partition), offset in positions.items():
             topics.setdefault(topic, []).append({
@@ -229,9 +230,11 @@ class ClusterClient:
                 out[(t["name"], p["index"])] = (p["error_code"], p["base_offset"])
         return out
 
-    async def list_offsets(self, tps: Sequence[Tuple[str, int]],
-                           timestamp: int) -> Dict[Tuple[str, int], int]:
-        """ListOffsets at ``timestamp`` (-1 latest, -2 earliest) from each leader."""
+    async def list_offsets(self, tps: Sequence[Tuple[str, int]], timestamp: int, *,
+                           isolation_level: int = READ_UNCOMMITTED
+                           ) -> Dict[Tuple[str, int], int]:
+        """ListOffsets at ``timestamp`` (-1 latest, -2 earliest) from each leader; latest
+        read_committed is the last stable offset."""
         by_leader: Dict[Tuple[str, int], List[Tuple[str, int]]] = {}
         for tp in tps:
             by_leader.setdefault(self.leader_address(*tp), []).append(tp)
@@ -241,7 +244,7 @@ class ClusterClient:
             for t, p in group:
                 topics.setdefault(t, []).append({"partition_index": p, "timestamp": timestamp})
             body = await self.request(address, ApiKey.LIST_OFFSETS, {
-                "replica_id": CONSUMER, "isolation_level": 0,
+                "replica_id": CONSUMER, "isolation_level": isolation_level,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
                 (1, 7))
             for t in body["topics"]:
@@ -355,34 +358,31 @@ class ClusterClient:
                 check(p["error_code"], f"{self.name}: OffsetCommit {group!r}")
 
     async def read_all(self, topic: str, partition: int = 0) -> List[Tuple[int, bytes, Any]]:
-        """Every record of a (small, internal) partition from its start, as
-        ``(offset, key, value)``; for the mirror's own topics read at start-up."""
-        from ..format.batch import iter_records
-        from ..format.header import parse_header
+        """Every committed record of a (small, internal) partition from its start, as
+        ``(offset, key, value)``, read as a read_committed consumer reads: up to the last
+        stable offset, aborted transactions' records left out; for the mirror's own
+        topics read at start-up."""
+        from .batches import records_to_copy
         await self.refresh([topic])
         if topic not in self.partitions:
             return []
         tp = (topic, partition)
-        end = (await self.list_offsets([tp], -1))[tp]
+        end = (await self.list_offsets([tp], -1, isolation_level=READ_COMMITTED))[tp]
         offset = (await self.list_offsets([tp], -2))[tp]
         out: List[Tuple[int, bytes, Any]] = []
         while offset < end:
             body = await self.fetch(self.leader_address(*tp), {tp: offset}, max_wait_ms=0,
-                                    isolation_level=0)
+                                    isolation_level=READ_COMMITTED)
             (p,) = [p for t in body["responses"] for p in t["partitions"]]
             check(p["error_code"], f"{self.name}: Fetch of {topic}-{partition}")
-            raw = p["records"] or b""
-            pos, advanced = 0, False
-            while pos + 61 <= len(raw):
-                header = parse_header(raw, pos)
-                if pos + header.size > len(raw):
-                    break
-                if not header.is_control:
-                    _, _, records = iter_records(raw, pos, header)
-                    out.extend((r[0], r[2], r[3]) for r in records if r[0] >= offset)
-                offset = max(offset, header.last_offset + 1)
-                advanced = True
-                pos += header.size
-            if not advanced:
+            try:
+                batches, next_offset = records_to_copy(p["records"] or b"", offset,
+                                                       p.get("aborted_transactions") or ())
+            except KqliteError as exc:
+                raise MirrorClientError(f"{self.name}: {topic}-{partition}: {exc}") from None
+            out.extend((r[0], r[2], r[3]) for b in batches for r in b.records
+                       if r[0] < end)
+            if next_offset == offset:
                 break
+            offset = next_offset
         return out
