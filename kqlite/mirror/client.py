@@ -86,6 +86,7 @@ class ClusterClient:
         self.brokers: Dict[int, Tuple[str, int]] = {}
         self.partitions: Dict[str, int] = {}               # topic -> partition count
         self.leaders: Dict[Tuple[str, int], int] = {}      # (topic, partition) -> node
+        self.controller = -1
         self._conns: Dict[Tuple[str, int], BrokerConnection] = {}
         self._opening: Dict[Tuple[str, int], "asyncio.Future[BrokerConnection]"] = {}
 
@@ -158,6 +159,26 @@ class ClusterClient:
         raise MirrorClientError(f"cannot reach any broker of {self.name} ({self.servers}): "
                                 + "; ".join(failures[-2:]), retriable=True)
 
+    async def controller_request(self, api_key: ApiKey, body: Dict[str, Any],
+                                 versions: Optional[Tuple[int, int]] = None,
+                                 code_of: Any = None) -> Dict[str, Any]:
+        """A request for the controller (CreateTopics, CreatePartitions): a ZooKeeper-mode
+        Kafka broker, and a kqlite cluster's, answers them NOT_CONTROLLER elsewhere. Sent
+        to the controller Metadata names (any broker when it names none); after
+        NOT_CONTROLLER (``code_of(answer)``) Metadata is asked again and the request sent
+        again, a few times."""
+        for _ in range(5):
+            address = self.brokers.get(self.controller)
+            if address is None:
+                body_out = await self.any_request(api_key, body, versions)
+            else:
+                body_out = await self.request(address, api_key, body, versions)
+            if code_of is None or code_of(body_out) != ErrorCode.NOT_CONTROLLER:
+                return body_out
+            await asyncio.sleep(0.2)
+            await self.refresh([])
+        return body_out
+
     async def close(self) -> None:
         for conn in list(self._conns.values()):
             await conn.close()
@@ -171,6 +192,7 @@ class ClusterClient:
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False}, (1, 12))
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
+        self.controller = body.get("controller_id", -1)
         if topics is None:
             self.partitions = {}
         for t in body["topics"]:
@@ -279,11 +301,12 @@ class ClusterClient:
         """CreateTopics; a topic that already exists is no error."""
         if compact:
             configs = dict(configs, **{"cleanup.policy": "compact"})
-        body = await self.any_request(ApiKey.CREATE_TOPICS, {
+        body = await self.controller_request(ApiKey.CREATE_TOPICS, {
             "topics": [{"name": topic, "num_partitions": partitions,
                         "replication_factor": replication_factor, "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-            "timeout_ms": int(self.timeout * 1000), "validate_only": False}, (2, 7))
+            "timeout_ms": int(self.timeout * 1000), "validate_only": False}, (2, 7),
+            lambda b: next((t["error_code"] for t in b["topics"]), 0))
         for t in body["topics"]:
             if t["error_code"] != ErrorCode.TOPIC_ALREADY_EXISTS:
                 check(t["error_code"], f"{self.name}: CreateTopics {topic!r}")
@@ -298,9 +321,10 @@ class ClusterClient:
             check(r["error_code"], f"{self.name}: IncrementalAlterConfigs {topic!r}")
 
     async def grow_topic(self, topic: str, count: int) -> None:
-        body = await self.any_request(ApiKey.CREATE_PARTITIONS, {
+        body = await self.controller_request(ApiKey.CREATE_PARTITIONS, {
             "topics": [{"name": topic, "count": count, "assignments": None}],
-            "timeout_ms": int(self.timeout * 1000), "validate_only": False})
+            "timeout_ms": int(self.timeout * 1000), "validate_only": False}, None,
+            lambda b: next((r["error_code"] for r in b["results"]), 0))
         for r in body["results"]:
             if r["error_code"] != ErrorCode.INVALID_PARTITIONS:   # already that many
                 check(r["error_code"], f"{self.name}: CreatePartitions {topic!r}")
