@@ -194,6 +194,54 @@ def test_an_aborted_round_shows_to_read_uncommitted_only(two_brokers, run_mirror
     assert 'kqlite_mirror_transactions_total{outcome="aborted"} 1.0' in mirror.metrics.text()
 
 
+def test_a_commit_whose_answer_was_lost_is_read_back_not_copied_again(two_brokers,
+                                                                     run_mirror):
+    a, b = two_brokers
+    _topic(a, "ev")
+    values = [b"v%04d" % i for i in range(200)]
+    _produce(a, "ev", values)
+    mirror = Mirror(_settings(a, b))
+    end = mirror.txn.end
+    lost = []
+
+    async def committed_but_lost(commit):
+        await end(commit)
+        if not lost:
+            lost.append(commit)
+            raise MirrorClientError("EndTxn: answer lost (injected)", retriable=True)
+
+    mirror.txn.end = committed_but_lost
+    running = run_mirror(mirror)
+    _copied_once(a, b)
+    running.stop()
+    # The abort found no open transaction (INVALID_TXN_STATE), the positions read back
+    # said the round was in: nothing was copied twice, even for read_uncommitted.
+    assert lost == [True]
+    assert sorted(v for vs in _values(b, "A.ev", committed=False).values() for v in vs) \
+        == values
+
+
+def test_an_abort_with_no_open_transaction_bumps_the_epoch(two_brokers):
+    from kqlite.mirror.client import ClusterClient
+    from kqlite.mirror.transactions import TargetProducer
+    _, b = two_brokers
+
+    async def run():
+        target = ClusterClient(b, name="target")
+        producer = TargetProducer(target, "kqlite-mirror.X.Y.t")
+        try:
+            await producer.init()
+            first = (producer.producer_id, producer.epoch)
+            producer.stamp(("t", 0), 3)
+            await producer.abort()
+            return first, (producer.producer_id, producer.epoch), producer.sequences
+        finally:
+            await target.close()
+
+    (pid, epoch), after, sequences = asyncio.run(run())
+    assert after == (pid, epoch + 1) and sequences == {}
+
+
 def _mirror_command(a, b, stderr):
     return subprocess.Popen(
         [sys.executable, "-m", "kqlite.cli", "mirror", "--source", a, "--target", b,
@@ -291,5 +339,11 @@ def test_a_target_without_transactions_is_refused_clearly(two_brokers, tmp_path)
         with pytest.raises(MirrorTransactionsError,
                            match="does not serve transactions.*--exactly-once needs"):
             asyncio.run(mirror.run())
+        # The command: exit status 1 and the reason, no traceback.
+        command = _mirror_command(a, f"127.0.0.1:{target.port}", subprocess.PIPE)
+        _, err = command.communicate(timeout=60)
+        assert command.returncode == 1, err
+        assert "kqlite mirror: stopped: " in err and "does not serve transactions" in err
+        assert "Traceback" not in err
     finally:
         target.stop()
