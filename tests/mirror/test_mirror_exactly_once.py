@@ -28,7 +28,7 @@ from kqlite.mirror import Mirror, MirrorSettings, positions_topic
 from kqlite.mirror.client import MirrorClientError
 from kqlite.mirror.selection import MirrorConfigError
 from kqlite.mirror.transactions import (ABORTABLE, DONE, FATAL, FENCED, RELOCATE, RETRY,
-                                        MirrorFencedError, MirrorTransactionsError, kind_of,
+                                        MirrorAbortableError, MirrorFencedError, MirrorTransactionsError, kind_of,
                                         next_sequence, transactional_id)
 from kqlite.protocol.errors import ErrorCode
 
@@ -105,6 +105,69 @@ def _copied_once(source, target, topic="ev", remote="A.ev"):
 ])
 def test_each_coordinator_answer_has_its_kind(code, kind):
     assert kind_of(code) == kind
+
+
+class _Coordinator:
+    """A ClusterClient whose transaction coordinator answers ``codes`` in turn."""
+
+    name = "target"
+
+    def __init__(self, codes):
+        self.codes = list(codes)
+        self.found = 0
+
+    async def any_request(self, api_key, body, versions=None):
+        self.found += 1
+        return {"error_code": 0, "host": "h", "port": 1}
+
+    async def connection(self, address):
+        return self
+
+    def version_for(self, api_key, versions=None):
+        return 0
+
+    async def request(self, address, api_key, body, versions=None):
+        return {"error_code": self.codes.pop(0), "producer_id": 7, "producer_epoch": 3}
+
+
+def _init_against(codes, timeout=30.0):
+    from kqlite.mirror.transactions import TargetProducer
+    cluster, pauses, now = _Coordinator(codes), [], [0.0]
+
+    async def sleep(seconds):
+        pauses.append(seconds)
+        now[0] += seconds
+
+    producer = TargetProducer(cluster, "t", timeout=timeout, clock=lambda: now[0],
+                              sleep=sleep)
+    asyncio.run(producer.init())
+    return producer, cluster, pauses
+
+
+def test_retried_and_relocated_answers_are_asked_again_with_a_growing_pause():
+    producer, cluster, pauses = _init_against([
+        ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NONE])
+    assert (producer.producer_id, producer.epoch) == (7, 3)
+    assert cluster.found == 2                   # NOT_COORDINATOR: FindCoordinator again
+    assert pauses == [0.05, 0.1, 0.2]
+
+
+@pytest.mark.parametrize("code,error", [
+    (ErrorCode.PRODUCER_FENCED, MirrorFencedError),
+    (ErrorCode.UNKNOWN_PRODUCER_ID, MirrorAbortableError),
+    (ErrorCode.INVALID_TXN_STATE, MirrorTransactionsError),
+])
+def test_fenced_abortable_and_fatal_answers_raise_their_errors(code, error):
+    with pytest.raises(error) as raised:
+        _init_against([code])
+    assert raised.value.code == code
+
+
+def test_asking_again_ends_at_the_timeout_with_a_retriable_error():
+    with pytest.raises(MirrorClientError) as raised:
+        _init_against([ErrorCode.CONCURRENT_TRANSACTIONS] * 10, timeout=0.3)
+    assert raised.value.retriable and raised.value.code == ErrorCode.CONCURRENT_TRANSACTIONS
 
 
 def test_sequences_grow_by_the_records_sent_and_wrap_as_kafkas():
