@@ -330,6 +330,10 @@ class _Writer(threading.Thread):
         self.producer.close()
 
 
+def _count(bootstrap):
+    return sum(map(len, _values(bootstrap, "A.ev", True).values()))
+
+
 def _kill_and_restart(two_brokers, kills):
     a, b = two_brokers
     _topic(a, "ev")
@@ -338,10 +342,11 @@ def _kill_and_restart(two_brokers, kills):
     rng = random.Random(29)
     try:
         for _ in range(kills):
+            before = _count(b)
             mirror = _mirror_command(a, b, subprocess.DEVNULL)
-            wait_for(lambda: sum(map(len, _values(b, "A.ev", True).values())) > 0 or None,
-                     "the mirror copying")
-            time.sleep(rng.uniform(0.1, 0.8))
+            # Killed while it copies: once this run committed something, a moment later.
+            wait_for(lambda: _count(b) > before, "the mirror copying")
+            time.sleep(rng.uniform(0.0, 0.3))
             mirror.send_signal(signal.SIGKILL)
             mirror.wait()
     finally:
