@@ -11,9 +11,9 @@ target). The modules, lowest first: ``mm2_records`` (the three record codecs),
 ``offset_syncs`` (emission and translation rules), ``plan`` (what to copy now),
 ``batches`` (what of a fetched partition is copied), ``progress`` (positions and lag),
 ``metrics`` (Prometheus), ``settings``, ``client`` (the Kafka client on the inter-broker
-connection), ``transactions`` (the exactly-once producer on the target), ``flow`` (what both modes share), ``runner`` (the running MM2 mirror) and
-``preserve`` (the offset-preserving mirror and promote). docs/mirroring.md is the user's
-guide.
+connection), ``transactions`` (the exactly-once producer on the target), ``flow`` (what
+both modes share), ``runner`` (the running MM2 mirror) and ``preserve`` (the
+offset-preserving mirror and promote). docs/mirroring.md is the user's guide.
 
 :func:`run_mirror` runs one mirror until it is stopped::
 

@@ -10,6 +10,11 @@ remembered: brokers, each topic's partitions and their leaders.
 - **Versions**: Fetch at most v12 and Produce at most v11 (they name topics, which every
   Kafka-protocol broker understands); OffsetFetch at most v7 and FindCoordinator at most
   v3 (one group per request). The highest the broker serves within those is used.
+- **Topics** are created and grown through the controller Metadata names (CreateTopics
+  and CreatePartitions answer NOT_CONTROLLER elsewhere in a ZooKeeper-mode cluster, Kafka's
+  or kqlite's); other admin requests go to any broker.
+- **Internal topics** (the mirror's positions, offset syncs) are read as a read_committed
+  consumer reads them: to the last stable offset, aborted transactions left out.
 - **Failures** are :class:`MirrorClientError`, with the Kafka error code when a broker
   answered one (``code``) and ``retriable`` when asking again after a metadata refresh
   may succeed (leader changes, a broker down). A connection that failed is dropped; the

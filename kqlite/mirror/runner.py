@@ -7,9 +7,12 @@ Theory of operation (MM2 mode, one process, one asyncio loop):
   missing (single-partition, compacted): on the target ``<source>.checkpoints.internal``,
   ``heartbeats`` and the mirror's own ``kqlite-mirror-positions.<source>.internal``; the
   offset syncs ``mm2-offset-syncs.<target>.internal`` on the source (MM2's default
-  location) or ``mm2-offset-syncs.<source>.internal`` on the target. The positions topic
-  and the offset syncs are read to their end: positions say where each partition resumes,
-  syncs fill the translation store (no checkpoint is written before that, KAFKA-13659).
+  location) or ``mm2-offset-syncs.<source>.internal`` on the target. With
+  ``exactly_once`` the transactional producer is initialised first (fencing an older
+  mirror of the same id, its open round aborted). The positions topic and the offset
+  syncs are read to their end, read_committed: positions say where each partition
+  resumes, syncs fill the translation store (no checkpoint is written before that,
+  KAFKA-13659).
 - **Refresh** (``refresh_interval``): both clusters' topics are planned
   (:func:`kqlite.mirror.plan.plan`); target topics are created with the source's partition
   count and MM2's copied configs, grown when the source grew, and their partitions join

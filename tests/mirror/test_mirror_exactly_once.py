@@ -28,8 +28,9 @@ from kqlite.mirror import Mirror, MirrorSettings, positions_topic
 from kqlite.mirror.client import MirrorClientError
 from kqlite.mirror.selection import MirrorConfigError
 from kqlite.mirror.transactions import (ABORTABLE, DONE, FATAL, FENCED, RELOCATE, RETRY,
-                                        MirrorAbortableError, MirrorFencedError, MirrorTransactionsError, kind_of,
-                                        next_sequence, transactional_id)
+                                        MirrorAbortableError, MirrorFencedError,
+                                        MirrorTransactionsError, kind_of, next_sequence,
+                                        transactional_id)
 from kqlite.protocol.errors import ErrorCode
 
 from mirror_helpers import ENV, ROOT, wait_for
