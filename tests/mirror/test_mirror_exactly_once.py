@@ -264,7 +264,8 @@ def test_a_commit_whose_answer_was_lost_is_read_back_not_copied_again(two_broker
     _topic(a, "ev")
     values = [b"v%04d" % i for i in range(200)]
     _produce(a, "ev", values)
-    mirror = Mirror(_settings(a, b))
+    # Offset syncs on the source (MM2's default): written after each commit, outside.
+    mirror = Mirror(_settings(a, b, offset_syncs_location="source"))
     end = mirror.txn.end
     lost = []
 
@@ -277,12 +278,19 @@ def test_a_commit_whose_answer_was_lost_is_read_back_not_copied_again(two_broker
     mirror.txn.end = committed_but_lost
     running = run_mirror(mirror)
     _copied_once(a, b)
+    more = [b"w%04d" % i for i in range(20)]
+    _produce(a, "ev", more)
+    _copied_once(a, b)
     running.stop()
     # The abort found no open transaction (INVALID_TXN_STATE), the positions read back
     # said the round was in: nothing was copied twice, even for read_uncommitted.
     assert lost == [True]
     assert sorted(v for vs in _values(b, "A.ev", committed=False).values() for v in vs) \
-        == values
+        == values + more
+    # The lost round's syncs are lost with it (translation stays conservative); the
+    # next commits' are on the source: a first sync for each partition again.
+    syncs = _values(a, "mm2-offset-syncs.B.internal", committed=True)[0]
+    assert len(syncs) >= 2
 
 
 def test_an_abort_with_no_open_transaction_bumps_the_epoch(two_brokers):
