@@ -11,6 +11,11 @@ target (issue 29: >= 0.5x). ``replication_latency_p99``: with the mirror caught 
 produced at a fixed rate are read from the target by a consumer, and the nearest-rank p99
 of (received - produced timestamp) is reported, in seconds (no target: a loaded 2-core
 machine gives its own figures).
+
+The same backlog is then copied again by a second mirror with ``exactly_once`` (source
+alias ``eos``: its own topics on the same target), each round one target transaction, and
+its latency read by a read_committed consumer: the rows ``kqlite mirror (MM2 mode,
+--exactly-once)``, whose "ref x" is how many times the at-least-once mirror is faster.
 """
 
 import asyncio
@@ -26,6 +31,7 @@ DESCRIPTION = "kqlite mirror between two local brokers vs the source's produce r
 PRODUCER_CONF = {"linger.ms": 5, "batch.size": 1 << 20, "acks": "all",
                  "queue.buffering.max.messages": 1 << 20, "compression.type": "none"}
 MIRROR = "kqlite mirror (MM2 mode)"
+MIRROR_EOS = "kqlite mirror (MM2 mode, --exactly-once)"
 SOURCE = "kqlite serve (produce, acks=all)"
 
 
@@ -58,16 +64,29 @@ def run(ctx):
             ctx.add("replication_latency_p99", MIRROR, p99, "s", n=samples,
                     note="produced on the source to received from the target, "
                          "1,000 records/s, nearest-rank p99")
+            # Its backlog: the same records, and those the latency run put on "lat".
+            eos_copy, eos_p99, eos_samples = _mirror(
+                ck, p, source.bootstrap, target.bootstrap, count + 10 + ctx.pick(200, 3_000),
+                value, ctx.pick(200, 3_000), exactly_once=True)
+            ctx.add_rate("mirror_100B", MIRROR_EOS, count + 10 + ctx.pick(200, 3_000), eos_copy,
+                         note="the same backlog, each round one target transaction")
+            ctx.add("replication_latency_p99", MIRROR_EOS, eos_p99, "s", n=eos_samples,
+                    note="read_committed consumer on the target, 1,000 records/s")
+            ratio = ((count + 10 + ctx.pick(200, 3_000)) / eos_copy) / ((count + 10) / copy)
+            ctx.log(f"  exactly-once copies at {ratio:.2f}x the at-least-once rate")
         finally:
             source.stop()
             target.stop()
 
 
-def _mirror(ck, producer, source, target, backlog, value, latency_records):
+def _mirror(ck, producer, source, target, backlog, value, latency_records,
+            exactly_once=False):
     from kqlite.mirror import Mirror, MirrorSettings
+    alias = "eos" if exactly_once else "src"
     mirror = Mirror(MirrorSettings(source=source, target=target, topics="bench|lat",
-                                   source_alias="src", target_alias="dst",
-                                   emit_checkpoints=False, fetch_max_wait_ms=50))
+                                   source_alias=alias, target_alias="dst",
+                                   emit_checkpoints=False, fetch_max_wait_ms=50,
+                                   exactly_once=exactly_once))
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_until_complete, args=(mirror.run(),),
                               daemon=True)
@@ -83,19 +102,23 @@ def _mirror(ck, producer, source, target, backlog, value, latency_records):
                                    f"{backlog} records in 120 s")
             time.sleep(0.005)
         copy = time.perf_counter() - began
-        p99, samples = _latency(ck, producer, target, value, latency_records)
+        p99, samples = _latency(ck, producer, target, value, latency_records, alias)
     finally:
         loop.call_soon_threadsafe(mirror.stop)
         thread.join(30)
     return copy, p99, samples
 
 
-def _latency(ck, producer, target, value, n):
+def _latency(ck, producer, target, value, n, alias):
     consumer = ck.Consumer({"bootstrap.servers": target, "group.id": "bench-latency",
-                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    # Assigned, not subscribed, and polled once before the first record is sent: a group
-    # join's seconds are no replication latency.
-    consumer.assign([ck.TopicPartition("src.lat", 0, ck.OFFSET_BEGINNING)])
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                            "isolation.level": "read_committed"})
+    # Assigned at the end (the records the backlog's copy brought are no samples), not
+    # subscribed, and polled once before the first record is sent: a group join's
+    # seconds are no replication latency.
+    tp = ck.TopicPartition(f"{alias}.lat", 0)
+    _, end = consumer.get_watermark_offsets(tp, timeout=10)
+    consumer.assign([ck.TopicPartition(f"{alias}.lat", 0, end)])
     consumer.poll(0.5)
     delays = []
     sender = threading.Thread(target=_paced, args=(producer, value, n), daemon=True)
@@ -109,7 +132,7 @@ def _latency(ck, producer, target, value, n):
     sender.join()
     consumer.close()
     if not delays:
-        raise RuntimeError("no record reached the target's src.lat")
+        raise RuntimeError(f"no record reached the target's {alias}.lat")
     delays.sort()
     return delays[max(0, -(-len(delays) * 99 // 100) - 1)], len(delays)
 

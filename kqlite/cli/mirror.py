@@ -3,21 +3,24 @@
 writable (after the copy caught up with the source, or at once with ``--force``).
 
 ``--mode`` unset: preserve when the target can hold mirror topics (a kqlite broker), else
-mm2 (kqlite/mirror/preserve.py, ``chosen_mode``).
+mm2 (kqlite/mirror/preserve.py, ``chosen_mode``); mm2 with ``--exactly-once``.
 
 The progress line goes to stderr every ``--progress-interval`` seconds; ``--metrics-port``
 serves the mirror's Prometheus metrics. SIGTERM or SIGINT stops it after the current copy
-round (its positions written), and the command exits 0; a restart resumes there.
+round (its positions written), and the command exits 0; a restart resumes there. A mirror
+fenced by a newer one with the same transactional id, or whose target refuses
+transactions, exits 1 with the reason.
 """
 
 import asyncio
 import signal
 import sys
 
-from ..mirror import Mirror, MirrorSettings, PreservingMirror, chosen_mode, promote
+from ..mirror import Mirror, MirrorSettings, PreservingMirror, mode_of, promote
 from ..mirror.client import ClusterClient, MirrorClientError
 from ..mirror.metrics import MirrorMetrics
 from ..mirror.selection import MirrorConfigError
+from ..mirror.transactions import MirrorFatalError
 
 
 def add_parser(sub):
@@ -45,6 +48,12 @@ def add_parser(sub):
     p.add_argument("--offset-syncs-location", choices=("source", "target"), default="source")
     p.add_argument("--sync-group-offsets", action="store_true",
                    help="commit translated offsets to the target's idle groups (KIP-545)")
+    p.add_argument("--exactly-once", action="store_true",
+                   help="mm2 mode: each round's records and positions in one target "
+                        "transaction (a target with transactions)")
+    p.add_argument("--mirror-id", default="mirror",
+                   help="this mirror's name in its transactional id: a mirror started with "
+                        "the same aliases and id fences the one before it")
     p.add_argument("--no-heartbeats", action="store_true")
     p.add_argument("--no-checkpoints", action="store_true")
     p.add_argument("--refresh-interval", type=float, default=10.0, metavar="SECONDS")
@@ -66,7 +75,8 @@ def settings_of(args):
         sync_group_offsets=args.sync_group_offsets, emit_heartbeats=not args.no_heartbeats,
         emit_checkpoints=not args.no_checkpoints, refresh_interval=args.refresh_interval,
         checkpoint_interval=args.checkpoint_interval,
-        heartbeat_interval=args.heartbeat_interval)
+        heartbeat_interval=args.heartbeat_interval, exactly_once=args.exactly_once,
+        mirror_id=args.mirror_id)
 
 
 def run(args, err=sys.stderr):
@@ -90,7 +100,7 @@ def run(args, err=sys.stderr):
         print(f"kqlite mirror: {line}", file=err, flush=True)
 
     async def main():
-        mode = await chosen_mode(settings)
+        mode = await mode_of(settings)
         show(f"mode {mode}")
         kind = PreservingMirror if mode == "preserve" else Mirror
         mirror = kind(settings, metrics=metrics, on_progress=show,
@@ -103,6 +113,10 @@ def run(args, err=sys.stderr):
 
     try:
         asyncio.run(main())
+    except MirrorFatalError as exc:
+        # Fenced by a newer mirror, or a target that refuses transactions.
+        print(f"kqlite mirror: stopped: {exc}", file=err, flush=True)
+        return 1
     finally:
         metrics.close()
     return 0

@@ -11,9 +11,9 @@ target). The modules, lowest first: ``mm2_records`` (the three record codecs),
 ``offset_syncs`` (emission and translation rules), ``plan`` (what to copy now),
 ``batches`` (what of a fetched partition is copied), ``progress`` (positions and lag),
 ``metrics`` (Prometheus), ``settings``, ``client`` (the Kafka client on the inter-broker
-connection), ``flow`` (what both modes share), ``runner`` (the running MM2 mirror) and
-``preserve`` (the offset-preserving mirror and promote). docs/mirroring.md is the user's
-guide.
+connection), ``transactions`` (the exactly-once producer on the target), ``flow`` (what
+both modes share), ``runner`` (the running MM2 mirror) and ``preserve`` (the
+offset-preserving mirror and promote). docs/mirroring.md is the user's guide.
 
 :func:`run_mirror` runs one mirror until it is stopped::
 
@@ -28,13 +28,21 @@ from .runner import Mirror, positions_topic
 from .settings import MirrorSettings
 
 __all__ = ["Mirror", "PreservingMirror", "MirrorSettings", "run_mirror", "chosen_mode",
-           "promote", "positions_topic"]
+           "promote", "positions_topic", "mode_of"]
+
+
+async def mode_of(settings: MirrorSettings) -> str:
+    """The mode a mirror with ``settings`` runs in: mm2 for ``exactly_once`` (MM2's
+    KIP-618 way) when no mode is set, else :func:`chosen_mode`."""
+    if settings.exactly_once and not settings.mode:
+        return "mm2"
+    return await chosen_mode(settings)
 
 
 async def run_mirror(settings: MirrorSettings) -> Union[Mirror, PreservingMirror]:
     """Run a mirror with ``settings`` (its mode chosen when unset) until it is stopped;
     the stopped mirror."""
-    mode = await chosen_mode(settings.validate())
+    mode = await mode_of(settings.validate())
     mirror: Union[Mirror, PreservingMirror]
     if mode == "preserve":
         mirror = PreservingMirror(settings)

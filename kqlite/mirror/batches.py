@@ -89,15 +89,23 @@ class CopiedBatch:
                 and not h.attributes & (TIMESTAMP_TYPE_MASK | DELETE_HORIZON_MASK))
 
 
-def restamped(batch: CopiedBatch) -> bytes:
-    """The batch as a plain producer would send it: its records section byte for byte
-    (compressed or not) under a header with base offset 0, no producer id, epoch or
-    sequence, not transactional, and a new CRC. The target assigns the offsets."""
+def restamped(batch: CopiedBatch,
+              stamp: Optional[Tuple[int, int, int]] = None) -> bytes:
+    """The batch as a producer would send it: its records section byte for byte
+    (compressed or not) under a header with base offset 0 and a new CRC; the target
+    assigns the offsets. Without ``stamp``, a plain producer's: no producer id, epoch or
+    sequence, not transactional. With ``stamp`` ``(producer id, epoch, base sequence)``, a
+    transactional producer's (``--exactly-once``)."""
     h = batch.header
+    if stamp is None:
+        attributes = h.attributes & ~TRANSACTIONAL_MASK
+        producer_id, epoch, sequence = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE
+    else:
+        attributes = h.attributes | TRANSACTIONAL_MASK
+        producer_id, epoch, sequence = stamp
     head = h._replace(base_offset=0, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
-                      attributes=h.attributes & ~TRANSACTIONAL_MASK,
-                      producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH,
-                      base_sequence=NO_SEQUENCE)
+                      attributes=attributes, producer_id=producer_id,
+                      producer_epoch=epoch, base_sequence=sequence)
     body = batch.raw[BATCH_OVERHEAD:]
     return bytes(head.encode_for(body)) + bytes(body)
 

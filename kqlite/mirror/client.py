@@ -10,20 +10,22 @@ remembered: brokers, each topic's partitions and their leaders.
 - **Versions**: Fetch at most v12 and Produce at most v11 (they name topics, which every
   Kafka-protocol broker understands); OffsetFetch at most v7 and FindCoordinator at most
   v3 (one group per request). The highest the broker serves within those is used.
+- **Topics** are created and grown through the controller Metadata names (CreateTopics
+  and CreatePartitions answer NOT_CONTROLLER elsewhere in a ZooKeeper-mode cluster, Kafka's
+  or kqlite's); other admin requests go to any broker.
+- **Internal topics** (the mirror's positions, offset syncs) are read as a read_committed
+  consumer reads them: to the last stable offset, aborted transactions left out.
 - **Failures** are :class:`MirrorClientError`, with the Kafka error code when a broker
   answered one (``code``) and ``retriable`` when asking again after a metadata refresh
   may succeed (leader changes, a broker down). A connection that failed is dropped; the
   next request opens a new one.
-- **The controller** (Metadata's ``controller_id``) is asked first for the requests a
-  ZooKeeper-mode cluster serves there only (CreateTopics, CreatePartitions, DeleteTopics).
 """
 
 import asyncio
 import random
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..cluster.network.broker_client import (BrokerClientError, BrokerConnectError,
-                                             BrokerConnection)
+from ..cluster.network.broker_client import BrokerClientError, BrokerConnection
 from ..errors import KqliteError
 from ..protocol import ApiKey
 from ..protocol.errors import ErrorCode
@@ -31,6 +33,7 @@ from ..protocol.errors import ErrorCode
 __all__ = ["ClusterClient", "MirrorClientError", "parse_servers", "RETRIABLE"]
 
 CONSUMER = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 FETCH_VERSIONS = (4, 12)
 PRODUCE_VERSIONS = (3, 11)
 RETRIABLE = frozenset((
@@ -42,9 +45,6 @@ RETRIABLE = frozenset((
     ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.BROKER_NOT_AVAILABLE,
     ErrorCode.NOT_CONTROLLER))
-# Served by a ZooKeeper-mode cluster's controller only (NOT_CONTROLLER elsewhere).
-_CONTROLLER_APIS = frozenset((ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS,
-                              ApiKey.DELETE_TOPICS))
 
 
 class MirrorClientError(KqliteError):
@@ -152,8 +152,6 @@ class ClusterClient:
         # one broker whose metadata lags (or that is down) is not asked every time.
         known = list(self.brokers.values())
         random.shuffle(known)
-        if api_key in _CONTROLLER_APIS and self.controller in self.brokers:
-            known.insert(0, self.brokers[self.controller])
         candidates = list(dict.fromkeys(known + self.bootstrap))
         for address in candidates:
             try:
@@ -164,6 +162,26 @@ class ClusterClient:
                 failures.append(str(exc))
         raise MirrorClientError(f"cannot reach any broker of {self.name} ({self.servers}): "
                                 + "; ".join(failures[-2:]), retriable=True)
+
+    async def controller_request(self, api_key: ApiKey, body: Dict[str, Any],
+                                 versions: Optional[Tuple[int, int]] = None,
+                                 code_of: Any = None) -> Dict[str, Any]:
+        """A request for the controller (CreateTopics, CreatePartitions): a ZooKeeper-mode
+        Kafka broker, and a kqlite cluster's, answers them NOT_CONTROLLER elsewhere. Sent
+        to the controller Metadata names (any broker when it names none); after
+        NOT_CONTROLLER (``code_of(answer)``) Metadata is asked again and the request sent
+        again, a few times."""
+        for _ in range(5):
+            address = self.brokers.get(self.controller)
+            if address is None:
+                body_out = await self.any_request(api_key, body, versions)
+            else:
+                body_out = await self.request(address, api_key, body, versions)
+            if code_of is None or code_of(body_out) != ErrorCode.NOT_CONTROLLER:
+                return body_out
+            await asyncio.sleep(0.2)
+            await self.refresh([])
+        return body_out
 
     async def close(self) -> None:
         for conn in list(self._conns.values()):
@@ -202,7 +220,7 @@ class ClusterClient:
     async def fetch(self, address: Tuple[str, int], positions: Dict[Tuple[str, int], int], *,
                     max_wait_ms: int = 500, max_bytes: int = 16 << 20,
                     partition_max_bytes: int = 1 << 20,
-                    isolation_level: int = 1) -> Dict[str, Any]:
+                    isolation_level: int = READ_COMMITTED) -> Dict[str, Any]:
         topics: Dict[str, List[Dict[str, Any]]] = {}
         for (topic, partition), offset in positions.items():
             topics.setdefault(topic, []).append({
@@ -238,9 +256,11 @@ class ClusterClient:
                 out[(t["name"], p["index"])] = (p["error_code"], p["base_offset"])
         return out
 
-    async def list_offsets(self, tps: Sequence[Tuple[str, int]],
-                           timestamp: int) -> Dict[Tuple[str, int], int]:
-        """ListOffsets at ``timestamp`` (-1 latest, -2 earliest) from each leader."""
+    async def list_offsets(self, tps: Sequence[Tuple[str, int]], timestamp: int, *,
+                           isolation_level: int = READ_UNCOMMITTED
+                           ) -> Dict[Tuple[str, int], int]:
+        """ListOffsets at ``timestamp`` (-1 latest, -2 earliest) from each leader; latest
+        read_committed is the last stable offset."""
         by_leader: Dict[Tuple[str, int], List[Tuple[str, int]]] = {}
         for tp in tps:
             by_leader.setdefault(self.leader_address(*tp), []).append(tp)
@@ -250,7 +270,7 @@ class ClusterClient:
             for t, p in group:
                 topics.setdefault(t, []).append({"partition_index": p, "timestamp": timestamp})
             body = await self.request(address, ApiKey.LIST_OFFSETS, {
-                "replica_id": CONSUMER, "isolation_level": 0,
+                "replica_id": CONSUMER, "isolation_level": isolation_level,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
                 (1, 7))
             for t in body["topics"]:
@@ -285,11 +305,12 @@ class ClusterClient:
         """CreateTopics; a topic that already exists is no error."""
         if compact:
             configs = dict(configs, **{"cleanup.policy": "compact"})
-        body = await self.any_request(ApiKey.CREATE_TOPICS, {
+        body = await self.controller_request(ApiKey.CREATE_TOPICS, {
             "topics": [{"name": topic, "num_partitions": partitions,
                         "replication_factor": replication_factor, "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-            "timeout_ms": int(self.timeout * 1000), "validate_only": False}, (2, 7))
+            "timeout_ms": int(self.timeout * 1000), "validate_only": False}, (2, 7),
+            lambda b: next((t["error_code"] for t in b["topics"]), 0))
         for t in body["topics"]:
             if t["error_code"] != ErrorCode.TOPIC_ALREADY_EXISTS:
                 check(t["error_code"], f"{self.name}: CreateTopics {topic!r}")
@@ -304,9 +325,10 @@ class ClusterClient:
             check(r["error_code"], f"{self.name}: IncrementalAlterConfigs {topic!r}")
 
     async def grow_topic(self, topic: str, count: int) -> None:
-        body = await self.any_request(ApiKey.CREATE_PARTITIONS, {
+        body = await self.controller_request(ApiKey.CREATE_PARTITIONS, {
             "topics": [{"name": topic, "count": count, "assignments": None}],
-            "timeout_ms": int(self.timeout * 1000), "validate_only": False})
+            "timeout_ms": int(self.timeout * 1000), "validate_only": False}, None,
+            lambda b: next((r["error_code"] for r in b["results"]), 0))
         for r in body["results"]:
             if r["error_code"] != ErrorCode.INVALID_PARTITIONS:   # already that many
                 check(r["error_code"], f"{self.name}: CreatePartitions {topic!r}")
@@ -364,34 +386,31 @@ class ClusterClient:
                 check(p["error_code"], f"{self.name}: OffsetCommit {group!r}")
 
     async def read_all(self, topic: str, partition: int = 0) -> List[Tuple[int, bytes, Any]]:
-        """Every record of a (small, internal) partition from its start, as
-        ``(offset, key, value)``; for the mirror's own topics read at start-up."""
-        from ..format.batch import iter_records
-        from ..format.header import parse_header
+        """Every committed record of a (small, internal) partition from its start, as
+        ``(offset, key, value)``, read as a read_committed consumer reads: up to the last
+        stable offset, aborted transactions' records left out; for the mirror's own
+        topics read at start-up."""
+        from .batches import records_to_copy
         await self.refresh([topic])
         if topic not in self.partitions:
             return []
         tp = (topic, partition)
-        end = (await self.list_offsets([tp], -1))[tp]
+        end = (await self.list_offsets([tp], -1, isolation_level=READ_COMMITTED))[tp]
         offset = (await self.list_offsets([tp], -2))[tp]
         out: List[Tuple[int, bytes, Any]] = []
         while offset < end:
             body = await self.fetch(self.leader_address(*tp), {tp: offset}, max_wait_ms=0,
-                                    isolation_level=0)
+                                    isolation_level=READ_COMMITTED)
             (p,) = [p for t in body["responses"] for p in t["partitions"]]
             check(p["error_code"], f"{self.name}: Fetch of {topic}-{partition}")
-            raw = p["records"] or b""
-            pos, advanced = 0, False
-            while pos + 61 <= len(raw):
-                header = parse_header(raw, pos)
-                if pos + header.size > len(raw):
-                    break
-                if not header.is_control:
-                    _, _, records = iter_records(raw, pos, header)
-                    out.extend((r[0], r[2], r[3]) for r in records if r[0] >= offset)
-                offset = max(offset, header.last_offset + 1)
-                advanced = True
-                pos += header.size
-            if not advanced:
+            try:
+                batches, next_offset = records_to_copy(p["records"] or b"", offset,
+                                                       p.get("aborted_transactions") or ())
+            except KqliteError as exc:
+                raise MirrorClientError(f"{self.name}: {topic}-{partition}: {exc}") from None
+            out.extend((r[0], r[2], r[3]) for b in batches for r in b.records
+                       if r[0] < end)
+            if next_offset == offset:
                 break
+            offset = next_offset
         return out

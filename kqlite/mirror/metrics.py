@@ -13,6 +13,8 @@ on the mirror's event loop). The names:
 ``kqlite_mirror_replication_latency_seconds``  a copied batch's last record timestamp to
                                            the target's acknowledgement (histogram)
 ``kqlite_mirror_errors_total``             errors by kind (fetch, produce, source-batch)
+``kqlite_mirror_transactions_total``       ``--exactly-once`` rounds by outcome (committed,
+                                           aborted)
 =========================================  =================================================
 """
 
@@ -39,6 +41,9 @@ class MirrorMetrics:
                                  buckets=_LATENCY_BUCKETS, registry=self.registry)
         self.errors = Counter("kqlite_mirror_errors", "Errors by kind", ["kind"],
                               registry=self.registry)
+        self.transactions = Counter("kqlite_mirror_transactions",
+                                    "Exactly-once rounds by outcome", ["outcome"],
+                                    registry=self.registry)
         self._server: Optional[Tuple[Any, Any]] = None
 
     def serve(self, port: int, host: str = "127.0.0.1") -> int:

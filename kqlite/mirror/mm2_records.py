@@ -32,7 +32,7 @@ policy's separator).
 """
 
 import struct
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 from ..errors import KqliteError
 

@@ -64,7 +64,6 @@ __all__ = ["PreservingMirror", "knows_mirror_topics", "chosen_mode", "promote",
 log = logging.getLogger("kqlite.mirror")
 
 _PAUSE = 0.5
-_PROBES = 5            # CreateTopics probes while the cluster's controller moves
 _EMPTY_GROUP_STATES = ("Empty", "Dead", "")
 _HEADER_SIZE = 61      # WIRE: a v2 batch header, the 12-byte prefix included
 # A topic config no broker knows: a target that accepts it accepts any name, and its
@@ -93,17 +92,12 @@ async def knows_mirror_topics(target: ClusterClient) -> bool:
     def topic(name: str, config: str) -> Dict[str, Any]:
         return {"name": name, "num_partitions": 1, "replication_factor": -1,
                 "assignments": [], "configs": [{"name": config, "value": "probe"}]}
-    for _ in range(_PROBES):
-        # Metadata first: a ZooKeeper-mode cluster answers CreateTopics on its controller
-        # only, and a controller that moved meanwhile says NOT_CONTROLLER.
-        await target.refresh([])
-        body = await target.any_request(ApiKey.CREATE_TOPICS, {
-            "topics": [topic(probe, MIRROR_SOURCE), topic(probe + "-x", _UNKNOWN_CONFIG)],
-            "timeout_ms": int(target.timeout * 1000), "validate_only": True}, (2, 7))
-        codes = {t["name"]: t["error_code"] for t in body["topics"]}
-        if codes.get(probe) != ErrorCode.NOT_CONTROLLER:
-            break
-        await asyncio.sleep(_PAUSE)
+    await target.refresh([])
+    body = await target.controller_request(ApiKey.CREATE_TOPICS, {
+        "topics": [topic(probe, MIRROR_SOURCE), topic(probe + "-x", _UNKNOWN_CONFIG)],
+        "timeout_ms": int(target.timeout * 1000), "validate_only": True}, (2, 7),
+        code_of=lambda answer: answer["topics"][0]["error_code"])
+    codes = {t["name"]: t["error_code"] for t in body["topics"]}
     return codes.get(probe) == ErrorCode.NONE and \
         codes.get(probe + "-x") == ErrorCode.INVALID_CONFIG
 

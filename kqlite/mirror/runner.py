@@ -7,9 +7,12 @@ Theory of operation (MM2 mode, one process, one asyncio loop):
   missing (single-partition, compacted): on the target ``<source>.checkpoints.internal``,
   ``heartbeats`` and the mirror's own ``kqlite-mirror-positions.<source>.internal``; the
   offset syncs ``mm2-offset-syncs.<target>.internal`` on the source (MM2's default
-  location) or ``mm2-offset-syncs.<source>.internal`` on the target. The positions topic
-  and the offset syncs are read to their end: positions say where each partition resumes,
-  syncs fill the translation store (no checkpoint is written before that, KAFKA-13659).
+  location) or ``mm2-offset-syncs.<source>.internal`` on the target. With
+  ``exactly_once`` the transactional producer is initialised first (fencing an older
+  mirror of the same id, its open round aborted). The positions topic and the offset
+  syncs are read to their end, read_committed: positions say where each partition
+  resumes, syncs fill the translation store (no checkpoint is written before that,
+  KAFKA-13659).
 - **Refresh** (``refresh_interval``): both clusters' topics are planned
   (:func:`kqlite.mirror.plan.plan`); target topics are created with the source's partition
   count and MM2's copied configs, grown when the source grew, and their partitions join
@@ -31,9 +34,18 @@ Theory of operation (MM2 mode, one process, one asyncio loop):
   refuse is counted (``errors_total{kind="source-batch"}``) and the partition retried
   after a pause, never skipped; a Produce that failed is not acknowledged, so its
   records are fetched and sent again.
-- **Delivery.** At least once. A record the target acknowledged whose position was not
-  yet written (the mirror killed between the two) is copied again after a restart: the
-  duplicate window is one copy round of each partition (at most its Fetch size).
+- **Delivery.** At least once by default. A record the target acknowledged whose
+  position was not yet written (the mirror killed between the two) is copied again after
+  a restart: the duplicate window is one copy round of each partition (at most its Fetch
+  size). With ``exactly_once`` (KIP-618's way) a round is one target transaction
+  (:mod:`~kqlite.mirror.transactions`): its records, its positions and, when they live on
+  the target, its offset syncs commit together or not at all; a failed round is aborted
+  and fetched again from the committed positions, and a restarted mirror fences the old
+  one before it reads its positions (read_committed), so a read_committed consumer of the
+  target sees every source record once. Offset syncs on the source are written after the
+  commit (only for committed records, as MM2's EOS); heartbeats and checkpoints stay
+  outside: each is a newest-value record on a compacted topic, derived again every
+  interval (checkpoints only from committed syncs), so writing one twice changes nothing.
 - **Checkpoints** (``checkpoint_interval``): the source's groups chosen by the group
   filter, their committed offsets on mirrored topics translated conservatively and
   written as MM2 checkpoints when they moved; with ``sync_group_offsets`` also committed
@@ -62,6 +74,8 @@ from .offset_syncs import OffsetSyncStore, SyncEmitter
 from .plan import copied_configs, plan
 from .policy import policy_named
 from .settings import MirrorSettings
+from .transactions import (MirrorAbortableError, MirrorFatalError, TargetProducer,
+                           transactional_id)
 
 __all__ = ["Mirror", "positions_topic"]
 
@@ -105,6 +119,24 @@ class Mirror(Flow):
             s.target_alias if s.offset_syncs_location == "source" else s.source_alias)
         self.syncs_cluster = self.source if s.offset_syncs_location == "source" else self.target
         self._stale = True
+        # --exactly-once: the transactional producer; an aborted round's recovery to finish
+        # before the next round is written; the error that stopped the mirror.
+        self.txn: Optional[TargetProducer] = None
+        if s.exactly_once:
+            self.txn = TargetProducer(self.target, transactional_id(
+                s.source_alias, s.target_alias, s.mirror_id), timeout=s.timeout, clock=clock)
+        self._aborting = False
+        self.fatal: Optional[MirrorFatalError] = None
+        # A round's writes and the periodic sync flush never interleave: with
+        # --exactly-once a flushed sync is then always one of a committed round.
+        self._writing = asyncio.Lock()
+
+    async def run(self) -> None:
+        """:meth:`Flow.run`; a :class:`~kqlite.mirror.transactions.MirrorFatalError`
+        that stopped the copy (another mirror fenced this one) is raised at the end."""
+        await super().run()
+        if self.fatal is not None:
+            raise self.fatal
 
     def _loops(self) -> List[Awaitable[None]]:
         s = self.settings
@@ -128,16 +160,25 @@ class Mirror(Flow):
                                (self.syncs_cluster, self.syncs_topic)):
             if topic not in cluster.partitions:
                 await cluster.create_topic(topic, 1, s.replication_factor, {}, compact=True)
-        for _, key, value in await self._read_internal(self.target, positions_topic(s.source_alias)):
-            position = self._decode(OffsetSync, key, value)
-            if position is not None:
-                self.positions[(position.topic, position.partition)] = position.upstream_offset
+        if self.txn is not None:
+            # Fences an older mirror of this id and aborts its open round: what it wrote
+            # and did not commit is then below the last stable offset, never read.
+            await self.txn.init()
+        await self._read_positions()
         for _, key, value in await self._read_internal(self.syncs_cluster, self.syncs_topic):
             sync = self._decode(OffsetSync, key, value)
             if sync is not None:
                 self.store.add(sync.topic, sync.partition, sync.upstream_offset,
                                sync.downstream_offset)
         await self._refresh()
+
+    async def _read_positions(self) -> None:
+        """The resume points, read read_committed (an aborted round's are not seen)."""
+        topic = positions_topic(self.settings.source_alias)
+        for _, key, value in await self._read_internal(self.target, topic):
+            position = self._decode(OffsetSync, key, value)
+            if position is not None:
+                self.positions[(position.topic, position.partition)] = position.upstream_offset
 
     async def _read_internal(self, cluster: ClusterClient, topic: str) -> List[Any]:
         deadline = self.clock() + self.settings.timeout
@@ -215,6 +256,11 @@ class Mirror(Flow):
                                 self.fetching[tp] = self.positions[tp]
                     if to_send:
                         sending = asyncio.ensure_future(self._send(to_send))
+                except MirrorFatalError as exc:
+                    log.error("mirror: %s", exc)
+                    self.fatal = exc
+                    self.stop()
+                    break
                 except (MirrorClientError, OSError) as exc:
                     log.warning("mirror: %s", exc)
                     if sending is not None:
@@ -298,22 +344,134 @@ class Mirror(Flow):
             to_send[tp] = ([], next_offset, False)
 
     async def _send(self, to_send: Dict[TP, Tuple[List[Any], int, bool]]) -> set:
-        """Produce one round; the source partitions whose records were not acknowledged."""
-        by_leader: Dict[Tuple[str, int], Dict[TP, bytes]] = {}
+        """Produce one round; the source partitions whose records were not acknowledged
+        (with --exactly-once: not committed)."""
+        async with self._writing:
+            if self.txn is not None:
+                return await self._send_in_transaction(to_send)
+            acked = await self._produce(self._target_batches(to_send))
+            failed, positions, syncs, copied = self._account(to_send, acked)
+            copied()
+            await self._write_syncs(syncs)
+            await self._write(self.target, positions_topic(self.settings.source_alias),
+                              positions)
+            for sync in syncs:
+                self.store.add(*sync)
+            return failed
+
+    async def _send_in_transaction(self, to_send: Dict[TP, Tuple[List[Any], int, bool]]
+                                   ) -> set:
+        """One round in one target transaction: AddPartitionsToTxn of every partition
+        written, the records, then the positions and (on the target) the offset syncs
+        with the target offsets the records got, then EndTxn. Any failure aborts it
+        (:meth:`_recover`) and every partition is fetched again from its committed
+        position; nothing of the round is counted."""
+        assert self.txn is not None
+        everything = set(to_send) | set(self.fetching)
+        syncs_in_txn = self.syncs_cluster is self.target
+        try:
+            if self._aborting:
+                await self._recover()
+                return everything
+            data = self._target_batches(to_send)
+            if not data and not any(tp in self.emitters for tp in to_send):
+                return set(to_send)
+            positions_tp = (positions_topic(self.settings.source_alias), 0)
+            syncs_tp = (self.syncs_topic, 0)
+            await self.txn.add_partitions(list(data) + [positions_tp] +
+                                          ([syncs_tp] if syncs_in_txn else []))
+            acked = await self._produce(data)
+            if len(acked) < len(data):
+                raise MirrorAbortableError("a Produce of the round was not acknowledged")
+            failed, positions, syncs, copied = self._account(to_send, acked)
+            bookkeeping = {}
+            if positions:
+                bookkeeping[positions_tp] = self._stamped(positions_tp, positions)
+            if syncs and syncs_in_txn:
+                bookkeeping[syncs_tp] = self._stamped(syncs_tp, syncs)
+            if bookkeeping and len(await self._produce(bookkeeping)) < len(bookkeeping):
+                raise MirrorAbortableError("the round's positions were not acknowledged")
+            await self.txn.end(commit=True)
+        except MirrorFatalError:
+            raise
+        except (MirrorClientError, OSError) as exc:
+            log.warning("mirror: the round's transaction is aborted: %s", exc)
+            self.metrics.transactions.labels("aborted").inc()
+            self._aborting = True
+            try:
+                await self._recover()
+            except (MirrorClientError, OSError) as again:
+                log.warning("mirror: %s (the abort is finished before the next round)", again)
+            return everything
+        self.metrics.transactions.labels("committed").inc()
+        copied()
+        if not syncs_in_txn:
+            # MM2's EOS writes the syncs of committed records only, outside the
+            # transaction: a sync lost here leaves the translation more conservative.
+            try:
+                await self._write_syncs(syncs)
+            except (MirrorClientError, OSError) as exc:
+                log.warning("mirror: offset syncs not written: %s", exc)
+                return failed
+        for sync in syncs:
+            self.store.add(*sync)
+        return failed
+
+    async def _recover(self) -> None:
+        """After a failed round: the transaction aborted and the epoch bumped
+        (:meth:`~kqlite.mirror.transactions.TargetProducer.abort`), then every position
+        read again as committed: what the coordinator decided (a commit whose answer was
+        lost may have happened), not what the mirror believed."""
+        assert self.txn is not None
+        await self.txn.abort()
+        await self._read_positions()
+        for tp in self.fetching:
+            position = self.positions.setdefault(tp, 0)
+            self.fetching[tp] = position
+            self.progress.moved(tp, position)
+            self.emitters[tp] = SyncEmitter(self.settings.offset_lag_max)
+        self._aborting = False
+
+    def _target_batches(self, to_send: Dict[TP, Tuple[List[Any], int, bool]]
+                        ) -> Dict[TP, bytes]:
+        """One batch per target partition: a whole source batch restamped, else the
+        records encoded again; with --exactly-once stamped with the producer's id, epoch
+        and the partition's next sequence, transactional."""
+        out: Dict[TP, bytes] = {}
         for tp, (batches, _, whole) in to_send.items():
             if not batches or tp[0] not in self.remote:
                 continue
             remote = (self.remote[tp[0]], tp[1])
             first = batches[0]
             if whole:
-                data = restamped(first)
+                stamp = None if self.txn is None else \
+                    self.txn.stamp(remote, first.header.records_count)
+                out[remote] = restamped(first, stamp)
             else:
                 # Kafka takes one batch per partition from a producer; a decoded Record
                 # is what build_batch takes (it ignores the source offset).
                 records = [r for b in batches for r in b.records]
-                data = build_batch(records, codec=first.header.compression)
-            by_leader.setdefault(self.target.leader_address(*remote), {})[remote] = data
-        answers = await asyncio.gather(*(self.target.produce(a, d) for a, d in by_leader.items()),
+                out[remote] = self._encoded(remote, records, first.header.compression)
+        return out
+
+    def _encoded(self, tp: TP, records: List[Any], codec: int = 0) -> bytes:
+        if self.txn is None:
+            return build_batch(records, codec=codec)
+        producer_id, epoch, sequence = self.txn.stamp(tp, len(records))
+        return build_batch(records, codec=codec, producer_id=producer_id,
+                           producer_epoch=epoch, base_sequence=sequence, transactional=True)
+
+    def _stamped(self, tp: TP, records: List[Any]) -> bytes:
+        return self._encoded(tp, [Record(r.value(), r.key()) for r in records])
+
+    async def _produce(self, data: Dict[TP, bytes]) -> Dict[TP, int]:
+        """Produce ``data`` to the target partitions' leaders (with --exactly-once inside
+        the transaction); ``{target partition: base offset}`` of those acknowledged."""
+        by_leader: Dict[Tuple[str, int], Dict[TP, bytes]] = {}
+        for remote, batch in data.items():
+            by_leader.setdefault(self.target.leader_address(*remote), {})[remote] = batch
+        produce = self.target.produce if self.txn is None else self.txn.produce
+        answers = await asyncio.gather(*(produce(a, d) for a, d in by_leader.items()),
                                        return_exceptions=True)
         acked: Dict[TP, int] = {}
         for answer in answers:
@@ -332,10 +490,17 @@ class Mirror(Flow):
                     self._stale = True
                 else:
                     acked[remote] = base
-        now_wall = self.wall()
+        return acked
+
+    def _account(self, to_send: Dict[TP, Tuple[List[Any], int, bool]], acked: Dict[TP, int]
+                 ) -> Tuple[set, List[OffsetSync], List[OffsetSync], Callable[[], None]]:
+        """What the acknowledged round means: ``(failed source partitions, positions to
+        write, offset syncs due, copied)``; ``copied()`` moves the positions, metrics and
+        progress, once the round is acknowledged (with --exactly-once, committed)."""
         positions: List[OffsetSync] = []
         syncs: List[OffsetSync] = []
         failed = set()
+        done: List[Tuple[TP, Any, int, int, int]] = []
         for tp, (batches, next_offset, _) in to_send.items():
             if tp not in self.emitters:
                 failed.add(tp)              # no longer mirrored since it was fetched
@@ -359,18 +524,22 @@ class Mirror(Flow):
                     last, stamp = offsets[-1], b.records[-1][1]
                 syncs.extend(OffsetSync(tp[0], tp[1], u, d) for u, d in due)
                 downstream += count
+                done.append((tp, b, count, last, stamp))
+            positions.append(OffsetSync(tp[0], tp[1], next_offset, downstream))
+
+        def copied() -> None:
+            now_wall = self.wall()
+            for tp, b, count, last, stamp in done:
                 self.metrics.records.labels(tp[0]).inc(count)
                 self.metrics.bytes.labels(tp[0]).inc(b.size)
                 self.metrics.latency.observe(max(0.0, now_wall - stamp / 1000))
                 self.progress.copied(tp, last + 1, count, b.size)
-            self.positions[tp] = next_offset
-            self.progress.moved(tp, next_offset)
-            positions.append(OffsetSync(tp[0], tp[1], next_offset, downstream))
-        await self._write_syncs(syncs)
-        await self._write(self.target, positions_topic(self.settings.source_alias), positions)
-        for sync in syncs:
-            self.store.add(*sync)
-        return failed
+            for position in positions:
+                tp = (position.topic, position.partition)
+                self.positions[tp] = position.upstream_offset
+                self.progress.moved(tp, position.upstream_offset)
+
+        return failed, positions, syncs, copied
 
     async def _write(self, cluster: ClusterClient, topic: str, records: List[Any]) -> None:
         if not records:
@@ -388,7 +557,12 @@ class Mirror(Flow):
 
     async def _flush_syncs(self) -> None:
         """KAFKA-15906: a sync held back by the emission rule is written at the next
-        periodic flush."""
+        periodic flush (never during a round's writes: with --exactly-once the record it
+        names is committed)."""
+        async with self._writing:
+            await self._flush_held_syncs()
+
+    async def _flush_held_syncs(self) -> None:
         syncs = []
         for tp, emitter in self.emitters.items():
             pending = emitter.pending()

@@ -2,7 +2,8 @@
 
 Theory of operation. :class:`MirrorSettings` is what ``kqlite mirror`` parses and what
 the library entry point (:func:`kqlite.mirror.run_mirror`) takes. Its defaults are MM2's
-where MM2 has one (``offset.lag.max`` 100, the topic and group excludes, the policy),
+where MM2 has one (``offset.lag.max`` 100, the topic and group excludes, the policy,
+at-least-once delivery: ``exactly_once`` off, as MM2's ``exactly.once.source.support``),
 and shorter intervals where MM2's suit a long-running Connect cluster (refresh 10 s, not
 600 s; checkpoints every 5 s, not 60 s). :meth:`MirrorSettings.validate` refuses what
 cannot be used with :class:`~kqlite.mirror.selection.MirrorConfigError`.
@@ -51,6 +52,11 @@ class MirrorSettings:
     # (1 MiB plus the batch overhead).
     max_batch_bytes: int = 1_000_000
     timeout: float = 30.0
+    # MM2 mode: each round's records, positions and target offset syncs in one target
+    # transaction (kqlite/mirror/transactions.py); mirror_id names the mirror in its
+    # transactional id, so the same mirror started again fences the old one.
+    exactly_once: bool = False
+    mirror_id: str = "mirror"
 
     def validate(self) -> "MirrorSettings":
         for what, servers in (("source", self.source), ("target", self.target)):
@@ -69,6 +75,12 @@ class MirrorSettings:
             if not _ALIAS.fullmatch(alias):
                 raise MirrorConfigError(f"{what} alias {alias!r}: letters, digits, _ and - "
                                         f"only (the policy's separator is '.')")
+        if not _ALIAS.fullmatch(self.mirror_id):
+            raise MirrorConfigError(f"mirror id {self.mirror_id!r}: letters, digits, _ and - "
+                                    f"only")
+        if self.exactly_once and self.mode == "preserve":
+            raise MirrorConfigError("--exactly-once is for mm2 mode: preserve mode copies "
+                                    "each batch once at its source offset already")
         if self.source_alias == self.target_alias:
             raise MirrorConfigError("the source and target aliases must differ")
         if self.offset_syncs_location not in ("source", "target"):
