@@ -338,12 +338,11 @@ class _Target:
     async def refresh(self, topics=None):
         self.refreshes += 1
 
-    async def any_request(self, api_key, body, versions):
+    async def controller_request(self, api_key, body, versions, code_of=None):
         marked, unknown = (t["name"] for t in body["topics"])
         code = self.codes.pop(0)
-        other = code if code == ErrorCode.NOT_CONTROLLER else ErrorCode.INVALID_CONFIG
         return {"topics": [{"name": marked, "error_code": code},
-                           {"name": unknown, "error_code": other}]}
+                           {"name": unknown, "error_code": ErrorCode.INVALID_CONFIG}]}
 
     async def topic_configs(self, topic):
         return [{"name": "kqlite.mirror.source", "value": "A"}]
@@ -354,12 +353,36 @@ class _Target:
         return {tp: 5 for tp in tps}
 
 
-def test_the_probe_asks_again_when_the_controller_moved(monkeypatch):
+def test_the_probe_reads_the_answer_of_the_mark_and_of_an_unknown_config():
     from kqlite.mirror import preserve
-    monkeypatch.setattr(preserve, "_PAUSE", 0)
-    target = _Target([ErrorCode.NOT_CONTROLLER, ErrorCode.NONE])
-    assert asyncio.run(preserve.knows_mirror_topics(target))
-    assert target.refreshes == 2
+    assert asyncio.run(preserve.knows_mirror_topics(_Target([ErrorCode.NONE])))
+    assert not asyncio.run(preserve.knows_mirror_topics(_Target([ErrorCode.INVALID_CONFIG])))
+
+
+class _MovingController(ClusterClient):
+    """Broker 1 is named controller but answers NOT_CONTROLLER; the next Metadata names
+    broker 2, which answers."""
+
+    def __init__(self):
+        super().__init__("127.0.0.1:1", name="target")
+        self.brokers, self.controller = {1: ("b1", 1), 2: ("b2", 2)}, 1
+        self.asked = []
+
+    async def request(self, address, api_key, body, versions=None):
+        self.asked.append(address)
+        code = ErrorCode.NOT_CONTROLLER if address == ("b1", 1) else ErrorCode.NONE
+        return {"topics": [{"name": "t", "error_code": code}]}
+
+    async def refresh(self, topics=None):
+        self.controller = 2
+
+
+def test_a_controller_request_asks_again_when_the_controller_moved():
+    client = _MovingController()
+    answer = asyncio.run(client.controller_request(
+        ApiKey.CREATE_TOPICS, {}, code_of=lambda a: a["topics"][0]["error_code"]))
+    assert answer["topics"][0]["error_code"] == ErrorCode.NONE
+    assert client.asked == [("b1", 1), ("b2", 2)]
 
 
 def test_a_topic_without_known_leaders_is_taken_at_the_next_refresh():
