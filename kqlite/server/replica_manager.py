@@ -420,6 +420,15 @@ class ReplicaManager:
                         if (f.topic, f.partition) not in self._partitions})
         described = await self.describe_topics(unmet) if unmet else {}
         found = [self._partitions.get((f.topic, f.partition)) for f in fetches]
+        if replica_id >= 0:
+            # Each partition hears where the follower is before any partition is read:
+            # an acks=all produce waiting on the last partition of the request is not
+            # held back by the storage reads of the ones before it.
+            for f, partition in zip(fetches, found):
+                if partition is not None:
+                    partition.follower_fetch_arrived(
+                        f.fetch_offset, replica_id, f.current_leader_epoch,
+                        f.last_fetched_epoch, f.log_start_offset)
         if all(p is None or p.gathers_reads for p in found):
             return await self._read_gathered(fetches, found, described, max_bytes, isolation,
                                              zero_copy)

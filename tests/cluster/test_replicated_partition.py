@@ -258,6 +258,26 @@ def test_a_fetch_of_this_leadership_moves_the_hw_before_its_read(tmp_path):
     run(tmp_path, 2, test)
 
 
+def test_a_follower_fetch_is_heard_as_it_arrives_before_any_partition_is_read(tmp_path):
+    """The replica manager calls follower_fetch_arrived for each partition of a
+    follower's Fetch before reading any: the HW moves then, without a read, when the
+    fetch would be heard at its read; a fetch from another leader epoch, one whose last
+    epoch is another, or one out of range is not heard early."""
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        await c.produce(b"a", acks=1)
+        await c.replicate(1)
+        leader = c[0]
+        assert leader.high_watermark == 0
+        leader.follower_fetch_arrived(1, 1, 1, 0, 0)       # a newer leader epoch
+        leader.follower_fetch_arrived(1, 1, 0, -1, 0)      # its last epoch unknown
+        leader.follower_fetch_arrived(5, 1, 0, 0, 0)       # past the log end
+        assert leader.high_watermark == 0
+        leader.follower_fetch_arrived(1, 1, 0, 0, 0)
+        assert leader.high_watermark == 1
+    run(tmp_path, 2, test)
+
+
 def test_acks_all_refused_before_the_append_while_the_isr_is_below_min_insync(tmp_path):
     async def test(c):
         await c.elect(0, [0], 0)
