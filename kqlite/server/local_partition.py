@@ -306,10 +306,19 @@ class LocalPartition(Partition):
         return result
 
     # The replica manager may gather this partition's read into one storage-thread call
-    # for a whole Fetch (``read_in_storage`` between ``check_leader_epoch`` and
-    # ``observe``, exactly what :meth:`read` does around its own call); the replicated
-    # partition has leader work around its read and answers False.
+    # for a whole Fetch (``read_in_storage`` between ``before_gathered_read`` and
+    # ``after_gathered_read``, exactly what :meth:`read` does around its own call).
     gathers_reads = True
+
+    def before_gathered_read(self, fetch, replica_id):
+        """On the loop, before a gathered read of ``fetch`` (a FetchPartition): ``(error
+        code refusing it, what after_gathered_read needs)``."""
+        return self.check_leader_epoch(fetch.current_leader_epoch), None
+
+    def after_gathered_read(self, result, fetch, replica_id, before):
+        """On the loop, after a gathered read: fold the positions it saw."""
+        if result.high_watermark >= 0:
+            self.observe(result.offsets())
 
     def read_in_storage(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy):
         """In a storage thread: the storage part of :meth:`read` (its epoch check done)."""
