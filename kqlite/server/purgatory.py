@@ -11,7 +11,7 @@ key, which retries only the operations watching it. An operation completes the f
 time ``try_complete()`` says so, or expires when its timeout passes; either way it is
 removed from every key it watched, and the waiting coroutine learns which happened.
 A caller that is no coroutine (the in-process broker's append, answering a thread that
-waits on it) :meth:`~Purgatory.watch`\ es instead: its callback runs within the check
+waits on it) calls :meth:`~Purgatory.watch` instead: its callback runs within the check
 that completes the operation, not one or two loop iterations later as a coroutine
 resumes.
 
