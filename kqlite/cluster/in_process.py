@@ -201,7 +201,10 @@ class InProcessBroker:
         leader now: in-process when that is this broker, else one Produce over the
         inter-broker listener. The offset of its first record; InProcessAppendError with
         the leader's answer (NETWORK_EXCEPTION when the request got no answer, its outcome
-        unknown; LEADER_NOT_AVAILABLE when no leader is known)."""
+        unknown; LEADER_NOT_AVAILABLE when no leader is known). ``acks`` -1 or 1: a
+        Produce with acks=0 has no answer to carry the offset."""
+        if acks not in (-1, 1):
+            raise ValueError(f"send_to_leader needs acks -1 or 1, not {acks!r}")
         if self.leads(topic, partition):
             return self.append_batch(topic, partition, batch, acks=acks, timeout_ms=timeout_ms)
         return self._call(self._produce_at_leader, topic, partition, batch, acks, timeout_ms)
@@ -230,12 +233,17 @@ class InProcessBroker:
             raise InProcessAppendError(ErrorCode.NETWORK_EXCEPTION,
                                        f"{topic}-{index}: Produce to broker {leader}: {exc}",
                                        leader, batch) from None
-        (written,) = [p for t in answer["responses"] if t["name"] == topic
-                      for p in t["partition_responses"] if p["index"] == index]
+        answered = [p for t in answer["responses"] if t["name"] == topic
+                    for p in t["partition_responses"] if p["index"] == index]
+        if len(answered) != 1:
+            raise InProcessAppendError(
+                ErrorCode.NETWORK_EXCEPTION, f"{topic}-{index}: broker {leader} answered "
+                f"the Produce without exactly one answer for the partition", leader, batch)
+        (written,) = answered
         if written["error_code"]:
             code = written["error_code"]
             raise InProcessAppendError(
-                code, f"{topic}-{index} at broker {leader}: {ErrorCode(code).name}"
+                code, f"{topic}-{index} at broker {leader}: {_code_name(code)}"
                 f"{': ' + written['error_message'] if written.get('error_message') else ''}",
                 self._leader(topic, index), batch)
         return written["base_offset"]
@@ -359,6 +367,13 @@ class InProcessBroker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _code_name(code):
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
 
 
 def open_broker(path, *, zookeeper, broker_id, **options):
