@@ -181,6 +181,11 @@ def test_the_embedded_producer_and_consumer_calls_in_process(tmp_path, zk_hosts,
         assert broker.send_to_leader("elsewhere", 0, refused.value.batch) == 0
         until(lambda: broker.high_watermark("elsewhere", 0) == 1, "elsewhere-0 replicated")
         assert [r.value for r in broker.read("elsewhere", 0)] == [b"x"]
+        with pytest.raises(ValueError, match="acks"):
+            broker.send_to_leader("elsewhere", 0, refused.value.batch, acks=0)
+        with pytest.raises(InProcessAppendError) as nowhere:
+            broker.send_to_leader("no-such-topic", 0, refused.value.batch)
+        assert nowhere.value.error_code == ErrorCode.LEADER_NOT_AVAILABLE
         producer.flush()
         with pytest.raises(kqlite.errors.ConfigError, match="linger_ms"):
             broker.producer(linger_ms=5)
