@@ -21,7 +21,18 @@ by default). A data dir the embedded API wrote is adopted when the broker starts
   the partition the append is **refused** with :class:`InProcessAppendError`
   (NOT_LEADER_OR_FOLLOWER, the leader's id in :attr:`InProcessAppendError.leader`), by
   choice: forwarding would hide a network round trip behind an in-process call and give
-  the call two failure modes; the application sends such records with a Kafka client.
+  the call two failure modes. The application sends such records with a Kafka client,
+  or sends the refused batch itself (:attr:`InProcessAppendError.batch`) with
+  :meth:`send_to_leader`, a Produce over the wire that keeps the batch's producer id and
+  sequence, so the leader deduplicates a retry of a batch that was written after all.
+- **Idempotence**: :meth:`append_batch` appends a batch as it is, producer id, epoch and
+  sequence included, through the same storage call as a Produce, so the leader's
+  producer state judges it exactly as a Produce's (a duplicate of one of the producer's
+  last five batches answers that batch's offset and writes nothing; a sequence out of
+  order is refused with OUT_OF_ORDER_SEQUENCE_NUMBER). :meth:`init_producer_id` hands
+  out producer ids from the cluster's allocator (the blocks of ZooKeeper's
+  ``/latest_producer_id_block``, as an InitProducerId to any broker does). The
+  in-process Producer (in_process_clients.py) uses both, idempotent by default.
 - **Reads** (:meth:`read`) come from the local replica, leader or follower, up to its
   high watermark (Kafka's fetch from follower, KIP-392, in-process): a follower's HW is
   the leader's capped at its own log end (replica/follower_role.py), so nothing not
@@ -47,10 +58,11 @@ import time
 from ..errors import KqliteError
 from ..format.batch import build_batch
 from ..format.offset_records import OffsetAndMetadata
-from ..protocol import ErrorCode
+from ..protocol import ApiKey, ErrorCode
 from ..server.coordinator.group.events import Commit
 from ..server.partition import PartitionError
 from .in_process_clients import InProcessConsumer, InProcessProducer
+from .network.broker_client import BrokerClientError
 from .node import ClusterNode
 
 __all__ = ["InProcessBroker", "InProcessAppendError", "InProcessCommitError", "open_broker"]
@@ -59,17 +71,23 @@ __all__ = ["InProcessBroker", "InProcessAppendError", "InProcessCommitError", "o
 # generation -1 passes the coordinator's check only while the group has no members.
 _STANDALONE = Commit("", -1)
 
+# Produce v3 (record batches) to v9, as the inter-broker client speaks it.
+_PRODUCE_VERSIONS = (3, 9)
+_CLIENT_ID = "kqlite-in-process"
+
 
 class InProcessAppendError(KqliteError):
     """An in-process append was refused (nothing written unless the code is
     NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT, as for a Produce): Kafka's
     ``error_code``; ``leader``, the partition's leader id when this broker does not lead
-    (-1 when none is known)."""
+    (-1 when none is known); ``batch``, the batch refused, as it was stamped (producer id,
+    epoch, sequence), for :meth:`InProcessBroker.send_to_leader`."""
 
-    def __init__(self, error_code, message, leader=-1):
+    def __init__(self, error_code, message, leader=-1, batch=None):
         super().__init__(message)
         self.error_code = error_code
         self.leader = leader
+        self.batch = batch
 
 
 class InProcessCommitError(KqliteError):
@@ -135,19 +153,25 @@ class InProcessBroker:
 
     def append(self, topic, partition, records, *, acks=-1, timeout_ms=30000):
         """Append ``records`` (bytes values, None tombstones or Records) as one batch as
-        this partition's leader; the offset of the first. InProcessAppendError when the
-        leader path refuses it (see the module docstring)."""
-        if acks not in (-1, 0, 1):
-            raise ValueError(f"acks must be -1, 0 or 1, not {acks!r}")
+        this partition's leader, without a producer id; the offset of the first.
+        InProcessAppendError when the leader path refuses it (see the module docstring)."""
         records = list(records)
         if not records:
             raise ValueError("append() needs at least one record")
-        batch = build_batch(records)
+        return self.append_batch(topic, partition, build_batch(records), acks=acks,
+                                 timeout_ms=timeout_ms)
+
+    def append_batch(self, topic, partition, batch, *, acks=-1, timeout_ms=30000):
+        """Append one encoded record batch (``build_batch``: a producer's, with its
+        producer id, epoch and sequence) as this partition's leader, judged as a Produce's
+        batch is; the offset of its first record (a duplicate's: the original's)."""
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1, 0 or 1, not {acks!r}")
         part = self.node.replicas.hosted(topic, partition)
         if part is not None:
             answer = concurrent.futures.Future()
             if part.append_in_process(batch, acks, timeout_ms, self._loop, answer):
-                return self._answered(topic, partition, answer.result())
+                return self._answered(topic, partition, answer.result(), batch)
         return self._call(self._append, topic, partition, batch, acks, timeout_ms)
 
     async def _append(self, topic, index, batch, acks, timeout_ms):
@@ -155,17 +179,74 @@ class InProcessBroker:
             part = await self.node.replicas.get(topic, index)
         except PartitionError as exc:
             raise InProcessAppendError(exc.error_code, str(exc),
-                                       self._leader(topic, index)) from None
+                                       self._leader(topic, index), batch) from None
         result = await part.append(batch, acks=acks, timeout_ms=timeout_ms)
-        return self._answered(topic, index, result)
+        return self._answered(topic, index, result, batch)
 
-    def _answered(self, topic, index, result):
+    def _answered(self, topic, index, result, batch):
         if result.error_code:
             raise InProcessAppendError(
                 result.error_code, f"{topic}-{index}: {ErrorCode(result.error_code).name}"
                 f"{': ' + result.error_message if result.error_message else ''}",
-                self._leader(topic, index))
+                self._leader(topic, index), batch)
         return result.base_offset
+
+    def init_producer_id(self):
+        """A producer id no other producer of the cluster has (epoch 0), from the
+        cluster's allocator, as an InitProducerId without a transactional id gets one."""
+        return self._call(self.node.broker.allocate_producer_id)
+
+    def send_to_leader(self, topic, partition, batch, *, acks=-1, timeout_ms=30000):
+        """Send ``batch`` as it is (its producer id and sequence kept) to the partition's
+        leader now: in-process when that is this broker, else one Produce over the
+        inter-broker listener. The offset of its first record; InProcessAppendError with
+        the leader's answer (NETWORK_EXCEPTION when the request got no answer, its outcome
+        unknown; LEADER_NOT_AVAILABLE when no leader is known). ``acks`` -1 or 1: a
+        Produce with acks=0 has no answer to carry the offset."""
+        if acks not in (-1, 1):
+            raise ValueError(f"send_to_leader needs acks -1 or 1, not {acks!r}")
+        if self.leads(topic, partition):
+            return self.append_batch(topic, partition, batch, acks=acks, timeout_ms=timeout_ms)
+        return self._call(self._produce_at_leader, topic, partition, batch, acks, timeout_ms)
+
+    async def _produce_at_leader(self, topic, index, batch, acks, timeout_ms):
+        leader = self._leader(topic, index)
+        inter_broker = self.node.inter_broker
+        endpoint = (self.node.cache.endpoint(leader, inter_broker.name) if leader >= 0
+                    else None)
+        if endpoint is None:
+            raise InProcessAppendError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                       f"{topic}-{index}: no live leader known", leader, batch)
+        try:
+            conn = await inter_broker.connect(*endpoint, broker_id=leader, client_id=_CLIENT_ID)
+            try:
+                await conn.negotiate_versions()
+                answer = await conn.request(
+                    ApiKey.PRODUCE, conn.version_for(ApiKey.PRODUCE, _PRODUCE_VERSIONS),
+                    {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+                     "topic_data": [{"name": topic, "partition_data": [
+                         {"index": index, "records": batch}]}]},
+                    timeout=timeout_ms / 1000 + 10)
+            finally:
+                await conn.close()
+        except (BrokerClientError, OSError) as exc:
+            raise InProcessAppendError(ErrorCode.NETWORK_EXCEPTION,
+                                       f"{topic}-{index}: Produce to broker {leader}: {exc}",
+                                       leader, batch) from None
+        answered = [p for t in answer["responses"] if t["name"] == topic
+                    for p in t["partition_responses"] if p["index"] == index]
+        if len(answered) != 1:
+            raise InProcessAppendError(
+                ErrorCode.NETWORK_EXCEPTION, f"{topic}-{index}: broker {leader} answered "
+                f"the Produce without exactly one answer for the partition", leader, batch)
+        (written,) = answered
+        if written["error_code"]:
+            code = written["error_code"]
+            raise InProcessAppendError(
+                code, f"{topic}-{index} at broker {leader}: {_code_name(code)}"
+                f"{': ' + written['error_message'] if written.get('error_message') else ''}",
+                self._leader(topic, index), batch)
+        return written["base_offset"]
 
     def _leader(self, topic, index):
         info = self.node.cache.topic_partitions(topic).get(index)
@@ -286,6 +367,13 @@ class InProcessBroker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _code_name(code):
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
 
 
 def open_broker(path, *, zookeeper, broker_id, **options):

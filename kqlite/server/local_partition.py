@@ -214,10 +214,18 @@ class LocalPartition(Partition):
         if acks == -1 and result.error_code == ErrorCode.NONE:
             op = DelayedProduce(self, result.last_offset + 1, timeout_ms)
             await self._delayed_produce.wait(op, [self.key])
-            if op.error_code:
-                return AppendResult(op.error_code, log_start_offset=result.log_start_offset,
-                                    record_count=result.record_count, size=result.size)
+            return acked(result, op)
         return result
+
+    def watch_acks(self, result, acks, timeout_ms, on_answer):
+        """:meth:`await_acks` without a coroutine: ``on_answer(AppendResult)`` on the loop
+        (Purgatory.watch), at once unless acks=-1 has to wait."""
+        if acks == -1 and result.error_code == ErrorCode.NONE:
+            op = DelayedProduce(self, result.last_offset + 1, timeout_ms)
+            self._delayed_produce.watch(op, [self.key],
+                                        lambda _completed: on_answer(acked(result, op)))
+        else:
+            on_answer(result)
 
     def _append_as_leader(self, records, verification_guard=None, origin=AppendOrigin.CLIENT):
         """The append, in a storage thread; returns ``(AppendResult, positions or None)``.
@@ -304,10 +312,19 @@ class LocalPartition(Partition):
         return result
 
     # The replica manager may gather this partition's read into one storage-thread call
-    # for a whole Fetch (``read_in_storage`` between ``check_leader_epoch`` and
-    # ``observe``, exactly what :meth:`read` does around its own call); the replicated
-    # partition has leader work around its read and answers False.
+    # for a whole Fetch (``read_in_storage`` between ``before_gathered_read`` and
+    # ``after_gathered_read``, exactly what :meth:`read` does around its own call).
     gathers_reads = True
+
+    def before_gathered_read(self, fetch, replica_id):
+        """On the loop, before a gathered read of ``fetch`` (a FetchPartition): ``(error
+        code refusing it, what after_gathered_read needs)``."""
+        return self.check_leader_epoch(fetch.current_leader_epoch), None
+
+    def after_gathered_read(self, result, fetch, replica_id, before):
+        """On the loop, after a gathered read: fold the positions it saw."""
+        if result.high_watermark >= 0:
+            self.observe(result.offsets())
 
     def read_in_storage(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy,
                         min_one=True):
@@ -487,6 +504,15 @@ class LocalPartition(Partition):
                 self._db.logs.drop(lambda k: k == key)
             except Exception as close_exc:    # noqa: BLE001 -- the next lease retries
                 logger.warning("%s: closing the failed log: %s", what, close_exc)
+
+
+def acked(result, op):
+    """The answer of an append once its DelayedProduce ``op`` is done: ``result``, or the
+    error the wait ended with."""
+    if op.error_code:
+        return AppendResult(op.error_code, log_start_offset=result.log_start_offset,
+                            record_count=result.record_count, size=result.size)
+    return result
 
 
 def _pread_exactly(fd, length, position):

@@ -220,6 +220,12 @@ class Partition(abc.ABC):
             isolation, log_end=self.log_end_offset, high_watermark=self.high_watermark,
             last_stable_offset=self.last_stable_offset)
 
+    def follower_fetch_arrived(self, offset, replica_id, current_leader_epoch,
+                               last_fetched_epoch, follower_log_start_offset):
+        """A follower's Fetch names this partition at ``offset``: called for every
+        partition of the request as it arrives, before any of them is read (a leader may
+        hear the follower's position then). A single broker has no followers."""
+
     @abc.abstractmethod
     def check_enough_replicas_reach_offset(self, offset):
         """(done, error_code) for a delayed acks=-1 produce needing ``offset`` committed:

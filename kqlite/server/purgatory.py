@@ -10,6 +10,10 @@ the broker's check) calls :meth:`Purgatory.check_and_complete` with that partiti
 key, which retries only the operations watching it. An operation completes the first
 time ``try_complete()`` says so, or expires when its timeout passes; either way it is
 removed from every key it watched, and the waiting coroutine learns which happened.
+A caller that is no coroutine (the in-process broker's append, answering a thread that
+waits on it) calls :meth:`~Purgatory.watch` instead: its callback runs within the check
+that completes the operation, not one or two loop iterations later as a coroutine
+resumes.
 
 Everything here runs on the event loop thread, so a check and the completion it
 triggers cannot interleave with another; storage is never touched (operations decide
@@ -31,6 +35,13 @@ class DelayedOperation:
         self.completed = False   # try_complete() said yes (before the timeout)
         self.expired = False     # the timeout passed first
         self._future = None
+        self._callback = None    # watch()'s, with the keys and the timer to undo
+        self._keys = ()
+        self._timer = None
+
+    def _waiting(self):
+        return not self.done and (self._callback is not None or (
+            self._future is not None and not self._future.done()))
 
     @property
     def done(self):
@@ -73,6 +84,26 @@ class Purgatory:
             timer.cancel()
             self._unwatch(op, keys)
 
+    def watch(self, op, keys, on_done):
+        """:meth:`wait` for a caller that is no coroutine: ``on_done(completed)`` is called
+        on the loop (this method too runs there) at once when ``op`` can complete now,
+        else from the check that completes it or from its timeout."""
+        if op.try_complete():
+            op.completed = True
+            on_done(True)
+            return
+        if op.timeout_ms <= 0:
+            op.expired = True
+            op.on_expiration()
+            on_done(False)
+            return
+        op._callback = on_done
+        op._keys = list(dict.fromkeys(keys))
+        for key in op._keys:
+            self._watchers.setdefault(key, {})[op] = None
+        op._timer = asyncio.get_running_loop().call_later(op.timeout_ms / 1000.0,
+                                                          self._expire, op)
+
     def check_and_complete(self, key):
         """Retry the operations watching ``key``; returns how many completed."""
         ops = self._watchers.get(key)
@@ -80,13 +111,22 @@ class Purgatory:
             return 0
         completed = 0
         for op in list(ops):
-            if op.done or op._future is None or op._future.done():
+            if not op._waiting():
                 continue
             if op.try_complete():
                 op.completed = True
-                op._future.set_result(True)
+                self._finish(op, True)
                 completed += 1
         return completed
+
+    def _finish(self, op, completed):
+        if op._callback is None:
+            op._future.set_result(completed)
+            return
+        on_done, op._callback = op._callback, None
+        op._timer.cancel()
+        self._unwatch(op, op._keys)
+        on_done(completed)
 
     def expire_all(self):
         """Answer every waiting operation now as expired (the broker is stopping)."""
@@ -102,11 +142,11 @@ class Purgatory:
         return len({op for ops in self._watchers.values() for op in ops})
 
     def _expire(self, op):
-        if op.done or op._future is None or op._future.done():
+        if not op._waiting():
             return
         op.expired = True
         op.on_expiration()
-        op._future.set_result(False)
+        self._finish(op, False)
 
     def _unwatch(self, op, keys):
         for key in keys:

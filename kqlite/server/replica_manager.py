@@ -420,9 +420,18 @@ class ReplicaManager:
                         if (f.topic, f.partition) not in self._partitions})
         described = await self.describe_topics(unmet) if unmet else {}
         found = [self._partitions.get((f.topic, f.partition)) for f in fetches]
+        if replica_id >= 0:
+            # Each partition hears where the follower is before any partition is read:
+            # an acks=all produce waiting on the last partition of the request is not
+            # held back by the storage reads of the ones before it.
+            for f, partition in zip(fetches, found):
+                if partition is not None:
+                    partition.follower_fetch_arrived(
+                        f.fetch_offset, replica_id, f.current_leader_epoch,
+                        f.last_fetched_epoch, f.log_start_offset)
         if all(p is None or p.gathers_reads for p in found):
             return await self._read_gathered(fetches, found, described, max_bytes, isolation,
-                                             zero_copy)
+                                             zero_copy, replica_id)
         partitions, results, total = [], [], 0
         try:
             for f in fetches:
@@ -464,10 +473,12 @@ class ReplicaManager:
         return partitions, results
 
     async def _read_gathered(self, fetches, found, described, max_bytes, isolation,
-                             zero_copy):
+                             zero_copy, replica_id):
         """:meth:`_read_all` for partitions that let their reads be gathered: every read
         of the request in one storage-thread call (``_read_in_order``), the same rules
-        as one call per partition (epoch checks before, positions observed after)."""
+        as one call per partition (each partition's checks before, its positions and a
+        leader's follower tracking after: ``before_gathered_read``,
+        ``after_gathered_read``)."""
         partitions, results, reads = [], [], []
         for f, partition in zip(fetches, found):
             partitions.append(partition)
@@ -477,31 +488,31 @@ class ReplicaManager:
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 results.append(ReadResult(code, records=b""))
                 continue
-            code = partition.check_leader_epoch(f.current_leader_epoch)
+            code, before = partition.before_gathered_read(f, replica_id)
             if code:
                 results.append(ReadResult(code))
                 continue
             results.append(None)
-            reads.append((len(results) - 1, partition, f, zero_copy and self.regions.take()))
+            reads.append((len(results) - 1, partition, f, zero_copy and self.regions.take(),
+                          before))
         if not reads:
             return partitions, results
         try:
             read, over = await self.io.run(_read_in_order, reads, max_bytes, isolation,
                                            on_abandon=_release_all)
         except BaseException:
-            for _, _, _, region in reads:
+            for _, _, _, region, _ in reads:
                 if region:      # an abandoned read closes its own regions
                     self.regions.give_back()
             raise
-        for (at, partition, _, region), result, too_much in zip(reads, read, over):
+        for (at, partition, f, region, before), result, too_much in zip(reads, read, over):
             if isinstance(result.records, FileRegion):
                 result.budget = self.regions
             elif region:
                 self.regions.give_back()
             if too_much:
                 result.release()
-            if result.high_watermark >= 0:
-                partition.observe(result.offsets())
+            partition.after_gathered_read(result, f, replica_id, before)
             results[at] = result
         return partitions, results
 
@@ -525,8 +536,8 @@ class ReplicaManager:
 
 def _read_in_order(reads, max_bytes, isolation):
     """In a storage thread: the reads of one Fetch in request order, ``[(index, partition,
-    FetchPartition, zero copy)]``; returns their ReadResults and, for each, whether it
-    is past ``max_bytes`` (the caller releases those). As Kafka's readFromLocalLog:
+    FetchPartition, zero copy, before)]``; returns their ReadResults and, for each,
+    whether it is past ``max_bytes`` (the caller releases those). As Kafka's readFromLocalLog:
     "Once we read from a non-empty partition, we stop ignoring request and partition
     level size limits" -- the first partition with data returns at least one batch,
     whatever max_bytes says; later ones only what still fits (a first batch that does
@@ -534,7 +545,7 @@ def _read_in_order(reads, max_bytes, isolation):
     only report positions and errors."""
     results, over, total = [], [], 0
     try:
-        for _, partition, f, zero_copy in reads:
+        for _, partition, f, zero_copy, _ in reads:
             room = max(max_bytes - total, 1) if total == 0 else max_bytes - total
             result = partition.read_in_storage(f.fetch_offset, min(f.max_bytes, room),
                                                isolation, f.last_fetched_epoch, zero_copy,

@@ -1,13 +1,16 @@
 """The application of test_in_process_checked.py, as a process of its own: it embeds
 broker 1 on its data dir (open_broker) and sends values with acks=all through the
-in-process Producer, one at a time, each value sent once (never resent, whatever its
-outcome). It reports to the test on stdout, one JSON line per event, flushed:
+in-process Producer, idempotent (Kafka 3.x's default), one at a time. The producer
+retries a send after a retriable error with the same producer id and sequence; a send
+refused with NOT_LEADER_OR_FOLLOWER (another broker leads, or leadership moved while the
+send waited) is sent once more, the same batch, to the leader over the wire
+(send_to_leader). A value is never sent again by the application otherwise. It reports
+to the test on stdout, one JSON line per event, flushed:
 
 ``{"ready": true}``                               the broker has joined the cluster
 ``{"invoke": v}``                                 a send is about to be made
 ``{"ok": v, "offset": n}``                        acknowledged at offset n
-``{"fail": v, "error": text}``                    refused, nothing written
-``{"info": v, "error": text}``                    the outcome is unknown
+``{"info": v, "error": text}``                    failed: it may have been written
 ``{"read": [[offset, v], ...]}``                  the final in-process read
 
 A line ``stop`` on stdin ends the sends: the application waits until its replica's high
@@ -39,19 +42,17 @@ def main(path, zookeeper, prefix):
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
     _say(ready=True)
-    producer = broker.producer(acks="all", timeout_ms=3000)
+    producer = broker.producer(acks="all", timeout_ms=3000, delivery_timeout_ms=20000)
     i = 0
     while not stop.is_set():
         value = f"{prefix}-{i}"
         i += 1
         _say(invoke=value)
         try:
-            offset = producer.send(TOPIC, value.encode(), partition=0).result().offset
+            offset = _send(broker, producer, value)
         except InProcessAppendError as exc:
-            # NOT_ENOUGH_REPLICAS writes nothing; a timeout or a leadership moved under a
-            # waiting append (NOT_LEADER_OR_FOLLOWER) may have written it.
-            written = exc.error_code != ErrorCode.NOT_ENOUGH_REPLICAS
-            _say(**{"info" if written else "fail": value, "error": str(exc)})
+            # Retries may have written it, whatever the last attempt answered.
+            _say(info=value, error=str(exc))
             time.sleep(0.05)
         else:
             _say(ok=value, offset=offset)
@@ -61,6 +62,15 @@ def main(path, zookeeper, prefix):
         time.sleep(0.05)
     _say(read=[[r.offset, r.value.decode()] for r in broker.read(TOPIC, 0, 0)])
     broker.close()
+
+
+def _send(broker, producer, value):
+    try:
+        return producer.send(TOPIC, value.encode(), partition=0).result().offset
+    except InProcessAppendError as exc:
+        if exc.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        return broker.send_to_leader(TOPIC, 0, exc.batch, timeout_ms=3000)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The application as one node of a three-broker cluster (cluster/in_process.py): its
 embedded data dir adopted as it starts, acks=all appends through the leader path with
 min.insync.replicas while the other brokers die, reads of a follower replica pinned at
-its high watermark, appends refused where it does not lead, a controlled close."""
+its high watermark, appends refused where it does not lead (and their batches sent to
+the leader over the wire, deduplicated there), a controlled close."""
 
 import os
 import signal
@@ -173,6 +174,18 @@ def test_the_embedded_producer_and_consumer_calls_in_process(tmp_path, zk_hosts,
         with pytest.raises(InProcessAppendError) as refused:
             producer.send("elsewhere", b"x").result()
         assert refused.value.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # The refused batch, sent to the leader over the wire twice (a retry whose first
+        # answer was lost): its producer id and sequence make the second a duplicate.
+        assert producer.producer_id[0] >= 0
+        assert broker.send_to_leader("elsewhere", 0, refused.value.batch) == 0
+        assert broker.send_to_leader("elsewhere", 0, refused.value.batch) == 0
+        until(lambda: broker.high_watermark("elsewhere", 0) == 1, "elsewhere-0 replicated")
+        assert [r.value for r in broker.read("elsewhere", 0)] == [b"x"]
+        with pytest.raises(ValueError, match="acks"):
+            broker.send_to_leader("elsewhere", 0, refused.value.batch, acks=0)
+        with pytest.raises(InProcessAppendError) as nowhere:
+            broker.send_to_leader("no-such-topic", 0, refused.value.batch)
+        assert nowhere.value.error_code == ErrorCode.LEADER_NOT_AVAILABLE
         producer.flush()
         with pytest.raises(kqlite.errors.ConfigError, match="linger_ms"):
             broker.producer(linger_ms=5)

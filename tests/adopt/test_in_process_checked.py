@@ -1,15 +1,18 @@
 """The in-process broker under faults, judged by the fault harness's Jepsen-style checker
 (tests/faults/harness/checker.py). The application is a process of its own
 (app_process.py): it embeds broker 1 on its data dir (an embedded dir, adopted) and sends
-values with acks=all through the in-process Producer while a nemesis kills, restarts,
-pauses and resumes the two other brokers, and SIGKILLs the application itself and starts
+values with acks=all through the in-process Producer, idempotent, while a nemesis kills,
+restarts, pauses and resumes the two other brokers (one at a time, or both at once so that
+the waiting appends fail and are retried), and SIGKILLs the application itself and starts
 it again on the same dir. Each incarnation reports its invocations and acknowledgements
 over its stdout; the last one reads the partition back in-process. Every acknowledged
 value must be read exactly once, at its acknowledged offset: no loss, no duplicate.
 
-Duplicates without producer ids: the in-process append is not idempotent, so the
-application never resends a value (one whose outcome is unknown is recorded as such and
-left), and a value read twice is then the cluster's fault, never the application's.
+Duplicates with idempotence: the producer retries a send whose outcome is unknown with
+the same producer id and sequence, and the application sends a batch refused with
+NOT_LEADER_OR_FOLLOWER to the leader over the wire, the same batch again, so a value read
+twice is a failure of the leaders' deduplication (the checker's ``duplicate``). A
+restarted application is a new producer and never resends its predecessor's values.
 The default run takes a few rounds; --soak many more."""
 
 import json
@@ -28,7 +31,7 @@ from brokers import FastBroker, child_environment, until
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "faults"))
 from harness.checker import check  # noqa: E402
-from harness.history import FAIL, INFO, INVOKE, OK, History  # noqa: E402
+from harness.history import INFO, INVOKE, OK, History  # noqa: E402
 
 KEY = "events/0"
 _APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app_process.py")
@@ -62,8 +65,6 @@ class Application:
                 add(p, INVOKE, "send", (KEY, event["invoke"]))
             elif "ok" in event:
                 add(p, OK, "send", (KEY, event["ok"], event["offset"]))
-            elif "fail" in event:
-                add(p, FAIL, "send", (KEY, event["fail"], event["error"]))
             elif "info" in event:
                 add(p, INFO, "send", (KEY, event["info"], event["error"]))
             elif "read" in event:
@@ -125,9 +126,9 @@ def test_acks_all_in_process_while_the_application_and_brokers_are_killed(
         until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
         apps.append(Application(app_dir, zk_hosts, history, 1).wait_ready())
         until(lambda: isr() == [1, 2, 3], "the ISR complete")
-        for round_ in range(12 if soak else 3):
+        for round_ in range(16 if soak else 4):
             victim = others[2 + round_ % 2]
-            if round_ % 3 == 1:
+            if round_ % 4 == 1:
                 # The application is SIGKILLed mid-send; a follower takes its leadership.
                 apps[-1].kill()
                 _registration_gone(zk, 1)
@@ -139,14 +140,20 @@ def test_acks_all_in_process_while_the_application_and_brokers_are_killed(
                 until(lambda: isr() == [1, 2, 3], "broker 1 back in the ISR")
                 _elect_preferred(others[2].address)
                 until(lambda: leader() == 1, "broker 1 leading again")
-            elif round_ % 3 == 0:
+            elif round_ % 4 == 0:
                 victim.kill()
                 _registration_gone(zk, victim.broker_id)
                 victim.start().wait_listening()
             else:
-                os.kill(victim.proc.pid, signal.SIGSTOP)
-                time.sleep(1.5)
-                os.kill(victim.proc.pid, signal.SIGCONT)
+                # One follower paused, or both for longer than the producer's
+                # timeout_ms: the waiting append times out, and its retries (same
+                # sequence) are refused until the ISR is back, then deduplicated.
+                paused = [victim] if round_ % 4 == 2 else list(others.values())
+                for b in paused:
+                    os.kill(b.proc.pid, signal.SIGSTOP)
+                time.sleep(1.5 if len(paused) == 1 else 4)
+                for b in paused:
+                    os.kill(b.proc.pid, signal.SIGCONT)
             until(lambda: isr() == [1, 2, 3], "the ISR complete again")
             time.sleep(0.5)
         read = apps[-1].stop_and_read()

@@ -258,6 +258,26 @@ def test_a_fetch_of_this_leadership_moves_the_hw_before_its_read(tmp_path):
     run(tmp_path, 2, test)
 
 
+def test_a_follower_fetch_is_heard_as_it_arrives_before_any_partition_is_read(tmp_path):
+    """The replica manager calls follower_fetch_arrived for each partition of a
+    follower's Fetch before reading any: the HW moves then, without a read, when the
+    fetch would be heard at its read; a fetch from another leader epoch, one whose last
+    epoch is another, or one out of range is not heard early."""
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        await c.produce(b"a", acks=1)
+        await c.replicate(1)
+        leader = c[0]
+        assert leader.high_watermark == 0
+        leader.follower_fetch_arrived(1, 1, 1, 0, 0)       # a newer leader epoch
+        leader.follower_fetch_arrived(1, 1, 0, -1, 0)      # its last epoch unknown
+        leader.follower_fetch_arrived(5, 1, 0, 0, 0)       # past the log end
+        assert leader.high_watermark == 0
+        leader.follower_fetch_arrived(1, 1, 0, 0, 0)
+        assert leader.high_watermark == 1
+    run(tmp_path, 2, test)
+
+
 def test_acks_all_refused_before_the_append_while_the_isr_is_below_min_insync(tmp_path):
     async def test(c):
         await c.elect(0, [0], 0)
@@ -627,6 +647,42 @@ def test_a_waiting_follower_fetch_wakes_on_the_leaders_append(tmp_path):
         await c.replicate(1)
         assert c[0].high_watermark == 1
     run(tmp_path, 2, test)
+
+def test_a_fetch_through_the_manager_is_one_storage_call_with_the_leaders_rules(tmp_path):
+    """The manager gathers a replicated leader's reads (gathers_reads): refusals before
+    any storage call, a follower's read in one call, its position told to the leader
+    state after it and the HW it moved carried in the answer, as read() does."""
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        await c.produce(b"a")
+        broker = c.brokers[0]
+        manager = serving(broker)
+        calls = []
+        run_in_storage = broker.io.run
+
+        async def counting(fn, *args, **kwargs):
+            calls.append(fn.__name__)
+            return await run_in_storage(fn, *args, **kwargs)
+        broker.io.run = counting
+
+        async def fetch(offset, replica_id, epoch=0, last_epoch=-1):
+            (result,) = await manager.fetch_messages(
+                [FetchPartition(TOPIC, 0, offset, 1 << 20, current_leader_epoch=epoch,
+                                last_fetched_epoch=last_epoch, log_start_offset=0)],
+                max_bytes=1 << 20, min_bytes=0, max_wait_ms=0, replica_id=replica_id,
+                isolation=Isolation.LOG_END, zero_copy=False)
+            return result
+        assert (await fetch(0, 1, epoch=3)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+        assert (await fetch(0, 7)).error_code != ErrorCode.NONE     # not a replica
+        assert calls == []
+        first = await fetch(0, 1)
+        assert calls == ["_read_in_order"] and values_of(first.records)[1] == [b"a"]
+        assert first.high_watermark == 0
+        await c[1].append_as_follower(first.records, high_watermark=0, log_start_offset=0)
+        second = await fetch(1, 1, last_epoch=0)
+        assert c[0].high_watermark == 1 and second.high_watermark == 1
+    run(tmp_path, 2, test)
+
 
 def test_follower_fields_reach_the_partition_and_the_diverging_epoch_the_wire(tmp_path):
     async def test(c):

@@ -51,9 +51,9 @@ def test_inter_broker_table_matches_what_a_cluster_broker_adds():
 def test_sent_table_matches_the_versions_the_cluster_sends():
     """The "Requests a cluster broker sends" rows are the ranges the cluster code asks its
     peers for, each within what a cluster broker serves, under Kafka's names."""
-    from kqlite.cluster import node
+    from kqlite.cluster import in_process, node
     from kqlite.cluster.controller import requests
-    from kqlite.cluster.coordinators import txn_markers, txn_verification
+    from kqlite.cluster.coordinators import relocation, txn_markers, txn_verification
     from kqlite.cluster.fetcher import task
     from kqlite.cluster.network import sasl
     from kqlite.protocol import ApiKey
@@ -70,6 +70,7 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
         (ApiKey.STOP_REPLICA, requests.STOP_REPLICA_VERSION),
         (ApiKey.UPDATE_METADATA, requests.UPDATE_METADATA_VERSION))}
     assert {k: sent[k] for k in controller_sends} == controller_sends
+    assert sent[ApiKey.PRODUCE] == in_process._PRODUCE_VERSIONS == relocation._PRODUCE_VERSIONS
     assert sent[ApiKey.FETCH] == task.FOLLOWER_FETCH_VERSIONS
     assert sent[ApiKey.LIST_OFFSETS] == task._LIST_OFFSETS_VERSIONS
     assert sent[ApiKey.CONTROLLED_SHUTDOWN] == node._CONTROLLED_SHUTDOWN_VERSIONS
@@ -77,7 +78,7 @@ def test_sent_table_matches_the_versions_the_cluster_sends():
     assert sent[ApiKey.SASL_AUTHENTICATE] == sasl.AUTHENTICATE_VERSIONS
     assert sent[ApiKey.ADD_PARTITIONS_TO_TXN] == txn_verification._VERSIONS
     assert sent[ApiKey.WRITE_TXN_MARKERS] == txn_markers._VERSIONS
-    assert set(sent) == {ApiKey.FETCH, ApiKey.LIST_OFFSETS, *controller_sends,
+    assert set(sent) == {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, *controller_sends,
                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.SASL_HANDSHAKE,
                          ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_PARTITION,
                          ApiKey.ADD_PARTITIONS_TO_TXN, ApiKey.WRITE_TXN_MARKERS}

@@ -1,7 +1,9 @@
 """A Fetch over many partitions of this broker reads them all in one storage-thread call
 (replica_manager.py's ``_read_in_order``), with the rules of one call per partition: request
 order, the first partition with data returning a batch whatever ``max_bytes`` says and the
-later ones only what still fits, every region counted against the budget and given back."""
+later ones only what still fits, every region counted against the budget and given back.
+A follower's Fetch is first announced to each of its partitions (follower_fetch_arrived,
+where a cluster leader hears the follower's position) before any is read."""
 
 import asyncio
 
@@ -146,3 +148,37 @@ def test_a_later_partition_whose_first_batch_does_not_fit_returns_nothing(tmp_pa
         db.create_topic("t", 3)
         asyncio.run(main(db))
     assert seen == [len(small), 0, len(small)]
+
+
+def test_each_partition_hears_a_follower_fetch_before_any_partition_is_read(tmp_path):
+    async def main(db):
+        io = StorageExecutor(2)
+        replicas = ReplicaManager(db, io)
+        events = []
+        try:
+            for p in range(3):
+                partition = await replicas.get("t", p)
+                partition.follower_fetch_arrived = (
+                    lambda offset, replica, *rest, p=p: events.append(("heard", p, offset,
+                                                                       replica)))
+                storage_read = partition.read_in_storage
+                partition.read_in_storage = (
+                    lambda *args, p=p, read=storage_read, **kwargs: events.append(("read", p))
+                    or read(*args, **kwargs))
+            results = await replicas.fetch_messages(
+                [FetchPartition("t", p, 0, 1 << 20) for p in range(3)], max_bytes=1 << 20,
+                min_bytes=0, max_wait_ms=0, replica_id=1)
+            for r in results:
+                r.release()
+            assert events == [("heard", p, 0, 1) for p in range(3)] + [
+                ("read", p) for p in range(3)]
+            events.clear()
+            await replicas.fetch_messages([FetchPartition("t", 0, 0, 1 << 20)],
+                                          max_bytes=1 << 20, min_bytes=0, max_wait_ms=0)
+            assert events == [("read", 0)]       # a consumer's fetch is no follower's
+        finally:
+            io.shutdown()
+
+    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
+        db.create_topic("t", 3)
+        asyncio.run(main(db))

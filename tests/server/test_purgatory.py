@@ -350,3 +350,44 @@ def test_a_waiting_fetch_answers_when_its_topic_is_deleted(manager):
         finally:
             await replicas.stop()
     asyncio.run(main())
+
+
+# -- watch(): a callback instead of a waiting coroutine (the in-process append's) ------------
+
+def test_a_watched_operation_that_can_complete_now_calls_back_at_once():
+    async def main():
+        purgatory, called = Purgatory("produce"), []
+        purgatory.watch(Flag(FOREVER_MS, ready=True), [("t", 0)], called.append)
+        assert called == [True] and len(purgatory) == 0
+    asyncio.run(main())
+
+
+def test_a_watched_operation_calls_back_inside_the_check_that_completes_it():
+    async def main():
+        purgatory, called = Purgatory("produce"), []
+        op = Flag(FOREVER_MS)
+        purgatory.watch(op, [("t", 0), ("t", 1)], called.append)
+        assert called == [] and len(purgatory) == 1
+        op.ready = True
+        assert purgatory.check_and_complete(("t", 0)) == 1
+        # No loop iteration between the check and the callback; unwatched under both keys.
+        assert called == [True] and purgatory.watched_keys() == []
+        assert purgatory.check_and_complete(("t", 1)) == 0 and called == [True]
+    asyncio.run(main())
+
+
+def test_a_watched_operation_calls_back_when_its_timeout_passes():
+    async def main():
+        purgatory, called = Purgatory("produce"), []
+        op = Flag(10)
+        purgatory.watch(op, [("t", 0)], called.append)
+        await asyncio.sleep(0.05)
+        assert called == [False] and op.expired and op.expirations == 1
+        assert len(purgatory) == 0
+        purgatory.watch(Flag(0), [("t", 0)], called.append)
+        assert called == [False, False]
+        stopping = Flag(FOREVER_MS)
+        purgatory.watch(stopping, [("t", 0)], called.append)
+        purgatory.expire_all()
+        assert called == [False, False, False] and len(purgatory) == 0
+    asyncio.run(main())

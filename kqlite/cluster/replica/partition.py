@@ -48,7 +48,16 @@ event loop's hops: :meth:`append_in_process` admits the append under ``_admissio
 thread lock the role changes take too, so an admitted append is one ``_quiesce`` waits
 for and a refused one never starts), writes it in the application's own thread (a
 storage call like any other: the event loop still never waits on disk) and hands only
-the positions and the acks wait to the loop.
+the positions and the acks wait to the loop, where the acks=-1 wait is a callback in the
+delayed-produce purgatory (Purgatory.watch): the check that sees the HW pass the records
+answers the application's thread, with no task to resume in between.
+
+A follower's Fetch is heard by every partition it names as it arrives
+(:meth:`follower_fetch_arrived`, called by the replica manager before any partition of
+the request is read), so the HW of the request's last partition does not wait for the
+storage reads of the ones before it; and the reads themselves are gathered into one
+storage-thread call per Fetch, as a single broker's are (``gathers_reads``: the leader's
+work around each read, before and after, is :meth:`read`'s own).
 
 Storage stays off the event loop (every log operation runs in a storage thread on a
 leased log), and so does the HW: each lease first pins the log's HW at the value the
@@ -58,7 +67,6 @@ follow the log end.
 
 import asyncio
 import contextlib
-import functools
 import logging
 import threading
 
@@ -357,51 +365,91 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         return True
 
     def _landed_in_process(self, result, positions, acks, timeout_ms, answer):
+        # The answer is set from the purgatory's check that sees the HW pass the records:
+        # the application's thread wakes in the loop iteration that moved the HW.
         self._append_landed(None)
         self.observe(positions)
-        if acks != -1 or result.error_code:
-            answer.set_result(result)
-            return
-        waiting = asyncio.ensure_future(self.await_acks(result, acks, timeout_ms))
-        waiting.add_done_callback(functools.partial(_answer_from, answer))
+        self.watch_acks(result, acks, timeout_ms, answer.set_result)
 
     # -- Fetch ------------------------------------------------------------------------------
 
-    gathers_reads = False     # a leader's read tracks the follower around the storage call
+    # The replica manager gathers the reads of a Fetch into one storage-thread call; the
+    # leader's work around each (epochs, the follower heard) is the same as :meth:`read`'s.
+    gathers_reads = True
 
     async def read(self, offset, max_bytes, *, isolation=Isolation.HIGH_WATERMARK,
                    replica_id=CONSUMER_REPLICA_ID, current_leader_epoch=-1, zero_copy=True,
                    last_fetched_epoch=-1, follower_log_start_offset=-1):
-        code = self.check_leader_epoch(current_leader_epoch)
+        code, before = self._before_read(offset, replica_id, current_leader_epoch,
+                                         last_fetched_epoch, follower_log_start_offset)
         if code:
             return ReadResult(code)
+        result = await self._io.run(self._read_checked, offset, max_bytes, isolation,
+                                    last_fetched_epoch, zero_copy, on_abandon=ReadResult.release)
+        self._after_read(result, offset, replica_id, follower_log_start_offset, before)
+        return result
+
+    def before_gathered_read(self, fetch, replica_id):
+        return self._before_read(fetch.fetch_offset, replica_id, fetch.current_leader_epoch,
+                                 fetch.last_fetched_epoch, fetch.log_start_offset)
+
+    def after_gathered_read(self, result, fetch, replica_id, before):
+        self._after_read(result, fetch.fetch_offset, replica_id, fetch.log_start_offset,
+                         before)
+
+    def _before_read(self, offset, replica_id, current_leader_epoch, last_fetched_epoch,
+                     follower_log_start_offset):
+        """On the loop, before a read's storage call: ``(error code refusing it, (the
+        leader state read under, whether the follower was heard already))``."""
+        code = self.check_leader_epoch(current_leader_epoch)
+        if code:
+            return code, None
         ls = self._role.leader_state
         if ls is None:
-            return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         heard = False
         if replica_id >= 0:
             code = ls.check_follower_fetch(replica_id, current_leader_epoch)
             if code:
-                return ReadResult(code)
-            heard = (last_fetched_epoch == ls.leader_epoch
-                     and self.log_start_offset <= offset <= self.log_end_offset)
-            if heard:
-                # The follower's last batch is of this leadership, so its log cannot
-                # diverge from ours, and the offset is in range: its position counts
-                # before the read, and the HW an acks=all produce waits for moves
-                # without waiting for a storage thread.
-                self.leader_role.follower_fetched(ls, replica_id, offset,
-                                                  follower_log_start_offset, None,
-                                                  leader_end_offset=self.log_end_offset)
-        result = await self._io.run(self._read_checked, offset, max_bytes, isolation,
-                                    last_fetched_epoch, zero_copy, on_abandon=ReadResult.release)
+                return code, None
+            heard = self._hear_follower(ls, offset, replica_id, last_fetched_epoch,
+                                        follower_log_start_offset)
+        return ErrorCode.NONE, (ls, heard)
+
+    def _after_read(self, result, offset, replica_id, follower_log_start_offset, before):
+        """On the loop, after a read's storage call: its positions observed, and a
+        follower's fetch told to the leader state it was read under."""
+        ls, heard = before
         if result.log_end_offset >= 0:
             self.observe(result.offsets())
         if (replica_id >= 0 and result.error_code == ErrorCode.NONE
                 and result.diverging_epoch is None):
             self.leader_role.follower_fetched(ls, replica_id, offset, follower_log_start_offset,
                                               result, heard=heard)
-        return result
+
+    def follower_fetch_arrived(self, offset, replica_id, current_leader_epoch,
+                               last_fetched_epoch, follower_log_start_offset):
+        """The replica manager's call for each partition of a follower's Fetch before
+        any is read: the follower is heard here as :meth:`read` would hear it (hearing it
+        again there changes nothing)."""
+        ls = self._role.leader_state
+        if ls is not None and self.check_leader_epoch(current_leader_epoch) == 0 \
+                and ls.check_follower_fetch(replica_id, current_leader_epoch) == 0:
+            self._hear_follower(ls, offset, replica_id, last_fetched_epoch,
+                                follower_log_start_offset)
+
+    def _hear_follower(self, ls, offset, replica_id, last_fetched_epoch,
+                       follower_log_start_offset):
+        """Whether the follower's fetch at ``offset`` was heard before its read: when its
+        last batch is of this leadership, its log cannot diverge from ours, and with the
+        offset in range its position counts now, and the HW an acks=all produce waits
+        for moves without waiting for a storage thread."""
+        if last_fetched_epoch != ls.leader_epoch or \
+                not self.log_start_offset <= offset <= self.log_end_offset:
+            return False
+        self.leader_role.follower_fetched(ls, replica_id, offset, follower_log_start_offset,
+                                          None, leader_end_offset=self.log_end_offset)
+        return True
 
     def fetch_position(self, isolation):
         """Partition's position for a delayed fetch (event loop, no I/O); (-1, -1) when
@@ -621,11 +669,3 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                                              self.index, start, end)
         return max(start, min(hw, end))
 
-
-def _answer_from(answer, task):
-    if task.cancelled():
-        answer.set_exception(asyncio.CancelledError())
-    elif task.exception() is not None:
-        answer.set_exception(task.exception())
-    else:
-        answer.set_result(task.result())
