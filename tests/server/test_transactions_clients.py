@@ -418,3 +418,36 @@ def test_a_transaction_open_past_its_timeout_is_aborted_by_the_broker(broker, cl
     assert sorted(client.read(topic, 2, True, 2)) == ["after-0", "after-1"]
     assert sorted(client.read(topic, 2, False, 3)) == ["abandoned", "after-0", "after-1"]
     assert client.commit_fails(handle)
+
+
+FETCH_WAIT_MS = 5000
+
+
+def test_a_waiting_read_committed_fetch_is_answered_when_the_commit_lands(broker):
+    """A read_committed consumer whose fetch waits in the broker (fetch.wait.max.ms far
+    above the test's bound) gets a transaction's records once it commits: the marker
+    moving the last stable offset answers the waiting fetch (Kafka's DelayedFetch), not
+    its timeout. The bound is a generous fraction of the wait, not a latency."""
+    ck = pytest.importorskip("confluent_kafka")
+    topic = create_topic(broker, unique("txn-wake"), 1)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("wake"),
+                     "isolation.level": "read_committed", "enable.auto.commit": False,
+                     "fetch.wait.max.ms": FETCH_WAIT_MS})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    p = Confluent(broker).producer(unique("wake"))
+    try:
+        for round_ in range(2):
+            p.begin_transaction()
+            p.produce(topic, f"r{round_}".encode(), partition=0)
+            p.flush(30)
+            assert c.poll(0.5) is None        # uncommitted: the consumer's fetch waits
+            p.commit_transaction(30)
+            committed = time.monotonic()
+            message = None
+            while message is None and time.monotonic() - committed < FETCH_WAIT_MS / 1000:
+                message = c.poll(0.1)
+            assert message is not None and message.error() is None
+            assert message.value() == f"r{round_}".encode()
+            assert time.monotonic() - committed < FETCH_WAIT_MS / 2000
+    finally:
+        c.close()
