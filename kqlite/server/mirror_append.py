@@ -41,8 +41,9 @@ CRC-32C, which covers the attributes onward, and Kafka's leader stamps it on eve
 it appends. On one broker, which has no followers and no leader changes, the mirrored
 batches keep the source's epochs (``leader_epoch`` None): the log is the source's, every
 byte; the partition then leads with the largest epoch copied (LocalPartition), so the
-batches it stamps itself once the topic is promoted never carry a lower one. A cluster's partition leader passes its own epoch (``leader_epoch``), which storage
-stamps on every mirrored batch as it stamps a producer's: the epoch cache, the followers'
+batches it stamps itself once the topic is promoted never carry a lower one. A
+cluster's partition leader passes its own epoch (``leader_epoch``), which storage stamps
+on every mirrored batch as it stamps a producer's: the epoch cache, the followers'
 truncation (OffsetsForLeaderEpoch, DivergingEpoch) and KIP-101's rules then see only the
 target's epochs, which grow with each target leader change as they must, instead of the
 source's, which say nothing of the target's leaderships and could go backwards across

@@ -20,8 +20,8 @@ the replicas) and the HighWatermarkPin (high_watermark.py: the HW storage must k
   A transaction is stable only once the HW passes its marker, which storage learns when
   the new HW is pinned: the positions that pin reads are observed too, so a
   read_committed fetch waiting here wakes when the marker's HW advance moves the last
-  stable offset (Kafka's DelayedFetch, which compares the LSO for read_committed). ISR changes go to the controller from the leader
-  role (leader_role.py).
+  stable offset (Kafka's DelayedFetch, which compares the LSO for read_committed). ISR
+  changes go to the controller from the leader role (leader_role.py).
 - An offset-preserving mirror's append (``append_as_mirror``, kqlite/server/mirror_append.py)
   is a leader append like a produce: admitted as an ``acks=-1`` one, the batches keep
   their offsets, producer ids, sequences and CRCs and take the leader's epoch, the
