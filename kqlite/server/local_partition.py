@@ -6,7 +6,10 @@ once appended); the last stable offset is storage's (the high watermark, until k
 has transactions). The leader epoch is the one the partition's leader-epoch cache last
 recorded (0 for a new partition): a data dir that once belonged to a replicated cluster
 keeps its epochs monotonic. Every batch the broker appends is stamped with that epoch
-(``Log.append_as_leader(..., leader_epoch=)``), which also records it in the cache.
+(``Log.append_as_leader(..., leader_epoch=)``), which also records it in the cache. A
+mirror topic's batches keep the source's epochs (mirror_append.py), and the partition's
+epoch rises to the largest one copied, so that the cache never goes back once the topic
+is promoted and this broker stamps its own.
 
 The object holds no ``Log``: each storage operation leases the partition's log from
 the Database for its duration, inside a storage thread (storage_io.py), so a broker
@@ -242,21 +245,30 @@ class LocalPartition(Partition):
 
     async def append_as_mirror(self, records, *, timeout_ms):
         # One broker: every append is committed as it lands (acks=-1 waits for nothing).
-        result, positions = await self._io.run(self._append_mirrored, records)
+        copied = []
+        result, positions = await self._io.run(self._append_mirrored, records, None, copied)
         self.observe(positions)
+        # KIP-1279's invariant: the partition's epoch at or above every epoch its mirrored
+        # batches carry (they keep the source's here), so the batches this broker stamps
+        # once the topic is promoted never go below them in the leader-epoch cache.
+        if copied and copied[0] > self._leader_epoch:
+            self._leader_epoch = copied[0]
         return result
 
     # The allocator mirrored producer ids are reserved in: the data dir's on one broker.
     def _mirror_producer_ids(self):
         return self._db.producer_ids
 
-    def _append_mirrored(self, records, leader_epoch=None):
+    def _append_mirrored(self, records, leader_epoch=None, copied=None):
         """A mirror's batches at their own offsets, in a storage thread (mirror_append.py:
         ``leader_epoch`` None keeps theirs, else it is stamped); as
-        :meth:`_append_as_leader` returns."""
+        :meth:`_append_as_leader` returns. ``copied``, a list, receives the latest epoch
+        of the leader-epoch cache after the append."""
         def append(log):
             first, last, count = append_mirrored(log, records, self.topic,
                                                  self._mirror_producer_ids(), leader_epoch)
+            if copied is not None:
+                copied.append(log.epochs.latest_epoch)
             return _MarkerAppended(first, last, count)
         return self._append_with(append, len(records), "mirror into")
 

@@ -40,15 +40,17 @@ The leader-epoch rule. A batch's partitionLeaderEpoch (bytes 12-15) lies outside
 CRC-32C, which covers the attributes onward, and Kafka's leader stamps it on every batch
 it appends. On one broker, which has no followers and no leader changes, the mirrored
 batches keep the source's epochs (``leader_epoch`` None): the log is the source's, every
-byte. A cluster's partition leader passes its own epoch (``leader_epoch``), which storage
-stamps on every mirrored batch as it stamps a producer's: the epoch cache, the followers'
+byte; the partition then leads with the largest epoch copied (LocalPartition), so the
+batches it stamps itself once the topic is promoted never carry a lower one. A
+cluster's partition leader passes its own epoch (``leader_epoch``), which storage stamps
+on every mirrored batch as it stamps a producer's: the epoch cache, the followers'
 truncation (OffsetsForLeaderEpoch, DivergingEpoch) and KIP-101's rules then see only the
 target's epochs, which grow with each target leader change as they must, instead of the
 source's, which say nothing of the target's leaderships and could go backwards across
 two of them. KIP-1279's invariant -- the target partition's epoch at or above every epoch
 its mirrored batches carry, so that the epoch cache only grows and a truncation never
-keeps a batch of a later epoch -- holds by construction: a cluster's log never holds a
-source epoch.
+keeps a batch of a later epoch -- holds by construction in a cluster, whose log never
+holds a source epoch, and on one broker by the raised epoch.
 What differs from the source's bytes is those four bytes of each batch, nothing else.
 
 Which wire request carries a mirror append. Kafka has no request that pushes batches into

@@ -1,5 +1,6 @@
 """What a mirror topic refuses besides producers: DeleteRecords, CreatePartitions and
-config changes from anyone but its mirror, on one broker and in a cluster alike.
+config changes from anyone but its mirror, and transactions, on one broker and in a
+cluster alike.
 
 Theory of operation. A mirror topic (``kqlite.mirror.source`` set, mirror_append.py) is
 the source's log at the source's offsets; only its mirror may move it. Three admin
@@ -36,16 +37,36 @@ say something false: TOPIC_AUTHORIZATION_FAILED (the principal may alter the top
 topic's state forbids it), INVALID_REQUEST (the request is well formed; the producer's
 refusal uses it only because Produce has no policy code its clients treat as fatal),
 INVALID_PARTITIONS (the count is valid) and INVALID_CONFIG (the values are valid).
+
+Transactions. A transaction's partitions get its coordinator's COMMIT or ABORT marker, an
+offset of their own: a mirror topic added to a transaction would take one, its log end
+would pass the source's, and the mirror's next batch (at the source's offset, now below
+the log end) would be refused for ever. So AddPartitionsToTxn refuses a mirror topic's
+partitions (:func:`transaction_refusals`), from a producer (v0-3) and from a partition
+leader adding or verifying them (v4+; in a cluster the leader's own verification asks
+the same, kqlite/cluster/coordinators/txn_verification.py), whoever asks: not even the
+mirror writes transactions into its topic. The code is the producer refusal's,
+INVALID_REQUEST (mirror_append.py), so a transactional producer is told what a plain one
+is. Kafka itself answers a partition a transactional producer may not write
+TOPIC_AUTHORIZATION_FAILED (no WRITE, or an internal topic); that would say the
+principal lacks an ACL it may well hold, as above. Both codes make the transaction
+abortable in the clients (the Java producer's "Could not add partitions to transaction
+due to errors", librdkafka's abortable error), never retried and never fatal to the
+producer: it aborts, and its other topics are untouched. As Kafka answers any refused
+partition, the request's other partitions are OPERATION_NOT_ATTEMPTED. TxnOffsetCommit
+names a mirror topic only as the topic its group read, which is allowed: its marker goes
+to ``__consumer_offsets``.
 """
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownTopicError
 from ..protocol import ErrorCode
 from ..protocol.acl import CLUSTER, AclOperation
 from ..protocol.mirror_topics import MIRROR_CLIENT_ID, MIRROR_SOURCE
 from ..storage.config import LogConfig
 from .partition import PartitionError
 
-__all__ = ["is_mirror_client", "refuse_admin", "config_change_refusal"]
+__all__ = ["is_mirror_client", "refuse_admin", "config_change_refusal",
+           "transaction_refusals"]
 
 
 def is_mirror_client(authorizer, context):
@@ -84,3 +105,24 @@ def config_change_refusal(topic, overrides, new):
     return (ErrorCode.POLICY_VIOLATION,
             f"topic {topic} is a read-only mirror of {source}: its configs change only "
             f"by removing {MIRROR_SOURCE} (kqlite mirror promote {topic})")
+
+
+async def transaction_refusals(replicas, names):
+    """``{topic: error code}`` for the topics among ``names`` no transaction may take (the
+    module docstring): a mirror topic INVALID_REQUEST; a topic whose config cannot be
+    read now, its lookup's code (retried, never added unchecked). ``replicas``: the
+    broker's replica manager, whose ``topic_config`` reads the config as the request is
+    served (ZooKeeper's in a cluster). A topic that does not exist is left to the
+    request's own check."""
+    refused = {}
+    for name in dict.fromkeys(names):
+        try:
+            _overrides, config = await replicas.topic_config(name)
+        except UnknownTopicError:
+            continue
+        except PartitionError as exc:
+            refused[name] = exc.error_code
+            continue
+        if config.get(MIRROR_SOURCE, ""):
+            refused[name] = ErrorCode.INVALID_REQUEST
+    return refused

@@ -25,7 +25,7 @@ from kqlite.server.purgatory import Purgatory
 from kqlite.server.replica_manager import FetchPartition, ReplicaManager
 from kqlite.server.request_context import RequestContext, Session
 from kqlite.server.storage_io import StorageExecutor
-from kqlite.storage import Isolation
+from kqlite.storage import NO_VERIFICATION, Isolation
 
 TOPIC = "t"
 LAG_MS = 10_000
@@ -772,4 +772,50 @@ def test_the_leaders_reads_stop_where_its_storage_stops_for_each_isolation(tmp_p
             assert (r.high_watermark, r.last_stable_offset, r.log_end_offset) == (2, 2, 5)
             assert leader.fetch_position(isolation) == (0, limit)
             assert (await leader.list_offset(-1, isolation=isolation))[0] == limit
+    run(tmp_path, 2, test)
+
+
+def test_a_read_committed_fetch_waits_for_the_markers_hw_advance_and_wakes_on_it(tmp_path):
+    """Kafka's DelayedFetch compares a read_committed fetch's last stable offset: on a
+    leader, an open transaction holds the LSO below a moving HW (the fetch keeps
+    waiting), and the commit is stable once the HW passes its marker, which wakes it."""
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        manager = serving(c.brokers[0])
+        leader = c[0]
+        txn = build_batch([b"t1", b"t2"], producer_id=7, producer_epoch=0, base_sequence=0,
+                          transactional=True)
+        assert (await leader.append(txn, acks=1, timeout_ms=0,
+                                    verification_guard=NO_VERIFICATION)).error_code == 0
+        await c.replicate(1)
+        await c.replicate(1)
+        await until(lambda: leader.high_watermark == 2, "the records' HW")
+        assert leader.last_stable_offset == 0         # the transaction is open
+        waiting = asyncio.ensure_future(manager.fetch_messages(
+            [FetchPartition(TOPIC, 0, 0, 1 << 20)], max_bytes=1 << 20, min_bytes=1,
+            max_wait_ms=FOREVER_MS, isolation=Isolation.COMMITTED, zero_copy=False))
+        await until(lambda: len(manager.delayed_fetch) == 1, "the fetch waiting")
+        reads = []
+        storage_read = leader._read_checked
+        leader._read_checked = lambda *a: reads.append(a) or storage_read(*a)
+        await c.produce(b"plain")                     # the HW moves, the LSO does not
+        await c.replicate(1)
+        await c.replicate(1)
+        await until(lambda: leader.high_watermark == 3, "the plain record's HW")
+        await settle()
+        assert not waiting.done() and leader.last_stable_offset == 0
+        # Woken by the HW move at most once (a read, then waiting again), never spinning.
+        assert len([a for a in reads if a[2] is Isolation.COMMITTED]) <= 1
+        marker = asyncio.ensure_future(leader.append_marker(7, 0, 0, True,
+                                                            timeout_ms=FOREVER_MS))
+        await until(lambda: leader.log_end_offset == 4, "the marker's append")
+        await settle()
+        assert not waiting.done()                     # not stable before the HW passes it
+        await c.replicate(1)
+        await c.replicate(1)
+        assert (await marker).error_code == 0
+        (result,) = await asyncio.wait_for(waiting, 60)
+        assert result.error_code == 0 and result.last_stable_offset == 4
+        assert values_of(result.records)[1][:3] == [b"t1", b"t2", b"plain"]   # and the marker
+        assert leader.last_stable_offset == 4
     run(tmp_path, 2, test)

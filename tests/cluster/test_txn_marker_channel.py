@@ -18,7 +18,9 @@ from kqlite.cluster.network.peers import PeerConnections
 from kqlite.cluster.zookeeper.store import ZooKeeperError
 from kqlite.errors import UnknownTopicError
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.protocol.mirror_topics import MIRROR_SOURCE
 from kqlite.server.coordinator.txn.markers import TxnMarker
+from kqlite.server.partition import PartitionError
 
 E = ErrorCode
 
@@ -194,9 +196,25 @@ class Coordinator:
         return dict.fromkeys(partitions, E.NONE)
 
 
+class Replicas:
+    """The replica manager's topic configs: topic "m" a mirror topic, "down" one whose
+    config ZooKeeper cannot give now, any other an ordinary topic."""
+
+    def __init__(self):
+        self.asked = []
+
+    async def topic_config(self, name):
+        self.asked.append(name)
+        if name == "down":
+            raise PartitionError(E.UNKNOWN_SERVER_ERROR, "ZooKeeper unreachable")
+        if name == "gone":
+            raise UnknownTopicError(name)
+        return {}, {MIRROR_SOURCE: "source-a" if name == "m" else ""}
+
+
 def _verification(coordinator, answer):
     peers = Peers(answer)
-    broker = types.SimpleNamespace(transactions=coordinator, broker_id=1)
+    broker = types.SimpleNamespace(transactions=coordinator, broker_id=1, replicas=Replicas())
     return ClusterVerification(broker, peers), peers
 
 
@@ -251,6 +269,29 @@ def test_a_coordinator_placed_here_but_not_yet_elected_answers_itself():
     verification, peers = _verification(coordinator, None)
     asyncio.run(verification.verify("t", 5, 0, {("a", 0)}))
     assert coordinator.asked and peers.sent == []
+
+
+@pytest.mark.parametrize("owner", [E.NONE, E.NOT_COORDINATOR])
+def test_a_mirror_topics_partition_is_refused_before_any_coordinator_is_asked(owner):
+    """A mirror topic takes no transaction (kqlite/server/mirror_guard.py): the leader's
+    verification answers INVALID_REQUEST for its partition and OPERATION_NOT_ATTEMPTED
+    for the others, as AddPartitionsToTxn does, whether the coordinator is here or not."""
+    coordinator = Coordinator(owner)
+    verification, peers = _verification(
+        coordinator, lambda _b, _body: _verified("t", 5, 0, {0: E.NONE}))
+    assert asyncio.run(verification.verify("t", 5, 0, {("m", 0), ("a", 0)})) == \
+        {("m", 0): E.INVALID_REQUEST, ("a", 0): E.OPERATION_NOT_ATTEMPTED}
+    assert coordinator.asked == [] and peers.sent == []
+
+
+def test_a_partition_whose_topic_config_cannot_be_read_is_not_verified():
+    coordinator = Coordinator(E.NONE)
+    verification, _peers = _verification(coordinator, None)
+    assert asyncio.run(verification.verify("t", 5, 0, {("down", 0)})) == \
+        {("down", 0): E.UNKNOWN_SERVER_ERROR}
+    assert coordinator.asked == []
+    # A topic gone is left to the coordinator (it is in no transaction any more).
+    assert asyncio.run(verification.verify("t", 5, 0, {("gone", 0)})) == {("gone", 0): E.NONE}
 
 
 def test_an_unreachable_coordinator_is_network_exception():

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from broker_thread import BrokerThread  # noqa: E402
 from principals import PrincipalClient, Principals  # noqa: E402
 
-from kqlite.format.batch import build_batch  # noqa: E402
+from kqlite.format.batch import build_batch, parse_header  # noqa: E402
 from kqlite.protocol import ApiKey, ErrorCode  # noqa: E402
 from kqlite.protocol.acl import AclOperation as Op  # noqa: E402
 from kqlite.protocol.acl import AclPermissionType as Perm  # noqa: E402
@@ -174,6 +174,52 @@ def test_the_mark_is_spelt_the_same_by_storage_and_the_wire():
     from kqlite.storage import config_rules
     assert config_rules.MIRROR_SOURCE == mirror_topics.MIRROR_SOURCE
     assert set(config_rules.MIRROR_RULES) == {mirror_topics.MIRROR_SOURCE}
+
+
+def _promote(admin, topic):
+    answer = admin.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": topic, "configs": [
+            {"name": MIRROR_SOURCE, "config_operation": 1, "value": None}]}],
+        "validate_only": False})
+    assert answer["responses"][0]["error_code"] == ErrorCode.NONE, answer
+
+
+def _epoch_end(client, topic, epoch):
+    answer = client.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, {"replica_id": -1, "topics": [
+        {"topic": topic, "partitions": [{"partition": 0, "leader_epoch": epoch,
+                                         "current_leader_epoch": -1}]}]})
+    p = answer["topics"][0]["partitions"][0]
+    return p["error_code"], p["leader_epoch"], p["end_offset"]
+
+
+def _batch_epochs(broker, topic):
+    data, _ = log_bytes(broker, topic)
+    epochs, pos = [], 0
+    while pos < len(data):
+        header = parse_header(data, pos)
+        epochs.append(header.partition_leader_epoch)
+        pos += header.size
+    return epochs
+
+
+def test_a_promoted_single_broker_mirror_never_stamps_an_epoch_below_the_copied_ones(served):
+    """KIP-1279's invariant on one broker: the mirrored batches keep the source's epochs
+    (3, then 4), and after the promotion a producer's batch carries the largest one, not
+    the broker's own 0; the leader-epoch cache only grows, and OffsetForLeaderEpoch gives
+    Kafka's LeaderEpochFileCache.endOffsetFor over it: the requested epoch below the first
+    known with that first epoch's start, a known one with the start of the next (the log
+    end for the latest), a later one UNDEFINED (-1, -1)."""
+    broker, admin, clients = served
+    assert mirror_append(clients[MIRROR], "m", batch(0, 3) + batch(3, 2, epoch=4))[0] == 0
+    _promote(admin, "m")
+    assert produce(clients[ALICE], "m", build_batch([b"x"], timestamp=T0))[:2] == \
+        (ErrorCode.NONE, 5)
+    epochs = _batch_epochs(broker, "m")
+    assert epochs == [3, 4, 4]
+    with broker.broker.replicas.db.leased_log("m", 0) as lg:
+        assert list(lg.epochs.entries) == [(3, 0), (4, 3)]
+    answers = {e: _epoch_end(clients[ALICE], "m", e) for e in (2, 3, 4, 5)}
+    assert answers == {2: (0, 2, 0), 3: (0, 3, 3), 4: (0, 4, 6), 5: (0, -1, -1)}
 
 
 def test_a_producer_id_copied_is_never_handed_out_after_promotion(served):

@@ -10,7 +10,7 @@ import kqlite
 from kqlite.format.batch import build_batch
 from kqlite.protocol import ErrorCode
 from kqlite.server.local_partition import LocalPartition
-from kqlite.storage import Isolation
+from kqlite.storage import NO_VERIFICATION, Isolation
 from kqlite.storage.isolation import read_limit
 from kqlite.server.purgatory import DelayedFetch, DelayedOperation, DelayedProduce, Purgatory
 from kqlite.server.replica_manager import FetchPartition, ReplicaManager
@@ -390,4 +390,41 @@ def test_a_watched_operation_calls_back_when_its_timeout_passes():
         purgatory.watch(stopping, [("t", 0)], called.append)
         purgatory.expire_all()
         assert called == [False, False, False] and len(purgatory) == 0
+    asyncio.run(main())
+
+
+def test_a_waiting_read_committed_fetch_is_answered_by_the_marker_not_the_records(manager):
+    """Kafka's DelayedFetch under read_committed: the transaction's records move the high
+    watermark but not the last stable offset, so the fetch keeps waiting; the commit
+    marker moves the LSO, which answers it (with the records, however long it may wait)."""
+    db, io = manager
+
+    async def main():
+        replicas = ReplicaManager(db, io)
+        replicas.start()
+        try:
+            mine = await replicas.get("t", 0)
+            txn = build_batch([b"t1", b"t2"], producer_id=7, producer_epoch=0,
+                              base_sequence=0, transactional=True)
+            assert (await mine.append(txn, acks=1, timeout_ms=0,
+                                      verification_guard=NO_VERIFICATION)).error_code == 0
+            waiting = asyncio.ensure_future(replicas.fetch_messages(
+                [FetchPartition("t", 0, 0, 1 << 20)], max_bytes=1 << 20, min_bytes=1,
+                max_wait_ms=FOREVER_MS, isolation=Isolation.COMMITTED, zero_copy=False))
+            while not replicas.delayed_fetch.watched_keys():
+                await asyncio.sleep(0.001)
+            (op,) = replicas.delayed_fetch._watchers[("t", 0)]
+            more = build_batch([b"t3"], producer_id=7, producer_epoch=0, base_sequence=2,
+                               transactional=True)
+            assert (await mine.append(more, acks=1, timeout_ms=0)).error_code == 0
+            await settle()
+            assert (mine.high_watermark, mine.last_stable_offset) == (3, 0)
+            assert not waiting.done() and not op.done
+            assert (await mine.append_marker(7, 0, 0, True, timeout_ms=0)).error_code == 0
+            (result,) = await asyncio.wait_for(waiting, 30)
+            assert op.completed and not op.expired      # the LSO's move, not the timeout
+            assert result.error_code == 0 and result.last_stable_offset == 4
+            assert result.size > 0 and result.aborted_transactions == []
+        finally:
+            await replicas.stop()
     asyncio.run(main())

@@ -18,6 +18,7 @@ from broker_thread import BrokerThread
 from kqlite.format.batch import build_batch
 from kqlite.format.internal_topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.protocol.mirror_topics import MIRROR_SOURCE
 
 E = ErrorCode
 TOPIC = "txn-apis"
@@ -144,6 +145,34 @@ def test_verify_only_answers_per_transaction_and_logs_nothing(client):
     assert results == {txn: {(TOPIC, 0): E.NONE, (TOPIC, 1): E.TRANSACTION_ABORTABLE},
                        other: {(TOPIC, 2): E.INVALID_PRODUCER_ID_MAPPING}}
     assert describe(client, txn)["topics"] == [{"topic": TOPIC, "partitions": [0]}]
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 5])
+def test_add_partitions_refuses_a_mirror_topic_in_every_version(served, client, version):
+    """A mirror topic takes no transaction (kqlite/server/mirror_guard.py): its partitions
+    answer INVALID_REQUEST, the producer refusal's code, the others
+    OPERATION_NOT_ATTEMPTED, from a producer (v0-3) and from a partition leader adding or
+    verifying (v4+); nothing joins the transaction."""
+    broker, _ = served
+    mirror = f"txn-apis-mirror-{version}"
+    broker.broker.db.create_topic(mirror, 1, config={MIRROR_SOURCE: "source-a"})
+    txn = fresh()
+    _, pid, epoch = init(client, txn)
+    topics = {TOPIC: [0], mirror: [0]}
+    expected = {(TOPIC, 0): E.OPERATION_NOT_ATTEMPTED, (mirror, 0): E.INVALID_REQUEST}
+    if version < 4:
+        assert add(client, txn, pid, epoch, topics, version=version) == expected
+    else:
+        for verify_only in (False, True):
+            answer = client.call(ApiKey.ADD_PARTITIONS_TO_TXN, version, {"transactions": [
+                {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch,
+                 "verify_only": verify_only, "topics": [
+                     {"name": t, "partitions": ps} for t, ps in topics.items()]}]})
+            (result,) = answer["results_by_transaction"]
+            assert {(t["name"], p["partition_index"]): p["partition_error_code"]
+                    for t in result["topic_results"]
+                    for p in t["results_by_partition"]} == expected
+    assert describe(client, txn)["transaction_state"] == "Empty"
 
 
 def test_add_offsets_adds_the_groups_offsets_partition(served, client):

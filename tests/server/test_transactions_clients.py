@@ -25,6 +25,7 @@ import pytest
 from broker_process import BrokerProcess, RawClient, unique
 
 from kqlite.protocol import ApiKey, ErrorCode
+from kqlite.protocol.mirror_topics import MIRROR_SOURCE
 
 ABORT_CHECK_MS = 200
 IDLE = 0.5           # seconds a consumer keeps polling after it has what it expects
@@ -418,3 +419,78 @@ def test_a_transaction_open_past_its_timeout_is_aborted_by_the_broker(broker, cl
     assert sorted(client.read(topic, 2, True, 2)) == ["after-0", "after-1"]
     assert sorted(client.read(topic, 2, False, 3)) == ["abandoned", "after-0", "after-1"]
     assert client.commit_fails(handle)
+
+
+FETCH_WAIT_MS = 5000
+
+
+def test_a_waiting_read_committed_fetch_is_answered_when_the_commit_lands(broker):
+    """A read_committed consumer whose fetch waits in the broker (fetch.wait.max.ms far
+    above the test's bound) gets a transaction's records once it commits: the marker
+    moving the last stable offset answers the waiting fetch (Kafka's DelayedFetch), not
+    its timeout. The bound is a generous fraction of the wait, not a latency."""
+    ck = pytest.importorskip("confluent_kafka")
+    topic = create_topic(broker, unique("txn-wake"), 1)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("wake"),
+                     "isolation.level": "read_committed", "enable.auto.commit": False,
+                     "fetch.wait.max.ms": FETCH_WAIT_MS})
+    c.assign([ck.TopicPartition(topic, 0, 0)])
+    p = Confluent(broker).producer(unique("wake"))
+    try:
+        for round_ in range(2):
+            p.begin_transaction()
+            p.produce(topic, f"r{round_}".encode(), partition=0)
+            p.flush(30)
+            assert c.poll(0.5) is None        # uncommitted: the consumer's fetch waits
+            p.commit_transaction(30)
+            committed = time.monotonic()
+            message = None
+            while message is None and time.monotonic() - committed < FETCH_WAIT_MS / 1000:
+                message = c.poll(0.1)
+            assert message is not None and message.error() is None
+            assert message.value() == f"r{round_}".encode()
+            assert time.monotonic() - committed < FETCH_WAIT_MS / 2000
+    finally:
+        c.close()
+
+
+def test_a_mirror_topic_is_refused_to_a_transaction_and_never_takes_a_marker(broker):
+    """AddPartitionsToTxn refuses a mirror topic's partition (INVALID_REQUEST, the
+    producer refusal's code: kqlite/server/mirror_guard.py): the records are not
+    delivered, the commit fails with an abortable (not fatal) error, and no marker ever
+    moves the mirror topic's log end. librdkafka then sends EndTxn for a transaction that
+    has no partition, which Kafka's coordinator answers INVALID_TXN_STATE, fatal to that
+    producer (librdkafka issue 4849, against Kafka too); a new producer of the same id
+    goes on."""
+    ck = pytest.importorskip("confluent_kafka")
+    mirror, plain = unique("txn-mirror"), create_topic(broker, unique("txn-plain"), 1)
+    c = RawClient(broker)
+    answer = c.call(ApiKey.CREATE_TOPICS, 4, {"topics": [
+        {"name": mirror, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+         "configs": [{"name": MIRROR_SOURCE, "value": "source-a"}]}],
+        "timeout_ms": 10000, "validate_only": False})
+    assert answer["topics"][0]["error_code"] == ErrorCode.NONE
+    txn_id = unique("to-mirror")
+    p = Confluent(broker).producer(txn_id)
+    p.begin_transaction()
+    failures = []
+    p.produce(mirror, b"never", partition=0, on_delivery=lambda err, _m: failures.append(err))
+    p.flush(30)
+    with pytest.raises(ck.KafkaException) as refused:
+        p.commit_transaction(30)
+    error = refused.value.args[0]
+    assert error.txn_requires_abort() and not error.fatal(), error
+    assert failures and failures[0] is not None
+    try:
+        p.abort_transaction(30)
+    except ck.KafkaException as exc:          # librdkafka issue 4849 (see above)
+        assert exc.args[0].code() == ck.KafkaError.INVALID_TXN_STATE, exc
+    again = Confluent(broker).producer(txn_id)
+    again.begin_transaction()
+    again.produce(plain, b"after", partition=0)
+    again.commit_transaction(30)
+    assert Confluent(broker).read(plain, 1, True, 1) == ["after"]
+    ends = c.call(ApiKey.LIST_OFFSETS, 2, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": mirror, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    c.close()
+    assert ends["topics"][0]["partitions"][0]["offset"] == 0

@@ -5,6 +5,11 @@ transaction (Kafka's AddPartitionsToTxnManager).
 Theory of operation. :meth:`ClusterVerification.verify` answers, for the partitions of one
 verification:
 
+- a partition of a mirror topic, or any when one is: INVALID_REQUEST for the mirror
+  topic's (its config read from ZooKeeper as the verification is made), the others
+  OPERATION_NOT_ATTEMPTED, as AddPartitionsToTxn answers a refused partition
+  (kqlite/server/mirror_guard.py): no transaction may write to a mirror topic, and the
+  answer is the same whichever broker coordinates the id;
 - this broker leads the id's ``__transaction_state`` partition (it owns it or is loading
   it): its own coordinator answers (``verify_partitions``: NONE, its refusal, or
   COORDINATOR_LOAD_IN_PROGRESS while it loads);
@@ -29,6 +34,7 @@ import logging
 
 from ...protocol import ApiKey, ErrorCode
 from ...server.coordinator.txn.verification import Verification
+from ...server.mirror_guard import transaction_refusals
 from ..network.broker_client import BrokerClientError
 
 __all__ = ["ClusterVerification"]
@@ -50,6 +56,10 @@ class ClusterVerification(Verification):
         self.timeout_s = timeout_s
 
     async def verify(self, transactional_id, producer_id, producer_epoch, partitions):
+        refused = await transaction_refusals(self.broker.replicas,
+                                             sorted({topic for topic, _ in partitions}))
+        if refused:
+            return {tp: refused.get(tp[0], E.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         coordinator = self.broker.transactions
         runtime = coordinator.runtime
         if runtime.owner_error(transactional_id) != E.NOT_COORDINATOR:

@@ -15,9 +15,13 @@ the replicas) and the HighWatermarkPin (high_watermark.py: the HW storage must k
   else reads to the log end (its isolation, LOG_END, is the request's:
   ``storage.isolation.isolation_of``) and tells the leader role where the follower is.
   The HW moves only when the leader state says so, and the last stable offset with it
-  (``storage.isolation.last_stable_offset``); then the delayed produces and fetches
-  watching the partition are retried. ISR changes go to the controller from the leader
-  role (leader_role.py).
+  (``storage.isolation.last_stable_offset`` over the first unstable offset storage last
+  reported); then the delayed produces and fetches watching the partition are retried.
+  A transaction is stable only once the HW passes its marker, which storage learns when
+  the new HW is pinned: the positions that pin reads are observed too, so a
+  read_committed fetch waiting here wakes when the marker's HW advance moves the last
+  stable offset (Kafka's DelayedFetch, which compares the LSO for read_committed). ISR
+  changes go to the controller from the leader role (leader_role.py).
 - An offset-preserving mirror's append (``append_as_mirror``, kqlite/server/mirror_append.py)
   is a leader append like a produce: admitted as an ``acks=-1`` one, the batches keep
   their offsets, producer ids, sequences and CRCs and take the leader's epoch, the
@@ -121,6 +125,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         self._is_eligible = is_eligible
         self._role = RoleState(broker_id, leader_epoch)
         self._hw = HighWatermarkPin()
+        # The first unstable offset storage last reported below its HW (None: none there).
+        self._first_unstable = None
         self.leader_role = LeaderRole(
             self._role, self._hw, owner=self, clock=clock,
             min_insync_replicas=min_insync_replicas, alter_partition=alter_partition,
@@ -226,11 +232,15 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             yield log
 
     async def _pin_storage(self):
-        await self._io.run(self._pin_in_thread)
+        positions = await self._io.run(self._pin_in_thread)
+        if self._role.leader_state is not None:
+            self.observe(positions)
 
     def _pin_in_thread(self):
-        with self._lease():
-            pass
+        """Pin the held HW; the positions storage has under it (its last stable offset is
+        the one the new HW makes: a transaction whose marker it passed is stable now)."""
+        with self._lease() as log:
+            return self._positions(log)
 
     async def _run_on_log(self, action, fn, *args):
         return await self._io.run(self._storage_call, action, fn, *args)
@@ -238,8 +248,20 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     def _show_high_watermark(self, hw):
         """The leader role moved the HW: the delayed operations watching us are retried."""
         self.high_watermark = hw
-        self.last_stable_offset = last_stable_offset(hw)
+        self.last_stable_offset = last_stable_offset(hw, self._first_unstable)
         self._on_change(self)
+
+    def _stable_under(self, positions, hw):
+        """The last stable offset under the leader's ``hw``, learning the first unstable
+        offset from ``positions`` (storage's, under the HW it had pinned): storage's LSO
+        below its HW is that offset; equal to it, none is known below. A transaction
+        begun past storage's HW is then unknown until the next pin reads it (the fetches
+        woken meanwhile read again, as Kafka's do on any change)."""
+        if positions.last_stable_offset < positions.high_watermark:
+            self._first_unstable = positions.last_stable_offset
+        else:
+            self._first_unstable = None
+        return last_stable_offset(hw, self._first_unstable)
 
     def observe(self, positions):
         """Fold the positions a storage call saw (an OffsetSnapshot): the leader's only
@@ -259,7 +281,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         and end never go back."""
         hw = ls.high_watermark
         return OffsetSnapshot(max(positions.log_start_offset, self.log_start_offset),
-                              last_stable_offset(hw), hw,
+                              self._stable_under(positions, hw), hw,
                               max(positions.log_end_offset, self.log_end_offset))
 
     def _set_positions(self, positions):
@@ -570,7 +592,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                                      is_eligible=self._is_eligible)
                     hw = ls.high_watermark
                     self._set_positions(OffsetSnapshot(seen.log_start_offset,
-                                                       last_stable_offset(hw), hw, end))
+                                                       self._stable_under(seen, hw), hw, end))
                 else:
                     if leader_epoch > ls.leader_epoch:
                         self.leader_role.saw_end(end)

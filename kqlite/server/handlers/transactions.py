@@ -11,9 +11,11 @@ kqlite/server/coordinator/txn/), the group coordinator's committed offsets
   transactions, each maybe VerifyOnly); v4+ needs CLUSTER_ACTION (refused: the request's
   top-level CLUSTER_AUTHORIZATION_FAILED). For v0-3 the transactional id needs WRITE
   (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and each topic WRITE, an
-  internal topic never being writable this way. One refused or unknown partition fails
-  the whole transaction: those partitions answer TOPIC_AUTHORIZATION_FAILED /
-  UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED; otherwise the
+  internal topic never being writable this way. A mirror topic is refused in every
+  version (INVALID_REQUEST: kqlite/server/mirror_guard.py). One refused or unknown
+  partition fails the whole transaction: those partitions answer
+  TOPIC_AUTHORIZATION_FAILED / UNKNOWN_TOPIC_OR_PARTITION / INVALID_REQUEST and the
+  others OPERATION_NOT_ATTEMPTED; otherwise the
   coordinator's one answer goes to every partition. Below v2, PRODUCER_FENCED is answered
   INVALID_PRODUCER_EPOCH (clients older than KIP-588 know only that).
 - AddOffsetsToTxn: WRITE on the id, READ on the group, then AddPartitions of the group's
@@ -47,6 +49,7 @@ from ...protocol import ApiKey, ErrorCode
 from ...protocol.acl import CLUSTER, AclOperation, Resource, ResourceType
 from ..coordinator.group.events import TxnCommit
 from ..coordinator.txn.markers import TxnMarker, write_marker
+from ..mirror_guard import transaction_refusals
 from ..replica_manager import INTERNAL_TOPICS
 from .group_offsets import metadata_too_large, partitions_exist
 
@@ -112,6 +115,9 @@ async def _add_partitions_one(broker, context, version, transaction):
     exists = await partitions_exist(
         broker, [{"name": name, "partitions": partitions} for name, partitions in topics
                  if name in writable], index=None)
+    untransactable = await transaction_refusals(
+        broker.replicas, [name for name, partitions in topics if name in writable
+                          and any(exists[(name, i)] for i in partitions)])
     refused, wanted = {}, set()
     for name, partitions in topics:
         for index in partitions:
@@ -119,6 +125,8 @@ async def _add_partitions_one(broker, context, version, transaction):
                 refused[(name, index)] = E.TOPIC_AUTHORIZATION_FAILED
             elif not exists[(name, index)]:
                 refused[(name, index)] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif name in untransactable:
+                refused[(name, index)] = untransactable[name]
             else:
                 wanted.add((name, index))
     if refused:
