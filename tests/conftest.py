@@ -22,6 +22,8 @@ import os
 
 import pytest
 
+# ZooKeeper's server and chroots, for every suite that runs a cluster (lazy fixtures).
+pytest_plugins = ["zookeeper_fixtures"]
 
 
 def pytest_addoption(parser):

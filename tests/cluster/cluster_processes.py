@@ -68,6 +68,20 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
+def wait_accepting(port, proc, what, timeout=30):
+    """Wait until a child process ``proc`` (``what``, for the error) accepts connections on
+    the loopback ``port``: for children, such as tansu, whose log says nothing to wait on."""
+    def accepting():
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+    until(accepting, f"{what} listening on {port}", timeout, interval=0.05)
+
+
 def child_environment():
     """The environment of a kqlite child process (a broker, ``kqlite cluster up``, a tool):
     the C helpers whichever pass starts it, since cluster tests measure replication and
