@@ -32,9 +32,7 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def zk_hosts(zookeeper):
-    """A connect string with a fresh chroot, created beforehand."""
+def _fresh_chroot(zookeeper):
     chroot = f"/kqlite-test-{os.getpid()}-{next(_chroots)}"
     admin = _kazoo_client().KazooClient(hosts=zookeeper.connect_string)
     admin.start(timeout=15)
@@ -45,13 +43,27 @@ def zk_hosts(zookeeper):
 
 
 @pytest.fixture
+def zk_hosts(zookeeper):
+    """A connect string with a fresh chroot, created beforehand."""
+    return _fresh_chroot(zookeeper)
+
+
+@pytest.fixture(scope="module")
+def zk_module_hosts(zookeeper):
+    """A connect string with a chroot of the module's own, for a cluster its tests share."""
+    return _fresh_chroot(zookeeper)
+
+
+@pytest.fixture
 def zk_client(zk_hosts):
-    """A started kazoo client factory; every client is stopped at teardown."""
+    """A started kazoo client factory (of the test's chroot unless ``hosts`` names
+    another); every client is stopped at teardown."""
     kazoo_client = _kazoo_client()
     clients = []
 
     def make(**kwargs):
-        c = kazoo_client.KazooClient(hosts=zk_hosts, **kwargs)
+        kwargs.setdefault("hosts", zk_hosts)
+        c = kazoo_client.KazooClient(**kwargs)
         c.start(timeout=15)
         clients.append(c)
         return c

@@ -25,6 +25,10 @@ from kqlite.protocol.connection import decode_response, encode_request
 
 _LISTENING = re.compile(r"listening on 127\.0\.0\.\d+:(\d+)")
 WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
+# For a cluster whose tests SIGKILL a broker and wait for what follows its session's
+# expiry (new leaders, an ISR without it): half the default 6 s, as the fault harness
+# (ZooKeeperProcess's 500 ms tick allows down to 1 s).
+QUICK_EXPIRY = ("--zookeeper-session-timeout-ms", "3000")
 
 
 def until(predicate, what, timeout=WAIT, interval=0.1):
