@@ -15,7 +15,7 @@ retry finds it. The connection loss is injected by a kazoo client wrapper in fro
 active controller's ZooKeeper client, over a real ZooKeeper.
 """
 
-import asyncio
+import functools
 
 import pytest
 from kazoo.exceptions import ConnectionLoss
@@ -24,7 +24,7 @@ from kqlite.cluster.controller.role import ControllerEventError
 from kqlite.cluster.zookeeper import znodes as zn
 from kqlite.protocol import ApiKey, ErrorCode
 
-from test_controller import active, admin, brokers, run, until
+from test_controller import active, admin, ask_controller, brokers, run, until
 
 
 class LosingConnection:
@@ -59,8 +59,8 @@ class LosingConnection:
 
 def _scenario(zk_hosts, losses, check):
     """Brokers 1 and 2, topic t-0 on both with its ISR shrunk to the leader; ``losses``
-    commits of the controller then lose the connection and ``check(ask, store, ctrl,
-    proposal)`` asks for the expansion."""
+    commits of the controller then lose the connection and ``check(expand, store, ctrl)``
+    asks for the expansion (``expand()``: the leader's AlterPartition, sent again)."""
     async def scenario():
         async with brokers(zk_hosts, (1, 2)) as nodes:
             await until(lambda: len(active(nodes.values())) == 1)
@@ -68,13 +68,7 @@ def _scenario(zk_hosts, losses, check):
             client, store = admin(zk_hosts)
             store.create_topic("t", zn.TopicAssignment(None, {0: (1, 2)}), {})
             await until(lambda: store.partition_state("t", 0) is not None)
-            loop = asyncio.get_running_loop()
-
-            async def ask(kind, *args):
-                f = loop.create_future()
-                ctrl.controller.post(kind, *args, f)
-                return await asyncio.wait_for(f, 60)
-
+            ask = functools.partial(ask_controller, ctrl, timeout=60)
             epoch = ctrl.controller.context.broker_epoch(1)
             st = store.partition_state("t", 0)
             code, answers = await ask("alter_partition", 1, epoch,
