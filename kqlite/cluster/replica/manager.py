@@ -6,9 +6,10 @@ controller's LeaderAndIsr names this broker among its replicas. Handling one:
 
 1. any request, once the broker is stopping, is refused whole with
    BROKER_NOT_AVAILABLE (so is a LeaderAndIsr the stop began under, once its reads of
-   step 3 are done: the stop waits for it before closing the fetchers and partitions), one from an older controller (controller epoch below the
-   highest seen) with STALE_CONTROLLER_EPOCH, one addressed to an older incarnation of
-   this broker (broker epoch below ours, -1 meaning "no check") with STALE_BROKER_EPOCH;
+   step 3 are done: the stop waits for it before closing the fetchers and partitions),
+   one from an older controller (controller epoch below the highest seen) with
+   STALE_CONTROLLER_EPOCH, one addressed to an older incarnation of this broker (broker
+   epoch below ours, -1 meaning "no check") with STALE_BROKER_EPOCH;
 2. per partition, a leader epoch not above the one held is refused with
    STALE_CONTROLLER_EPOCH (as Kafka 3.9 in ZooKeeper mode), and a partition whose
    replicas do not include this broker with UNKNOWN_TOPIC_OR_PARTITION;
