@@ -22,6 +22,8 @@ import os
 
 import pytest
 
+# ZooKeeper's server and chroots, for every suite that runs a cluster (lazy fixtures).
+pytest_plugins = ["zookeeper_fixtures"]
 
 
 def pytest_addoption(parser):
@@ -61,6 +63,9 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_cli.py",
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_security.py",
                    f"{os.sep}tests{os.sep}cluster{os.sep}test_cluster_metrics.py",
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_requests_under_load.py",
+                   # In-process controllers over ZooKeeper: no C helper runs.
+                   f"{os.sep}tests{os.sep}cluster{os.sep}test_controller_zk_faults.py",
                    # Adoption: its brokers and tools run with the C helpers (adopt/brokers.py).
                    f"{os.sep}tests{os.sep}adopt{os.sep}")
 

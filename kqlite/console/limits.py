@@ -84,22 +84,22 @@ def partition(text: Optional[str]) -> int:
     return integer(text, "partition", _INT32)
 
 
-def count(text: Optional[str]) -> int:
+def _bounded(text: Optional[str], name: str, default: int, most: int, unit: str) -> int:
+    # An absent value takes its default; a given one is refused outside 1..most.
     if not text:
-        return DEFAULT_RECORDS
-    value = integer(text, "count")
-    if not 1 <= value <= MAX_RECORDS:
-        raise BadRequest(f"count is 1-{MAX_RECORDS}")
+        return default
+    value = integer(text, name)
+    if not 1 <= value <= most:
+        raise BadRequest(f"{name} is 1-{most}{unit}")
     return value
+
+
+def count(text: Optional[str]) -> int:
+    return _bounded(text, "count", DEFAULT_RECORDS, MAX_RECORDS, "")
 
 
 def window(text: Optional[str]) -> int:
-    if not text:
-        return DEFAULT_WINDOW
-    value = integer(text, "window")
-    if not 1 <= value <= MAX_WINDOW:
-        raise BadRequest(f"window is 1-{MAX_WINDOW} records")
-    return value
+    return _bounded(text, "window", DEFAULT_WINDOW, MAX_WINDOW, " records")
 
 
 def search(text: Optional[str]) -> Optional[bytes]:

@@ -12,7 +12,7 @@ import pytest
 import kqlite
 from kqlite.cluster.zookeeper.store import ZkStore
 
-from brokers import FastBroker, until
+from brokers import ClusterBroker, start_registered, until
 
 confluent = pytest.importorskip("confluent_kafka")
 
@@ -68,17 +68,13 @@ def test_an_embedded_dir_joins_a_three_broker_cluster(tmp_path, zk_hosts, zk_cli
     count = 100_000 if soak else 20_000     # the 100,000 with --soak
     app_dir = tmp_path / "broker-1"
     originals, commits = _write_embedded(app_dir, count, commits=200)
-    others = [FastBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)]
-    adopting = FastBroker(1, app_dir, zk_hosts, ["--default-replication-factor", "3",
-                                                 "--offsets-topic-replication-factor", "3"])
+    others = [ClusterBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)]
+    adopting = ClusterBroker(1, app_dir, zk_hosts, ["--default-replication-factor", "3",
+                                                    "--offsets-topic-replication-factor", "3"])
     brokers = [adopting] + others
     zk = zk_client()
     try:
-        for b in others:
-            b.start()
-        for b in others:
-            b.wait_listening()
-        until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
+        start_registered(others, zk)
         adopting.start().wait_listening()
         until(lambda: all(s is not None and s.leader == 1 and sorted(s.isr) == [1, 2, 3]
                           for s in _states(zk, TOPIC).values()),
@@ -133,7 +129,7 @@ def test_a_broker_refuses_to_adopt_a_topic_name_the_cluster_has(tmp_path, zk_hos
     store.ensure_paths()
     store.create_topic(TOPIC, zn.TopicAssignment(zn.uuid_from_text("AAAAAAAAAAAAAAAAAAAAAQ"),
                                                  {0: (2,)}), {})
-    broker = FastBroker(1, app_dir, zk_hosts).start()
+    broker = ClusterBroker(1, app_dir, zk_hosts).start()
     try:
         assert broker.proc.wait(60) == 1
     finally:
@@ -156,7 +152,7 @@ def test_a_broker_finishes_an_adoption_made_by_the_cli(tmp_path, zk_hosts, zk_cl
                                 "--zookeeper", zk_hosts, "--broker-id", "1")
     assert code == 0, err
     assert os.path.exists(app_dir / ".kqlite" / "adoption" / "journal.json")
-    broker = FastBroker(1, app_dir, zk_hosts, ["--offsets-topic-replication-factor", "1"])
+    broker = ClusterBroker(1, app_dir, zk_hosts, ["--offsets-topic-replication-factor", "1"])
     try:
         broker.start().wait_listening()
         until(lambda: not os.path.exists(app_dir / ".kqlite" / "adoption" / "journal.json"),

@@ -14,21 +14,17 @@ from kqlite.cluster.in_process import InProcessAppendError, InProcessCommitError
 from kqlite.cluster.zookeeper.store import ZkStore
 from kqlite.protocol import ErrorCode
 
-from brokers import FastBroker, until
+from brokers import ClusterBroker, start_registered, until, wait_registered
 
 confluent = pytest.importorskip("confluent_kafka")
 
 
 @pytest.fixture
 def two_brokers(tmp_path, zk_hosts, zk_client):
-    brokers = [FastBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)]
+    brokers = [ClusterBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)]
     zk = zk_client()
     try:
-        for b in brokers:
-            b.start()
-        for b in brokers:
-            b.wait_listening()
-        until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
+        start_registered(brokers, zk)
         yield brokers
     except BaseException:
         for b in brokers:
@@ -252,7 +248,7 @@ def test_an_acknowledged_record_is_readable_in_process_on_every_replica(tmp_path
         for b in (2, 3):
             brokers.append(open_broker(str(tmp_path / f"broker-{b}"), zookeeper=zk_hosts,
                                        broker_id=b))
-        until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
+        wait_registered(zk, (2, 3))
         leader = open_broker(str(app), zookeeper=zk_hosts, broker_id=1,
                              default_replication_factor=3)
         brokers.insert(0, leader)

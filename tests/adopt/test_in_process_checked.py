@@ -26,7 +26,7 @@ import time
 import kqlite
 from kqlite.cluster.zookeeper.store import ZkStore
 
-from brokers import FastBroker, child_environment, until
+from brokers import ClusterBroker, child_environment, start_registered, until
 
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "faults"))
@@ -102,7 +102,7 @@ def _registration_gone(zk, broker_id):
 
 def test_acks_all_in_process_while_the_application_and_brokers_are_killed(
         tmp_path, zk_hosts, zk_client, soak):
-    others = {b: FastBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)}
+    others = {b: ClusterBroker(b, tmp_path / f"broker-{b}", zk_hosts) for b in (2, 3)}
     app_dir = tmp_path / "app"
     with kqlite.open(app_dir) as db:
         db.create_topic("events", partitions=1, config={"min.insync.replicas": 2})
@@ -119,11 +119,7 @@ def test_acks_all_in_process_while_the_application_and_brokers_are_killed(
         return state.leader if state is not None else -1
 
     try:
-        for b in others.values():
-            b.start()
-        for b in others.values():
-            b.wait_listening()
-        until(lambda: len(zk.get_children("/brokers/ids")) == 2, "brokers 2 and 3 registered")
+        start_registered(list(others.values()), zk)
         apps.append(Application(app_dir, zk_hosts, history, 1).wait_ready())
         until(lambda: isr() == [1, 2, 3], "the ISR complete")
         for round_ in range(16 if soak else 4):

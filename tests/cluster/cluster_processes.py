@@ -25,6 +25,10 @@ from kqlite.protocol.connection import decode_response, encode_request
 
 _LISTENING = re.compile(r"listening on 127\.0\.0\.\d+:(\d+)")
 WAIT = 120   # seconds: liveness guards only, never a pass/fail timing
+# For a cluster whose tests SIGKILL a broker and wait for what follows its session's
+# expiry (new leaders, an ISR without it): half the default 6 s, as the fault harness
+# (ZooKeeperProcess's 500 ms tick allows down to 1 s).
+QUICK_EXPIRY = ("--zookeeper-session-timeout-ms", "3000")
 
 
 def until(predicate, what, timeout=WAIT, interval=0.1):
@@ -66,6 +70,20 @@ def free_port(host="127.0.0.1"):
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def wait_accepting(port, proc, what, timeout=30):
+    """Wait until a child process ``proc`` (``what``, for the error) accepts connections on
+    the loopback ``port``: for children, such as tansu, whose log says nothing to wait on."""
+    def accepting():
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+    until(accepting, f"{what} listening on {port}", timeout, interval=0.05)
 
 
 def child_environment():

@@ -37,15 +37,8 @@ WAIT = 120                    # seconds: liveness guards only
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    from kazoo.client import KazooClient
-    chroot = f"/kqlite-clients-{time.monotonic_ns()}"
-    admin_zk = KazooClient(hosts=zookeeper.connect_string)
-    admin_zk.start(timeout=15)
-    admin_zk.ensure_path(chroot)
-    admin_zk.stop()
-    admin_zk.close()
-    with running_cluster(tmp_path_factory.mktemp("clients"), zookeeper.connect_string + chroot,
+def cluster(tmp_path_factory, zk_module_hosts):
+    with running_cluster(tmp_path_factory.mktemp("clients"), zk_module_hosts,
                          ["--offsets-topic-num-partitions", "5"]) as c:
         yield c
 

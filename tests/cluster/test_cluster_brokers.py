@@ -1,7 +1,8 @@
-"""Three real ``kqlite serve --zookeeper`` brokers over the session's real ZooKeeper,
-driven by confluent-kafka: topics created through any broker, acks=all produce and
-consume over replication factor 3; and the leader killed with SIGKILL mid-stream while
-confluent-kafka, kafka-python or aiokafka produces with acks=all and idempotence."""
+"""Three real ``kqlite serve --zookeeper`` brokers over the session's real ZooKeeper (one
+cluster for the module), driven by confluent-kafka: topics created through any broker,
+acks=all produce and consume over replication factor 3; and the leader killed with
+SIGKILL mid-stream while confluent-kafka, kafka-python or aiokafka produces with acks=all
+and idempotence."""
 
 import json
 import time
@@ -11,7 +12,7 @@ import pytest
 from kqlite.protocol import ErrorCode
 
 from acks_all_producers import PRODUCERS
-from cluster_processes import request as _request, running_cluster, until
+from cluster_processes import QUICK_EXPIRY, request as _request, running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -20,9 +21,12 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 WAIT = 90   # seconds: liveness guards only, never a pass/fail timing
 
 
-@pytest.fixture
-def cluster(tmp_path, zk_hosts):
-    with running_cluster(tmp_path, zk_hosts) as c:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, zk_module_hosts):
+    # One cluster for the module: a test that kills a broker starts it again and waits
+    # until it is back in its ISR, so each test finds the three brokers up.
+    with running_cluster(tmp_path_factory.mktemp("brokers"), zk_module_hosts,
+                         QUICK_EXPIRY) as c:
         yield c
 
 
@@ -69,7 +73,7 @@ def _consume_all(bootstrap, topic, partitions, expected, group):
 def test_a_topic_created_through_any_broker_has_kafkas_znodes(cluster, zk_client):
     admin = _create(cluster, "orders", partitions=3, replication_factor=3,
                     config={"min.insync.replicas": "2"})
-    zk = zk_client()
+    zk = zk_client(hosts=cluster.zk_hosts)
     topic = json.loads(zk.get("/brokers/topics/orders")[0])
     assert topic["version"] == 3 and topic["adding_replicas"] == {} and \
         topic["removing_replicas"] == {} and len(topic["topic_id"]) == 22
@@ -145,7 +149,7 @@ def _send_slowly(producer, first, count):
 def test_killing_the_leader_mid_stream_loses_and_duplicates_nothing(cluster, zk_client,
                                                                     client):
     pytest.importorskip(client.module)
-    topic = "payments"
+    topic = f"payments-{client.module}"
     admin = _create(cluster, topic, partitions=1, config={"min.insync.replicas": "2"})
     before = until(lambda: _leader_of(admin, topic), "a first leader")
     leader = before.leader
@@ -170,7 +174,8 @@ def test_killing_the_leader_mid_stream_loses_and_duplicates_nothing(cluster, zk_
     # Every acknowledged record exactly once (idempotence), in the order produced.
     assert values == [str(i) for i in range(sent)]
     # The controller bumped the leader epoch when it moved leadership.
-    state = json.loads(zk_client().get(f"/brokers/topics/{topic}/partitions/0/state")[0])
+    state = json.loads(zk_client(hosts=cluster.zk_hosts).get(
+        f"/brokers/topics/{topic}/partitions/0/state")[0])
     assert state["leader"] == after.leader and state["leader_epoch"] > 0
     # The killed broker comes back, catches up, and rejoins the ISR.
     cluster[leader].start().wait_listening()

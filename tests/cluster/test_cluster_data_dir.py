@@ -14,7 +14,6 @@ acks=all, and this process opening the brokers' data dirs with ``kqlite.open``.
 """
 
 import importlib.util
-import itertools
 import os
 import subprocess
 import sys
@@ -34,7 +33,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 WAIT = 90              # seconds: liveness guards only, never a pass/fail timing
 PARTITIONS = 3
-_chroots = itertools.count()
 
 
 def _load_spark_fixture():
@@ -51,10 +49,8 @@ spark = _load_spark_fixture()
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    chroot = f"/kqlite-datadir-{os.getpid()}-{next(_chroots)}"
-    hosts = zookeeper.connect_string + chroot
-    with running_cluster(tmp_path_factory.mktemp("cluster"), hosts,
+def cluster(tmp_path_factory, zk_module_hosts):
+    with running_cluster(tmp_path_factory.mktemp("cluster"), zk_module_hosts,
                          ["--replica-high-watermark-checkpoint-interval-ms", "200"]) as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
         futures = admin.create_topics([NewTopic("events", PARTITIONS, 3)], request_timeout=60)

@@ -21,7 +21,7 @@ from kqlite.format.record import Record
 from kqlite.protocol import ApiKey, ErrorCode
 
 from acks_all_producers import AiokafkaProducer, ConfluentProducer, KafkaPythonProducer
-from cluster_processes import request as _request, running_cluster, until
+from cluster_processes import QUICK_EXPIRY, request as _request, running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer  # noqa: E402
@@ -32,17 +32,10 @@ OFFSETS_PARTITIONS = 10     # fewer than Kafka's 50: the module starts faster
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, zookeeper):
-    from kazoo.client import KazooClient
-    chroot = f"/kqlite-groups-{time.monotonic_ns()}"
-    admin_zk = KazooClient(hosts=zookeeper.connect_string)
-    admin_zk.start(timeout=15)
-    admin_zk.ensure_path(chroot)
-    admin_zk.stop()
-    admin_zk.close()
-    with running_cluster(tmp_path_factory.mktemp("groups"), zookeeper.connect_string + chroot,
+def cluster(tmp_path_factory, zk_module_hosts):
+    with running_cluster(tmp_path_factory.mktemp("groups"), zk_module_hosts,
                          ["--offsets-topic-num-partitions", str(OFFSETS_PARTITIONS),
-                          "--default-replication-factor", "3"]) as c:
+                          "--default-replication-factor", "3", *QUICK_EXPIRY]) as c:
         yield c
 
 
@@ -125,7 +118,9 @@ def _confluent_consume(members, expected):
     while time.monotonic() < deadline:
         got = False
         for m in members:
-            msg = m.poll(0.2)
+            # A short wait: a member whose partitions are drained would otherwise cost
+            # the whole timeout on each turn while the other still has records.
+            msg = m.poll(0.02)
             if msg is None or msg.error():
                 continue
             got = True

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from cluster_processes import running_cluster, until
+from cluster_processes import QUICK_EXPIRY, running_cluster, until
 
 confluent = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
@@ -40,8 +40,8 @@ ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
 
 @pytest.fixture
 def cluster(tmp_path, zk_hosts):
-    with running_cluster(tmp_path, zk_hosts, ["--replica-lag-time-max-ms", str(LAG_MS)],
-                         metrics=True) as c:
+    with running_cluster(tmp_path, zk_hosts, ["--replica-lag-time-max-ms", str(LAG_MS),
+                                              *QUICK_EXPIRY], metrics=True) as c:
         yield c
 
 

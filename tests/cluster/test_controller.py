@@ -6,6 +6,7 @@ broker processes elsewhere)."""
 
 import asyncio
 import contextlib
+import functools
 import json
 
 from kazoo.client import KazooClient
@@ -98,6 +99,13 @@ async def until(predicate, timeout=20.0, what="condition"):
 
 def run(coro):
     return asyncio.run(coro)
+
+
+async def ask_controller(node, kind, *args, timeout=20):
+    """Post the event ``kind`` to ``node``'s controller and await its answer."""
+    future = asyncio.get_running_loop().create_future()
+    node.controller.post(kind, *args, future)
+    return await asyncio.wait_for(future, timeout)
 
 
 def active(nodes):
@@ -200,12 +208,7 @@ def test_controlled_shutdown_and_alter_partition(zk_hosts):
             store.create_topic("t", zn.TopicAssignment(None, {0: (2, 1, 3)}), {})
             await until(lambda: store.partition_state("t", 0) is not None)
             loop = asyncio.get_running_loop()
-
-            async def ask(kind, *args):
-                f = loop.create_future()
-                ctrl.controller.post(kind, *args, f)
-                return await asyncio.wait_for(f, 20)
-
+            ask = functools.partial(ask_controller, ctrl)
             epoch2 = ctrl.controller.context.broker_epoch(2)
             stale = await ask("controlled_shutdown", 2, epoch2 - 1)
             assert stale["error_code"] == ErrorCode.STALE_BROKER_EPOCH

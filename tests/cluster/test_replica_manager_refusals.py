@@ -3,7 +3,8 @@
 kqlite/cluster/replica/manager.py's ClusterReplicaManager refuses, as Kafka 3.9's
 ReplicaManager in ZooKeeper mode does:
 
-- LeaderAndIsr and StopReplica while the broker is stopping (BROKER_NOT_AVAILABLE), from
+- LeaderAndIsr and StopReplica while the broker is stopping (BROKER_NOT_AVAILABLE, also
+  for a LeaderAndIsr the stop began under, which the stop waits for), from
   an older controller than one already heard (STALE_CONTROLLER_EPOCH), addressed to an
   older incarnation of this broker (STALE_BROKER_EPOCH; a broker epoch of -1 asks for no
   check), each refusal whole: every partition carries the code;
@@ -53,6 +54,7 @@ class ZooKeeper:
 
     def __init__(self):
         self.assignments = {TOPIC: TopicAssignment(TOPIC_ID, {0: [0, 1], 1: [1, 2]})}
+        self.hold = None      # a coroutine function every call awaits first, when set
 
     def topic_assignment(self, name):
         try:
@@ -64,7 +66,10 @@ class ZooKeeper:
         return {}
 
     async def call(self, fn, *args):
-        """The node's ``zk_call``, without its thread: the store answers at once."""
+        """The node's ``zk_call``, without its thread: the store answers at once (once
+        ``hold`` returns, when a test set one)."""
+        if self.hold is not None:
+            await self.hold()
         return fn(*args)
 
 
@@ -190,6 +195,36 @@ def test_leader_and_isr_while_stopping_is_refused_broker_not_available(tmp_path)
         assert partitions == [(TOPIC, TOPIC_ID, 0, ErrorCode.BROKER_NOT_AVAILABLE)]
         assert b.state() == before and b.roles == []
     run(tmp_path, test)
+
+
+def test_leader_and_isr_the_stop_began_under_is_refused_broker_not_available(tmp_path,
+                                                                              caplog):
+    # The broker begins to stop while a LeaderAndIsr reads ZooKeeper: the stop waits for
+    # it, and it refuses as one arriving during the stop is refused, without a traceback
+    # (it used to make t-1 a follower and then fail on the closed fetcher manager).
+    async def test(b):
+        reading, release = asyncio.Event(), asyncio.Event()
+
+        async def hold():
+            reading.set()
+            await release.wait()
+        b.zookeeper.hold = hold
+        before = b.state()
+        request = asyncio.ensure_future(b.manager.leader_and_isr(leader_and_isr(
+            index=1, leader=1, replicas=(0, 1), leader_epoch=LEADER_EPOCH + 1)))
+        await reading.wait()
+        stopping = asyncio.ensure_future(b.manager.stop())
+        await asyncio.sleep(0)      # the stop's first step: the broker is stopping
+        release.set()
+        code, partitions = await request
+        await stopping
+        assert code == ErrorCode.BROKER_NOT_AVAILABLE
+        assert partitions == [(TOPIC, TOPIC_ID, 1, ErrorCode.BROKER_NOT_AVAILABLE)]
+        assert b.state() == before and b.roles == []
+    with caplog.at_level("INFO", logger="kqlite"):
+        run(tmp_path, test)
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert not [r for r in caplog.records if r.exc_info]
 
 
 def test_leader_and_isr_from_an_older_controller_is_refused_stale_controller_epoch(tmp_path):

@@ -1,8 +1,7 @@
 """The console tests' fixtures: a headless Chromium per module (Debian's ``chromium``,
 driven by Playwright, which downloads no browser), a directory for the screenshots, and
-the cluster tests' ZooKeeper server and chroots (tests/cluster/conftest.py's, reused)."""
+ZooKeeper's server and chroots (tests/zookeeper_fixtures.py, shared with every cluster suite)."""
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -18,19 +17,6 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-
-
-def _cluster_conftest():
-    spec = importlib.util.spec_from_file_location(
-        "cluster_conftest", os.path.join(_HERE, os.pardir, "cluster", "conftest.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_cluster = _cluster_conftest()
-zookeeper = _cluster.zookeeper
-zk_hosts = _cluster.zk_hosts
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ run with the C helpers whichever pass starts the tests (tests/conftest.py)."""
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,31 +13,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ENV = {k: v for k, v in os.environ.items() if k != "KQLITE_PURE_PYTHON"}
 ENV["PYTHONPATH"] = ROOT + os.pathsep + ENV.get("PYTHONPATH", "")
 
+sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
+from cluster_processes import free_port, wait_accepting  # noqa: E402
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port, proc, what):
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port}")
+__all__ = ["ENV", "ROOT", "Child", "Running", "free_port", "kqlite_broker", "wait_for"]
 
 
 class Child:
     def __init__(self, argv, port, what):
         self.proc = subprocess.Popen(argv, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        wait_listening(port, self.proc, what)
+        wait_accepting(port, self.proc, what)
         self.bootstrap = f"127.0.0.1:{port}"
 
     def stop(self):

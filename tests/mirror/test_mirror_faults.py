@@ -9,7 +9,6 @@ kills).
 The default run is the quick version (one kill of each, a few hundred records); --soak
 runs five rounds of kills."""
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -25,13 +24,6 @@ pytest.importorskip("kazoo.client")
 _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
 sys.path.insert(0, _CLUSTER_TESTS)
 from cluster_processes import running_cluster, until  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("cluster_conftest",
-                                               os.path.join(_CLUSTER_TESTS, "conftest.py"))
-_cluster_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cluster_conftest)
-zookeeper = _cluster_conftest.zookeeper
-zk_hosts = _cluster_conftest.zk_hosts
 
 from mirror_helpers import ENV, ROOT, kqlite_broker  # noqa: E402
 

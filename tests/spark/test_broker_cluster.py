@@ -3,7 +3,6 @@ a real ZooKeeper, tests/cluster's harness): each read goes to the partition's le
 and when the leader is killed the same reader asks Metadata again and reads the same
 rows from the new leader."""
 
-import importlib.util
 import os
 import sys
 
@@ -16,14 +15,6 @@ confluent = pytest.importorskip("confluent_kafka")
 _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
 sys.path.insert(0, _CLUSTER_TESTS)
 from cluster_processes import running_cluster, until as _until  # noqa: E402
-
-# tests/cluster's ZooKeeper fixtures, loaded under a name that is not "conftest".
-_spec = importlib.util.spec_from_file_location("cluster_conftest",
-                                               os.path.join(_CLUSTER_TESTS, "conftest.py"))
-_cluster_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cluster_conftest)
-zookeeper = _cluster_conftest.zookeeper
-zk_hosts = _cluster_conftest.zk_hosts
 
 from kqlite.spark.broker import BrokerCatalog  # noqa: E402
 

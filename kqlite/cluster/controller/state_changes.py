@@ -28,7 +28,14 @@ log = logging.getLogger("kqlite.cluster.controller")
 
 async def write_state(c, tp, new):
     """Conditional write of a partition's new state; re-read and report False when it
-    changed under us (Kafka retries the election with the fresh state)."""
+    changed under us (Kafka retries the election with the fresh state).
+
+    A write whose connection was lost may have been applied all the same, and its resend
+    (or the request sent again) then fails the zkVersion condition: when the state read
+    back is the one written, it is ours and the write succeeded (Kafka's
+    ``checkLeaderAndIsrZkData``, KAFKA-1382). Reporting False there would answer the
+    leader INVALID_UPDATE_VERSION, after which it waits for a LeaderAndIsr that no one
+    sends, its ISR change pending for good."""
     ctx = c.context
     version = await c.zk(c.store.update_partition_state, tp[0], tp[1], new,
                          ctx.epoch_zk_version)
@@ -36,9 +43,14 @@ async def write_state(c, tp, new):
         fresh = await c.zk(c.store.partition_state, tp[0], tp[1])
         if fresh is not None:
             ctx.states[tp] = fresh
-        return False
+        return fresh is not None and _same_state(fresh, new)
     ctx.states[tp] = new._replace(partition_epoch=version)
     return True
+
+
+def _same_state(a, b):
+    # Everything the znode holds: the partition epoch is its zkVersion, not its data.
+    return a._replace(partition_epoch=-1) == b._replace(partition_epoch=-1)
 
 
 async def elect_where_needed(c, tps, *, is_new, announce_all=False):

@@ -5,9 +5,11 @@ Theory of operation. Partitions are not found on disk: a partition exists here o
 controller's LeaderAndIsr names this broker among its replicas. Handling one:
 
 1. any request, once the broker is stopping, is refused whole with
-   BROKER_NOT_AVAILABLE, one from an older controller (controller epoch below the
-   highest seen) with STALE_CONTROLLER_EPOCH, one addressed to an older incarnation of
-   this broker (broker epoch below ours, -1 meaning "no check") with STALE_BROKER_EPOCH;
+   BROKER_NOT_AVAILABLE (so is a LeaderAndIsr the stop began under, once its reads of
+   step 3 are done: the stop waits for it before closing the fetchers and partitions),
+   one from an older controller (controller epoch below the highest seen) with
+   STALE_CONTROLLER_EPOCH, one addressed to an older incarnation of this broker (broker
+   epoch below ours, -1 meaning "no check") with STALE_BROKER_EPOCH;
 2. per partition, a leader epoch not above the one held is refused with
    STALE_CONTROLLER_EPOCH (as Kafka 3.9 in ZooKeeper mode), and a partition whose
    replicas do not include this broker with UNKNOWN_TOPIC_OR_PARTITION;
@@ -143,9 +145,13 @@ class ClusterReplicaManager(ReplicaManager):
         if self._isr_task is not None:
             self._isr_task.cancel()
             await asyncio.gather(self._isr_task, return_exceptions=True)
-        await self.fetchers.close()
-        await asyncio.gather(*(p.close() for p in self._partitions.values()),
-                             *self._closing, return_exceptions=True)
+        # A LeaderAndIsr or StopReplica under way ends first: it refuses itself once it
+        # sees the broker stopping (leader_and_isr), or finishes a change the closes below
+        # then take down, never one half made on closed fetchers.
+        async with self._roles:
+            await self.fetchers.close()
+            await asyncio.gather(*(p.close() for p in self._partitions.values()),
+                                 *self._closing, return_exceptions=True)
         await self._to_controller.close()
 
     def _clock_ms(self):
@@ -284,6 +290,14 @@ class ClusterReplicaManager(ReplicaManager):
                         if t == topic:
                             errors[(t, p["partition_index"])] = code
             wanted = [w for w in wanted if (w[0], w[2]["partition_index"]) not in errors]
+            if self._stopping:
+                # The broker began to stop while ZooKeeper and the data dir were read: it
+                # refuses as it refuses a request arriving now (step 1), not with a change
+                # its closing fetchers and partitions would leave half made.
+                log.info("broker %d: LeaderAndIsr refused: the broker is stopping",
+                         self.broker_id)
+                code = ErrorCode.BROKER_NOT_AVAILABLE
+                return code, [(t, tid, p["partition_index"], code) for t, tid, p in states]
             await self._change_roles(wanted, errors)
         return ErrorCode.NONE, [(t, tid, p["partition_index"],
                                  errors.get((t, p["partition_index"]), ErrorCode.NONE))

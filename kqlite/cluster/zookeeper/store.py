@@ -16,6 +16,12 @@ thread. Three rules from Kafka shape the writes here:
 
 Admin writes (topic creation, configs, deletion markers) and broker registration are not
 fenced, exactly as in Kafka.
+
+A partition state's conditional write is sent again when the connection is lost with it
+out (kazoo's ConnectionLoss), as Kafka's ZooKeeperClient resends a request once it is
+connected again. The lost write may have been applied: the resend then fails its
+zkVersion condition, and the controller tells its own write from another by reading the
+state back (state_changes.write_state, KAFKA-1382).
 """
 
 import logging
@@ -24,6 +30,7 @@ import uuid
 from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError,
                               NoNodeError, RolledBackError)
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from ...errors import KqliteError, TopicExistsError, UnknownTopicError
 from . import znodes as zn
@@ -67,6 +74,14 @@ class ControllerMovedError(KqliteError):
 
 class BrokerIdInUseError(KqliteError):
     """Another live broker is registered with this broker id."""
+
+
+# Resends of a partition state write whose connection was lost: kazoo holds a call made
+# while it reconnects, so one resend usually suffices; after these the call fails and the
+# request that needed it answers an error its sender retries on.
+_RESEND_TRIES = 5
+_RESEND_DELAY_S = 0.1
+_RESEND_MAX_DELAY_S = 1.0
 
 
 def _cluster_id_text():
@@ -387,9 +402,12 @@ class ZkStore:
     def update_partition_state(self, topic, partition, state, epoch_zk_version):
         """Conditional write of a partition's state on its zkVersion
         (``state.partition_epoch``); returns the new zkVersion, or None when the state
-        changed meanwhile (the caller re-reads and retries, as Kafka's controller does)."""
+        changed meanwhile (the caller re-reads and retries, as Kafka's controller does).
+        Sent again when the connection is lost with it out (see the module docstring)."""
+        resend = KazooRetry(max_tries=_RESEND_TRIES, delay=_RESEND_DELAY_S,
+                            max_delay=_RESEND_MAX_DELAY_S, ignore_expire=False)
         try:
-            (stat,) = self.fenced(epoch_zk_version, lambda tx: tx.set_data(
+            (stat,) = resend(self.fenced, epoch_zk_version, lambda tx: tx.set_data(
                 zn.partition_state_path(topic, partition), zn.encode_partition_state(state),
                 version=state.partition_epoch))
         except BadVersionError:
