@@ -11,7 +11,6 @@ run: about 25 s."""
 
 import asyncio
 import glob
-import importlib.util
 import os
 import struct
 import sys
@@ -38,13 +37,6 @@ from test_mirror_preserve import _log, _mode, _produce, _promote, _settings  # n
 _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
 sys.path.insert(0, _CLUSTER_TESTS)
 from cluster_processes import request, running_cluster  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("cluster_conftest",
-                                               os.path.join(_CLUSTER_TESTS, "conftest.py"))
-_cluster_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cluster_conftest)
-zookeeper = _cluster_conftest.zookeeper
-zk_hosts = _cluster_conftest.zk_hosts
 
 PARTITIONS = 3
 WAIT = 90

@@ -4,7 +4,6 @@ topic mirrored, the mirror stopped and started again with more records on the so
 read_committed read of the target holds every source record once, in order per
 partition."""
 
-import importlib.util
 import os
 import sys
 
@@ -15,13 +14,6 @@ pytest.importorskip("kazoo.client")
 _CLUSTER_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster")
 sys.path.insert(0, _CLUSTER_TESTS)
 from cluster_processes import running_cluster  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("cluster_conftest",
-                                               os.path.join(_CLUSTER_TESTS, "conftest.py"))
-_cluster_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cluster_conftest)
-zookeeper = _cluster_conftest.zookeeper
-zk_hosts = _cluster_conftest.zk_hosts
 
 from kqlite.mirror import Mirror  # noqa: E402
 
