@@ -110,6 +110,12 @@ def _columns(schema, include_headers):
     reads only the columns it uses, since Spark 4.3 prunes none for a Python source."""
     if schema is None:
         return None
+    strict = [f.name for f in schema.fields if not f.nullable]
+    if strict:
+        # Spark compares each batch's Arrow schema with this one, nullability included,
+        # and key, value and headers do hold nulls.
+        raise SparkOptionError(f"every column of the kqlite source is nullable; the schema "
+                               f"declares {', '.join(strict)} NOT NULL")
     try:
         return requested_columns([(f.name, f.dataType.simpleString()) for f in schema.fields],
                                  include_headers)

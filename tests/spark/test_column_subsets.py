@@ -76,6 +76,9 @@ def test_the_data_source_takes_a_subset_and_refuses_the_rest():
     assert source.streamReader(pruned).columns == ("offset", "value")
     with pytest.raises(SparkOptionError, match="fixed schema"):
         source.reader(StructType([StructField("value", StringType())]))
+    # Spark would compare the batches' nullable fields with a NOT NULL one and fail.
+    with pytest.raises(SparkOptionError, match="NOT NULL"):
+        source.reader(StructType([StructField("offset", LongType(), nullable=False)]))
 
 
 def _arrow_schema_spark_checks(include_headers, names):
