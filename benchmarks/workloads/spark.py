@@ -6,7 +6,14 @@ text files (one record a line) and to 4 Parquet files (one string column). Then:
 
 * **read**: ``sum(length(value))`` over all records, from each source, the kqlite
   source both from the data dir and through ``kqlite serve`` (kafka.bootstrap.servers,
-  a broker child process serving the same data dir);
+  a broker child process serving the same data dir), and from the data dir with
+  ``.schema("value BINARY")``: Spark 4.3 prunes no column of a Python source, so the
+  plain read hands Spark all 7 Kafka-source columns where Parquet reads one, and a
+  schema of the one column used is how a user reads only it (an additional case: the
+  target is the plain read's);
+* **read every column**: a query that uses all 7 columns (a sum or count of each),
+  through the kqlite source and from a Parquet copy of the same 7 columns: the two
+  read the same columns;
 * **read by batch size written**: the same rows in topics written the way users write
   them, read from the data dir: by the embedded Producer with its defaults, one
   ``send(...).result()`` per record (1-record batches) or 10 / 100 sends then
@@ -47,6 +54,8 @@ DESCRIPTION = "Spark read/write/stream through the kqlite source vs text and Par
 
 KQ = "kqlite source"
 KQ_BROKER = "kqlite source (kqlite serve)"
+KQ_PRUNED = 'kqlite source, .schema("value BINARY")'
+PARQUET_7 = "Spark Parquet, the 7 Kafka-source columns"
 KQ_SINK = "kqlite sink"
 # Topics of the same rows by the batch size they were written in: (topic, system).
 SMALL = [("b1", "kqlite source, 1-record batches (Producer)"),
@@ -111,6 +120,22 @@ def _prepare(root, recs, client=True):
         pq.write_table(pa.table({"value": pa.array([r.decode() for r in part], pa.string())}),
                        os.path.join(pq_dir, f"part-{p}.parquet"))
     return data, text_dir, pq_dir
+
+
+def _parquet_of_all_columns(root, data):
+    """A Parquet copy of topic src with the rows the kqlite source gives (all 7 columns),
+    one file per partition."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from kqlite.spark.reading import read_range
+    out = os.path.join(root, "parquet7")
+    os.makedirs(out)
+    with kqlite.open(data, retention_check_interval_ms=0) as db:
+        ends = [db.log("src", p).end_offset for p in range(PARTITIONS)]
+    for p, end in enumerate(ends):
+        pq.write_table(pa.Table.from_batches(list(read_range(data, "src", p, 0, end))),
+                       os.path.join(out, f"part-{p}.parquet"))
+    return out
 
 
 def _write_small(data, recs, share):
@@ -181,6 +206,7 @@ def run(ctx):
 
 _NOTES = {KQ: ", written in lists of 20,000 (Log.append)",
           KQ_BROKER: ", kafka.bootstrap.servers",
+          KQ_PRUNED: ", the same topic with a schema of the one column used",
           KQ_CLIENT[1]: ", written by its defaults, read from the data dir"}
 
 
@@ -211,8 +237,24 @@ def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client):
         got = df.select(F.sum(F.length("value"))).collect()[0][0]
         assert got == expected, (got, expected)
 
-    def kq(topic="src"):
-        return spark.read.format("kqlite").option("subscribe", topic).load(data)
+    def kq(topic="src", schema=None):
+        reader = spark.read.format("kqlite")
+        if schema is not None:
+            reader = reader.schema(schema)
+        return reader.option("subscribe", topic).load(data)
+
+    every = None
+
+    def every_column(df):
+        # Each of the 7 columns used, so that no reader can leave one out.
+        nonlocal every
+        got = df.selectExpr("sum(length(key))", "sum(length(value))", "sum(length(topic))",
+                            "sum(partition)", "sum(offset)", "max(timestamp)",
+                            "sum(timestampType)").collect()[0]
+        every = every or got
+        assert got == every and got[1] == expected, (got, every, expected)
+
+    pq7_dir = _parquet_of_all_columns(root, data)
 
     from workloads.broker import _Broker
     broker = _Broker(data)
@@ -223,12 +265,18 @@ def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client):
         jobs = [(KQ, lambda _: total(kq())),
                 (KQ_BROKER, lambda _: total(via_broker())),
                 (TEXT, lambda _: total(spark.read.text(text_dir))),
-                (PARQUET, lambda _: total(spark.read.parquet(pq_dir)))]
+                (PARQUET, lambda _: total(spark.read.parquet(pq_dir))),
+                (KQ_PRUNED, lambda _: total(kq(schema="value BINARY")))]
         jobs += [(system, lambda _, t=topic: total(kq(t))) for topic, system in
                  SMALL + ([KQ_CLIENT] if client else [])]
         for system, seconds in _interleaved(ctx.repeats, jobs, ctx.pick(1, 2)):
             ctx.add_rate("read_sum_lengths", system, n, seconds,
                          note="sum(length(value))" + _NOTES.get(system, ""))
+        every_jobs = [(KQ, lambda _: every_column(kq())),
+                      (PARQUET_7, lambda _: every_column(spark.read.parquet(pq7_dir)))]
+        for system, seconds in _interleaved(ctx.repeats, every_jobs, 1):
+            ctx.add_rate("read_every_column", system, n, seconds,
+                         note="a sum or count of each of the 7 columns")
     finally:
         broker.stop()
 

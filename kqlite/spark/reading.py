@@ -199,7 +199,27 @@ def check_lost(message, fail_on_data_loss):
 
 def read_range(path, topic, partition, start, end, ts_type=0, include_headers=False,
                fail_on_data_loss=True, batch_rows=10000, bootstrap=None, fast=True,
-               isolation="read_uncommitted"):
+               isolation="read_uncommitted", columns=None):
+    """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
+    ``[start, end)``: every column of the Kafka-source schema, or with ``columns``
+    (schema.requested_columns) those only, in that order. Spark turns each column of
+    each row it is handed into its row format, whether the query uses it or not, so a
+    column left out here is work taken out of the whole job; headers are not decoded
+    at all when they are not asked for. See _read_all for the rest."""
+    if columns is None:
+        yield from _read_all(path, topic, partition, start, end, ts_type, include_headers,
+                             fail_on_data_loss, batch_rows, bootstrap, fast, isolation)
+        return
+    import pyarrow as pa
+    schema = arrow_schema(include_headers, columns)
+    for batch in _read_all(path, topic, partition, start, end, ts_type,
+                           include_headers and "headers" in columns, fail_on_data_loss,
+                           batch_rows, bootstrap, fast, isolation):
+        yield pa.RecordBatch.from_arrays([batch.column(c) for c in columns], schema=schema)
+
+
+def _read_all(path, topic, partition, start, end, ts_type, include_headers,
+              fail_on_data_loss, batch_rows, bootstrap, fast, isolation):
     """Yield pyarrow RecordBatches of the records of ``topic-partition`` with offsets in
     ``[start, end)`` (executor side; opens and closes the data dir, or the broker
     connections with ``bootstrap``, itself). A data dir is read with the columnar

@@ -36,7 +36,7 @@ from .options import (
     SinkOptions, SourceOptions, SparkOptionError, from_offset_json, offset_json, rate_limit,
     split_ranges,
 )
-from .schema import ddl, spark_schema
+from .schema import ddl, requested_columns
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -87,12 +87,10 @@ class KqliteDataSource(DataSource):
         return ddl(self._include_headers())
 
     def reader(self, schema: "Optional[StructType]") -> "KqliteBatchReader":
-        _check_schema(schema, self._include_headers())
-        return KqliteBatchReader(self.options)
+        return KqliteBatchReader(self.options, _columns(schema, self._include_headers()))
 
     def streamReader(self, schema: "Optional[StructType]") -> "KqliteStreamReader":
-        _check_schema(schema, self._include_headers())
-        return KqliteStreamReader(self.options)
+        return KqliteStreamReader(self.options, _columns(schema, self._include_headers()))
 
     def writer(self, schema: "StructType", overwrite: bool) -> "KqliteWriter":
         if overwrite:
@@ -105,15 +103,25 @@ class KqliteDataSource(DataSource):
         return KqliteStreamWriter(self.options, schema)
 
 
-def _check_schema(schema, include_headers):
-    """A user-given .schema(...) must be the fixed Kafka-source one (Kafka says the same)."""
+def _columns(schema, include_headers):
+    """The columns the reader hands Spark: None (all of them) for the source's own
+    schema, else those a user-given .schema(...) names (schema.requested_columns).
+    Spark's Kafka source refuses any schema but its own; a subset here is how a query
+    reads only the columns it uses, since Spark 4.3 prunes none for a Python source."""
     if schema is None:
-        return
-    fixed = spark_schema(include_headers)
-    if [(f.name, f.dataType.simpleString()) for f in schema.fields] != \
-            [(f.name, f.dataType.simpleString()) for f in fixed.fields]:
-        raise SparkOptionError("the kqlite source has a fixed schema (Spark's Kafka-source "
-                               f"schema: {ddl(include_headers)}); do not set a schema")
+        return None
+    strict = [f.name for f in schema.fields if not f.nullable]
+    if strict:
+        # Spark compares each batch's Arrow schema with this one, nullability included,
+        # and key, value and headers do hold nulls.
+        raise SparkOptionError(f"every column of the kqlite source is nullable; the schema "
+                               f"declares {', '.join(strict)} NOT NULL")
+    try:
+        return requested_columns([(f.name, f.dataType.simpleString()) for f in schema.fields],
+                                 include_headers)
+    except ValueError as e:
+        raise SparkOptionError(f"{e} (the kqlite source has a fixed schema, Spark's "
+                               f"Kafka-source schema, or a subset of its columns)") from None
 
 
 # -- Reading ------------------------------------------------------------------------------------
@@ -123,6 +131,7 @@ class _ReaderBase:
     driver and is never pickled to the executors."""
 
     _db = None
+    columns = None      # the columns a user-given schema asks for (None: all of them)
 
     def _database(self):
         from .reading import open_source
@@ -158,14 +167,15 @@ class _ReaderBase:
                           partition.start, partition.end, partition.timestamp_type,
                           self.opts.include_headers, self.opts.fail_on_data_loss,
                           self.opts.records_per_batch, bootstrap=self.opts.bootstrap,
-                          isolation=self.opts.isolation)
+                          isolation=self.opts.isolation, columns=self.columns)
 
 
 class KqliteBatchReader(_ReaderBase, DataSourceReader):
     """One OffsetRange per topic-partition between startingOffsets and endingOffsets."""
 
-    def __init__(self, options):
+    def __init__(self, options, columns=None):
         self.opts = SourceOptions(options, streaming=False)
+        self.columns = columns
 
     def partitions(self):
         from .reading import (
@@ -207,8 +217,9 @@ class KqliteStreamReader(_ReaderBase, DataSourceStreamReader, *_STREAM_MIXINS):
     """Micro-batches over per-partition offsets, checkpointed by Spark in Kafka's JSON
     shape ``{"topic": {"0": next_offset}}``."""
 
-    def __init__(self, options):
+    def __init__(self, options, columns=None):
         self.opts = SourceOptions(options, streaming=True)
+        self.columns = columns
         self._target = None          # Trigger.AvailableNow: the end fixed at the start
         if self.opts.min_offsets_per_trigger is not None:
             raise SparkOptionError("minOffsetsPerTrigger is not supported by the kqlite "

@@ -111,7 +111,7 @@ NOT_RUN = {
     "docs/mirroring.md": ["needs two brokers to mirror between"],
     "docs/protocol.md": ["an excerpt of kqlite/protocol/schema/fetch.py, with fields left out"],
     "docs/security.md": ["needs the SASL_SSL broker this page starts"],
-    "docs/spark.md": ["needs a Spark session"] * 6,
+    "docs/spark.md": ["needs a Spark session"] * 7,
     "docs/transactions.md": ["needs a broker on 127.0.0.1:9092"],
 }
 

@@ -47,6 +47,11 @@ def test_read_range_through_the_broker_matches_the_data_dir(served):
         via_broker = [b for b in read_range(None, "events", p, 0, n, include_headers=True,
                                             bootstrap=bootstrap)]
         assert [b.to_pylist() for b in via_broker] == [b.to_pylist() for b in via_dir]
+        # A schema of some columns (tests/spark/test_column_subsets.py): the same projection.
+        some = ("headers", "offset", "key")
+        pruned = [b.to_pylist() for b in read_range(None, "events", p, 0, n, include_headers=True,
+                                                   bootstrap=bootstrap, columns=some)]
+        assert pruned == [[{c: r[c] for c in some} for r in b.to_pylist()] for b in via_dir]
         if n > 2:   # a middle range
             part = list(read_range(None, "events", p, 1, n - 1, bootstrap=bootstrap))
             assert [r["offset"] for b in part for r in b.to_pylist()] == list(range(1, n - 1))
