@@ -187,6 +187,17 @@ class LocalPartition(Partition):
         self.observe(positions)
         return await self.await_acks(result, acks, timeout_ms)
 
+    # The replica manager may gather this partition's append into one storage-thread call
+    # for a whole Produce (``append_in_storage``, then ``observe`` and ``await_acks``,
+    # exactly what :meth:`append` does around its own call); the replicated partition
+    # has leader work around its append and answers False.
+    gathers_appends = True
+
+    def append_in_storage(self, records, verification_guard=None):
+        """In a storage thread: the storage part of :meth:`append`, ``(AppendResult,
+        positions or None)``."""
+        return self._append_as_leader(records, verification_guard)
+
     async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
         result, positions = await self._io.run(self._append_as_leader, records,
                                                verification_guard, AppendOrigin.COORDINATOR)
