@@ -294,10 +294,15 @@ async def _append_all(broker, entries, writable, acks, timeout_ms, version, tran
         gathered.sort()       # request order (the ones that waited were added late)
         appended = await broker.replicas.append_gathered(
             [(partition, records, guard) for _, partition, records, guard in gathered])
+        if acks != -1:
+            for (i, _, _, _), result in zip(gathered, appended):
+                results[i] = _count_in(broker, result)
+            return results
         # One deadline for the request's acks=-1 waits, as when they waited side by side.
-        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000.0
         for (i, partition, _, _), result in zip(gathered, appended):
-            left_ms = (deadline - asyncio.get_running_loop().time()) * 1000.0
+            left_ms = (deadline - loop.time()) * 1000.0
             results[i] = _count_in(broker, await partition.await_acks(
                 result, acks, max(left_ms, 0.0)))
     return results
