@@ -18,6 +18,7 @@ from kqlite.protocol.mirror_topics import MIRROR_SOURCE
 from kqlite.format.record import Record
 
 WIDE, GUARDED, COMPACTED, MIRROR, SMALL = "wide", "guarded", "compacted", "mirrored", "small"
+DURABLE, FLUSHED = "durable", "flushed"
 PARTITIONS = 16
 T0 = 1_700_000_000_000
 
@@ -32,6 +33,8 @@ def served(tmp_path_factory):
     db.create_topic(COMPACTED, 1, {"cleanup.policy": "compact"})
     db.create_topic(MIRROR, 1, {MIRROR_SOURCE: "source-cluster:topic"})
     db.create_topic(SMALL, 1, {"max.message.bytes": "200"})
+    db.create_topic(DURABLE, 2, {"fsync": "always"})
+    db.create_topic(FLUSHED, 1, {"flush.messages": "1"})
     calls = []
     io = broker.broker.replicas.io
     run = io.run
@@ -220,3 +223,19 @@ def test_transactional_batches_across_partitions_verify_each_one(served, client)
                                             "producer_id": pid, "producer_epoch": epoch,
                                             "committed": True})
     assert ended["error_code"] == E.NONE
+
+
+def test_partitions_that_fsync_every_append_are_appended_by_their_own_calls(served, client):
+    """Their fsyncs then run at once on the storage threads, not one after another in
+    the gathered call; which policy a log has, its first append tells."""
+    calls = served[3]
+    data = {WIDE: [(0, build_batch([b"w"])), (1, build_batch([b"w"]))],
+            DURABLE: [(0, build_batch([b"d"])), (1, build_batch([b"d"]))],
+            FLUSHED: [(0, build_batch([b"f"]))]}
+    assert set(codes(produce(client, data)).values()) == {E.NONE}
+    before = ends(served, DURABLE, [0, 1]) + ends(served, FLUSHED, [0])
+    calls.clear()
+    assert set(codes(produce(client, data)).values()) == {E.NONE}
+    assert sorted(calls) == ["_append_as_leader"] * 3 + ["_append_in_order"]
+    assert ends(served, DURABLE, [0, 1]) + ends(served, FLUSHED, [0]) == \
+        [end + 1 for end in before]

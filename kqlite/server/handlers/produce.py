@@ -23,7 +23,7 @@ calls would. A partition met already, outside a verified transaction, needs no w
 is judged on the event loop; only the others (a first lookup, a verification, an
 up-conversion) are prepared concurrently first. A cluster's partitions keep one call
 each (``gathers_appends`` is False: the leader checks its role and the ISR around the
-append).
+append), and so do logs that fsync every append (their fsyncs run at once that way).
 
 Per-record refusals (KIP-467, Produce v8+): when storage refuses a batch because of some
 of its records (a keyless record for a compacted topic, a producer's LogAppendTime batch
