@@ -12,10 +12,12 @@ thread's), and for kqlite the ``kqlite_requests_total`` counters on ``--metrics-
 (Produce or Fetch requests served). kcat's CPU comes from ``RUSAGE_CHILDREN``. The cases
 and settings are broker_peer's (benchmarks/workloads/broker_peer.py): records of 100 B and
 1 KiB produced with ``acks=1`` to topics of 1 and 16 partitions, then the topics read whole
-(so round n reads n rounds of records). The brokers take turns on each case, so that a
-change in the machine's load falls on both.
+(so round n reads n rounds of records). ``--idempotent`` produces each case a second time
+as an idempotent producer (``acks=all``), ``--produce-only`` skips the reads. The brokers
+take turns on each case, so that a change in the machine's load falls on both.
 
     PYTHONPATH=. python scripts/broker_cpu.py /path/to/tree-before . --tansu
+    PYTHONPATH=. python scripts/broker_cpu.py BEFORE_TREE . --idempotent --produce-only
     PYTHONPATH=. python scripts/broker_cpu.py . --rounds 3 --records-100 300000 \\
         --set fetch.max.bytes=1048576 --set max.partition.fetch.bytes=1048576
 """
