@@ -7,15 +7,17 @@ out-of-order sequence, a transaction's verification -- offsets in request order,
 partition named twice appended in its entries' order."""
 
 import pytest
-
 from authorizers import RecordingAuthorizer
 from broker_process import RawClient
 from broker_thread import BrokerThread
+
 from kqlite.format.batch import build_batch
-from kqlite.protocol import ApiKey, ErrorCode as E
-from kqlite.protocol.acl import AclOperation as Op, ResourceType as R
-from kqlite.protocol.mirror_topics import MIRROR_SOURCE
 from kqlite.format.record import Record
+from kqlite.protocol import ApiKey
+from kqlite.protocol import ErrorCode as E
+from kqlite.protocol.acl import AclOperation as Op
+from kqlite.protocol.acl import ResourceType as R
+from kqlite.protocol.mirror_topics import MIRROR_SOURCE
 
 WIDE, GUARDED, COMPACTED, MIRROR, SMALL = "wide", "guarded", "compacted", "mirrored", "small"
 DURABLE, FLUSHED = "durable", "flushed"
