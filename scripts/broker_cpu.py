@@ -12,10 +12,12 @@ thread's), and for kqlite the ``kqlite_requests_total`` counters on ``--metrics-
 (Produce or Fetch requests served). kcat's CPU comes from ``RUSAGE_CHILDREN``. The cases
 and settings are broker_peer's (benchmarks/workloads/broker_peer.py): records of 100 B and
 1 KiB produced with ``acks=1`` to topics of 1 and 16 partitions, then the topics read whole
-(so round n reads n rounds of records). The brokers take turns on each case, so that a
-change in the machine's load falls on both.
+(so round n reads n rounds of records). ``--idempotent`` produces each case a second time
+as an idempotent producer (``acks=all``), ``--produce-only`` skips the reads. The brokers
+take turns on each case, so that a change in the machine's load falls on both.
 
     PYTHONPATH=. python scripts/broker_cpu.py /path/to/tree-before . --tansu
+    PYTHONPATH=. python scripts/broker_cpu.py BEFORE_TREE . --idempotent --produce-only
     PYTHONPATH=. python scripts/broker_cpu.py . --rounds 3 --records-100 300000 \\
         --set fetch.max.bytes=1048576 --set max.partition.fetch.bytes=1048576
 """
@@ -119,6 +121,10 @@ def main(argv=None):
     p.add_argument("--records-1k", type=int, default=200_000)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a consumer property instead of broker_peer's")
+    p.add_argument("--idempotent", action="store_true",
+                   help="produce each case a second time with enable.idempotence=true "
+                        "(acks=all)")
+    p.add_argument("--produce-only", action="store_true", help="measure no consume")
     args = p.parse_args(argv)
     kcat = shutil.which("kcat")
     if kcat is None:
@@ -144,23 +150,29 @@ def main(argv=None):
             for size in SIZES:
                 for parts in PARTITIONS:
                     peer._create_topic(ck, b.bootstrap, f"cpu-{size}-p{parts}", parts)
+        modes = {"produce": dict(peer.PRODUCE, acks="1")}
+        if args.idempotent:
+            modes["produce idem"] = dict(peer.PRODUCE, acks="all",
+                                         **{"enable.idempotence": "true"})
+        kinds = list(modes) + ([] if args.produce_only else ["consume"])
         for round_ in range(1, args.rounds + 1):
-            for what in ("produce", "consume"):
+            for what in kinds:
                 for size in SIZES:
                     for parts in PARTITIONS:
-                        records = counts[size] * (round_ if what == "consume" else 1)
+                        records = counts[size] * (round_ * len(modes)
+                                                  if what == "consume" else 1)
                         for b in brokers:
                             topic = f"cpu-{size}-p{parts}"
-                            if what == "produce":
+                            if what in modes:
                                 cmd = [kcat, "-P", "-b", b.bootstrap, "-t", topic] \
-                                    + peer._properties(dict(peer.PRODUCE, acks="1")) \
+                                    + peer._properties(modes[what]) \
                                     + ["-l", files[size]]
                                 out = subprocess.PIPE
                             else:
                                 cmd = [kcat, "-C", "-e", "-o", "beginning", "-q", "-b",
                                        b.bootstrap, "-t", topic] + peer._properties(consume)
                                 out = subprocess.DEVNULL
-                            found = _measure(b, "Produce" if what == "produce" else "Fetch",
+                            found = _measure(b, "Produce" if what in modes else "Fetch",
                                              records, lambda: subprocess.run(
                                                  cmd, env=env, check=True, stdout=out,
                                                  stderr=subprocess.PIPE))
@@ -170,12 +182,12 @@ def main(argv=None):
         for b in brokers:
             peer.stop_process(b.proc)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'round':>5} {'case':22} {'ns/rec':>8} {'loop':>7} {'µs/req':>8} {'reqs':>5} "
+    print(f"{'round':>5} {'case':27} {'ns/rec':>8} {'loop':>7} {'µs/req':>8} {'reqs':>5} "
           f"{'wall s':>7} {'kcat s':>7}  broker")
     for round_, case, name, per, loop, per_req, reqs, wall, kcat_s in rows:
         req = f"{per_req:8.0f}" if per_req is not None else f"{'-':>8}"
         loop = f"{loop:7.1f}" if loop is not None else f"{'-':>7}"
-        print(f"{round_:>5} {case:22} {per:8.1f} {loop} {req} {reqs:5.0f} {wall:7.2f} "
+        print(f"{round_:>5} {case:27} {per:8.1f} {loop} {req} {reqs:5.0f} {wall:7.2f} "
               f"{kcat_s:7.2f}  {name}")
     return 0
 

@@ -44,6 +44,7 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
                    f"{os.sep}tests{os.sep}test_configuration_doc.py",
                    f"{os.sep}tests{os.sep}test_isolation_seam.py",
                    f"{os.sep}tests{os.sep}server{os.sep}test_fetch_gathered_reads.py",
+                   f"{os.sep}tests{os.sep}server{os.sep}test_produce_gathered_appends.py",
                    f"{os.sep}tests{os.sep}server{os.sep}test_sendfile_response.py",
                    # The web console: its brokers and clusters are child processes started
                    # with the C helpers, and one headless Chromium per module.

@@ -190,6 +190,25 @@ class LocalPartition(Partition):
         self.observe(positions)
         return await self.await_acks(result, acks, timeout_ms)
 
+    # The replica manager may gather this partition's append into one storage-thread call
+    # for a whole Produce (``append_in_storage``, then ``observe`` and ``await_acks``,
+    # exactly what :meth:`append` does around its own call); the replicated partition
+    # has leader work around its append and answers False. A log whose flush policy
+    # fsyncs every append (``fsync="always"``, ``flush.messages`` 1) is appended by its
+    # own call: in one call the partitions' fsyncs would run one after another, in their
+    # own calls they run at once on the storage threads. What the policy is, the last
+    # append saw (a hint: a policy just altered costs one request the other way).
+    _syncs_each_append = False
+
+    @property
+    def gathers_appends(self):
+        return not self._syncs_each_append
+
+    def append_in_storage(self, records, verification_guard=None):
+        """In a storage thread: the storage part of :meth:`append`, ``(AppendResult,
+        positions or None)``."""
+        return self._append_as_leader(records, verification_guard)
+
     async def append_as_coordinator(self, records, *, acks, timeout_ms, verification_guard=None):
         result, positions = await self._io.run(self._append_as_leader, records,
                                                verification_guard, AppendOrigin.COORDINATOR)
@@ -237,8 +256,11 @@ class LocalPartition(Partition):
         sequences, epochs, transactions and their verification guard); this maps its
         refusals to Kafka's error codes."""
         def append(log):
+            config = log.config
+            self._syncs_each_append = config["fsync"] == "always" \
+                or config["flush.messages"] <= 1
             if origin is AppendOrigin.CLIENT:
-                refuse_producer(log.config, self.topic)
+                refuse_producer(config, self.topic)
             return log.append_as_leader(records, leader_epoch=self.leader_epoch,
                                         origin=origin, verification_guard=verification_guard)
         return self._append_with(append, len(records), "append to")

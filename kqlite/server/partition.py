@@ -155,6 +155,9 @@ class Partition(abc.ABC):
     # Whether the replica manager may gather this partition's reads with others of the
     # same Fetch into one storage-thread call (LocalPartition.read_in_storage).
     gathers_reads = False
+    # Whether the replica manager may gather this partition's appends with others of the
+    # same Produce into one storage-thread call (LocalPartition.append_in_storage).
+    gathers_appends = False
 
     def __init__(self, topic, index):
         self.topic = topic

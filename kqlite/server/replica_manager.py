@@ -22,6 +22,11 @@ and those another request is creating at that moment, answer
 UNKNOWN_TOPIC_OR_PARTITION as Kafka answers topics still being created (clients ask
 again, and the next request creates the next ones).
 
+A Produce's appends to partitions that gather them (the single broker's) run in one
+storage-thread call for the whole request (:meth:`ReplicaManager.append_gathered`), each
+partition's append judged, refused or failed on its own, as the handler would have had
+them one call each; the Fetch side does the same for reads.
+
 A Fetch reads its partitions in request order under the response's ``max_bytes``. If
 that gives fewer than ``min_bytes`` it becomes a :class:`~.purgatory.DelayedFetch`
 watching exactly those partitions: an append or high-watermark change on one of them
@@ -253,6 +258,11 @@ class ReplicaManager:
                     leader_epoch=epoch, delayed_produce=self.delayed_produce,
                     on_change=self._partition_changed)
                 self._indexes.setdefault(topic, set()).add(index)
+
+    def hosted(self, topic, index):
+        """The partition if this broker serves it and has met it already, else None (no
+        lookup: a Produce's partitions that need none are appended without a wait)."""
+        return self._partitions.get((topic, index))
 
     def _partition_changed(self, partition):
         """A partition's log start, high watermark or log end moved (or it is gone)."""
@@ -516,6 +526,22 @@ class ReplicaManager:
             results[at] = result
         return partitions, results
 
+    # -- Produce ----------------------------------------------------------------------------
+
+    async def append_gathered(self, appends):
+        """A Produce's appends ``[(partition, records, verification guard)]``, to partitions
+        that let their appends be gathered (``gathers_appends``), each named once, in
+        one storage-thread call (``_append_in_order``), with the same rules as one call
+        per partition (each append judged and refused on its own). Returns their
+        AppendResults in order, the positions each saw observed; the acks are the
+        caller's (``partition.await_acks``)."""
+        appended = await self.io.run(_append_in_order, appends)
+        results = []
+        for (partition, _, _), (result, positions) in zip(appends, appended):
+            partition.observe(positions)
+            results.append(result)
+        return results
+
     async def _check_other_writers(self):
         """While fetches wait, re-read the log ends of the partitions they wait on."""
         while True:
@@ -559,6 +585,15 @@ def _read_in_order(reads, max_bytes, isolation):
         _release_all((results, over))
         raise
     return results, over
+
+
+def _append_in_order(appends):
+    """In a storage thread: the appends of one Produce in request order, ``[(partition,
+    records, verification guard)]``; ``[(AppendResult, positions or None)]``. A refusal
+    or a storage failure of one partition is its AppendResult and the others go on (as
+    separate calls would); each log flushes as its own policy says."""
+    return [partition.append_in_storage(records, guard)
+            for partition, records, guard in appends]
 
 
 def _release_all(read):

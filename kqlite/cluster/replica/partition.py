@@ -300,6 +300,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return ls.check_enough_replicas_reach_offset(offset)
 
+    gathers_appends = False   # a leader's append checks its role and the ISR around it
+
     async def append(self, records, *, acks, timeout_ms, verification_guard=None):
         return await self._leader_append(acks, timeout_ms, self._append_as_leader, records,
                                          verification_guard)

@@ -13,6 +13,18 @@ batch in a storage thread (format/up_convert.py, Kafka's LogValidator conversion
 take the same path; Kafka does not check the magic of v0-2 requests, so a v2 batch in one
 is appended as it is. zstd needs v7+ (KIP-110).
 
+One storage-thread call per request (``_append_all``): every partition is judged on its
+own first, in Kafka's order -- authorization, the partition (unknown here?), KIP-890's
+verification, null records, the up-conversion of v0-2, zstd before v7 -- and a refusal is
+that partition's answer; the rest, on the single broker, are appended in one call for the
+whole request (``ReplicaManager.append_gathered``), where storage judges each partition's
+batches (validation, mirror topic, sequences, size) and refuses them alone, as separate
+calls would. A partition met already, outside a verified transaction, needs no wait and
+is judged on the event loop; only the others (a first lookup, a verification, an
+up-conversion) are prepared concurrently first. A cluster's partitions keep one call
+each (``gathers_appends`` is False: the leader checks its role and the ISR around the
+append), and so do logs that fsync every append (their fsyncs run at once that way).
+
 Per-record refusals (KIP-467, Produce v8+): when storage refuses a batch because of some
 of its records (a keyless record for a compacted topic, a producer's LogAppendTime batch
 for a LogAppendTime topic: format/validate.py), the partition's answer carries
@@ -87,8 +99,11 @@ _CONVERSION_REFUSALS = (
 _CONVERSION_ERRORS = tuple(kind for kind, _code in _CONVERSION_REFUSALS)
 
 
-async def _append(broker, topic, index, records, acks, timeout_ms, version,
-                  transaction=None):
+async def _prepare(broker, topic, index, records, version, transaction):
+    """Everything before one partition's append, in Kafka's order: the partition (unknown
+    here?), KIP-890's verification, then the records' own refusals (:func:`_refusal`,
+    after an up-conversion in a storage thread for v0-2). ``(partition, records,
+    verification guard)`` to append, or the refusing AppendResult."""
     try:
         partition = await broker.replicas.get(topic, index)
     except PartitionError as exc:
@@ -100,21 +115,41 @@ async def _append(broker, topic, index, records, acks, timeout_ms, version,
         refusal, guard = await _verify(broker, partition, records, version, transaction)
         if refusal is not None:
             return refusal
-    if records is None:
-        return AppendResult(ErrorCode.INVALID_RECORD,
-                            error_message="the partition's records are null")
-    if version < _FIRST_V2_VERSION and is_legacy(records):
+    if records is not None and version < _FIRST_V2_VERSION and is_legacy(records):
         try:
             records = await broker.io.run(up_convert, records)
         except _CONVERSION_ERRORS as exc:
             code = next(code for kind, code in _CONVERSION_REFUSALS if isinstance(exc, kind))
             return AppendResult(code, error_message=str(exc))
-    elif _FIRST_V2_VERSION <= version < _FIRST_ZSTD_VERSION and _is_zstd_batch(records):
+    return _refusal(records, version) or (partition, records, guard)
+
+
+def _prepared_now(broker, topic, index, records, version, transaction):
+    """:func:`_prepare` of a partition that needs no wait before its append (met already,
+    no verification asked, no up-conversion), on the event loop; None for the others."""
+    if transaction is not None and transaction is not NO_VERIFICATION:
+        return None
+    partition = broker.replicas.hosted(topic, index)
+    if partition is None or records is not None and version < _FIRST_V2_VERSION \
+            and is_legacy(records):
+        return None
+    return _refusal(records, version) or (partition, records, transaction)
+
+
+def _refusal(records, version):
+    """The AppendResult refusing a partition's records before storage sees them, or None:
+    null records, and zstd before v7 (Kafka's ProduceRequest.validateRecords)."""
+    if records is None:
+        return AppendResult(ErrorCode.INVALID_RECORD,
+                            error_message="the partition's records are null")
+    if _FIRST_V2_VERSION <= version < _FIRST_ZSTD_VERSION and _is_zstd_batch(records):
         return AppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                             error_message=f"Produce v{version} cannot carry zstd-compressed "
                                           f"records; zstd needs v{_FIRST_ZSTD_VERSION}+")
-    result = await partition.append(records, acks=acks, timeout_ms=timeout_ms,
-                                    verification_guard=guard)
+    return None
+
+
+def _count_in(broker, result):
     broker.metrics.messages_in += result.record_count
     broker.metrics.bytes_in += result.size
     return result
@@ -181,23 +216,8 @@ async def produce(broker, context, request):
             if broker.transactions.config.partition_verification else NO_VERIFICATION
     entries = [(t["name"], p["index"], p["records"])
                for t in body["topic_data"] for p in t["partition_data"]]
-    # Partitions are appended to (and, with acks=-1, waited for) concurrently; a
-    # partition named twice keeps its entries' order.
-    by_partition = {}
-    for i, (name, index, _records) in enumerate(entries):
-        by_partition.setdefault((name, index), []).append(i)
-    results = [None] * len(entries)
-
-    async def append_in_order(positions):
-        for i in positions:
-            name, index, records = entries[i]
-            if name not in writable:
-                results[i] = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                continue
-            results[i] = await _append(broker, name, index, records, acks, body["timeout_ms"],
-                                       request.api_version, transaction)
-
-    await asyncio.gather(*(append_in_order(ix) for ix in by_partition.values()))
+    results = await _append_all(broker, entries, writable, acks, body["timeout_ms"],
+                                request.api_version, transaction)
     if acks == 0:
         return None
     answers = iter(results)
@@ -214,6 +234,78 @@ async def produce(broker, context, request):
                           "error_message": r.error_message})
         responses.append({"name": topic["name"], "partition_responses": parts})
     return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def _append_all(broker, entries, writable, acks, timeout_ms, version, transaction):
+    """The AppendResult of each entry ``(topic, index, records)``, in order.
+
+    Each entry is judged on its own, in Kafka's order (authorization, then
+    :func:`_prepare`); a refusal is that partition's answer and the others go on. The
+    entries that pass, to partitions that gather their appends (the single broker's),
+    are appended in one storage-thread call for the whole request
+    (``ReplicaManager.append_gathered``); entries that need a wait first (a lookup, a
+    verification, an up-conversion) are prepared concurrently, and those of other
+    partitions appended each on its own, concurrently. A partition named twice keeps
+    its entries' order: its entries are prepared and appended one after the other,
+    each on its own (a verification guard is the partition's latest only)."""
+    results = [None] * len(entries)
+    by_partition = {}
+    for i, (name, index, _records) in enumerate(entries):
+        by_partition.setdefault((name, index), []).append(i)
+    gathered = []       # (entry position, partition, records, verification guard)
+    waiting = []        # the entry positions of a partition, to prepare with waits
+
+    for positions in by_partition.values():
+        name, index, records = entries[positions[0]]
+        if len(positions) > 1:
+            waiting.append(positions)
+        elif name not in writable:
+            results[positions[0]] = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        else:
+            ready = _prepared_now(broker, name, index, records, version, transaction)
+            if ready is None:
+                waiting.append(positions)
+            elif isinstance(ready, AppendResult):
+                results[positions[0]] = ready
+            elif ready[0].gathers_appends:
+                gathered.append((positions[0],) + ready)
+            else:
+                waiting.append(positions)
+
+    async def prepare_in_order(positions):
+        for i in positions:
+            name, index, records = entries[i]
+            if name not in writable:
+                results[i] = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
+            ready = await _prepare(broker, name, index, records, version, transaction)
+            if isinstance(ready, AppendResult):
+                results[i] = ready
+            elif ready[0].gathers_appends and len(positions) == 1:
+                gathered.append((i,) + ready)
+            else:
+                partition, records, guard = ready
+                results[i] = _count_in(broker, await partition.append(
+                    records, acks=acks, timeout_ms=timeout_ms, verification_guard=guard))
+
+    if waiting:
+        await asyncio.gather(*(prepare_in_order(ix) for ix in waiting))
+    if gathered:
+        gathered.sort()       # request order (the ones that waited were added late)
+        appended = await broker.replicas.append_gathered(
+            [(partition, records, guard) for _, partition, records, guard in gathered])
+        if acks != -1:
+            for (i, _, _, _), result in zip(gathered, appended):
+                results[i] = _count_in(broker, result)
+            return results
+        # One deadline for the request's acks=-1 waits, as when they waited side by side.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000.0
+        for (i, partition, _, _), result in zip(gathered, appended):
+            left_ms = (deadline - loop.time()) * 1000.0
+            results[i] = _count_in(broker, await partition.await_acks(
+                result, acks, max(left_ms, 0.0)))
+    return results
 
 
 def _is_zstd_batch(records):
