@@ -129,6 +129,12 @@ async def _main(args):
         broker = Broker(args.data_dir, host, port, broker_id=args.broker_id,
                         transaction_config=_transaction_config(args), **options)
         await broker.start()
+    # Stopping is asked for from here on, before the line below tells anyone the broker
+    # is there to be stopped.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     # The line below says the broker is ready: clients connecting before the coordinators
     # have loaded what they keep are answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka's are.
     await broker.loaded()
@@ -149,12 +155,14 @@ async def _main(args):
     elif args.console:
         print("kqlite serve: --console is served by --metrics-listen, which is not set",
               file=sys.stderr, flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     print("kqlite broker shutting down", file=sys.stderr, flush=True)
+    # The shutdown runs once, as Kafka's shutdown hook does: a second SIGTERM (a process
+    # manager asking again) is ignored, also after the loop closes, whose clean-up would
+    # otherwise restore the default action and let it kill a broker that is exiting
+    # cleanly. SIGKILL still stops it at once; Ctrl-C keeps asyncio's handling.
+    loop.remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if console is not None:
         await console.stop()
     if node is not None:

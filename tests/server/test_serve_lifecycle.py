@@ -89,3 +89,17 @@ def test_metrics_and_graceful_shutdown(tmp_path):
         assert b.stop() == 0
     assert os.path.exists(tmp_path / "data" / ".kafka_cleanshutdown")
     assert "shutting down" in b.stderr()
+
+
+def test_sigterm_repeated_during_the_shutdown_never_kills_the_broker(tmp_path):
+    # A process manager that asks again (systemd's or a test's second SIGTERM) must not
+    # turn a clean stop into a death by signal: the shutdown runs once, as Kafka's hook.
+    import signal
+    import time
+    b = BrokerProcess(tmp_path / "data")
+    deadline = time.monotonic() + 30
+    while b.proc.poll() is None and time.monotonic() < deadline:
+        b.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.005)
+    assert b.proc.wait(30) == 0, b.stderr()
+    assert "stopped cleanly" in b.stderr()
