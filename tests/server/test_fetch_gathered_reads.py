@@ -29,21 +29,27 @@ class CountingExecutor(StorageExecutor):
         return await super().run(fn, *args, **kwargs)
 
 
-def fetch(tmp_path, fetches, max_bytes):
-    """(results as (error, records type, size), storage calls of the fetch, regions held
-    while the results are unsent, regions held after they are released)."""
+def fetch(tmp_path, fetches, max_bytes, batches=None):
+    """(results as (error, records type, size, high watermark), storage calls of the
+    fetch, regions held while the results are unsent, regions held after they are
+    released). ``batches``: one batch appended to each partition of the topic (default
+    PARTITIONS batches of 100-odd bytes)."""
+    if batches is None:
+        batches = [build_batch([b"v%d" % p * 100]) for p in range(PARTITIONS)]
+
     async def main(db):
         io = CountingExecutor()
         replicas = ReplicaManager(db, io)
         try:
-            for p in range(PARTITIONS):
+            for p, batch in enumerate(batches):
                 partition = await replicas.get("t", p)
-                await partition.append(build_batch([b"v%d" % p * 100]), acks=1, timeout_ms=0)
+                await partition.append(batch, acks=1, timeout_ms=0)
             io.calls.clear()
             results = await replicas.fetch_messages(fetches, max_bytes=max_bytes,
                                                     min_bytes=1, max_wait_ms=0)
             calls, held = list(io.calls), replicas.regions.held
-            seen = [(r.error_code, type(r.records), r.size) for r in results]
+            seen = [(r.error_code, type(r.records), r.size, r.high_watermark)
+                    for r in results]
             for r in results:
                 r.release()
             return seen, calls, held, replicas.regions.held
@@ -51,7 +57,7 @@ def fetch(tmp_path, fetches, max_bytes):
             io.shutdown()
 
     with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
-        db.create_topic("t", PARTITIONS)
+        db.create_topic("t", len(batches))
         return asyncio.run(main(db))
 
 
@@ -59,8 +65,8 @@ def test_a_fetch_of_sixteen_partitions_reads_them_in_one_storage_call(tmp_path):
     seen, calls, held, after = fetch(
         tmp_path, [FetchPartition("t", p, 0, 1 << 20) for p in range(PARTITIONS)], 1 << 20)
     assert calls == ["_read_in_order"]
-    assert [(code, kind) for code, kind, _ in seen] == [(ErrorCode.NONE, FileRegion)] * 16
-    assert all(size > 0 for _, _, size in seen)
+    assert [(code, kind) for code, kind, _, _ in seen] == [(ErrorCode.NONE, FileRegion)] * 16
+    assert all(size > 0 for _, _, size, _ in seen)
     assert (held, after) == (PARTITIONS, 0)
 
 
@@ -70,7 +76,7 @@ def test_partitions_past_max_bytes_come_back_empty_and_give_their_regions_back(t
     assert calls == ["_read_in_order"]
     first, *rest = seen
     assert first[0] == ErrorCode.NONE and first[1] is FileRegion and first[2] > 1
-    assert [size for _, _, size in rest] == [0, 0]
+    assert [size for _, _, size, _ in rest] == [0, 0]
     assert (held, after) == (1, 0)
 
 
@@ -78,7 +84,7 @@ def test_an_unknown_partition_and_a_newer_epoch_answer_beside_the_gathered_reads
     seen, calls, held, after = fetch(
         tmp_path, [FetchPartition("t", 0, 0, 1 << 20), FetchPartition("t", 99, 0, 1 << 20),
                    FetchPartition("t", 1, 0, 1 << 20, current_leader_epoch=5)], 1 << 20)
-    assert [code for code, _, _ in seen] == [ErrorCode.NONE,
+    assert [code for code, _, _, _ in seen] == [ErrorCode.NONE,
                                               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                               ErrorCode.UNKNOWN_LEADER_EPOCH]
     assert calls[-1] == "_read_in_order" and seen[0][2] > 0
@@ -97,57 +103,21 @@ def test_once_max_bytes_is_spent_later_partitions_report_positions_without_a_loo
         looked_up.append(max_bytes)
         return extent(lg, offset, max_bytes, *args, **kwargs)
     monkeypatch.setattr(storage_reads, "_extent", counting_extent)
-    results = []
-
-    async def main(db):
-        io = StorageExecutor(2)
-        replicas = ReplicaManager(db, io)
-        try:
-            for p in range(3):
-                partition = await replicas.get("t", p)
-                await partition.append(build_batch([b"v" * 500]), acks=1, timeout_ms=0)
-            looked_up.clear()
-            found = await replicas.fetch_messages(
-                [FetchPartition("t", p, 0, 1 << 20) for p in range(3)], max_bytes=1,
-                min_bytes=1, max_wait_ms=0)
-            results.extend((r.error_code, r.size, r.high_watermark) for r in found)
-            for r in found:
-                r.release()
-        finally:
-            io.shutdown()
-
-    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
-        db.create_topic("t", 3)
-        asyncio.run(main(db))
+    seen, _calls, _held, _after = fetch(
+        tmp_path, [FetchPartition("t", p, 0, 1 << 20) for p in range(3)], 1,
+        batches=[build_batch([b"v" * 500])] * 3)
     assert looked_up == [1]
-    assert results[0][0] == ErrorCode.NONE and results[0][1] > 1
-    assert results[1:] == [(ErrorCode.NONE, 0, 1), (ErrorCode.NONE, 0, 1)]
+    assert seen[0][0] == ErrorCode.NONE and seen[0][2] > 1
+    assert [(code, size, hw) for code, _, size, hw in seen[1:]] == [
+        (ErrorCode.NONE, 0, 1), (ErrorCode.NONE, 0, 1)]
 
 
 def test_a_later_partition_whose_first_batch_does_not_fit_returns_nothing(tmp_path):
     small, large = build_batch([b"s" * 100]), build_batch([b"l" * 5000])
-    seen = []
-
-    async def main(db):
-        io = StorageExecutor(2)
-        replicas = ReplicaManager(db, io)
-        try:
-            for p, batch in ((0, small), (1, large), (2, small)):
-                partition = await replicas.get("t", p)
-                await partition.append(batch, acks=1, timeout_ms=0)
-            found = await replicas.fetch_messages(
-                [FetchPartition("t", p, 0, 1 << 20) for p in range(3)],
-                max_bytes=len(small) * 3, min_bytes=1, max_wait_ms=0)
-            seen.extend(r.size for r in found)
-            for r in found:
-                r.release()
-        finally:
-            io.shutdown()
-
-    with kqlite.open(tmp_path / "data", retention_check_interval_ms=0) as db:
-        db.create_topic("t", 3)
-        asyncio.run(main(db))
-    assert seen == [len(small), 0, len(small)]
+    seen, _calls, _held, _after = fetch(
+        tmp_path, [FetchPartition("t", p, 0, 1 << 20) for p in range(3)], len(small) * 3,
+        batches=[small, large, small])
+    assert [size for _, _, size, _ in seen] == [len(small), 0, len(small)]
 
 
 def test_each_partition_hears_a_follower_fetch_before_any_partition_is_read(tmp_path):
