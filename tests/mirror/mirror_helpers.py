@@ -16,7 +16,8 @@ ENV["PYTHONPATH"] = ROOT + os.pathsep + ENV.get("PYTHONPATH", "")
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
 from cluster_processes import free_port, wait_accepting  # noqa: E402
 
-__all__ = ["ENV", "ROOT", "Child", "Running", "free_port", "kqlite_broker", "wait_for"]
+__all__ = ["ENV", "ROOT", "Child", "Running", "free_port", "kqlite_broker", "topic_rows",
+           "wait_for"]
 
 
 class Child:
@@ -75,3 +76,24 @@ def wait_for(condition, what, timeout=30.0):
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def topic_rows(bootstrap, topic, row, isolation_level="read_uncommitted"):
+    """{partition: [row(record)]} of the whole topic, from its start to the end offsets
+    the read began with (kafka-python's consumer, no group)."""
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                      isolation_level=isolation_level)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+        out = {tp.partition: [] for tp in tps}
+        if tps:
+            c.assign(tps)
+            c.seek_to_beginning()
+            ends = c.end_offsets(tps)
+            while any(c.position(tp) < ends[tp] for tp in tps):
+                for tp, recs in c.poll(300).items():
+                    out[tp.partition].extend(row(r) for r in recs)
+        return out
+    finally:
+        c.close()

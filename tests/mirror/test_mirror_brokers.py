@@ -4,7 +4,6 @@ up, heartbeats, a consumer group failing over at a translated offset that misses
 nothing, the command SIGKILLed and restarted, SIGTERM, two clusters mirroring each other
 without loops. Default run: a few seconds each; the minute-long two-way run is --soak."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from kqlite.mirror import Mirror, MirrorSettings
 from kqlite.mirror.mm2_records import Checkpoint, Heartbeat
 
-from mirror_helpers import ENV, ROOT, free_port, kqlite_broker, wait_for
+from mirror_helpers import ENV, ROOT, free_port, kqlite_broker, topic_rows, wait_for
 
 
 def _settings(a, b, **kw):
@@ -40,20 +39,8 @@ def _produce(bootstrap, topic, values, partition=None):
 
 def _records(bootstrap, topic):
     """{partition: [(key, value, headers, timestamp)]} of the whole topic."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    parts = c.partitions_for_topic(topic) or set()
-    tps = [TopicPartition(topic, p) for p in parts]
-    out = {p: [] for p in parts}
-    if tps:
-        c.assign(tps)
-        c.seek_to_beginning()
-        ends = c.end_offsets(tps)
-        while any(c.position(tp) < ends[tp] for tp in tps):
-            for tp, recs in c.poll(500).items():
-                out[tp.partition].extend((r.key, r.value, tuple(r.headers), r.timestamp)
-                                         for r in recs)
-    c.close()
-    return out
+    return topic_rows(bootstrap, topic,
+                      lambda r: (r.key, r.value, tuple(r.headers), r.timestamp))
 
 
 def _count(bootstrap, topic):

@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from kqlite.format.header import parse_header
@@ -33,7 +33,7 @@ from kqlite.mirror.transactions import (ABORTABLE, DONE, FATAL, FENCED, RELOCATE
                                         transactional_id)
 from kqlite.protocol.errors import ErrorCode
 
-from mirror_helpers import ENV, ROOT, wait_for
+from mirror_helpers import ENV, ROOT, topic_rows, wait_for
 
 _TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,21 +63,8 @@ def _produce(bootstrap, topic, values, partitions=2):
 
 def _values(bootstrap, topic, committed):
     """{partition: [value]} of the whole topic, read_committed or read_uncommitted."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                      isolation_level="read_committed" if committed else "read_uncommitted")
-    try:
-        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
-        out = {tp.partition: [] for tp in tps}
-        if tps:
-            c.assign(tps)
-            c.seek_to_beginning()
-            ends = c.end_offsets(tps)
-            while any(c.position(tp) < ends[tp] for tp in tps):
-                for tp, recs in c.poll(300).items():
-                    out[tp.partition].extend(r.value for r in recs)
-        return out
-    finally:
-        c.close()
+    return topic_rows(bootstrap, topic, lambda r: r.value,
+                      "read_committed" if committed else "read_uncommitted")
 
 
 def _copied_once(source, target, topic="ev", remote="A.ev"):
