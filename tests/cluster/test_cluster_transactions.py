@@ -11,7 +11,8 @@ producer's first batch with the coordinator, wherever it is (KIP-890 part 1).
   read_uncommitted one;
 - a consume-transform-produce step commits its input offsets (TxnOffsetCommit) to a group
   whose coordinator is on a third broker, neither the transaction coordinator's nor the
-  output's leader; the committed offset follows the transaction's outcome;
+  output's leader; the committed offset follows the transaction's outcome, and an
+  aborted commit stays aborted on the group's next coordinator;
 - kafka-python's transactional producer commits and aborts on the same cluster;
 - a second producer with the same transactional id fences the first (its commit fails);
 - only an id's coordinator answers its InitProducerId (the others NOT_COORDINATOR), and
@@ -318,3 +319,41 @@ def test_only_the_coordinator_answers_and_producer_ids_are_unique_across_brokers
         pids[tid] = answer["producer_id"]
     assert len(set(pids.values())) == len(pids)
     assert len(coordinators) > 1
+
+
+def test_an_aborted_offset_commit_stays_aborted_when_the_group_coordinator_moves(cluster):
+    """The group's new coordinator loads ``__consumer_offsets`` as Kafka's
+    GroupMetadataManager does: a transactional commit whose ABORT marker follows it is
+    not a committed offset there (before this was fixed, the pipeline of the fault suite
+    resumed past records it had never written out)."""
+    source = "txn-moving-source"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(source, 1, 3)], request_timeout=60)[source].result(WAIT)
+    until(lambda: _all_led(cluster, source, 1), f"{source} led")
+    producer = _producer(cluster, "moving-pipeline")
+    producer.init_transactions(WAIT)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap,
+                                         "group.id": "moving-group"})
+    try:
+        for offset, commit in ((3, True), (7, False)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction(
+                [confluent_kafka.TopicPartition(source, 0, offset)],
+                consumer.consumer_group_metadata(), WAIT)
+            producer.commit_transaction(WAIT) if commit else producer.abort_transaction(WAIT)
+    finally:
+        consumer.close()
+    assert _committed(cluster, "moving-group", source, 0) == 3
+    coordinator = _leaders(cluster, "__consumer_offsets")[
+        kafka_partition_for_key("moving-group", OFFSETS_PARTITIONS)]
+    cluster[coordinator].stop()
+    try:
+        until(lambda: _leaders(cluster, "__consumer_offsets")[
+            kafka_partition_for_key("moving-group", OFFSETS_PARTITIONS)]
+            not in (coordinator, -1), "the group's offsets partition led by another broker")
+        assert _committed(cluster, "moving-group", source, 0) == 3
+    finally:
+        cluster[coordinator].start().wait_listening()
+        until(lambda: all(len(md.isrs) == 3 for md in admin.list_topics(
+            "__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+            .partitions.values()), "every offsets partition back in full ISR")

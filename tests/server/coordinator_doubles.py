@@ -3,19 +3,21 @@ without sockets or a data dir: a state log in memory and a placement of a fixed 
 
 import asyncio
 
+from kqlite.format.batch import build_batch, parse_header
 from kqlite.format.internal_topics import OFFSETS_TOPIC
 from kqlite.protocol import ErrorCode
 from kqlite.server.coordinator.ownership import Ownership, SoleOwnership
 from kqlite.server.coordinator.placement import Placement
 from kqlite.server.coordinator.runtime import CoordinatorRuntime
-from kqlite.server.coordinator.state_log import StateLog
+from kqlite.server.coordinator.state_log import StateLog, StoredBatch
 from kqlite.server.coordinator.state_topic import StateTopic
 
 TOPIC = StateTopic(OFFSETS_TOPIC, 50, {}, append_timeout_ms=5000)
 
 
 class MemoryStateLog(StateLog):
-    """Each partition a list of records. ``gate`` (an asyncio.Event), when given, holds every
+    """Each partition a list of records, read back one batch per record (transactional
+    where a transactional append wrote it). ``gate`` (an asyncio.Event), when given, holds every
     read and append until it is set; ``append_error`` is answered instead of appending;
     ``appends`` records every call's (index, records, acks, timeout_ms), ``reads`` every
     call's partitions, ``transactional`` the producer and guard of transactional appends;
@@ -29,6 +31,7 @@ class MemoryStateLog(StateLog):
         self.reads = []
         self.transactional = []   # (index, producer, guard) of each transactional append
         self.open_producers = set()   # (index, producer id): a transaction open there
+        self.producers = {}           # (index, position in records) -> (producer id, epoch)
 
     async def begin_verification(self, index, producer):
         if (index, producer[0]) in self.open_producers:
@@ -46,15 +49,28 @@ class MemoryStateLog(StateLog):
         await self._wait()
         if self.append_error:
             return self.append_error
-        self.records.setdefault(index, []).extend(records)
+        stored = self.records.setdefault(index, [])
+        if producer is not None:
+            self.producers.update({(index, len(stored) + n): producer
+                                   for n in range(len(records))})
+        stored.extend(records)
         return ErrorCode.NONE
+
+    def _batch(self, index, position, record):
+        producer = self.producers.get((index, position))
+        data = build_batch([record]) if producer is None else build_batch(
+            [record], producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+            transactional=True)
+        return StoredBatch(parse_header(data, 0), [record])
 
     async def read(self, indexes, replay):
         indexes = list(indexes)
         self.reads.append(indexes)
         await self._wait()
-        # An iterator, read once, as a log's records are.
-        return {i: replay(iter(list(self.records.get(i, [])))) for i in indexes}
+        # An iterator, read once, as a log's batches are.
+        return {i: replay(iter([self._batch(i, n, r)
+                                for n, r in enumerate(self.records.get(i, []))]))
+                for i in indexes}
 
 
 class FixedPlacement(Placement):

@@ -7,6 +7,8 @@ state log."""
 
 import asyncio
 
+from kqlite.format.batch import build_batch, decode_records, parse_header
+from kqlite.format.control_records import ABORT, COMMIT, build_control_batch
 from kqlite.format.group_records import (GroupMetadataValue, MemberMetadata, encode_group_key,
                                          encode_group_value)
 from kqlite.format.offset_records import (OffsetAndMetadata, encode_offset_key,
@@ -18,9 +20,11 @@ from kqlite.server.coordinator.group.append_errors import (DATA_DIR_GROUP_STORE_
                                                            OFFSET_COMMIT_ERRORS)
 from kqlite.server.coordinator.group.coordinator import GroupCoordinator
 from kqlite.server.coordinator.group.events import Heartbeat, Join, Sync
+from kqlite.server.coordinator.group.offsets import LoadedOffsets
 from kqlite.server.coordinator.group.records import read_partition
 from kqlite.server.coordinator.group.state_machine import GroupState
 from kqlite.server.coordinator.ownership import Ownership, SoleOwnership
+from kqlite.server.coordinator.state_log import StoredBatch
 
 from coordinator_doubles import MemoryStateLog, leader_runtime, settle
 
@@ -80,6 +84,31 @@ def _commit(group, topic, index, offset, epoch=-1):
                   value=encode_offset_value(offset, "m", 1000, epoch))
 
 
+def _batches(records, producer=None):
+    """One StoredBatch per record, at consecutive offsets (transactional batches of
+    ``producer``, (producer id, epoch), when given)."""
+    return [_batch([r], producer, at=n) for n, r in enumerate(records)]
+
+
+def _batch(records, producer=None, *, marker=None, at):
+    """One StoredBatch at offset ``at``: ``records``, transactional when ``producer`` is
+    given, or that producer's COMMIT or ABORT ``marker``."""
+    if marker is not None:
+        data = bytes(build_control_batch(producer[0], producer[1], 0, marker == COMMIT,
+                                         1000, base_offset=at))
+    elif producer is None:
+        data = build_batch(records, base_offset=at)
+    else:
+        data = build_batch(records, base_offset=at, producer_id=producer[0],
+                           producer_epoch=producer[1], base_sequence=0, transactional=True)
+    header = parse_header(data, 0)
+    return StoredBatch(header, decode_records(data, 0, header))
+
+
+def _loaded(commits):
+    return {g: commits.committed(g) for g in commits.groups()}
+
+
 def test_loading_keeps_the_latest_record_of_each_key_and_honours_tombstones():
     value = GroupMetadataValue("consumer", 4, "range", "a", 1, (
         MemberMetadata("a", None, "c", "/h", 30000, 10000, b"S", b"A"),))
@@ -91,12 +120,59 @@ def test_loading_keeps_the_latest_record_of_each_key_and_honours_tombstones():
                Record(key=encode_group_key("old"), value=None),
                Record(key=b"\x00\x01\x00", value=b"broken"),
                Record(key=encode_group_key("bad"), value=b"\x00\x03\x00\x05abc")]
-    offsets, groups = read_partition(iter(records))
-    assert offsets == {"g": {("t", 0): OffsetAndMetadata(9, 2, "m", 1000),
-                             ("t", 1): OffsetAndMetadata(3, -1, "m", 1000)}}
+    commits, groups = read_partition(iter(_batches(records)))
+    assert _loaded(commits) == {"g": {("t", 0): OffsetAndMetadata(9, 2, "m", 1000),
+                                      ("t", 1): OffsetAndMetadata(3, -1, "m", 1000)}}
     assert groups == {"g": value}
     # A data dir shared with embedded processes keeps no offsets: only the groups.
-    assert read_partition(iter(records), with_offsets=False) == ({}, {"g": value})
+    assert read_partition(iter(_batches(records)), with_offsets=False) == (None, {"g": value})
+
+
+def test_a_transactional_commit_loads_as_its_marker_decided_it():
+    """Kafka's GroupMetadataManager load: a transactional commit counts once a COMMIT marker
+    of its producer follows, an ABORT drops it, and without a marker yet it is pending
+    (neither committed nor forgotten)."""
+    committed, aborted, open_ = (7, 0), (8, 0), (9, 0)
+    batches = [_batch([_commit("g", "t", 0, 5)], at=0),
+               _batch([_commit("g", "t", 0, 10)], aborted, at=1),
+               _batch([_commit("g", "t", 1, 20)], committed, at=2),
+               _batch([], aborted, marker=ABORT, at=3),
+               _batch([], committed, marker=COMMIT, at=4),
+               _batch([_commit("g", "t", 2, 30)], open_, at=5)]
+    commits, _groups = read_partition(iter(batches))
+    assert _loaded(commits) == {"g": {("t", 0): OffsetAndMetadata(5, -1, "m", 1000),
+                                      ("t", 1): OffsetAndMetadata(20, -1, "m", 1000)}}
+    assert commits.pending_partitions("g") == {("t", 2)}
+
+    # Taken over by the group coordinator's offsets: the aborted commit is not
+    # answered, the open one is pending until its marker comes.
+    held = LoadedOffsets()
+    assert held.load(commits, lambda group: group == "g") == 3
+
+    async def main():
+        assert await held.committed("g") == {("t", 0): OffsetAndMetadata(5, -1, "m", 1000),
+                                             ("t", 1): OffsetAndMetadata(20, -1, "m", 1000)}
+        assert await held.pending_transactional("g") == {("t", 2)}
+        held.transaction_completed(open_[0], True, lambda group: True)
+        assert (await held.committed("g"))[("t", 2)] == OffsetAndMetadata(30, -1, "m", 1000)
+        assert await held.pending_transactional("g") == set()
+    asyncio.run(main())
+
+
+def test_a_loaded_pending_commit_gives_way_to_a_later_plain_commit():
+    """Kafka's ``olderThan``: a transactional commit decided after a plain commit of the
+    same partition written later in the log leaves the later commit in place."""
+    producer = (4, 1)
+    batches = [_batch([_commit("g", "t", 0, 10)], producer, at=0),
+               _batch([_commit("g", "t", 0, 12)], at=1)]
+    commits, _groups = read_partition(iter(batches))
+    held = LoadedOffsets()
+    held.load(commits, lambda group: True)
+    held.transaction_completed(producer[0], True, lambda group: True)
+
+    async def main():
+        assert (await held.committed("g"))[("t", 0)].offset == 12
+    asyncio.run(main())
 
 
 def test_append_errors_map_as_kafkas_group_metadata_manager():
@@ -181,7 +257,7 @@ def test_unloading_answers_the_waiting_joins_and_a_restore_brings_the_group_back
         assert (g.state, g.generation, [m.member_id for m in g.members()]) == \
             (GroupState.STABLE, 1, [first.member_id])
         assert c.heartbeat(OWNED, Heartbeat(first.member_id, 1)) == E.NONE
-        assert read_partition([stored])[1][OWNED].generation == 1
+        assert read_partition(_batches([stored]))[1][OWNED].generation == 1
         await c.stop()
     asyncio.run(main())
 
@@ -200,5 +276,36 @@ def test_a_generation_that_cannot_be_stored_answers_the_sync_with_kafkas_error()
         sync = await c.sync(OWNED, Sync(joined.member_id, joined.generation,
                                         ((joined.member_id, b"A"),)))
         assert sync.error == E.REBALANCE_IN_PROGRESS
+        await c.stop()
+    asyncio.run(main())
+
+
+def test_a_marker_written_while_its_partition_loads_settles_the_loaded_commit():
+    """The load reads the partition before the marker lands; the marker's completion comes
+    while the load is under way and is settled once the load is taken over (a pending
+    commit left so would answer UNSTABLE_OFFSET_COMMIT for ever)."""
+    async def main():
+        gate = asyncio.Event()
+        log = MemoryStateLog(gate=gate)
+        rt = leader_runtime(log)
+        index = rt.partition_for("g")
+        log.records[index] = [_commit("g", "t", 0, 10), _commit("g", "t", 1, 20)]
+        log.producers[(index, 0)] = log.producers[(index, 1)] = (5, 0)
+        c = GroupCoordinator(rt, 0.0, clock=lambda: 10.0)
+        c.start()
+        rt.elect(index, 1)
+        await settle()
+        assert rt.owner_error("g") == E.COORDINATOR_LOAD_IN_PROGRESS
+        await c.offsets.transaction_completed(index, 5, True)
+        gate.set()
+        await settle()
+        assert rt.owner_error("g") == E.NONE
+        committed, pending = await c.offsets.fetch("g", require_stable=True)
+        assert committed == {("t", 0): OffsetAndMetadata(10, -1, "m", 1000),
+                             ("t", 1): OffsetAndMetadata(20, -1, "m", 1000)}
+        assert pending == set()
+        # A marker of a partition that moved away settles nothing, later or now.
+        rt.resign(index, 2)
+        await c.offsets.transaction_completed(index, 6, True)
         await c.stop()
     asyncio.run(main())

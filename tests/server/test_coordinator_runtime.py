@@ -13,7 +13,7 @@ import pytest
 
 import kqlite
 from kqlite.errors import KqliteError
-from kqlite.format.batch import decode_batch
+from kqlite.format.batch import build_batch, decode_batch
 from kqlite.format.group_records import GroupMetadataValue
 from kqlite.format.internal_topics import OFFSETS_TOPIC, legacy_partition_for_key
 from kqlite.format.offset_records import OffsetAndMetadata, decode_offset_key
@@ -26,7 +26,8 @@ from kqlite.server.coordinator.group.offsets import GroupOffsets
 from kqlite.server.coordinator.group.records import commit_records, group_record
 from kqlite.server.coordinator.relocation import DataDirRelocation, Relocation
 from kqlite.server.coordinator.runtime import CoordinatorState, sole_broker_runtime
-from kqlite.server.coordinator.state_log import DataDirStateLog, PartitionStateLog
+from kqlite.server.coordinator.state_log import (DataDirStateLog, PartitionStateLog,
+                                                 data_records)
 from kqlite.server.coordinator.state_topic import OFFSETS_STATE, StateTopic
 from kqlite.server.partition import AppendResult, PartitionError
 from kqlite.storage import Isolation
@@ -44,8 +45,8 @@ class RecordingState(CoordinatorState):
         self.loads = []
         self.unloads = []
 
-    def replay(self, records):
-        return [r.value for r in records]
+    def replay(self, batches):
+        return [r.value for r in data_records(batches)]
 
     def load(self, index, replayed):
         self.loads.append((index, replayed))
@@ -401,9 +402,10 @@ class FakeLog:
         self.start_offset = start_offset
         self.isolation = None
 
-    def read(self, start, isolation=None):
+    def read_batches(self, start, max_bytes, isolation=None):
         self.isolation = isolation
-        return [r for r in self.records if r.offset >= start]
+        return b"".join(build_batch([r], base_offset=r.offset) for r in self.records
+                        if r.offset >= start)
 
 
 class FakeLease:
@@ -455,7 +457,8 @@ def test_the_partition_state_log_reads_from_the_log_start_to_the_log_end():
         stored = [Record(key=b"k", value=b"v", offset=o) for o in range(5)]
         fake = FakeLog(stored, start_offset=2)
         log = PartitionStateLog(TOPIC, FakeBroker(logs={(OFFSETS_TOPIC, 1): fake}))
-        assert await log.read([1], lambda rs: [r.offset for r in rs]) == {1: [2, 3, 4]}
+        assert await log.read([1], lambda batches: [r.offset for _h, rs in batches
+                                                     for r in rs]) == {1: [2, 3, 4]}
         assert fake.isolation is Isolation.LOG_END
     asyncio.run(main())
 
@@ -482,7 +485,7 @@ def test_the_data_dir_state_log_writes_as_the_embedded_api_and_refuses_what_is_t
                 assert await log.append(3, [huge], acks=-1, timeout_ms=0) == \
                     E.MESSAGE_TOO_LARGE
             assert f"{OFFSETS_TOPIC}-3: 1 record(s) not written" in caplog.text
-            assert await log.read([3, 4], lambda rs: [r.value for r in rs]) == {
+            assert await log.read([3, 4], lambda bs: [r.value for r in data_records(bs)]) == {
                 3: [b"v"], 4: []}
     asyncio.run(main())
 

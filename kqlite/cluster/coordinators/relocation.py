@@ -51,6 +51,7 @@ from ...format.internal_topics import legacy_partner_partition
 from ...format.offsets_relocation import mentioned, move, strays
 from ...protocol import ApiKey, ErrorCode
 from ...server.coordinator.relocation import Relocation
+from ...server.coordinator.state_log import data_records
 from ..network.broker_client import BrokerClientError
 
 __all__ = ["PartnerRelocation"]
@@ -67,6 +68,11 @@ _LIST_OFFSETS_VERSIONS = (1, 7)
 _FETCH_VERSIONS = (4, 12)     # by topic name, records as v2 batches
 _PRODUCE_VERSIONS = (3, 9)
 
+
+
+def _mentioned(batches):
+    """The keys the target partition's records mention (a state log replay)."""
+    return mentioned(data_records(batches))
 
 class _NotYet(Exception):
     """A step could not be done now; the relocation starts again after the backoff."""
@@ -121,7 +127,7 @@ class PartnerRelocation(Relocation):
             found = strays(await self._read(conn, source), source, count).get(target, {})
             if not found:
                 return 0
-            (keys,) = (await self.state_log.read([target], mentioned)).values()
+            (keys,) = (await self.state_log.read([target], _mentioned)).values()
             planned = move(found, keys)
             if planned.records:
                 code = await self.state_log.append(

@@ -26,7 +26,7 @@ composes three pieces, each replaceable on its own, and a fourth for one topic:
 
 Loading and unloading. Leading a partition in a new leader epoch (:meth:`elect`, which a
 cluster feeds from LeaderAndIsr) starts a load: the relocation, if any, runs first (a
-relocation that fails is logged and the load goes on), then the partition's records,
+relocation that fails is logged and the load goes on), then the partition's batches,
 from its log start to its log end, are replayed by the coordinator
 (``CoordinatorState.replay``, pure, in a storage thread) and, if the ownership still
 wants this load (no resignation, no newer election meanwhile), handed to it
@@ -74,9 +74,10 @@ class CoordinatorState(abc.ABC):
     """What a coordinator keeps of the partitions it owns: the runtime's calls into it."""
 
     @abc.abstractmethod
-    def replay(self, records):
-        """What one partition's records amount to, for :meth:`load`: ``records`` iterates
-        them oldest first, once. Pure: it runs in a storage thread."""
+    def replay(self, batches):
+        """What one partition's batches amount to, for :meth:`load`: ``batches`` iterates
+        them (state_log.StoredBatch, markers included) oldest first, once. Pure: it runs in
+        a storage thread."""
 
     @abc.abstractmethod
     def load(self, index, replayed):

@@ -4,9 +4,13 @@ opposed to ownership: which partitions this broker answers for).
 Theory of operation. A :class:`StateLog` appends records to one partition of the state
 topic and answers with Kafka's error code of the append, and reads partitions from their
 log start to their log end (as Kafka's coordinators load: records above the high
-watermark count too), handing each one's records to a pure ``replay`` function in one
-storage-thread call, so that decoding never runs on the event loop and a broker loading
-all its partitions at start waits for one call. Two implementations:
+watermark count too), handing each one's batches, as :class:`StoredBatch` (header and
+records, markers included), to a pure ``replay`` function in one storage-thread call, so
+that decoding never runs on the event loop and a broker loading all its partitions at
+start waits for one call. A replay sees the batches and not only their records because
+a transactional offset commit counts only once its COMMIT marker follows (Kafka's
+GroupMetadataManager loads a partition so; :func:`data_records` is the records-only view
+for a replay with no transactional batches to tell apart). Two implementations:
 
 - :class:`PartitionStateLog`: the partition's leader writes through the partition seam
   (``Partition.append``, kqlite/server/partition.py) as a produce with the leader epoch
@@ -27,19 +31,54 @@ all its partitions at start waits for one call. Two implementations:
 
 import abc
 import logging
+from typing import NamedTuple
 
 from ...errors import (InvalidProducerEpochError, InvalidTxnStateError, RecordTooLargeError,
                        UnknownTopicError)
-from ...format.batch import build_batch
+from ...format.batch import build_batch, decode_records, parse_header
+from ...format.header import BatchHeader
 from ...format.validate import AppendOrigin
 from ...protocol import ErrorCode
 from ...storage import Isolation
 from ..local_partition import LocalPartition
 from ..partition import PartitionError
 
-__all__ = ["StateLog", "PartitionStateLog", "DataDirStateLog"]
+__all__ = ["StateLog", "PartitionStateLog", "DataDirStateLog", "StoredBatch", "data_records"]
 
 log = logging.getLogger("kqlite.server")
+
+_READ_CHUNK = 1 << 20
+
+
+class StoredBatch(NamedTuple):
+    """One batch of a state partition as a replay sees it: ``records`` decoded (a marker's
+    one control record included), none below the log start."""
+    header: BatchHeader
+    records: list
+
+
+def stored_batches(log_, isolation):
+    """The batches of ``log_`` from its log start up to ``isolation``'s limit, oldest
+    first, decoded one read chunk at a time."""
+    start = log_.start_offset
+    offset = start
+    while data := log_.read_batches(offset, _READ_CHUNK, isolation=isolation):
+        pos = 0
+        while pos < len(data):
+            header = parse_header(data, pos)
+            records = decode_records(data, pos, header)
+            if header.base_offset < start:    # the log start lies inside this batch
+                records = [r for r in records if r.offset >= start]
+            yield StoredBatch(header, records)
+            pos += header.size
+            offset = header.last_offset + 1
+
+
+def data_records(batches):
+    """The records of ``batches`` (StoredBatch) that are not markers, oldest first."""
+    for batch in batches:
+        if not batch.header.is_control:
+            yield from batch.records
 
 
 def transactional_batch(records, producer):
@@ -74,9 +113,10 @@ class StateLog(abc.ABC):
 
     @abc.abstractmethod
     async def read(self, indexes, replay):
-        """``{index: replay(records)}`` for each partition of ``indexes``, ``records`` an
-        iterator over its records from its log start to its log end, oldest first, to be
-        read once (they are decoded as they are read); run in one storage-thread call."""
+        """``{index: replay(batches)}`` for each partition of ``indexes``, ``batches`` an
+        iterator over its StoredBatch from its log start to its log end, oldest first, to
+        be read once (they are decoded as they are read); run in one storage-thread
+        call."""
 
     async def leader_epochs(self, indexes):
         """``{index: the latest leader epoch partition ``index`` recorded}``, for the
@@ -122,8 +162,7 @@ class PartitionStateLog(StateLog):
         replayed = {}
         for index in indexes:
             with self.broker.db.leased_log(self.topic.name, index) as log_:
-                replayed[index] = replay(log_.read(log_.start_offset,
-                                                   isolation=Isolation.LOG_END))
+                replayed[index] = replay(stored_batches(log_, Isolation.LOG_END))
         return replayed
 
 
@@ -192,7 +231,7 @@ class DataDirStateLog(StateLog):
         for index in indexes:
             try:
                 with db.leased_log(self.topic.name, index) as log_:
-                    replayed[index] = replay(log_.read(log_.start_offset))
+                    replayed[index] = replay(stored_batches(log_, Isolation.HIGH_WATERMARK))
             except UnknownTopicError:       # a topic made by hand with fewer partitions
                 replayed[index] = replay([])
         return replayed

@@ -141,27 +141,26 @@ class GroupCoordinator(CoordinatorState):
 
     # -- The runtime's partitions (CoordinatorState) -------------------------------------
 
-    def replay(self, records):
-        return read_partition(records, with_offsets=self.offsets.loads_records)
+    def replay(self, batches):
+        return read_partition(batches, with_offsets=self.offsets.loads_records)
 
     def load(self, index, replayed):
-        offsets, groups = replayed
+        commits, groups = replayed
 
         # A group placed in another partition is a stray of kqlite's legacy placement
         # (relocation.py): its own partition answers for it, with its records moved there.
         def own(group_id):
             return self.runtime.partition_for(group_id) == index
-        offsets = {g: o for g, o in offsets.items() if own(g)}
-        self.offsets.load(offsets)
+        loaded = self.offsets.load(index, commits, own)
         restored = self.restore_groups({g: v for g, v in groups.items() if own(g)})
-        log.debug("group coordinator: %s-%d: %d group(s) with offsets, %d group(s) "
-                  "restored", self.runtime.topic.name, index, len(offsets), restored)
+        log.debug("group coordinator: %s-%d: %d offset commit(s) loaded, %d group(s) "
+                  "restored", self.runtime.topic.name, index, loaded, restored)
 
     def unload(self, index):
         def belongs(group_id):
             return self.runtime.partition_for(group_id) == index
         self.unload_groups(belongs)
-        self.offsets.unload(belongs)
+        self.offsets.unload(index, belongs)
 
     def restore_groups(self, stored):
         """Take over the groups of ``stored`` ({group id: GroupMetadataValue}) as their last

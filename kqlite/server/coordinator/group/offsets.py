@@ -27,7 +27,9 @@ them the committed offsets (unless a commit written after them holds the partiti
 with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for their partitions.
 :class:`LoadedOffsets` keeps them by producer and settles them when the marker's append
 tells it (:meth:`GroupOffsets.transaction_completed`, as Kafka's
-``scheduleHandleTxnCompletion``); :class:`DataDirOffsets` leaves them to the data dir's
+``scheduleHandleTxnCompletion``); a load takes them as the partition's log left them
+(records.py: committed by a COMMIT marker, dropped by an ABORT, pending when no marker
+follows yet); :class:`DataDirOffsets` leaves them to the data dir's
 store, which reads the markers from the log.
 """
 
@@ -58,8 +60,26 @@ class LoadedOffsets:
         self._clock = itertools.count()   # the order commits were written in (Kafka
         #                                   compares their batches' offsets)
 
-    def load(self, offsets):
-        self._offsets.update(offsets)
+    def load(self, commits, belongs):
+        """Take over what a partition's CommitLog replayed, for the groups that
+        ``belongs(group_id)``: its commits and its pending transactional commits, ordered
+        as their batches lie in the log (a COMMIT marker read later applies a pending
+        commit unless a later batch holds the partition). How many were taken."""
+        entries = [(at, key, value, None) for key, (at, value) in commits.commits.items()
+                   if belongs(key[0])]
+        entries += [(at, key, value, producer_id)
+                    for producer_id, pending in commits.pending.items()
+                    for key, (at, value) in pending.items() if belongs(key[0])]
+        entries.sort(key=lambda entry: entry[0])
+        for _at, key, value, producer_id in entries:
+            when = next(self._clock)
+            if producer_id is not None:
+                self._pending.setdefault(producer_id, {})[key] = (when, value)
+                continue
+            group_id, t, p = key
+            self._offsets.setdefault(group_id, {})[(t, p)] = value
+            self._order[key] = when
+        return len(entries)
 
     def unload(self, belongs):
         for group_id in [g for g in self._offsets if belongs(g)]:
@@ -101,8 +121,11 @@ class LoadedOffsets:
             if self._order.get(key, -1) > when:
                 continue                 # a commit written later holds the partition
             group_id, t, p = key
-            self._offsets.setdefault(group_id, {})[(t, p)] = o
             self._order[key] = when
+            if o is None:                # a transactional tombstone, as loaded
+                self._offsets.get(group_id, {}).pop((t, p), None)
+            else:
+                self._offsets.setdefault(group_id, {})[(t, p)] = o
 
     def removing(self, group_id, partitions):
         left = {tp: o for tp, o in self._offsets.get(group_id, {}).items()
@@ -123,8 +146,8 @@ class DataDirOffsets:
         self._store = store
         self._run = run
 
-    def load(self, offsets):
-        pass                     # the store reads the log itself, with every process's commits
+    def load(self, commits, belongs):
+        return 0                 # the store reads the log itself, with every process's commits
 
     def unload(self, belongs):
         pass
@@ -161,6 +184,9 @@ class GroupOffsets:
         self.held = LoadedOffsets() if database is None else \
             DataDirOffsets(database.offsets, runtime.state_log.run)
         self._pending = collections.Counter()   # (group, topic, partition) being committed
+        # Markers whose append completed while their partition was loading, by partition:
+        # (producer id, commit), settled once the load is taken over.
+        self._deferred = {}
 
     # -- The partitions of the runtime -------------------------------------------------------
 
@@ -169,10 +195,17 @@ class GroupOffsets:
         """Whether a partition's offset records are loaded, or read where they lie."""
         return self.held.loads_records
 
-    def load(self, offsets):
-        self.held.load(offsets)
+    def load(self, index, commits, belongs):
+        """Take over the offset commits partition ``index``'s replay found (a CommitLog,
+        None when offsets are not loaded) for the groups that ``belongs(group_id)``, then
+        settle the markers appended there while it loaded; how many commits."""
+        loaded = 0 if commits is None else self.held.load(commits, belongs)
+        for producer_id, commit in self._deferred.pop(index, ()):
+            self.held.transaction_completed(producer_id, commit, belongs)
+        return loaded
 
-    def unload(self, belongs):
+    def unload(self, index, belongs):
+        self._deferred.pop(index, None)
         self.held.unload(belongs)
 
     # -- Requests --------------------------------------------------------------------------
@@ -227,10 +260,16 @@ class GroupOffsets:
 
     async def transaction_completed(self, index, producer_id, commit):
         """A marker of ``producer_id`` was appended to offsets partition ``index`` (Kafka's
-        onTransactionCompleted): its pending commits there are settled."""
-        if self.runtime.ownership.error_for(index) == ErrorCode.NONE:
+        onTransactionCompleted): its pending commits there are settled. While the
+        partition loads, the marker may lie past what the load read: it is settled once
+        the load is taken over (Kafka runs both on one scheduler thread, in order);
+        settling a marker the load read already finds nothing pending of its producer."""
+        code = self.runtime.ownership.error_for(index)
+        if code == ErrorCode.NONE:
             self.held.transaction_completed(
                 producer_id, commit, lambda group_id: self.runtime.partition_for(group_id) == index)
+        elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            self._deferred.setdefault(index, []).append((producer_id, commit))
 
     async def fetch(self, group_id, require_stable=False):
         """``({(topic, partition): OffsetAndMetadata}, {(topic, partition) being committed

@@ -2,21 +2,24 @@
 the records of one partition amount to when it loads them. Pure; the byte layouts are
 kqlite/format's (``offset_records``, ``group_records``).
 
-Reading a partition, oldest first, in one pass (a log's records are read as they are
-decoded): the latest record of each key wins and a tombstone removes the key. A record
-that cannot be decoded (a damaged copy, a newer Kafka's) is logged and skipped, so that
-it hides nothing else of the partition.
+Reading a partition, oldest first, in one pass (a log's batches are read as they are
+decoded): the latest record of each key wins and a tombstone removes the key. Offset
+commits are replayed by the data dir's own replay (kqlite/db/offsets.py ``CommitLog``),
+so that a transactional commit counts once its COMMIT marker follows, is dropped by an
+ABORT, and is still pending when no marker follows yet, as Kafka's GroupMetadataManager
+loads a partition. A record that cannot be decoded (a damaged copy, a newer Kafka's) is
+logged and skipped, so that it hides nothing else of the partition.
 """
 
 import logging
 
+from ....db.offsets import CommitLog
 from ....errors import CorruptRecordError
 from ....format.batch import now_ms
 from ....format.group_records import (decode_group_key, decode_group_value, encode_group_key,
                                       encode_group_value)
 from ....format.internal_topics import OFFSETS_TOPIC
-from ....format.offset_records import (decode_offset_key, decode_offset_value,
-                                       encode_offset_key, encode_offset_value)
+from ....format.offset_records import encode_offset_key, encode_offset_value
 from ....format.record import Record
 
 __all__ = ["commit_records", "offset_tombstones", "group_record", "read_partition"]
@@ -43,30 +46,29 @@ def group_record(group_id, value):
                   timestamp=now_ms())
 
 
-def read_partition(records, with_offsets=True):
-    """``({group: {(topic, partition): OffsetAndMetadata}}, {group: GroupMetadataValue})``
-    of one partition's records, read in one pass; the offsets are left out (empty)
-    unless ``with_offsets``."""
-    offsets = {}
+def read_partition(batches, with_offsets=True):
+    """``(CommitLog or None, {group: GroupMetadataValue})`` of one partition's batches
+    (state_log.StoredBatch), read in one pass: the offset commits as a CommitLog (committed
+    and pending transactional ones), None unless ``with_offsets``."""
+    commits = CommitLog() if with_offsets else None
     groups = {}
-    for rec in records:
-        try:
-            key = decode_offset_key(rec.key) if with_offsets else None
-            if key is not None:
-                group, topic, index = key
-                if rec.value is None:
-                    offsets.get(group, {}).pop((topic, index), None)
-                else:
-                    offsets.setdefault(group, {})[(topic, index)] = \
-                        decode_offset_value(rec.value)
-                continue
-            group = decode_group_key(rec.key)
-            if group is not None:
-                if rec.value is None:
-                    groups.pop(group, None)
-                else:
-                    groups[group] = decode_group_value(rec.value)
-        except CorruptRecordError as exc:
-            log.warning("%s offset %s: skipping an unreadable record: %s", OFFSETS_TOPIC,
-                        rec.offset, exc)
-    return {g: o for g, o in offsets.items() if o}, groups
+    for header, records in batches:
+        if commits is not None:
+            commits.add_batch(header, records)
+        if header.is_control:
+            continue
+        for rec in records:
+            try:
+                group = decode_group_key(rec.key)
+                if group is not None:
+                    if rec.value is None:
+                        groups.pop(group, None)
+                    else:
+                        groups[group] = decode_group_value(rec.value)
+            except CorruptRecordError as exc:
+                log.warning("%s offset %s: skipping an unreadable record: %s", OFFSETS_TOPIC,
+                            rec.offset, exc)
+    if commits is not None and commits.skipped:
+        log.warning("%s: skipped %d unreadable offset commit record(s), last: %s",
+                    OFFSETS_TOPIC, commits.skipped, commits.last_error)
+    return commits, groups

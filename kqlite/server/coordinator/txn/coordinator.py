@@ -66,6 +66,7 @@ from ....errors import KqliteError
 from ....format.transaction_records import TransactionStatus
 from ....protocol import ErrorCode
 from ..runtime import CoordinatorState
+from ..state_log import data_records
 from .append_errors import TXN_APPEND_ERRORS
 from .config import TransactionConfig
 from .markers import MarkerOutcome, TxnMarker, marker_outcome
@@ -155,8 +156,8 @@ class TransactionCoordinator(CoordinatorState):
 
     # -- The runtime's partitions (CoordinatorState) -------------------------------------
 
-    def replay(self, records):
-        return read_transaction_records(records)
+    def replay(self, batches):
+        return read_transaction_records(data_records(batches))
 
     def load(self, index, replayed):
         epoch = self.runtime.coordinator_epoch(index)
