@@ -110,18 +110,20 @@ def config_change_refusal(topic, overrides, new):
 async def transaction_refusals(replicas, names):
     """``{topic: error code}`` for the topics among ``names`` no transaction may take (the
     module docstring): a mirror topic INVALID_REQUEST; a topic whose config cannot be
-    read now, its lookup's code (retried, never added unchecked). ``replicas``: the
-    broker's replica manager, whose ``topic_config`` reads the config as the request is
-    served (ZooKeeper's in a cluster). A topic that does not exist is left to the
-    request's own check."""
+    read now (ZooKeeper out of reach) COORDINATOR_NOT_AVAILABLE, which every client
+    retries (the Java producer takes UNKNOWN_SERVER_ERROR here as fatal), so no
+    partition is added unchecked and no producer dies of a passing outage.
+    ``replicas``: the broker's replica manager, whose ``topic_config`` reads the config
+    as the request is served (ZooKeeper's in a cluster). A topic that does not exist is
+    left to the request's own check."""
     refused = {}
     for name in dict.fromkeys(names):
         try:
             _overrides, config = await replicas.topic_config(name)
         except UnknownTopicError:
             continue
-        except PartitionError as exc:
-            refused[name] = exc.error_code
+        except PartitionError:
+            refused[name] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             continue
         if config.get(MIRROR_SOURCE, ""):
             refused[name] = ErrorCode.INVALID_REQUEST

@@ -8,6 +8,7 @@ the aborted-transaction list, DescribeProducers' open transaction, KIP-890's
 verification of a produce, transactional offsets pending until their marker (OffsetFetch
 require_stable), and WriteTxnMarkers ending a hanging transaction."""
 
+import asyncio
 import time
 
 import pytest
@@ -15,10 +16,13 @@ import pytest
 from broker_process import RawClient
 from broker_thread import BrokerThread
 
+from kqlite.errors import UnknownTopicError
 from kqlite.format.batch import build_batch
 from kqlite.format.internal_topics import OFFSETS_TOPIC, TRANSACTIONS_TOPIC
 from kqlite.protocol import ApiKey, ErrorCode
 from kqlite.protocol.mirror_topics import MIRROR_SOURCE
+from kqlite.server.mirror_guard import transaction_refusals
+from kqlite.server.partition import PartitionError
 
 E = ErrorCode
 TOPIC = "txn-apis"
@@ -173,6 +177,25 @@ def test_add_partitions_refuses_a_mirror_topic_in_every_version(served, client, 
                     for t in result["topic_results"]
                     for p in t["results_by_partition"]} == expected
     assert describe(client, txn)["transaction_state"] == "Empty"
+
+
+def test_a_topic_config_out_of_reach_is_retried_not_fatal():
+    """A cluster's coordinator reads a topic's config from ZooKeeper to refuse mirror
+    topics: while ZooKeeper is out of reach the partitions answer COORDINATOR_NOT_AVAILABLE,
+    which every client retries (UNKNOWN_SERVER_ERROR, the lookup's own code, is fatal to
+    the Java producer's AddPartitionsToTxn); a topic that is gone is left to the
+    request's own check, and a readable one is judged by its mark."""
+    class Replicas:
+        async def topic_config(self, name):
+            if name == "unreachable":
+                raise PartitionError(E.UNKNOWN_SERVER_ERROR, "ZooKeeper connection lost")
+            if name == "gone":
+                raise UnknownTopicError(name)
+            return {}, {MIRROR_SOURCE: "a"} if name == "mirror" else {}
+    refused = asyncio.run(transaction_refusals(
+        Replicas(), ["plain", "unreachable", "gone", "mirror", "unreachable"]))
+    assert refused == {"unreachable": E.COORDINATOR_NOT_AVAILABLE,
+                       "mirror": E.INVALID_REQUEST}
 
 
 def test_add_offsets_adds_the_groups_offsets_partition(served, client):
