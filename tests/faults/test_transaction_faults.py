@@ -214,6 +214,10 @@ def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
         return coordinator_of(cluster, tid)
 
     def fault():
+        # Each fault starts from a whole cluster: the one before may leave the topic's
+        # ISRs short a moment, and a leader killed as its ISR's only member leaves its
+        # partition offline (no unclean election), which is not this fault.
+        wait_full_isr(cluster, topic, 3)
         victim = coordinator()
         if kind == "kill-coordinator":
             return hard_bounce(cluster, victim, TXN_STATE, settle) + " (the coordinator)"

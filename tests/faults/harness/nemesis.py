@@ -123,7 +123,8 @@ def wait_acks(cluster, history, count):
 
 def kill_controller(cluster, topic):
     """SIGKILL the active controller, wait for another, restart the old one."""
-    old = cluster.controller()
+    # The fault before may have moved the controller: /controller can be empty a moment.
+    old = cluster.wait_for(cluster.controller, "an active controller")
     cluster[old].kill()
     cluster.wait_for(lambda: cluster.controller() not in (None, old),
                      f"a controller other than {old}")

@@ -14,6 +14,7 @@ producer's transactional id.
 import dataclasses
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from kqlite.format.internal_topics import kafka_partition_for_key
@@ -37,6 +38,11 @@ TXN_BROKER_OPTIONS = ("--transaction-state-log-num-partitions", str(TXN_STATE_PA
                       "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
                       "1000")
 COMMITTED_READER, UNCOMMITTED_READER = 100, 200
+# Seconds for the pipeline to commit its whole source once the faults are healed: a
+# liveness guard. librdkafka's transactional calls wait up to 30 s each (txn_workload.py)
+# and a transaction left open through a fault is aborted by its 20 s timeout, so a step
+# caught by the last fault can hold the pipeline over a minute before it goes on.
+CATCH_UP = 120
 FINAL, SOURCE_READ, SINK_READ = 999, 997, 998
 PIPELINE = 50
 
@@ -143,9 +149,17 @@ def run_txn_scenario(cluster, topic, faults, *, partitions=3, producers=2,
             b.resume()
         everything = {key_of(source, p): (inputs - p + partitions - 1) // partitions
                       for p in range(partitions)}
-        cluster.wait_for(lambda: committed_offsets(cluster.bootstrap, "pipeline", source,
-                                                   partitions) == everything,
-                         "the pipeline caught up with its source")
+        try:
+            cluster.wait_for(lambda: committed_offsets(cluster.bootstrap, "pipeline", source,
+                                                       partitions) == everything,
+                             "the pipeline caught up with its source", timeout=CATCH_UP)
+        except pytest.fail.Exception as exc:
+            # What the pipeline last did says where it waits (a transaction's step, or
+            # reading the committed offsets).
+            steps = "\n".join(str(op) for op in history.ops()
+                              if op.process == PIPELINE and op.f == "txn")
+            pytest.fail(f"{exc}; the pipeline's transactions, last ones last:\n"
+                        f"{steps[-4000:]}", pytrace=False)
     finally:
         for w in workers + [pipeline] + readers:
             w.stop()

@@ -96,8 +96,10 @@ def _assign(history, process, consumer, topic, partitions):
 
 
 def _poll(history, process, consumer, timeout, at_end=None):
-    """One poll into the history; ``at_end`` (a set) gets the partitions the consumer
-    reached the end of (librdkafka's _PARTITION_EOF, with ``enable.partition.eof``)."""
+    """One poll into the history; ``at_end`` (a dict) gets the partitions the consumer
+    reached the end of, with the offset it reached it at (librdkafka's _PARTITION_EOF,
+    with ``enable.partition.eof``: the high watermark, or under read_committed the last
+    stable offset)."""
     history.add(process, INVOKE, "poll", None)
     read = {}
     for m in consumer.consume(200, timeout):
@@ -105,9 +107,9 @@ def _poll(history, process, consumer, timeout, at_end=None):
             read.setdefault(key_of(m.topic(), m.partition()), []).append(
                 (m.offset(), m.value().decode()))
             if at_end is not None:
-                at_end.discard(m.partition())
+                at_end.pop(m.partition(), None)
         elif at_end is not None and m.error().code() == KafkaError._PARTITION_EOF:
-            at_end.add(m.partition())
+            at_end[m.partition()] = m.offset()
     history.add(process, OK, "poll", read)
     return read
 
@@ -145,7 +147,7 @@ def final_read(history, process, bootstrap, topic, partitions, *, window=30.0, q
     consumer = _consumer(bootstrap, f"faults-final-{process}", eof=True)
     _assign(history, process, consumer, topic, partitions)
     position = {p: 0 for p in range(partitions)}
-    at_end = set()
+    at_end = {}
     deadline = time.monotonic() + window
     last_new = time.monotonic()
     try:
@@ -156,11 +158,23 @@ def final_read(history, process, bootstrap, topic, partitions, *, window=30.0, q
                 position[p] = max(position[p], pairs[-1][0] + 1)
                 last_new = time.monotonic()
             if time.monotonic() - last_new >= quiet and all(
-                    p in at_end or position[p] >= _high_watermark(consumer, topic, p)
+                    _read_to_the_end(consumer, topic, p, position[p], at_end.get(p))
                     for p in range(partitions)):
                 break
     finally:
         consumer.close()
+
+
+def _read_to_the_end(consumer, topic, partition, read_up_to, end_reached_at):
+    """Whether the records of ``partition`` were read up to its high watermark. Past the
+    last record read there may be only markers and aborted records, which no read
+    returns: then the offset the consumer last reached the partition's end at says it
+    (``end_reached_at``, None if it has not). A read_committed consumer's end is the last
+    stable offset, below the high watermark while a transaction is open (one a killed
+    producer left, until its timeout aborts it), and what follows it is read only once
+    it moves."""
+    hw = _high_watermark(consumer, topic, partition)
+    return read_up_to >= hw or (end_reached_at is not None and end_reached_at >= hw)
 
 
 def _high_watermark(consumer, topic, partition):
