@@ -69,10 +69,10 @@ _FETCH_VERSIONS = (4, 12)     # by topic name, records as v2 batches
 _PRODUCE_VERSIONS = (3, 9)
 
 
-
 def _mentioned(batches):
     """The keys the target partition's records mention (a state log replay)."""
     return mentioned(data_records(batches))
+
 
 class _NotYet(Exception):
     """A step could not be done now; the relocation starts again after the backoff."""
