@@ -282,6 +282,15 @@ class ClusterNode:
             await self.adopted_offsets.stop()
         if controlled and self.controller is not None:
             await self.controlled_shutdown()
+        if self.zk is not None and not self.zk.connected:
+            # ZooKeeper out of reach: kazoo holds every call until the connection is back,
+            # and the calls already waiting fill the ZooKeeper threads, so the steps below
+            # (the controller's resignation, the last close) would wait for ever. Closing
+            # the session now fails them all at once, as a crash leaves them; ZooKeeper
+            # expires the session, and its ephemeral nodes with it.
+            log.warning("broker %d: ZooKeeper is out of reach; closing its session before "
+                        "stopping", self.broker_id)
+            await asyncio.to_thread(self.zk.stop)
         if self.config_watcher is not None:
             await self.config_watcher.stop()
         if self.controller is not None:
@@ -305,7 +314,8 @@ class ClusterNode:
             try:
                 answer = await self._ask_for_shutdown()
             except (BrokerClientError, asyncio.TimeoutError) as exc:
-                answer = {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error": str(exc)}
+                answer = {"error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+                          "error": str(exc) or "the controller did not answer in time"}
             code = answer["error_code"]
             remaining = answer.get("remaining_partitions") or []
             if code == ErrorCode.NONE and not remaining:
