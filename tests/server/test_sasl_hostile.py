@@ -357,6 +357,11 @@ def test_hostile_connections_leave_no_descriptor_or_memory_behind(broker, caplog
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    # The count is the whole test process's: another thread (a client's reconnection,
+    # the session's ZooKeeper client) may hold one more for a moment; a leak stays.
+    deadline = time.monotonic() + 5
+    while _descriptors() > before_fds + 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _descriptors() <= before_fds + 2
     assert grown < 512 * 1024, grown
     assert broker.run(_connections(broker.broker)) == 0
