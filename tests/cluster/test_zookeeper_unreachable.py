@@ -6,7 +6,9 @@ ConnectionLoss and SessionExpiredError escaped the handlers: the broker logged
 ``connection from ... failed`` with a traceback and dropped the connection, and a call
 made while the connection was down waited in kazoo until ZooKeeper came back.
 
-One real broker process with a ZooKeeper server of its own, which the test stops.
+One real broker process with a ZooKeeper server of its own, which the test stops. With
+``--soak``, the same broker then stops on SIGTERM and exits 0 (before, its shutdown waited
+in kazoo for ever).
 """
 
 import socket
@@ -111,3 +113,20 @@ def test_requests_needing_zookeeper_answer_error_codes_while_it_is_down(
                                           "client_software_version": "1"})["error_code"] == 0
     assert _metadata(conn, "t")["topics"][0]["partitions"][0]["leader_id"] == 1
     assert "connection from" not in broker.log(), broker.log()
+
+
+@pytest.mark.soak
+def test_sigterm_with_zookeeper_gone_stops_the_broker_cleanly(broker_without_zookeeper):
+    """SIGTERM after ZooKeeper went away: the broker tries its controlled shutdown (three
+    attempts, each waiting up to 30 s for its own controller, whose ZooKeeper writes
+    cannot go through, as Kafka's waits ``controller.socket.timeout.ms``), then closes its
+    session before the rest of its shutdown (kqlite/cluster/node.py ``stop``), so the calls
+    kazoo holds until a reconnection fail instead of holding the process for ever. About
+    95 s, so with ``--soak``."""
+    broker, _conn = broker_without_zookeeper
+    _until(lambda: "connection lost" in broker.log().lower(),
+           "broker 1 saw its ZooKeeper connection lost")
+    code = broker.stop(timeout=240)
+    assert code == 0, broker.log()[-5000:]
+    assert "closing its session before stopping" in broker.log()
+    assert "stopped cleanly" in broker.log()
