@@ -3,7 +3,8 @@ without sockets or a data dir: a state log in memory and a placement of a fixed 
 
 import asyncio
 
-from kqlite.format.batch import build_batch, parse_header
+from kqlite.format.batch import build_batch, decode_records, parse_header
+from kqlite.format.control_records import COMMIT, build_control_batch
 from kqlite.format.internal_topics import OFFSETS_TOPIC
 from kqlite.protocol import ErrorCode
 from kqlite.server.coordinator.ownership import Ownership, SoleOwnership
@@ -56,21 +57,30 @@ class MemoryStateLog(StateLog):
         stored.extend(records)
         return ErrorCode.NONE
 
-    def _batch(self, index, position, record):
-        producer = self.producers.get((index, position))
-        data = build_batch([record]) if producer is None else build_batch(
-            [record], producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
-            transactional=True)
-        return StoredBatch(parse_header(data, 0), [record])
-
     async def read(self, indexes, replay):
         indexes = list(indexes)
         self.reads.append(indexes)
         await self._wait()
         # An iterator, read once, as a log's batches are.
-        return {i: replay(iter([self._batch(i, n, r)
+        return {i: replay(iter([stored_batch([r], self.producers.get((i, n)), at=n)
                                 for n, r in enumerate(self.records.get(i, []))]))
                 for i in indexes}
+
+
+def stored_batch(records, producer=None, *, marker=None, at):
+    """One StoredBatch at offset ``at``, as a state log reads it back: ``records``,
+    transactional when ``producer`` ((producer id, epoch)) is given, or that producer's
+    COMMIT or ABORT ``marker``."""
+    if marker is not None:
+        data = bytes(build_control_batch(producer[0], producer[1], 0, marker == COMMIT,
+                                         1000, base_offset=at))
+    elif producer is None:
+        data = build_batch(records, base_offset=at)
+    else:
+        data = build_batch(records, base_offset=at, producer_id=producer[0],
+                           producer_epoch=producer[1], base_sequence=0, transactional=True)
+    header = parse_header(data, 0)
+    return StoredBatch(header, decode_records(data, 0, header))
 
 
 class FixedPlacement(Placement):

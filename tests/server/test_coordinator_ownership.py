@@ -7,8 +7,7 @@ state log."""
 
 import asyncio
 
-from kqlite.format.batch import build_batch, decode_records, parse_header
-from kqlite.format.control_records import ABORT, COMMIT, build_control_batch
+from kqlite.format.control_records import ABORT, COMMIT
 from kqlite.format.group_records import (GroupMetadataValue, MemberMetadata, encode_group_key,
                                          encode_group_value)
 from kqlite.format.offset_records import (OffsetAndMetadata, encode_offset_key,
@@ -24,9 +23,8 @@ from kqlite.server.coordinator.group.offsets import LoadedOffsets
 from kqlite.server.coordinator.group.records import read_partition
 from kqlite.server.coordinator.group.state_machine import GroupState
 from kqlite.server.coordinator.ownership import Ownership, SoleOwnership
-from kqlite.server.coordinator.state_log import StoredBatch
 
-from coordinator_doubles import MemoryStateLog, leader_runtime, settle
+from coordinator_doubles import MemoryStateLog, leader_runtime, settle, stored_batch
 
 E = ErrorCode
 
@@ -87,22 +85,7 @@ def _commit(group, topic, index, offset, epoch=-1):
 def _batches(records, producer=None):
     """One StoredBatch per record, at consecutive offsets (transactional batches of
     ``producer``, (producer id, epoch), when given)."""
-    return [_batch([r], producer, at=n) for n, r in enumerate(records)]
-
-
-def _batch(records, producer=None, *, marker=None, at):
-    """One StoredBatch at offset ``at``: ``records``, transactional when ``producer`` is
-    given, or that producer's COMMIT or ABORT ``marker``."""
-    if marker is not None:
-        data = bytes(build_control_batch(producer[0], producer[1], 0, marker == COMMIT,
-                                         1000, base_offset=at))
-    elif producer is None:
-        data = build_batch(records, base_offset=at)
-    else:
-        data = build_batch(records, base_offset=at, producer_id=producer[0],
-                           producer_epoch=producer[1], base_sequence=0, transactional=True)
-    header = parse_header(data, 0)
-    return StoredBatch(header, decode_records(data, 0, header))
+    return [stored_batch([r], producer, at=n) for n, r in enumerate(records)]
 
 
 def _loaded(commits):
@@ -133,12 +116,12 @@ def test_a_transactional_commit_loads_as_its_marker_decided_it():
     of its producer follows, an ABORT drops it, and without a marker yet it is pending
     (neither committed nor forgotten)."""
     committed, aborted, open_ = (7, 0), (8, 0), (9, 0)
-    batches = [_batch([_commit("g", "t", 0, 5)], at=0),
-               _batch([_commit("g", "t", 0, 10)], aborted, at=1),
-               _batch([_commit("g", "t", 1, 20)], committed, at=2),
-               _batch([], aborted, marker=ABORT, at=3),
-               _batch([], committed, marker=COMMIT, at=4),
-               _batch([_commit("g", "t", 2, 30)], open_, at=5)]
+    batches = [stored_batch([_commit("g", "t", 0, 5)], at=0),
+               stored_batch([_commit("g", "t", 0, 10)], aborted, at=1),
+               stored_batch([_commit("g", "t", 1, 20)], committed, at=2),
+               stored_batch([], aborted, marker=ABORT, at=3),
+               stored_batch([], committed, marker=COMMIT, at=4),
+               stored_batch([_commit("g", "t", 2, 30)], open_, at=5)]
     commits, _groups = read_partition(iter(batches))
     assert _loaded(commits) == {"g": {("t", 0): OffsetAndMetadata(5, -1, "m", 1000),
                                       ("t", 1): OffsetAndMetadata(20, -1, "m", 1000)}}
@@ -163,8 +146,8 @@ def test_a_loaded_pending_commit_gives_way_to_a_later_plain_commit():
     """Kafka's ``olderThan``: a transactional commit decided after a plain commit of the
     same partition written later in the log leaves the later commit in place."""
     producer = (4, 1)
-    batches = [_batch([_commit("g", "t", 0, 10)], producer, at=0),
-               _batch([_commit("g", "t", 0, 12)], at=1)]
+    batches = [stored_batch([_commit("g", "t", 0, 10)], producer, at=0),
+               stored_batch([_commit("g", "t", 0, 12)], at=1)]
     commits, _groups = read_partition(iter(batches))
     held = LoadedOffsets()
     held.load(commits, lambda group: True)
