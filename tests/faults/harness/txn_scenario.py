@@ -12,7 +12,9 @@ producer's transactional id.
 """
 
 import dataclasses
+import sys
 import time
+import traceback
 
 import pytest
 from confluent_kafka import Producer
@@ -45,6 +47,15 @@ COMMITTED_READER, UNCOMMITTED_READER = 100, 200
 CATCH_UP = 120
 FINAL, SOURCE_READ, SINK_READ = 999, 997, 998
 PIPELINE = 50
+
+
+def _where(thread):
+    """The last frames of ``thread``'s stack: which client call a stalled worker is in
+    (the history shows only that a transaction began)."""
+    frame = sys._current_frames().get(thread.ident)
+    if frame is None:
+        return "(the thread has ended)"
+    return "".join(traceback.format_stack(frame)[-3:])
 
 
 def coordinator_of(cluster, tid):
@@ -159,7 +170,8 @@ def run_txn_scenario(cluster, topic, faults, *, partitions=3, producers=2,
             steps = "\n".join(str(op) for op in history.ops()
                               if op.process == PIPELINE and op.f == "txn")
             pytest.fail(f"{exc}; the pipeline's transactions, last ones last:\n"
-                        f"{steps[-4000:]}", pytrace=False)
+                        f"{steps[-4000:]}\nwhere the pipeline's thread is now:\n"
+                        f"{_where(pipeline)}", pytrace=False)
     finally:
         for w in workers + [pipeline] + readers:
             w.stop()
