@@ -1,6 +1,7 @@
 """Fixtures of the fault tests: ``fault_cluster(...)`` makes a :class:`FaultCluster` with
-its own ZooKeeper, started, and stops it at teardown (printing the broker logs when the
-test failed, so a bug report has them)."""
+its own ZooKeeper, started, and stops it at teardown (printing the ends of the broker
+logs when the test failed, and keeping them whole in its directory, so a bug report has
+them)."""
 
 import pytest
 
@@ -35,4 +36,5 @@ def fault_cluster(tmp_path, request):
     for cluster in made:
         if getattr(request.node, "faults_failed", True):
             print(cluster.logs())
+            cluster.save_logs()
         cluster.stop()

@@ -205,6 +205,14 @@ class FaultCluster:
         return "\n".join(f"--- broker {b.broker_id} ---\n{b.log()[-20000:]}"
                          for b in self.brokers.values())
 
+    def save_logs(self):
+        """Each broker's whole log (since its last start) as ``broker-<id>.log`` in the
+        cluster's directory, which a failed test keeps: :meth:`logs` prints only their
+        ends, and an anomaly is often minutes before the end."""
+        for b in self.brokers.values():
+            with open(os.path.join(self.workdir, f"broker-{b.broker_id}.log"), "w") as f:
+                f.write(b.log())
+
     # -- ZooKeeper, read directly (not through any proxy) ------------------------------------
 
     @property

@@ -7,8 +7,14 @@ partition, so the key of each send is known when it is invoked; a delivery repor
 whether a timed-out batch was written). Consumers assign every partition from the
 beginning and poll until stopped. :func:`final_read` is the final read window: a fresh
 consumer reads every partition to its high watermark.
+
+An idempotent producer logs librdkafka's ``eos`` debug lines (its producer id, epoch
+bumps, and why: a sequence gap, an unknown producer id, a drain) to the
+``faults.librdkafka`` logger, which a failed test's report shows: a duplicate the
+checker finds is explained by them. They are a few dozen lines a run.
 """
 
+import logging
 import threading
 import time
 
@@ -18,6 +24,9 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcept
 from .history import INFO, INVOKE, OK
 
 __all__ = ["ProducerWorker", "ConsumerWorker", "final_read", "key_of"]
+
+_CLIENT_LOG = logging.getLogger("faults.librdkafka")
+_CLIENT_LOG.setLevel(logging.DEBUG)
 
 
 def key_of(topic, partition):
@@ -39,7 +48,8 @@ class ProducerWorker(threading.Thread):
             "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
             "enable.idempotence": idempotent, "message.timeout.ms": message_timeout_ms,
             "request.timeout.ms": 5000, "retry.backoff.ms": 100,
-            "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+            "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
+            **({"debug": "eos"} if idempotent else {})}, logger=_CLIENT_LOG)
 
     def run(self):
         n = 0
