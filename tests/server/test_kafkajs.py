@@ -56,7 +56,8 @@ class Member:
         self.events = []
         self.lock = threading.Lock()
         self.stderr = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr),
                          daemon=True).start()
 
@@ -79,6 +80,9 @@ class Member:
     def leave(self):
         self.proc.stdin.close()
         assert self.proc.wait(TIMEOUT) == 0, "".join(self.stderr)[-6000:]
+        # The process has exited; its last lines are in events once the reader has
+        # reached the end of its stdout.
+        self._reader.join(TIMEOUT)
 
     def kill(self):
         if self.proc.poll() is None:

@@ -28,6 +28,14 @@ __all__ = ["ProducerWorker", "ConsumerWorker", "final_read", "key_of"]
 _CLIENT_LOG = logging.getLogger("faults.librdkafka")
 _CLIENT_LOG.setLevel(logging.DEBUG)
 
+# Kafka's delivery.timeout.ms default. A scenario can leave a partition below
+# min.insync.replicas for tens of seconds, and an idempotent librdkafka producer whose
+# queued messages time out bumps its epoch and numbers what is still queued again from
+# sequence 0, retries the broker may already hold included (its INTRODUCTION.md,
+# "Message timeout considerations"): duplicates no broker can recognise. With 30 s a CI
+# run saw 47 so.
+MESSAGE_TIMEOUT_MS = 120_000
+
 
 def key_of(topic, partition):
     return f"{topic}/{partition}"
@@ -37,7 +45,7 @@ class ProducerWorker(threading.Thread):
     """Sends one value every ``interval`` seconds, round-robin over the partitions."""
 
     def __init__(self, history, process, bootstrap, topic, partitions, *, idempotent,
-                 interval=0.005, message_timeout_ms=30000):
+                 interval=0.005, message_timeout_ms=MESSAGE_TIMEOUT_MS):
         super().__init__(daemon=True, name=f"producer-{process}")
         self.history, self.process = history, process
         self.topic, self.partitions = topic, partitions
