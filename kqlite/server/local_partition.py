@@ -261,9 +261,16 @@ class LocalPartition(Partition):
                 or config["flush.messages"] <= 1
             if origin is AppendOrigin.CLIENT:
                 refuse_producer(config, self.topic)
-            return log.append_as_leader(records, leader_epoch=self.leader_epoch,
+            info = log.append_as_leader(records, leader_epoch=self.leader_epoch,
                                         origin=origin, verification_guard=verification_guard)
+            if info.written is not None:
+                self._wrote(info)
+            return info
         return self._append_with(append, len(records), "append to")
+
+    def _wrote(self, info):
+        """In the thread of a leader append that wrote ``info.written`` (an AppendInfo):
+        a cluster leader keeps it for its followers' next fetch (ReplicatedPartition)."""
 
     async def append_as_mirror(self, records, *, timeout_ms):
         # One broker: every append is committed as it lands (acks=-1 waits for nothing).
@@ -359,6 +366,11 @@ class LocalPartition(Partition):
         """On the loop, after a gathered read: fold the positions it saw."""
         if result.high_watermark >= 0:
             self.observe(result.offsets())
+
+    def read_recent(self, fetch, replica_id, isolation, max_bytes, min_one):
+        """On the loop: ``fetch`` answered without storage, or None (always, here: only
+        a cluster leader keeps its last appends for its followers)."""
+        return None
 
     def read_in_storage(self, offset, max_bytes, isolation, last_fetched_epoch, zero_copy,
                         min_one=True):

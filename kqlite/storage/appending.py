@@ -75,6 +75,9 @@ class AppendInfo(NamedTuple):
     record_count: int
     duplicate: bool = False
     log_append_time: int = -1     # the time stamped into LogAppendTime batches, else -1
+    # The bytes as they now lie in the log (base offsets and leader epoch stamped), for a
+    # leader that serves its followers' next fetch from memory; None for a duplicate.
+    written: object = None
 
 log = logging.getLogger("kqlite.storage")
 
@@ -306,8 +309,9 @@ def append_batches(lg, data, leader_epoch, assign_offsets, origin,
                 markers = [None] * len(batches)
             markers[i] = read_marker(data, position, b)
         position += b.size
-    return _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin,
+    info = _append_pieces(lg, pieces, leader_epoch, assign_offsets, batches, origin,
                           append_time, verification_guard, markers)
+    return info if info.duplicate else info._replace(written=data)
 
 
 def _apply_timestamp_type(lg, data, batches, origin):

@@ -675,6 +675,7 @@ def test_a_fetch_through_the_manager_is_one_storage_call_with_the_leaders_rules(
         assert (await fetch(0, 1, epoch=3)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
         assert (await fetch(0, 7)).error_code != ErrorCode.NONE     # not a replica
         assert calls == []
+        c[0]._recent.clear()        # storage must answer (see the memory tests below)
         first = await fetch(0, 1)
         assert calls == ["_read_in_order"] and values_of(first.records)[1] == [b"a"]
         assert first.high_watermark == 0
@@ -818,4 +819,113 @@ def test_a_read_committed_fetch_waits_for_the_markers_hw_advance_and_wakes_on_it
         assert result.error_code == 0 and result.last_stable_offset == 4
         assert values_of(result.records)[1][:3] == [b"t1", b"t2", b"plain"]   # and the marker
         assert leader.last_stable_offset == 4
+    run(tmp_path, 2, test)
+
+
+# -- A leader's last appends, answered from memory (recent_batches.py) ------------------
+
+def counted_fetches(broker):
+    """A manager serving ``broker`` whose storage reads are counted, and its fetch."""
+    manager = serving(broker)
+    calls = []
+    run_in_storage = broker.io.run
+
+    async def counting(fn, *args, **kwargs):
+        if fn.__name__ == "_read_in_order":       # not the HW pins
+            calls.append(fn.__name__)
+        return await run_in_storage(fn, *args, **kwargs)
+    broker.io.run = counting
+
+    async def fetch(offset, replica_id, last_epoch, max_bytes=1 << 20, epoch=0,
+                    isolation=Isolation.LOG_END):
+        (result,) = await manager.fetch_messages(
+            [FetchPartition(TOPIC, 0, offset, max_bytes, current_leader_epoch=epoch,
+                            last_fetched_epoch=last_epoch, log_start_offset=0)],
+            max_bytes=1 << 20, min_bytes=0, max_wait_ms=0, replica_id=replica_id,
+            isolation=isolation, zero_copy=False)
+        assert result.error_code == ErrorCode.NONE
+        return result
+    return calls, fetch
+
+
+def stored_from(broker, offset):
+    """What a storage read of the leader's log from ``offset`` returns (in the test's
+    thread: the counted storage calls stay the manager's)."""
+    with broker.db.leased_log(TOPIC, 0) as log:
+        return log.read_batches(offset, 1 << 30, isolation=Isolation.LOG_END)
+
+
+def test_a_followers_fetch_of_the_leaders_last_appends_is_answered_from_memory(tmp_path):
+    """The bytes a storage read would return (offsets and leader epoch stamped), without a
+    storage call, from any batch boundary of the last appends; the follower's position
+    still moves the HW."""
+    async def test(c):
+        await c.elect(0, [0, 1, 2], 0)
+        for value in (b"a", b"b", b"c"):
+            await c.produce(value)
+        await c.produce(b"d", b"e")                   # one batch at offsets 3-4
+        calls, fetch = counted_fetches(c.brokers[0])
+        first = await fetch(0, 1, -1)
+        second = await fetch(1, 2, 0)
+        assert calls == []
+        assert first.records == stored_from(c.brokers[0], 0)
+        assert second.records == stored_from(c.brokers[0], 1)
+        assert values_of(second.records) == ([1, 2, 3, 4], [b"b", b"c", b"d", b"e"])
+        assert c[0].recent_reads == 2
+        # Limits as storage applies them: the first batch whatever its size, then whole
+        # batches within the partition's max bytes.
+        one = await fetch(0, 1, -1, max_bytes=1)
+        assert values_of(one.records) == ([0], [b"a"])
+        assert calls == []
+        for follower in (1, 2):
+            await c[follower].append_as_follower(first.records, high_watermark=0,
+                                                 log_start_offset=0)
+        await fetch(5, 1, 0)
+        await fetch(5, 2, 0)
+        assert c[0].high_watermark == 5 and calls == []
+        assert c[0]._recent.size == 0                 # every ISR member has it all
+    run(tmp_path, 3, test)
+
+
+def test_storage_answers_what_the_leaders_memory_cannot(tmp_path):
+    """A consumer's read, an offset inside a batch, a write the memory does not hold (a
+    marker) after the last append, a new leadership, and a follower whose last epoch is
+    not the leader's until a storage read found it consistent: each read by storage,
+    with its answer."""
+    async def test(c):
+        await c.elect(0, [0, 1], 0)
+        await c.produce(b"a", b"b")                   # offsets 0-1
+        calls, fetch = counted_fetches(c.brokers[0])
+        for isolation in (Isolation.HIGH_WATERMARK, Isolation.LOG_END):
+            await fetch(0, -1, -1, isolation=isolation)     # consumers: never from memory
+        assert calls == ["_read_in_order"] * 2
+        calls.clear()
+        inside = await fetch(1, 1, -1)
+        assert calls == ["_read_in_order"]
+        assert inside.records == stored_from(c.brokers[0], 1)
+
+        txn = build_batch([b"t"], producer_id=7, producer_epoch=0, base_sequence=0,
+                          transactional=True)
+        assert (await c[0].append(txn, acks=1, timeout_ms=0,
+                                  verification_guard=NO_VERIFICATION)).error_code == 0
+        marker = asyncio.ensure_future(c[0].append_marker(7, 0, 0, True,
+                                                          timeout_ms=FOREVER_MS))
+        await until(lambda: c[0].log_end_offset == 4, "the marker's append")
+        calls.clear()
+        after_marker = await fetch(2, 1, 0)
+        assert calls == ["_read_in_order"]
+        assert values_of(after_marker.records)[0] == [2, 3]      # the record, the marker
+        await c[1].append_as_follower(stored_from(c.brokers[0], 0), high_watermark=0,
+                                      log_start_offset=0)
+        await fetch(4, 1, 0)
+        assert (await marker).error_code == 0
+
+        await c.elect(0, [0, 1], 1)                   # a new leadership: a new generation
+        await c.produce(b"x")
+        calls.clear()
+        await fetch(4, 1, 0, epoch=1)                 # last epoch 0: storage checks it
+        assert calls == ["_read_in_order"]
+        calls.clear()
+        again = await fetch(4, 1, 0, epoch=1)         # the same pair, found consistent
+        assert calls == [] and values_of(again.records)[1] == [b"x"]
     run(tmp_path, 2, test)

@@ -67,6 +67,7 @@ from ..zookeeper.config_watcher import apply_topic_config
 from ..zookeeper.znodes import uuid_to_text
 from .metadata_cache import BrokerEndpoint
 from .partition import ReplicatedPartition
+from .recent_batches import MemoryBudget
 from .topics import ClusterTopics
 
 __all__ = ["ClusterReplicaManager"]
@@ -103,6 +104,8 @@ class ClusterReplicaManager(ReplicaManager):
         # The broker's producer id allocator (ZooKeeper's blocks), set with the store: a
         # mirror append reserves the ids it copies there.
         self.producer_ids = None
+        # What the partitions this broker leads may keep of their last appends together.
+        self._recent_budget = MemoryBudget()
         self.topics = ClusterTopics(
             db, broker_id=broker_id, cache=cache,
             zk_request=zk if zk_request is None else zk_request,
@@ -239,7 +242,7 @@ class ClusterReplicaManager(ReplicaManager):
             min_insync_replicas=lambda: self._min_isr.get(topic, 1),
             is_eligible=self.cache.is_alive, lag_time_ms=self.lag_time_ms, topic_id=topic_id,
             controller_epoch=lambda: self.controller_epoch,
-            producer_ids=lambda: self.producer_ids)
+            producer_ids=lambda: self.producer_ids, recent_budget=self._recent_budget)
 
     # -- LeaderAndIsr -------------------------------------------------------------------------
 

@@ -89,11 +89,16 @@ from .follower_role import FollowerRole
 from .high_watermark import HighWatermarkPin
 from .leader_role import ALTER_RETRY_BACKOFF_MS, LeaderRole
 from .log_rules import checkpointed_high_watermark, open_leader_epoch, truncate_replica
+from .recent_batches import RecentBatches
 from .role_state import RoleState
 
 __all__ = ["ReplicatedPartition"]
 
 logger = logging.getLogger("kqlite.cluster")
+
+# How many consistent (last fetched epoch, offset) pairs a leader remembers per role
+# generation: one per idle follower of the partition is what is needed.
+_AGREED_LIMIT = 16
 
 
 class ReplicatedPartition(LocalPartition, FollowerReplica):
@@ -107,6 +112,8 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     never changes); the broker calls :meth:`controller_changed` when it grows.
     ``producer_ids()``, the broker's producer id allocator (ZooKeeper's blocks), in which
     a mirror append reserves the producer ids it copies (default: the data dir's).
+    ``recent_budget``, the broker's MemoryBudget for the leaders' last appends
+    (recent_batches.py; default: this partition's own).
 
     ``leader_role`` and ``follower_role`` are the two role objects (see the module
     docstring)."""
@@ -114,7 +121,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     def __init__(self, db, io, topic, index, *, broker_id, delayed_produce, on_change, clock,
                  alter_partition, min_insync_replicas, is_eligible, leader_epoch=-1,
                  lag_time_ms=DEFAULT_LAG_TIME_MS, alter_retry_backoff_ms=ALTER_RETRY_BACKOFF_MS,
-                 topic_id=None, controller_epoch=None, producer_ids=None):
+                 topic_id=None, controller_epoch=None, producer_ids=None, recent_budget=None):
         super().__init__(db, io, topic, index, broker_id=broker_id, leader_epoch=leader_epoch,
                          delayed_produce=delayed_produce, on_change=on_change)
         self.topic_id = topic_id
@@ -145,6 +152,12 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         # _ready for threads outside the loop, and the lock guarding it and _appends.
         self._admission = threading.Lock()
         self._admitting = True
+        # The leader's last appends, for its followers' next fetch (recent_batches.py),
+        # and the (last fetched epoch, fetch offset) pairs a storage read of this role
+        # generation found not diverging, so an idle follower's fetch needs no storage.
+        self._recent = RecentBatches(budget=recent_budget)
+        self._agreed = (None, frozenset())
+        self.recent_reads = 0         # follower reads answered from memory, counted
 
     # -- Leadership -------------------------------------------------------------------------
 
@@ -247,6 +260,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
 
     def _show_high_watermark(self, hw):
         """The leader role moved the HW: the delayed operations watching us are retried."""
+        self._recent.discard_below(hw)
         self.high_watermark = hw
         self.last_stable_offset = last_stable_offset(hw, self._first_unstable)
         self._on_change(self)
@@ -420,6 +434,59 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
     def after_gathered_read(self, result, fetch, replica_id, before):
         self._after_read(result, fetch.fetch_offset, replica_id, fetch.log_start_offset,
                          before)
+        ls = before[0]
+        if (replica_id >= 0 and 0 <= fetch.last_fetched_epoch != ls.leader_epoch
+                and not result.error_code and result.diverging_epoch is None
+                and self._role.leader_state is ls):
+            self._agree(fetch.last_fetched_epoch, fetch.fetch_offset)
+
+    def _agree(self, epoch, offset):
+        # Within one role generation the leader-epoch cache only gains the leader's own
+        # epoch at the log end, which never makes a pair found consistent diverge. (A
+        # fetch whose last epoch is the leader's own needs no memory: read_recent.)
+        generation, pairs = self._agreed
+        if generation == self._role.generation and (epoch, offset) in pairs:
+            return
+        if generation != self._role.generation or len(pairs) >= _AGREED_LIMIT:
+            pairs = frozenset()
+        self._agreed = (self._role.generation, pairs | {(epoch, offset)})
+
+    def read_recent(self, fetch, replica_id, isolation, max_bytes, min_one):
+        """On the loop, after ``before_gathered_read`` let ``fetch`` through: a follower's
+        read answered without storage, from the batches this leader appended last
+        (recent_batches.py), or with no records when it asks for the log end; None when
+        only a storage read can answer it (a consumer's read, an isolation whose limit is
+        not the log end, an offset the run does not start a batch at, a last fetched
+        epoch whose consistency storage must check). ``max_bytes`` and ``min_one`` as for
+        ``read_in_storage``."""
+        ls = self._role.leader_state
+        if replica_id < 0 or ls is None:
+            return None
+        positions = self.offsets()
+        offset, end = fetch.fetch_offset, positions.log_end_offset
+        if positions.read_limit(isolation) != end or \
+                not positions.log_start_offset <= offset <= end:
+            return None
+        epoch, generation = fetch.last_fetched_epoch, self._role.generation
+        if epoch >= 0 and epoch != ls.leader_epoch and (
+                self._agreed[0] != generation or (epoch, offset) not in self._agreed[1]):
+            return None
+        if offset == end:
+            records = b""
+        else:
+            records = self._recent.read(generation, offset, end, max_bytes, min_one)
+            if records is None:
+                return None
+            self.recent_reads += 1
+        result = ReadResult(records=records, size=len(records))
+        result.set_offsets(positions)
+        return result
+
+    def _wrote(self, info):
+        # In the thread of an admitted leader append: the role generation cannot change
+        # before it lands (_quiesce waits for it).
+        self._recent.add(self._role.generation, info.first_offset, info.last_offset + 1,
+                         info.written)
 
     def _before_read(self, offset, replica_id, current_leader_epoch, last_fetched_epoch,
                      follower_log_start_offset):
@@ -533,7 +600,9 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         self.leader_role.controller_changed()
 
     async def close(self):
-        """Stop the background work (AlterPartition exchanges, HW pins)."""
+        """Stop the background work (AlterPartition exchanges, HW pins), and give the
+        last appends kept back to the broker's budget."""
+        self._recent.close()
         await self.leader_role.close()
 
     # -- Following (the fetcher's FollowerReplica, done by the follower role) ---------------
@@ -606,6 +675,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 role.leader_epoch, role.partition_epoch = leader_epoch, partition_epoch
                 role.replicas = tuple(replicas)
                 role.generation += 1
+                self._recent.clear()
                 self.leader_role.hw_moved()
             finally:
                 self._reopen()
@@ -637,6 +707,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 role.leader_epoch, role.partition_epoch = leader_epoch, partition_epoch
                 role.replicas, role.follower_isr = tuple(replicas), tuple(isr)
                 role.generation += 1
+                self._recent.clear()
                 self._on_change(self)
                 try:
                     positions = await self._io.run(self._start_following, new_epoch)
@@ -670,6 +741,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             try:
                 role.leader_state, role.following, role.leader = None, False, -1
                 role.generation += 1
+                self._recent.clear()
             finally:
                 self._reopen()
         self._on_change(self)
