@@ -565,19 +565,38 @@ class ReplicaManager:
 def _read_in_order(reads, max_bytes, isolation):
     """In a storage thread: the reads of one Fetch in request order, ``[(index, partition,
     FetchPartition, zero copy, before)]``; returns their ReadResults and, for each,
-    whether it is past ``max_bytes`` (the caller releases those). As Kafka's readFromLocalLog:
-    "Once we read from a non-empty partition, we stop ignoring request and partition
-    level size limits" -- the first partition with data returns at least one batch,
-    whatever max_bytes says; later ones only what still fits (a first batch that does
-    not fit is not returned), and once nothing fits their reads look nothing up and
-    only report positions and errors."""
+    whether it is past ``max_bytes`` (the caller releases those)."""
+    return _in_order(reads, max_bytes, lambda partition, f, room, zero_copy, min_one:
+                     partition.read_in_storage(f.fetch_offset, room, isolation,
+                                               f.last_fetched_epoch, zero_copy,
+                                               min_one=min_one))
+
+
+def _read_recent(reads, max_bytes, isolation, replica_id):
+    """:func:`_read_in_order` on the loop, when every partition can answer its read
+    without storage (``read_recent``: a cluster leader's followers fetching what it just
+    appended); else None, and storage reads them all (the size rules span the request)."""
+    return _in_order(reads, max_bytes, lambda partition, f, room, _zero_copy, min_one:
+                     partition.read_recent(f, replica_id, isolation, room, min_one))
+
+
+def _in_order(reads, max_bytes, read):
+    """The reads of one Fetch in request order, each ``read(partition, FetchPartition,
+    room, zero copy, min_one)``, with Kafka's size rules (readFromLocalLog): "Once we read
+    from a non-empty partition, we stop ignoring request and partition level size
+    limits" -- the first partition with data returns at least one batch, whatever
+    max_bytes says; later ones only what still fits (a first batch that does not fit is
+    not returned), and once nothing fits their reads look nothing up and only report
+    positions and errors. ``(results, past max_bytes for each)``, or None as soon as a
+    read answers None."""
     results, over, total = [], [], 0
     try:
         for _, partition, f, zero_copy, _ in reads:
             room = max(max_bytes - total, 1) if total == 0 else max_bytes - total
-            result = partition.read_in_storage(f.fetch_offset, min(f.max_bytes, room),
-                                               isolation, f.last_fetched_epoch, zero_copy,
-                                               min_one=total == 0)
+            result = read(partition, f, min(f.max_bytes, room), zero_copy, total == 0)
+            if result is None:
+                _release_all((results, over))
+                return None
             results.append(result)
             too_much = bool(total) and result.size > max_bytes - total
             over.append(too_much)
@@ -586,23 +605,6 @@ def _read_in_order(reads, max_bytes, isolation):
     except BaseException:
         _release_all((results, over))
         raise
-    return results, over
-
-
-def _read_recent(reads, max_bytes, isolation, replica_id):
-    """:func:`_read_in_order` on the loop, when every partition can answer its read
-    without storage (``read_recent``: a cluster leader's followers fetching what it just
-    appended); else None, and storage reads them all (the size rules span the request)."""
-    results, over, total = [], [], 0
-    for _, partition, f, _, _ in reads:
-        room = max(max_bytes - total, 1) if total == 0 else max_bytes - total
-        result = partition.read_recent(f, replica_id, isolation, min(f.max_bytes, room),
-                                       total == 0)
-        if result is None:
-            return None
-        results.append(result)
-        over.append(False)     # a read from memory never passes the room it was given
-        total += result.size
     return results, over
 
 

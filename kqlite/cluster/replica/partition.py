@@ -96,8 +96,8 @@ __all__ = ["ReplicatedPartition"]
 
 logger = logging.getLogger("kqlite.cluster")
 
-# How many consistent (last fetched epoch, offset) pairs a leader remembers per role
-# generation: one per idle follower of the partition is what is needed.
+# How many consistent (last fetched epoch, offset) pairs a leader remembers between role
+# changes: one per idle follower of the partition is what is needed.
 _AGREED_LIMIT = 16
 
 
@@ -154,9 +154,10 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         self._admitting = True
         # The leader's last appends, for its followers' next fetch (recent_batches.py),
         # and the (last fetched epoch, fetch offset) pairs a storage read of this role
-        # generation found not diverging, so an idle follower's fetch needs no storage.
+        # found not diverging, so an idle follower's fetch needs no storage; both are
+        # forgotten at each role change (_forget_recent).
         self._recent = RecentBatches(budget=recent_budget)
-        self._agreed = (None, frozenset())
+        self._agreed = set()
         self.recent_reads = 0         # follower reads answered from memory, counted
 
     # -- Leadership -------------------------------------------------------------------------
@@ -441,15 +442,18 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             self._agree(fetch.last_fetched_epoch, fetch.fetch_offset)
 
     def _agree(self, epoch, offset):
-        # Within one role generation the leader-epoch cache only gains the leader's own
-        # epoch at the log end, which never makes a pair found consistent diverge. (A
-        # fetch whose last epoch is the leader's own needs no memory: read_recent.)
-        generation, pairs = self._agreed
-        if generation == self._role.generation and (epoch, offset) in pairs:
-            return
-        if generation != self._role.generation or len(pairs) >= _AGREED_LIMIT:
-            pairs = frozenset()
-        self._agreed = (self._role.generation, pairs | {(epoch, offset)})
+        # Within one leadership the leader-epoch cache only gains the leader's own epoch
+        # at the log end, which never makes a pair found consistent diverge. (A fetch
+        # whose last epoch is the leader's own needs no memory: read_recent.)
+        if len(self._agreed) >= _AGREED_LIMIT:
+            self._agreed.clear()
+        self._agreed.add((epoch, offset))
+
+    def _forget_recent(self):
+        """A role change: what the last appends and the consistency checks of the role
+        before said is not used under the new one."""
+        self._recent.clear()
+        self._agreed.clear()
 
     def read_recent(self, fetch, replica_id, isolation, max_bytes, min_one):
         """On the loop, after ``before_gathered_read`` let ``fetch`` through: a follower's
@@ -467,14 +471,14 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
         if positions.read_limit(isolation) != end or \
                 not positions.log_start_offset <= offset <= end:
             return None
-        epoch, generation = fetch.last_fetched_epoch, self._role.generation
-        if epoch >= 0 and epoch != ls.leader_epoch and (
-                self._agreed[0] != generation or (epoch, offset) not in self._agreed[1]):
+        epoch = fetch.last_fetched_epoch
+        if epoch >= 0 and epoch != ls.leader_epoch and (epoch, offset) not in self._agreed:
             return None
         if offset == end:
             records = b""
         else:
-            records = self._recent.read(generation, offset, end, max_bytes, min_one)
+            records = self._recent.read(self._role.generation, offset, end, max_bytes,
+                                        min_one)
             if records is None:
                 return None
             self.recent_reads += 1
@@ -675,7 +679,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 role.leader_epoch, role.partition_epoch = leader_epoch, partition_epoch
                 role.replicas = tuple(replicas)
                 role.generation += 1
-                self._recent.clear()
+                self._forget_recent()
                 self.leader_role.hw_moved()
             finally:
                 self._reopen()
@@ -707,7 +711,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
                 role.leader_epoch, role.partition_epoch = leader_epoch, partition_epoch
                 role.replicas, role.follower_isr = tuple(replicas), tuple(isr)
                 role.generation += 1
-                self._recent.clear()
+                self._forget_recent()
                 self._on_change(self)
                 try:
                     positions = await self._io.run(self._start_following, new_epoch)
@@ -741,7 +745,7 @@ class ReplicatedPartition(LocalPartition, FollowerReplica):
             try:
                 role.leader_state, role.following, role.leader = None, False, -1
                 role.generation += 1
-                self._recent.clear()
+                self._forget_recent()
             finally:
                 self._reopen()
         self._on_change(self)
