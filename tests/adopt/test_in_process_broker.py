@@ -93,10 +93,12 @@ def test_reads_on_a_follower_never_pass_the_high_watermark(tmp_path, zk_hosts, z
             "pinned"].result(30)
         until(lambda: (s := _state(zk, "pinned")) is not None and sorted(s.isr) == [1, 2, 3],
               "the ISR complete")
-        # The controller writes the ISR before broker 1 has its LeaderAndIsr: the topic is
-        # asked of broker 1's data dir first, so the log is read only once it is there.
+        # The controller writes the ISR before broker 1 has its LeaderAndIsr, and its
+        # UpdateMetadata (which names the leader to broker 1) comes after that: the topic
+        # is asked of broker 1's data dir first, so the log is read only once it is there.
         until(lambda: "pinned" in broker.db.list_topics() and
-              broker.log_end("pinned", 0) == 0, "broker 1 hosting its replica")
+              broker.log_end("pinned", 0) == 0 and broker.leader("pinned", 0) == 2,
+              "broker 1 hosting its replica and knowing its leader")
         # Broker 3 stays in the ISR without fetching (30 s before it is dropped): the HW
         # is pinned at 0 while broker 1 copies the records.
         os.kill(two_brokers[1].proc.pid, signal.SIGSTOP)
