@@ -5,8 +5,9 @@ twins (``KQLITE_PURE_PYTHON=1``). The second pass runs the tests of code that ha
 helper beneath it (formats, storage, the embedded API, the crash suite, the single
 broker, Spark, the CLI) and leaves out the tests whose code is the same in both modes
 and calls no C helper itself: the cluster (its storage underneath is tested in both modes
-on its own) with its multi-broker and fault-injection scenarios and the asyncio API's
-loop checks. That keeps the suite within CI's time budget; ``KQLITE_TEST_ALL_MODES=1``
+on its own) with its multi-broker and fault-injection scenarios, the asyncio API's
+loop checks, the kafkajs suite (the pure pass serves three other clients) and the
+producer quota's 20-second rate test. That keeps the suite within CI's time budget; ``KQLITE_TEST_ALL_MODES=1``
 runs everything in both passes.
 
 The pure-Python pass ends well before the C pass, so ``scripts/test`` (which sets
@@ -74,6 +75,12 @@ _PURE_PASS_ONLY = (f"{os.sep}tests{os.sep}protocol{os.sep}",
 
 _SAME_IN_BOTH_MODES = (f"{os.sep}tests{os.sep}cluster{os.sep}",
                        f"{os.sep}tests{os.sep}faults{os.sep}",
+                       # Their subject is not the helpers: kafkajs, one more client's view
+                       # of the wire (the pure pass serves confluent-kafka, kafka-python
+                       # and aiokafka from the same broker paths), and the quota's rate
+                       # over 20 s of producing flat out.
+                       f"{os.sep}tests{os.sep}server{os.sep}test_kafkajs.py",
+                       f"{os.sep}tests{os.sep}server{os.sep}test_quota_throughput.py",
                        # kqlite.aio's API and loop checks; its cancellation test runs in both.
                        f"{os.sep}tests{os.sep}aio{os.sep}test_aio_api.py",
                        f"{os.sep}tests{os.sep}aio{os.sep}test_aio_group_commit.py")

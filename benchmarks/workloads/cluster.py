@@ -84,8 +84,8 @@ def run(ctx):
     if ck is None:
         return
     from confluent_kafka.admin import AdminClient, NewTopic
-    count = ctx.pick(100_000, 300_000, 1_000_000)
-    seconds = ctx.pick(3.0, 10.0, 30.0)
+    count = ctx.pick(20_000, 300_000, 1_000_000)
+    seconds = ctx.pick(1.0, 10.0, 30.0)
     value = os.urandom(VALUE_SIZE)
 
     def measure(system, bootstrap, acks, replication_factor, config):
@@ -153,7 +153,7 @@ def run(ctx):
             measure(CLUSTER, bootstrap, "all", 3, {"min.insync.replicas": "2"})
             _transactions(ctx, ck, AdminClient({"bootstrap.servers": bootstrap}), bootstrap,
                           count, value)
-            big = ctx.pick(100, 1_000)
+            big = ctx.pick(20, 1_000)
             for system, replication_factor in ((CLUSTER_RF1, 1), (CLUSTER, 3)):
                 ctx.log(f"  {system}: {big} records of {BIG_VALUE_SIZE} B")
                 _big_records(ctx, ck, AdminClient({"bootstrap.servers": bootstrap}),

@@ -137,7 +137,7 @@ def run_broker(ctx):
         return
     from confluent_kafka.admin import AdminClient, NewTopic
     from workloads.cluster import _Serve, _free_port, _nearest_rank
-    seconds = ctx.pick(2.0, 8.0, 20.0)
+    seconds = ctx.pick(0.5, 8.0, 20.0)
     value = os.urandom(VALUE_SIZE)
     with ctx.workdir("broker") as d:
         broker = _Serve(os.path.join(d, "data"), _free_port()).start().wait_listening()

@@ -191,7 +191,7 @@ def run(ctx):
         ctx.skip("read", KQ, "no Java runtime for Spark")
         return
     client = ctx.peer("confluent_kafka", "read_sum_lengths", KQ_CLIENT[1]) is not None
-    n = ctx.pick(20_000, 500_000, 2_000_000)
+    n = ctx.pick(4_000, 500_000, 2_000_000)
     recs = _records(n)
     with ctx.workdir("data") as root:
         data, text_dir, pq_dir = _prepare(root, recs, client)
@@ -269,12 +269,13 @@ def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client):
                 (KQ_PRUNED, lambda _: total(kq(schema="value BINARY")))]
         jobs += [(system, lambda _, t=topic: total(kq(t))) for topic, system in
                  SMALL + ([KQ_CLIENT] if client else [])]
-        for system, seconds in _interleaved(ctx.repeats, jobs, ctx.pick(1, 2)):
+        # --quick (the smoke test) runs each job once, untimed warm-up left out.
+        for system, seconds in _interleaved(ctx.repeats, jobs, ctx.pick(0, 2)):
             ctx.add_rate("read_sum_lengths", system, n, seconds,
                          note="sum(length(value))" + _NOTES.get(system, ""))
         every_jobs = [(KQ, lambda _: every_column(kq())),
                       (PARQUET_7, lambda _: every_column(spark.read.parquet(pq7_dir)))]
-        for system, seconds in _interleaved(ctx.repeats, every_jobs, 1):
+        for system, seconds in _interleaved(ctx.repeats, every_jobs, ctx.pick(0, 1)):
             ctx.add_rate("read_every_column", system, n, seconds,
                          note="a sum or count of each of the 7 columns")
     finally:
@@ -317,8 +318,9 @@ def _measure(ctx, spark, root, data, text_dir, pq_dir, n, expected, client):
         shutil.rmtree(ckpt, ignore_errors=True)
         assert sum(s or 0 for s in sums) == expected, (sums, expected)
 
-    stream(None)
-    micro.clear()
+    if ctx.mode != "quick":
+        stream(None)
+        micro.clear()
     whole = best_time(ctx.repeats, stream, sync=False)
     ctx.add_rate("stream_micro_batch", KQ + " (readStream)", n, min(micro),
                  note="the availableNow micro-batch (Spark's triggerExecution), "

@@ -282,7 +282,7 @@ def test_reader_sees_new_records_without_reopening(tmp_path):
 
 @pytest.mark.parametrize("others_open", [False, True],
                          ids=["recovery-by-next-opener", "log-held-open-elsewhere"])
-def test_writer_killed_mid_append_does_not_wedge_the_log(tmp_path, others_open):
+def test_writer_killed_mid_append_does_not_wedge_the_log(tmp_path, others_open, soak):
     """SIGKILL a writer at random moments while it appends in a loop; each time another
     process must append within a few seconds and the log must stay dense.
 
@@ -292,7 +292,7 @@ def test_writer_killed_mid_append_does_not_wedge_the_log(tmp_path, others_open):
     """
     path = str(tmp_path / "data" / "mp-0")
     rng = random.Random(7)
-    kills = 8
+    kills = 32 if soak else 5
     held = kqlite.Log.open(path, CONFIG) if others_open else None
     counts = {}
     try:
