@@ -7,8 +7,8 @@ broker, Spark, the CLI) and leaves out the tests whose code is the same in both 
 and calls no C helper itself: the cluster (its storage underneath is tested in both modes
 on its own) with its multi-broker and fault-injection scenarios, the asyncio API's
 loop checks, the kafkajs suite (the pure pass serves three other clients) and the
-producer quota's 20-second rate test. That keeps the suite within CI's time budget; ``KQLITE_TEST_ALL_MODES=1``
-runs everything in both passes.
+producer quota's 20-second rate test. That keeps the suite within CI's time budget;
+``KQLITE_TEST_ALL_MODES=1`` runs everything in both passes.
 
 The pure-Python pass ends well before the C pass, so ``scripts/test`` (which sets
 ``KQLITE_TEST_SPLIT=1`` for both) hands it the checks that read the sources rather than
