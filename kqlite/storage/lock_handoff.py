@@ -190,6 +190,7 @@ def _run():
         now = time.monotonic()
         for lg in current:
             _maybe_release(lg, now)
+        current = lg = None     # nor held here while the thread waits for the next keep
         if _contended:
             _contended = False
             _tick = TICK
@@ -199,9 +200,13 @@ def _run():
 
 def _maybe_release(lg, now):
     shared = lg._shared
-    if not shared.kept or not lg._lock.acquire(blocking=False):
+    if not lg._lock.acquire(blocking=False):
         return      # busy: the write in progress looks at the want word when it ends
     try:
+        # A handle stops keeping the lock without telling us (a failed write, a hand-over
+        # at the end of a write, a close): forget it here, under its lock, so that a
+        # closed Log is not held and looked at forever, and a keep that races with the
+        # look re-registers after it (keep_or_release holds the same lock).
         if not shared.kept:
             _forget(lg)
         elif lg._closed or shared.mapped is None:

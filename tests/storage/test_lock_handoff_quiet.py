@@ -7,11 +7,15 @@ conditions only when somebody waits on them. Neither may cost a guarantee:
   than the taker's lock timeout, so only the want can free it);
 - after such a hand-over the handles take turns again, offsets dense;
 - group commit with threads that join rounds at different moments (some appends
-  sync, the leader gathers) returns every append with its records fsynced.
+  sync, the leader gathers) returns every append with its records fsynced;
+- a closed handle leaves the thread's books: an application that opens and closes
+  logs must not leave every closed Log held, and looked at every tick, for good.
 """
 
+import gc
 import threading
 import time
+import weakref
 
 import kqlite
 from kqlite.storage import lock_handoff
@@ -29,6 +33,21 @@ def test_a_quiet_holder_hands_the_lock_over_when_asked(tmp_path, monkeypatch):
         assert a.append(b"a1") == 2           # and b's thread honours a's
         assert [r.value for r in a.read()] == [b"a0", b"b0", b"a1"]
         assert [r.value for r in b.read()] == [b"a0", b"b0", b"a1"]
+
+
+def test_closed_logs_leave_the_releasing_thread(tmp_path):
+    closed = []
+    for i in range(20):
+        log = kqlite.Log.open(tmp_path / f"t-{i}")
+        log.append(b"x")            # the write keeps the lock: the thread registers it
+        log.close()
+        closed.append(weakref.ref(log))
+    del log
+    deadline = time.monotonic() + 10 * lock_handoff.QUIET_TICK + 5
+    while any(ref() is not None for ref in closed) and time.monotonic() < deadline:
+        time.sleep(lock_handoff.TICK)
+        gc.collect()
+    assert [ref() for ref in closed if ref() is not None] == []
 
 
 def test_group_commit_rounds_cover_mixed_single_and_batched_appends(tmp_path):
