@@ -9,6 +9,7 @@ back and fsyncs them before the log opens, whichever process reopens it.
 
 import os
 import random
+import sys
 
 import pytest
 
@@ -17,12 +18,8 @@ from faultyfs import FaultyFS
 from kqlite.errors import LogFailedError
 from kqlite.storage import lost_pages
 
-
-def killed(log):
-    """What kill -9 leaves of ``log``: its descriptors and locks go, nothing is written
-    or fsynced on the way out (its unsynced writes stay in the simulated page cache)."""
-    log._segments.close_all()
-    log._shared.release()
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "storage"))
+from dead_handle import abandon  # noqa: E402
 
 
 def segment_files(path):
@@ -45,7 +42,7 @@ def test_recovery_leaves_fsync_to_the_first_round_which_covers_every_segment(dis
     for v in written:
         writer.append(v)
     assert len(writer.segments) > 2
-    killed(writer)
+    abandon(writer)
     files = segment_files(path)
     pending = {f: fs.unsynced_writes(f) for f in files}
     assert all(pending.values())
@@ -74,7 +71,7 @@ def test_a_cut_made_by_recovery_is_fsynced(disk_and_path):
     writer = kqlite.Log.open(path, fs=fs, fsync="always")
     writer.append([b"a", b"b"])
     active = segment_files(path)[-1]
-    killed(writer)
+    abandon(writer)
     with open(active, "ab") as f:                 # a torn batch a power cut left
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x01\x00garbage")
     log = kqlite.Log.open(path, fs=fs)
@@ -114,7 +111,7 @@ def test_without_a_failed_fsync_nothing_is_written_back(disk_and_path):
     fs, path = disk_and_path
     writer = kqlite.Log.open(path, fs=fs, fsync="always")
     writer.append([b"a", b"b"])
-    killed(writer)
+    abandon(writer)
     before = fs.written
     with kqlite.Log.open(path, fs=fs) as log:
         assert fs.written - before < 200           # the state and the indexes only

@@ -25,11 +25,13 @@ from kqlite import Record
 from kqlite.errors import InvalidRecordError, LogFailedError
 from kqlite.format.batch import build_batch, decode_batch, parse_header
 from kqlite.format.constants import DELETE_HORIZON_MASK
-from kqlite.storage import cleaner, flusher, swap
+from kqlite.storage import cleaner, swap
 from kqlite.storage.data_dir import CLEANER_OFFSET_FILE
 from kqlite.storage.fs import OsFile, OsFileSystem
 from kqlite.storage.locking import FileLock
 from kqlite.storage.verify import find_segments, verify_segment
+
+from dead_handle import abandon
 
 DAY = 86_400_000
 T0 = 1_700_000_000_000
@@ -224,16 +226,6 @@ class CrashFS(OsFileSystem):
     def fsync_dir(self, path):
         self.step("fsync dir")
         super().fsync_dir(path)
-
-
-def abandon(log):
-    """Drop a Log the way a dead process does: close its descriptors, write nothing."""
-    flusher.unregister(log)
-    log._segments.close_all()
-    log._shared.release()
-    if log._data_dir is not None:
-        log._data_dir.release(clean=False)     # the data dir's files close with the process
-    log._closed = True
 
 
 CRASH_CONFIG = {"segment_bytes": 700, "delete_retention_ms": DAY, "index_interval_bytes": 200}

@@ -27,11 +27,12 @@ from kqlite.errors import InvalidTxnStateError
 from kqlite.format import parse_header
 from kqlite.format.batch import build_batch
 from kqlite.format.validate import AppendOrigin
-from kqlite.storage import Isolation, flusher
+from kqlite.storage import Isolation
 from kqlite.storage.fs import DEFAULT_FS
 from kqlite.storage.log import NO_VERIFICATION
 from kqlite.storage.verify import TransactionReplay, find_segments, verify_segment
 
+from dead_handle import abandon
 from txn_model import TxnModel
 
 T0 = 1_700_000_000_000
@@ -40,14 +41,6 @@ CONFIG = {"segment_bytes": 420, "index_interval_bytes": 64, "cleanup_policy": "c
           "min_cleanable_dirty_ratio": 0.0, "delete_retention_ms": DAY}
 PRODUCERS = st.sampled_from([1, 2, 3])
 KEYS = st.lists(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]), min_size=1, max_size=4)
-
-
-def abandon(log):
-    """Drop a Log the way a dead process does: close its descriptors, write nothing."""
-    flusher.unregister(log)
-    log._segments.close_all()
-    log._shared.release()
-    log._closed = True
 
 
 class TransactionalLog(RuleBasedStateMachine):
