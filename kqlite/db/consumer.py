@@ -203,8 +203,10 @@ class Consumer:
             membership.release(revoked)
         wanted = [tp for tp in sorted(mine) if tp not in self._positions]
         if wanted:
-            committed = self.db.offsets.committed(self.group)
             gained = membership.claim(wanted)
+            # Read after the claim: the last owner commits before it lets go, and may
+            # have done both a moment before the claim succeeded.
+            committed = self.db.offsets.committed(self.group) if gained else {}
             for tp in gained:
                 self._take(tp, committed.get(tp))
             if gained and self._on_assign:

@@ -84,6 +84,40 @@ def test_members_split_partitions_and_rebalance_when_one_leaves(db):
     a.close()
 
 
+def test_a_partition_handed_over_starts_where_its_last_owner_committed(db):
+    # The owner may commit and let go between the new owner's look at the committed
+    # offsets and its claim: the new owner must start from that last commit, or it
+    # reads again what the old owner consumed and committed (two processes, one record).
+    opts = dict(group="g", auto_offset_reset="earliest", enable_auto_commit=False,
+                rebalance_check_interval_ms=0)
+    old = db.consumer("t", client_id="old", **opts)     # alone: owns the 4 partitions
+    first = [r for _ in range(4) for r in old.poll(timeout_ms=20, max_records=3)]
+    old.commit()
+    second = [r for _ in range(4) for r in old.poll(timeout_ms=20, max_records=3)]
+    # each poll reads the next partition: 3 records of each, then 3 more, uncommitted
+    assert first and second
+    new = db.consumer("t", client_id="a-new", **opts)  # range: partitions 0 and 1
+    assert new.assignment() == set()                   # still claimed by the old owner
+    claim = new._membership.claim
+
+    def old_commits_and_lets_go_first(tps):
+        old.commit()
+        old.poll(timeout_ms=0)                         # its rebalance releases 0 and 1
+        assert old.assignment() == {("t", 2), ("t", 3)}
+        return claim(tps)
+
+    new._membership.claim = old_commits_and_lets_go_first
+    rest = drain(new, 5)
+    assert new.assignment() == {("t", 0), ("t", 1)}
+    consumed = {(r.partition, r.offset) for r in first + second}
+    again = {(r.partition, r.offset) for r in rest} & consumed
+    assert again == set(), f"read twice: {sorted(again)[:5]}"
+    assert {(r.partition, r.offset) for r in rest} | \
+        {pr for pr in consumed if pr[0] in (0, 1)} == {(p, o) for p in (0, 1) for o in range(10)}
+    new.close()
+    old.close()
+
+
 def test_roundrobin_assignment(db):
     db.create_topic("u", partitions=3)
     opts = dict(group="rr", partition_assignment_strategy="roundrobin",
