@@ -17,11 +17,11 @@ Default run (short):
   pipeline, a read_committed and a read_uncommitted reader) through every nemesis of the
   issue once, one after another: the coordinator SIGKILLed and restarted, SIGSTOPped
   past its ZooKeeper session, a partition leader SIGKILLed, the controller SIGKILLed,
-  the coordinator cut from a partition leader until that partition's ISR changed, a
-  power loss of the coordinator (the undo journal of harness/power_loss.py, on for the
-  whole cluster): 0 anomalies, and every producer committed; the same checker over the
-  read_uncommitted reader reports aborted reads (the negative control: the checker can
-  fail).
+  the coordinator cut from a partition leader until that partition's ISR changed (or
+  it stayed idle: harness/nemesis.partition_pair), a power loss of the coordinator
+  (the undo journal of harness/power_loss.py, on for the whole cluster): 0 anomalies,
+  and every producer committed; the same checker over the read_uncommitted reader
+  reports aborted reads (the negative control: the checker can fail).
 
 With ``--soak``: the scenario under each nemesis alone, three times in a row, with a
 longer pipeline and warm-up.
@@ -226,11 +226,12 @@ def _coordinator_fault(kind, cluster, topic, settle=TXN_STATE_PARTITIONS):
         if kind == "power-loss-coordinator":
             return str(power_loss_bounce(cluster, victim, TXN_STATE)) + " (the coordinator)"
         if kind == "cut-coordinator-from-leader":
-            # Markers to that leader fail and are retried until the link heals (once a
-            # partition's ISR changed for it).
+            # Markers to that leader fail and are retried until the link heals: once
+            # a partition's ISR changed for it, or once it stayed idle (every producer
+            # may wait on such markers when the cut begins, and write nothing more).
             name, partition, other = _cut_partner(cluster, topic, victim)
-            return partition_pair(cluster, victim, other, name, partition) + \
-                " (the coordinator)"
+            return partition_pair(cluster, victim, other, name, partition,
+                                  idle=3 * cluster.lag_time_ms / 1000) + " (the coordinator)"
         if kind == "kill-leader":
             return hard_bounce(cluster, leader_of(cluster, topic, 0), topic, 3) + \
                 " (a partition leader)"

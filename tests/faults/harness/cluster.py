@@ -139,6 +139,7 @@ class FaultCluster:
         self.zk = ZooKeeperProcess(os.path.join(self.workdir, "zookeeper"))
         self.net = ProxyNet()
         self.session_timeout_ms = session_timeout_ms
+        self.lag_time_ms = lag_time_ms
         options = ["--zookeeper-session-timeout-ms", str(session_timeout_ms),
                    "--replica-lag-time-max-ms", str(lag_time_ms),
                    "--controlled-shutdown-retry-backoff-ms", "300", "--no-auto-create-topics",

@@ -7,6 +7,7 @@ Every function returns a short text for the scenario's log, and leaves the clust
 every broker running and every link healed unless its name says otherwise.
 """
 
+import os
 import time
 
 import pytest
@@ -169,13 +170,57 @@ def restart_zookeeper(cluster, topic, down_seconds=1.0):
     return f"ZooKeeper restarted ({down_seconds} s down)"
 
 
-def partition_pair(cluster, a, b, topic, partition=0):
+def partition_pair(cluster, a, b, topic, partition=0, *, idle=None):
     """Cut brokers ``a`` and ``b`` from each other (both stay reachable from ZooKeeper
-    and clients) until the partition's ISR changes or its leader moves, then heal."""
+    and clients) until the partition's ISR changes or its leader moves, then heal.
+
+    A follower cut from its leader leaves the ISR only once it is behind: one that has
+    every record stays (Kafka's Replica.isCaughtUp: its end offset is the leader's), so
+    an idle partition's ISR has no reason to change. With ``idle`` seconds, the cut
+    also ends when the leader's log got no byte for that long since the cut; a write
+    that reached it makes the ISR change due again."""
     before = cluster.partition_state(topic, partition)
     cluster.net.cut(node(a), node(b))
-    cluster.wait_for(lambda: cluster.partition_state(topic, partition) != before,
-                     f"{topic}-{partition}'s state changed while {a} and {b} were cut apart")
+    cut_at = time.monotonic()
+    leader_dir = cluster[before["leader"]].partition_dir(topic, partition)
+    at_cut = _log_bytes(leader_dir)
+    written = []
+
+    def reacted():
+        if cluster.partition_state(topic, partition) != before:
+            return "changed"
+        if not written and _log_bytes(leader_dir) != at_cut:
+            written.append(time.monotonic() - cut_at)
+        if idle is not None and not written and time.monotonic() - cut_at >= idle:
+            return "idle"
+        return None
+
+    try:
+        how = cluster.wait_for(reacted, f"{topic}-{partition}'s state changed while {a} and "
+                                        f"{b} were cut apart")
+    except pytest.fail.Exception as exc:
+        seen = f"{written[0]:.1f} s after the cut" if written else "never"
+        raise AssertionError(f"{exc}; the leader {before['leader']}'s log grew: {seen}; "
+                             f"state {cluster.partition_state(topic, partition)}") from None
     cluster.net.heal(node(a), node(b))
     wait_full_isr(cluster, topic, partition + 1)
+    if how == "idle":
+        return (f"brokers {a} and {b} cut apart for {idle:g} s; the ISR of "
+                f"{topic}-{partition} kept: no write reached its leader meanwhile")
     return f"brokers {a} and {b} cut apart until the ISR of {topic}-{partition} changed"
+
+
+def _log_bytes(partition_dir):
+    """The bytes of the partition's segment files in one broker's data dir."""
+    total = 0
+    try:
+        names = os.listdir(partition_dir)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if name.endswith(".log"):
+            try:
+                total += os.path.getsize(os.path.join(partition_dir, name))
+            except FileNotFoundError:
+                pass    # deleted (retention, compaction) since the listing
+    return total
