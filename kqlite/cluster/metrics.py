@@ -16,7 +16,8 @@ The ISR counters count the changes the controller committed (Kafka marks its met
 the same point: a successful AlterPartition answer). Each replicated partition counts
 its own; a partition dropped from this broker (StopReplica with delete) takes its count
 with it, so the source keeps the final counts of the partitions it last saw and the
-broker totals never go down.
+broker totals never go down. kqlite's own counter of follower fetches answered from a
+leader's memory (replica/recent_batches.py) is kept the same way.
 """
 
 from .rules.partition_state import LEADER_DURING_DELETE, NO_LEADER
@@ -24,6 +25,8 @@ from .rules.partition_state import LEADER_DURING_DELETE, NO_LEADER
 __all__ = ["ClusterMetricsSource"]
 
 _FETCHER_LABELS = {"clientId": "Replica"}   # Kafka's fetcher metrics carry clientId=Replica
+# Counters each replicated partition keeps; the broker's totals are their sums.
+_COUNTERS = ("isr_shrinks", "isr_expands", "recent_reads")
 
 
 def _hosted(replicas):
@@ -39,25 +42,25 @@ class ClusterMetricsSource:
     def __init__(self, node):
         self.node = node
         self._seen = {}             # (topic, index) -> the partition object last scraped
-        self._retired = [0, 0]      # ISR shrinks, expands of partitions no longer hosted
+        self._retired = dict.fromkeys(_COUNTERS, 0)    # of partitions no longer hosted
 
-    def isr_change_totals(self):
-        """(shrinks, expands) committed on this broker since it started."""
+    def counter_totals(self):
+        """{name in _COUNTERS: its total on this broker since it started}."""
         partitions = _hosted(self.node.replicas)
         for key, old in list(self._seen.items()):
             if partitions.get(key) is not old:
-                self._retired[0] += old.isr_shrinks
-                self._retired[1] += old.isr_expands
+                for name in _COUNTERS:
+                    self._retired[name] += getattr(old, name)
                 del self._seen[key]
         self._seen.update(partitions)
-        return (self._retired[0] + sum(p.isr_shrinks for p in partitions.values()),
-                self._retired[1] + sum(p.isr_expands for p in partitions.values()))
+        return {name: self._retired[name] + sum(getattr(p, name) for p in partitions.values())
+                for name in _COUNTERS}
 
     def __call__(self):
         replicas = self.node.replicas
         hosted = list(_hosted(replicas).values())
         led = [p for p in hosted if p.is_leader]
-        shrinks, expands = self.isr_change_totals()
+        totals = self.counter_totals()
 
         def gauge(name, help_text, value, labels=None):
             return name, "gauge", help_text, [(labels or {}, value)]
@@ -77,10 +80,14 @@ class ClusterMetricsSource:
                     sum(1 for p in led if p.under_min_isr))
         yield counter("kafka_server_replicamanager_isrshrinks_total",
                       "ISR shrinks committed by the controller for partitions led here.",
-                      shrinks)
+                      totals["isr_shrinks"])
         yield counter("kafka_server_replicamanager_isrexpands_total",
                       "ISR expansions committed by the controller for partitions led here.",
-                      expands)
+                      totals["isr_expands"])
+        yield counter("kqlite_follower_fetches_from_memory_total",
+                      "Follower fetches of partitions led here answered from the leader's "
+                      "memory of its last appends, without a storage read.",
+                      totals["recent_reads"])
         fetchers = replicas.fetchers
         yield gauge("kafka_server_replicafetchermanager_maxlag",
                     "The largest lag, in offsets, of a followed partition behind its "

@@ -1,6 +1,7 @@
 """Kafka-named Prometheus metrics scraped from three real cluster brokers: counts that
 add up across the cluster, one active controller, and the ISR shrinking when a follower
-dies and expanding when it comes back, as the leader's counters and gauges show."""
+dies and expanding when it comes back, as the leader's counters and gauges show; and
+kqlite's count of follower fetches a leader answered from memory."""
 
 import re
 import urllib.request
@@ -19,13 +20,14 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
 
 
 def scrape(port):
-    """{metric name: value} of the kafka_* samples (each has one sample per broker)."""
+    """{metric name: value} of the kafka_* samples and MEMORY_READS (one sample each per
+    broker)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
     out = {}
     for line in text.splitlines():
         m = _SAMPLE.match(line)
-        if m and m.group(1).startswith("kafka_"):
+        if m and m.group(1).startswith(("kafka_", MEMORY_READS)):
             out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
     return out
 
@@ -36,6 +38,7 @@ EXPANDS = "kafka_server_replicamanager_isrexpands_total"
 LEADERS = "kafka_server_replicamanager_leadercount"
 PARTITIONS = "kafka_server_replicamanager_partitioncount"
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
+MEMORY_READS = "kqlite_follower_fetches_from_memory_total"
 
 
 @pytest.fixture
@@ -75,6 +78,16 @@ def test_kafka_metrics_follow_leadership_and_isr_changes(cluster):
         if b != controller:
             assert s["kafka_controller_kafkacontroller_globalpartitioncount"] == 0
 
+    def fetched_from_memory():
+        # The followers' fetches of what a leader just appended are answered from its
+        # memory (replica/recent_batches.py) unless another write came between.
+        producer.produce("gauges", value=b"acks=all")
+        producer.flush(WAIT)
+        now = all_metrics()
+        return now if sum(s[MEMORY_READS] for s in now.values()) > 0 else None
+    served = until(fetched_from_memory, "a follower fetch answered from a leader's memory")
+    assert all(s[MEMORY_READS] >= 0 for s in served.values())
+
     # A leader that is not the controller, and a follower that is neither: the leader's
     # shrink then goes to a live controller (killing the controller would leave the
     # ISR change to the next one, which Kafka does not count as the leader's shrink).
@@ -112,21 +125,27 @@ def test_kafka_metrics_follow_leadership_and_isr_changes(cluster):
     assert sum(s[PARTITIONS] for s in m.values()) == 9
 
 
-def test_isr_change_totals_keep_the_counts_of_dropped_partitions():
+def test_counter_totals_keep_the_counts_of_dropped_partitions():
     from types import SimpleNamespace
 
     from kqlite.cluster.metrics import ClusterMetricsSource
 
-    def partition(topic, index, shrinks, expands):
+    def partition(topic, index, shrinks, expands, reads):
         return SimpleNamespace(topic=topic, index=index, isr_shrinks=shrinks,
-                               isr_expands=expands)
-    hosted = [partition("a", 0, 2, 1), partition("a", 1, 1, 0)]
+                               isr_expands=expands, recent_reads=reads)
+
+    def totals():
+        t = source.counter_totals()
+        return t["isr_shrinks"], t["isr_expands"], t["recent_reads"]
+    hosted = [partition("a", 0, 2, 1, 10), partition("a", 1, 1, 0, 5)]
     node = SimpleNamespace(replicas=SimpleNamespace(hosted_replicas=lambda: list(hosted)))
     source = ClusterMetricsSource(node)
-    assert source.isr_change_totals() == (3, 1)
+    assert totals() == (3, 1, 15)
     hosted[0].isr_shrinks = 4            # counted after the last scrape, then dropped
+    hosted[0].recent_reads = 12
     dropped = hosted.pop(0)
-    assert source.isr_change_totals() == (5, 1)
-    hosted.append(partition(dropped.topic, dropped.index, 0, 0))   # made again: from 0
+    assert totals() == (5, 1, 17)
+    hosted.append(partition(dropped.topic, dropped.index, 0, 0, 0))   # made again: from 0
     hosted[-1].isr_expands = 2
-    assert source.isr_change_totals() == (5, 3)
+    hosted[-1].recent_reads = 1
+    assert totals() == (5, 3, 18)
