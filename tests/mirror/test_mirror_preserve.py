@@ -40,8 +40,10 @@ def _produce(bootstrap, topic, values, **config):
     return failures
 
 
-def _log(bootstrap, topic, partition=0):
-    """(log start, whole-batch bytes from it to the log end) as Fetch answers them."""
+def _log(bootstrap, topic, partition=0, tries=20):
+    """(log start, whole-batch bytes from it to the log end) as Fetch answers them. A
+    read the log changes under (its start moved past the offset asked: an error and no
+    records; its leader moved) starts again, at most ``tries`` times."""
     async def read():
         c = ClusterClient(bootstrap)
         try:
@@ -49,16 +51,23 @@ def _log(bootstrap, topic, partition=0):
             if c.partitions.get(topic, 0) <= partition:
                 return None
             tp = (topic, partition)
-            start = (await c.list_offsets([tp], -2))[tp]
-            end = (await c.list_offsets([tp], -1))[tp]
-            data, offset = b"", start
-            while offset < end:
-                body = await c.fetch(c.leader_address(*tp), {tp: offset}, max_wait_ms=0,
-                                     isolation_level=0)
-                (p,) = [p for t in body["responses"] for p in t["partitions"]]
-                chunk, next_offset = whole_batches(p["records"] or b"")
-                data, offset = data + chunk, next_offset
-            return start, data
+            for _ in range(tries):
+                start = (await c.list_offsets([tp], -2))[tp]
+                end = (await c.list_offsets([tp], -1))[tp]
+                data, offset = b"", start
+                while offset < end:
+                    body = await c.fetch(c.leader_address(*tp), {tp: offset}, max_wait_ms=0,
+                                         isolation_level=0)
+                    (p,) = [p for t in body["responses"] for p in t["partitions"]]
+                    chunk, next_offset = whole_batches(p["records"] or b"")
+                    if p["error_code"] or next_offset <= offset:
+                        break
+                    data, offset = data + chunk, next_offset
+                else:
+                    return start, data
+                await asyncio.sleep(0.1)
+                await c.refresh([topic])
+            raise AssertionError(f"{topic}-{partition} changed under each of {tries} reads")
         finally:
             await c.close()
     return asyncio.run(read())
