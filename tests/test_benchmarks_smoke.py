@@ -18,13 +18,17 @@ WORKLOADS = {"machine", "native", "append", "read", "durable", "aio", "multiproc
 # A figure that counts what met a latency bound may be 0 on a loaded machine; that is a
 # benchmark result, not a harness failure.
 MAY_BE_ZERO = {"within_20ms_at_20k"}
+# A bound on a hung run, not a measurement: the quick run took 142 s alone, and 200-253 s
+# inside the suite, on a VM 2.4x slower than usual.
+QUICK_RUN_TIMEOUT_S = 600
 
 
 def test_quick_run_writes_the_json_report(tmp_path):
     out = tmp_path / "results"
     proc = subprocess.run([sys.executable, RUN, "--quick", "--out", str(out),
                            "--workdir", str(tmp_path / "scratch")],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=ENV)
+                          capture_output=True, text=True, timeout=QUICK_RUN_TIMEOUT_S, cwd=ROOT,
+                          env=ENV)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "== append" in proc.stdout and "targets:" in proc.stdout   # progress and table
 
